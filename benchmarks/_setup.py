@@ -1,0 +1,80 @@
+"""Shared setup for the benchmark scripts: Django on a dedicated PostgreSQL database, RSS probes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def django_on(database: str) -> None:
+    """Point Django at its own database (created and migrated if missing)."""
+    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{database}")
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("SECRET_KEY", "benchmark-only")
+    os.environ.setdefault("DEBUG", "0")
+    os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "stepwise.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    sys.path.insert(0, str(ROOT))
+    from urllib.parse import urlparse
+
+    import psycopg
+
+    parsed = urlparse(url)
+    with psycopg.connect(
+        host=parsed.hostname, port=parsed.port or 5432, user=parsed.username or "postgres",
+        password=parsed.password, dbname="postgres", autocommit=True,
+    ) as conn:
+        name = parsed.path.lstrip("/")
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def rss_bytes() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+class PeakRSS:
+    """Samples RSS every few ms in a thread; `.growth` is peak minus the RSS at start."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.start = 0
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> PeakRSS:
+        import gc
+
+        gc.collect()
+        self.start = self.peak = rss_bytes()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_bytes())
+            time.sleep(self.interval)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+    @property
+    def growth_mb(self) -> float:
+        return (self.peak - self.start) / 2**20

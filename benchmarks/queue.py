@@ -1,0 +1,334 @@
+"""Queue benchmark: 100k solutions / 1M step ratings, 50 labelers over real HTTP.
+
+    DATABASE_URL is ignored: the script uses its own PostgreSQL database (default
+    stepwise_bench_queue on 127.0.0.1), seeds it with bulk SQL (generate_series), starts
+    gunicorn (gthread workers) on 127.0.0.1, and runs simulated labelers in several processes,
+    each thread a logged-in `requests` session looping: POST /label/next/ (claim), then one
+    htmx POST per step (rate) until the labeling ends. It prints latency percentiles,
+    throughput, overshoot and lost ratings (both must be 0), and the lead dashboard's time.
+
+    python benchmarks/queue.py [--seconds 60] [--labelers 50] [--solutions 100000] [--reseed]
+
+Bounded: the run stops after --seconds; everything stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import sys
+
+# This file is named queue.py: keep its folder off sys.path so `import queue` finds the stdlib.
+sys.path = [p for p in sys.path if p not in ("", __file__.rsplit("/", 1)[0])]
+
+import argparse  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PG = dict(host="127.0.0.1", port=5432, user="postgres")
+STEPS = 10
+
+
+def db_url(name: str) -> str:
+    return f"postgres://{PG['user']}@{PG['host']}:{PG['port']}/{name}"
+
+
+def env_for(name: str) -> dict:
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=db_url(name), DEBUG="0", SECRET_KEY="bench-only", STEPWISE_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost", REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/3"),
+        SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", PYTHONPATH=str(ROOT), LOG_LEVEL="WARNING",
+    )
+    return env
+
+
+def psql(name: str):
+    import psycopg
+
+    return psycopg.connect(dbname=name, autocommit=True, **PG)
+
+
+def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
+    with psql("postgres") as conn:
+        exists = conn.execute("select 1 from pg_database where datname=%s", [name]).fetchone()
+        if exists and reseed:
+            conn.execute(f'drop database "{name}" with (force)')
+            exists = None
+        if not exists:
+            conn.execute(f'create database "{name}"')
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env_for(name), check=True)
+    with psql(name) as conn:
+        if conn.execute("select count(*) from labeling_solution").fetchone()[0] >= solutions:
+            print(f"seed: reusing {name}")
+            return
+        t0 = time.perf_counter()
+        steps_json = "[" + ", ".join(f'"Step {i + 1}: we compute $x_{{{i}}} = {i}^2 + 1$."' for i in range(STEPS)) + "]"
+        script = f"""
+        insert into labeling_problem (text, text_sha256, ground_truth_answer, subject, created_at)
+          select 'Bench problem ' || g, md5('p' || g) || md5('q' || g), '42', 'algebra', now()
+          from generate_series(1, {solutions // 10}) g;
+        insert into labeling_batch (name, generation, overlap, priority, is_active, origin, created_at)
+          values ('bench', 1, 2, 0, true, 'manual', now());
+        insert into auth_group (name) values ('labeler'), ('lead') on conflict do nothing;
+        insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
+          select 'md5$bench$' || md5('bench' || 'pw'), false, 'b' || g, '', '', '', false, true, now()
+          from generate_series(0, {labelers + 10 - 1}) g;
+        insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
+          values ('md5$bench$' || md5('bench' || 'pw'), false, 'benchlead', '', '', '', false, true, now());
+        insert into auth_user_groups (user_id, group_id)
+          select u.id, g.id from auth_user u, auth_group g where g.name = 'labeler' and u.username like 'b%' and u.username <> 'benchlead';
+        insert into auth_user_groups (user_id, group_id)
+          select u.id, g.id from auth_user u, auth_group g where g.name = 'lead' and u.username = 'benchlead';
+        insert into labeling_labeler (user_id, public_id, created_at, state, state_reason, claims_since_gold,
+            gold_labelings, gold_steps, gold_steps_exact, gold_steps_binary, gold_first_error_total,
+            gold_first_error_match, agree_steps_compared, agree_steps_same)
+          select id, gen_random_uuid(), now(), 'active', '', 0, 0, 0, 0, 0, 0, 0, 0, 0 from auth_user where username like 'b%';
+        insert into labeling_solution (problem_id, batch_id, steps, final_answer, generator, source_id, format,
+            generation, is_quality_control, is_screening, content_sha256, completed_count, active_count, created_at)
+          select p.id + (g % {solutions // 10}), (select id from labeling_batch where name = 'bench'),
+            '{steps_json}'::jsonb, '42', 'bench', 'bench-' || g, 'phase2', 1, false, false,
+            md5('s' || g) || md5('t' || g), 1, 0, now()
+          from generate_series(0, {solutions - 1}) g, (select min(id) as id from labeling_problem) p;
+        -- One finished labeling per solution by the ten 'past' labelers: 100k labelings, 1M ratings.
+        insert into labeling_labeling (solution_id, labeler_id, status, finish_reason, total_time_ms, started_at,
+            finished_at, updated_at, lease_expires_at, is_surplus)
+          select s.id, (select min(id) from auth_user where username like 'b%') + {labelers} + (s.id % 10),
+            'completed', 'solution', 60000, now() - interval '2 hours', now() - (s.id % 7200) * interval '1 second',
+            now(), null, false
+          from labeling_solution s;
+        insert into labeling_steplabel (labeling_id, index, chosen_completion, has_completions, time_ms, created_at)
+          select l.id, i, 0, true, 6000, l.finished_at from labeling_labeling l, generate_series(0, {STEPS - 1}) i;
+        insert into labeling_completion (step_id, index, text, rating, flagged, is_human, source)
+          select st.id, 0, 'step', case when st.index % 5 = 4 then 0 else 1 end, false, false, ''
+          from labeling_steplabel st;
+        insert into labeling_batchlabelerstats (batch_id, labeler_id, labelings, surplus, steps, time_ms, pos, neu, neg,
+            flagged, fin_solution, fin_found_error, fin_give_up, fin_bad_problem, solutions_done, last_finished_at)
+          select s.batch_id, l.labeler_id, count(*), 0, count(*) * {STEPS}, sum(l.total_time_ms), count(*) * 8, count(*) * 2, 0,
+            0, count(*), 0, 0, 0, 0, max(l.finished_at)
+          from labeling_labeling l join labeling_solution s on s.id = l.solution_id group by 1, 2;
+        insert into labeling_batchhourstats (batch_id, hour, labelings, surplus, steps, time_ms, pos, neu, neg,
+            flagged, fin_solution, fin_found_error, fin_give_up, fin_bad_problem, solutions_done)
+          select s.batch_id, date_trunc('hour', l.finished_at), count(*), 0, count(*) * {STEPS}, sum(l.total_time_ms),
+            count(*) * 8, count(*) * 2, 0, 0, count(*), 0, 0, 0, 0
+          from labeling_labeling l join labeling_solution s on s.id = l.solution_id group by 1, 2;
+        analyze;
+        """
+        conn.execute(script)
+        print(f"seed: {solutions} solutions, {solutions} labelings, {solutions * STEPS} step ratings "
+              f"in {time.perf_counter() - t0:.1f} s")
+
+
+# --- the simulated labelers ---------------------------------------------------------------------
+
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+def login(base: str, username: str):
+    import requests
+
+    session = requests.Session()
+    page = session.get(f"{base}/accounts/login/", timeout=30)
+    token = CSRF.search(page.text).group(1)
+    response = session.post(
+        f"{base}/accounts/login/", data={"username": username, "password": "pw", "csrfmiddlewaretoken": token},
+        headers={"Referer": f"{base}/accounts/login/"}, timeout=30, allow_redirects=False,
+    )
+    assert response.status_code == 302, f"login of {username} failed: {response.status_code}"
+    session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
+    session.headers["Referer"] = base + "/"
+    return session
+
+
+def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Queue) -> None:
+    import threading
+
+    results = {"claim": [], "rate": [], "labeling": [], "acked": [], "errors": 0}
+    lock = threading.Lock()
+
+    def run(username: str) -> None:
+        session = login(base, username)
+        claims, rates, labelings, acked, errors = [], [], [], [], 0
+        while time.time() < deadline:
+            t0 = time.perf_counter()
+            r = session.post(f"{base}/label/next/", allow_redirects=False, timeout=60)
+            claims.append(time.perf_counter() - t0)
+            location = r.headers.get("Location", "")
+            match = re.search(r"/label/(\d+)/$", location)
+            if not match:
+                break  # nothing left for this labeler
+            labeling_id = int(match.group(1))
+            started = time.perf_counter()
+            for step in range(STEPS):
+                rating = -1 if (labeling_id % 9 == 0 and step == 6) else (0 if step % 4 == 3 else 1)
+                t1 = time.perf_counter()
+                r = session.post(
+                    f"{base}/label/{labeling_id}/rate/", data={"step_index": step, "rating": rating, "elapsed_ms": 4000},
+                    headers={"HX-Request": "true"}, timeout=60,
+                )
+                rates.append(time.perf_counter() - t1)
+                if r.status_code == 200:
+                    acked.append((labeling_id, step))
+                else:
+                    errors += 1
+                    break
+                if rating == -1:
+                    break
+            labelings.append(time.perf_counter() - started)
+        with lock:
+            results["claim"] += claims
+            results["rate"] += rates
+            results["labeling"] += labelings
+            results["acked"] += acked
+            results["errors"] += errors
+
+    threads = [threading.Thread(target=run, args=(u,)) for u in usernames]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=deadline - time.time() + 120)
+    out.put(results)
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return 1000 * values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def wait_for(base: str, timeout: float = 60) -> None:
+    import requests
+
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            requests.get(f"{base}/accounts/login/", timeout=2)
+            return
+        except requests.RequestException:
+            time.sleep(0.3)
+    raise SystemExit("gunicorn did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", default="stepwise_bench_queue")
+    parser.add_argument("--solutions", type=int, default=100_000)
+    parser.add_argument("--labelers", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=5, help="client processes")
+    parser.add_argument("--port", type=int, default=8731)
+    parser.add_argument("--reseed", action="store_true")
+    args = parser.parse_args()
+
+    seed(args.db, args.solutions, args.labelers, args.reseed)
+    with psql(args.db) as conn:
+        start_labelings = conn.execute("select coalesce(max(id), 0) from labeling_labeling").fetchone()[0]
+    base = f"http://127.0.0.1:{args.port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "stepwise.wsgi", "-b", f"127.0.0.1:{args.port}",
+         "-k", "gthread", "--workers", str(args.workers), "--threads", str(args.threads),
+         "--log-level", "warning"],
+        cwd=ROOT, env=env_for(args.db),
+    )
+    try:
+        wait_for(base)
+        load_before = os.getloadavg()
+        users = [f"b{i}" for i in range(args.labelers)]
+        deadline = time.time() + args.seconds
+        queue: mp.Queue = mp.Queue()
+        procs = [
+            mp.Process(target=labeler_process, args=(base, users[i :: args.clients], deadline, queue))
+            for i in range(args.clients)
+        ]
+        t0 = time.perf_counter()
+        for p in procs:
+            p.start()
+        results = {"claim": [], "rate": [], "labeling": [], "acked": [], "errors": 0}
+        for _ in procs:
+            part = queue.get(timeout=args.seconds + 300)
+            for key in results:
+                results[key] += part[key]
+        for p in procs:
+            p.join(timeout=30)
+        wall = time.perf_counter() - t0
+        load_after = os.getloadavg()
+
+        lead = login(base, "benchlead")
+        with psql(args.db) as conn:
+            batch_id = conn.execute("select id from labeling_batch where name='bench'").fetchone()[0]
+        dash = []
+        for _ in range(15):
+            t1 = time.perf_counter()
+            r = lead.get(f"{base}/label/lead/batches/{batch_id}/", headers={"HX-Request": "true"}, timeout=30)
+            dash.append(time.perf_counter() - t1)
+            assert r.status_code == 200
+        full = []
+        for _ in range(5):
+            t1 = time.perf_counter()
+            lead.get(f"{base}/label/lead/batches/{batch_id}/", timeout=30)
+            full.append(time.perf_counter() - t1)
+        queue_page = []
+        labeler_session = login(base, users[0])
+        for _ in range(10):
+            t1 = time.perf_counter()
+            labeler_session.get(f"{base}/label/", timeout=30)
+            queue_page.append(time.perf_counter() - t1)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+
+    with psql(args.db) as conn:
+        overshoot = conn.execute(
+            """select count(*) from (select l.solution_id from labeling_labeling l join labeling_solution s
+               on s.id = l.solution_id join labeling_batch b on b.id = s.batch_id
+               where l.status = 'completed' and not l.is_surplus group by l.solution_id, b.overlap
+               having count(*) > b.overlap) x"""
+        ).fetchone()[0]
+        counter_overshoot = conn.execute(
+            "select count(*) from labeling_solution s join labeling_batch b on b.id = s.batch_id "
+            "where s.completed_count + s.active_count > b.overlap"
+        ).fetchone()[0]
+        double = conn.execute(
+            "select count(*) from (select solution_id, labeler_id from labeling_labeling "
+            "group by 1, 2 having count(*) > 1) x"
+        ).fetchone()[0]
+        stored = set(conn.execute(
+            "select st.labeling_id, st.index from labeling_steplabel st where st.labeling_id > %s",
+            [start_labelings],
+        ).fetchall())
+        surplus = conn.execute(
+            "select count(*) from labeling_labeling where id > %s and is_surplus", [start_labelings]
+        ).fetchone()[0]
+        finished = conn.execute(
+            "select count(*) from labeling_labeling where id > %s and status = 'completed'", [start_labelings]
+        ).fetchone()[0]
+    lost = sum(1 for item in results["acked"] if tuple(item) not in stored)
+    ratings = len(results["acked"])
+
+    print(f"\nbenchmarks/queue.py on {os.cpu_count()} cores; gunicorn gthread {args.workers}x{args.threads}; "
+          f"{args.labelers} labelers in {args.clients} client processes for {args.seconds:.0f} s")
+    print(f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} (1-min)")
+    print(f"claim  (POST /label/next/)      n={len(results['claim']):6d}  p50 {pct(results['claim'], 50):7.1f} ms"
+          f"  p95 {pct(results['claim'], 95):7.1f} ms  p99 {pct(results['claim'], 99):7.1f} ms")
+    print(f"submit (POST rate, one step)    n={len(results['rate']):6d}  p50 {pct(results['rate'], 50):7.1f} ms"
+          f"  p95 {pct(results['rate'], 95):7.1f} ms  p99 {pct(results['rate'], 99):7.1f} ms")
+    print(f"whole labeling (all its steps)  n={len(results['labeling']):6d}  p50 {pct(results['labeling'], 50):7.1f} ms"
+          f"  p95 {pct(results['labeling'], 95):7.1f} ms  p99 {pct(results['labeling'], 99):7.1f} ms")
+    print(f"throughput: {finished / wall:.1f} labelings/s, {ratings / wall:.1f} step ratings/s "
+          f"({finished} labelings, {ratings} ratings in {wall:.1f} s; {results['errors']} non-200 answers)")
+    print(f"overshoot: {overshoot} (counter check {counter_overshoot}); double claims: {double}; "
+          f"surplus kept: {surplus}; lost ratings: {lost}")
+    print(f"dashboard fragment (htmx) p50 {pct(dash, 50):.1f} ms, max {max(dash) * 1000:.1f} ms; full page p50 "
+          f"{pct(full, 50):.1f} ms; labeler queue page p50 {pct(queue_page, 50):.1f} ms (round trip on loopback, idle server)")
+    print("peers (PEERS.md, Label Studio 1.23.2, 50 labelers): 7-9 annotations/s saturated; submit p50 2.8-3.4 s, p99 4.8-7.6 s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Training throughput of our loop next to TRL 1.13.0's PRMTrainer, same data and model.
+
+    python benchmarks/train.py                 # small random Llama, 8 parquet problems
+    python benchmarks/train.py --setup-trl     # first create the TRL virtualenv
+
+Both train one epoch, full fine-tuning, on the same labelled steps (PRM800K phase-1 rows
+from the shared parquet) with the same random Llama (built in code) and tokenizer. TRL
+sees each rated alternative as its own sequence (prefix + alternative, only the last step
+labelled: the same labels); ours packs alternatives after the path with a tree mask. So
+"labelled steps/s" is the like-for-like figure; tokens/s counts the tokens each side ran.
+On CUDA it also prints model FLOPs utilisation: 6 * N * tokens/s / peak bf16 FLOP/s.
+
+TRL lives in its own virtualenv (default $STEPWISE_CACHE/venv-trl) and runs as a
+subprocess, so its pins never touch the project's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+DATA = Path(os.environ.get("STEPWISE_DATA", REPO.parent / "shared" / "data"))
+if not DATA.exists():
+    DATA = Path("/work/shared/data")
+TRL_VERSION = "1.13.0"
+TRL_PINS = [f"trl=={TRL_VERSION}", "torch==2.13.0", "transformers==5.23.0"]
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
+
+
+def trl_venv() -> Path:
+    from modeling.training.backbones import cache_dir
+
+    return cache_dir() / "venv-trl"
+
+
+def setup_trl(venv: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *TRL_PINS], check=True)
+
+
+def build_model(folder: Path, texts: list[str], hidden: int, layers: int) -> int:
+    """A random Llama causal LM and a byte-level BPE tokenizer trained on `texts`."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=4000,
+            special_tokens=["<pad>", "<s>", "</s>"],
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 8 // 3,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        max_position_embeddings=8192,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    embeddings = model.model.embed_tokens.weight.numel()
+    return sum(p.numel() for p in model.model.parameters()) - embeddings  # N for 6*N*tokens
+
+
+def trl_rows(examples: list) -> list[dict]:
+    """The same labels in TRL's stepwise format: the path, then one row per alternative."""
+    rows = []
+    for e in examples:
+        if e.steps:
+            labels = [-100 if r is None else r + 1 for r in e.ratings]
+            rows.append({"prompt": e.problem, "completions": e.steps, "labels": labels})
+        for a in e.alternatives:
+            rows.append(
+                {
+                    "prompt": e.problem,
+                    "completions": e.steps[: a.after] + [a.text],
+                    "labels": [-100] * a.after + [a.rating + 1],
+                }
+            )
+    return rows
+
+
+def peak_flops() -> float | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    return next((v for k, v in PEAK_BF16.items() if k in name), None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--problems", type=int, default=8, help="parquet problems to train on")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=4, help="TRL sequences per batch")
+    parser.add_argument("--batch-tokens", type=int, default=8192, help="our padded tokens/batch")
+    parser.add_argument("--trl-python", help="python of a venv with trl (default: ours)")
+    parser.add_argument("--setup-trl", action="store_true", help=f"create it: {' '.join(TRL_PINS)}")
+    parser.add_argument("--skip-trl", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from modeling.training.config import TrainConfig
+    from modeling.training.data import read_critic_parquet, subsample_problems
+    from modeling.training.train import train
+
+    hf_logging.set_verbosity_error()
+    examples = subsample_problems(
+        read_critic_parquet(DATA / "prm800k" / "phase1_train.stepwise-critic.parquet"),
+        args.problems,
+        seed=0,
+    )
+    texts = [e.problem for e in examples] + [s for e in examples for s in e.steps]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(
+        f"device {device}, torch threads {torch.get_num_threads()}, {len(examples)} solutions, "
+        f"{sum(e.n_labels() for e in examples)} labelled steps"
+    )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "model"
+        n_params = build_model(model_dir, texts, args.hidden, args.layers)
+        print(
+            f"model: random Llama, hidden {args.hidden}, {args.layers} layers, "
+            f"{n_params / 1e6:.1f}M non-embedding parameters"
+        )
+
+        config = TrainConfig(
+            backbone=str(model_dir),
+            mode="full",
+            epochs=1,
+            lr=1e-4,
+            batch_tokens=args.batch_tokens,
+            max_length=args.max_length,
+            warmup_ratio=0.0,
+            output_dir=str(Path(tmp) / "ours"),
+            checkpoint_every=10**9,
+        )
+        result = train(config, examples)
+        ours = {
+            "tokens_per_s": result.metrics["train_tokens_per_s"],
+            "labels_per_s": result.metrics["labels"] / result.metrics["train_seconds"],
+            "seconds": result.metrics["train_seconds"],
+            "labels": result.metrics["labels"],
+        }
+        print(
+            f"ours:  {ours['tokens_per_s']:9.0f} tokens/s  {ours['labels_per_s']:7.1f} "
+            f"labelled steps/s  ({ours['labels']} labels, {ours['seconds']:.1f} s)"
+        )
+        peak = peak_flops()
+        if peak:
+            mfu = 6 * n_params * ours["tokens_per_s"] / peak
+            print(f"ours:  MFU {mfu:.1%} of {peak / 1e12:.0f} TFLOP/s bf16")
+
+        if args.skip_trl:
+            return 0
+        python = Path(args.trl_python) if args.trl_python else trl_venv() / "bin" / "python"
+        if args.setup_trl and not python.exists():
+            setup_trl(trl_venv())
+        if not python.exists():
+            print(
+                f"TRL: no virtualenv at {python.parent.parent}; run with --setup-trl "
+                f"(pip install {' '.join(TRL_PINS)})"
+            )
+            return 1
+        data = Path(tmp) / "trl.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in trl_rows(examples)))
+        started = time.perf_counter()
+        done = subprocess.run(
+            [
+                str(python),
+                str(REPO / "benchmarks" / "_train_trl.py"),
+                "--model-dir",
+                str(model_dir),
+                "--data",
+                str(data),
+                "--batch-size",
+                str(args.batch_size),
+                "--max-length",
+                str(args.max_length),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        if done.returncode:
+            print(done.stderr[-3000:])
+            print(f"TRL: failed after {time.perf_counter() - started:.0f} s")
+            return 1
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        theirs = {
+            "tokens_per_s": report["tokens"] / report["seconds"],
+            "labels_per_s": report["labels"] / report["seconds"],
+        }
+        print(
+            f"TRL {report['trl']} PRMTrainer: {theirs['tokens_per_s']:9.0f} tokens/s  "
+            f"{theirs['labels_per_s']:7.1f} labelled steps/s  ({report['labels']} labels, "
+            f"{report['sequences']} sequences, {report['seconds']:.1f} s)"
+        )
+        print(
+            f"ratio ours/TRL: tokens/s x{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}, "
+            f"labelled steps/s x{ours['labels_per_s'] / theirs['labels_per_s']:.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,328 @@
+"""REST API (Django REST framework). Thin: permission, validate, call a service or selector.
+
+Roles: problems, solutions and batches are readable by leads, researchers and admins; they
+and leads may upload imports. Labelings: leads, researchers and admins read all, a labeler
+only their own. Exports and snapshots: researchers and admins only.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from django.conf import settings
+from django.db.models import Prefetch
+from django.http import FileResponse, StreamingHttpResponse
+from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from labeling import importers, snapshots
+from labeling.exporters import ExportFormat, iter_prm800k_lines, select_labelings, write_export
+from labeling.models import Batch, Completion, Labeling, Problem, Snapshot, Solution, StepLabel
+from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER, has_role
+from labeling.serializers import (
+    BatchSerializer,
+    ExportRequestSerializer,
+    ImportReportSerializer,
+    ImportUploadSerializer,
+    LabelingDetailSerializer,
+    LabelingSerializer,
+    LineErrorSerializer,
+    ProblemSerializer,
+    SampleUploadSerializer,
+    SnapshotSerializer,
+    SolutionSerializer,
+)
+
+# --- permissions and paging -------------------------------------------------------------------
+
+
+class _RolePermission(permissions.BasePermission):
+    roles: tuple[str, ...] = ()
+    message = "Your role does not allow this."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(request.user and request.user.is_authenticated and has_role(request.user, *self.roles))
+
+
+class IsResearcher(_RolePermission):
+    roles = (RESEARCHER, ADMIN)
+    message = "Only researchers and admins can export."
+
+
+class IsStaffReader(_RolePermission):
+    roles = (LEAD, RESEARCHER, ADMIN)
+    message = "Only leads, researchers and admins can use this endpoint."
+
+
+class HasAnyRole(_RolePermission):
+    roles = (LABELER, LEAD, RESEARCHER, ADMIN)
+    message = "You have no role in Stepwise yet."
+
+
+class IdCursorPagination(CursorPagination):
+    ordering = "-id"
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class Gone(APIException):
+    status_code = status.HTTP_410_GONE
+    default_detail = "The file is no longer available."
+
+
+class NotReady(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "Not ready yet."
+
+
+# --- resources --------------------------------------------------------------------------------
+
+
+class ProblemFilter(filters.FilterSet):
+    class Meta:
+        model = Problem
+        fields = {"subject": ["exact"], "level": ["exact"], "unique_id": ["exact"]}
+
+
+class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
+    """MATH problems."""
+
+    queryset = Problem.objects.all()
+    serializer_class = ProblemSerializer
+    permission_classes = [IsStaffReader]
+    pagination_class = IdCursorPagination
+    filterset_class = ProblemFilter
+
+
+class BatchViewSet(viewsets.ReadOnlyModelViewSet):
+    """Labeling rounds (a PRM800K generation each, for imports)."""
+
+    queryset = Batch.objects.all()
+    serializer_class = BatchSerializer
+    permission_classes = [IsStaffReader]
+    pagination_class = IdCursorPagination
+    filterset_fields = {"generation": ["exact"], "is_active": ["exact"], "origin": ["exact"]}
+
+
+class SolutionFilter(filters.FilterSet):
+    class Meta:
+        model = Solution
+        fields = {
+            "batch": ["exact"],
+            "problem": ["exact"],
+            "generation": ["exact"],
+            "format": ["exact"],
+            "is_quality_control": ["exact"],
+            "is_screening": ["exact"],
+        }
+
+
+_upload_errors = OpenApiResponse(
+    response=inline_serializer(
+        "ImportRejected",
+        {"detail": serializers.CharField(), "errors": LineErrorSerializer(many=True)},
+    ),
+    description="Nothing was imported; every bad line is named with its field.",
+)
+
+
+def _import_response(uploaded, run) -> Response:
+    try:
+        report = importers.import_uploaded(
+            uploaded, run, max_bytes=settings.STEPWISE_UPLOAD_MAX_BYTES
+        )
+    except importers.UploadRejected as rejected:
+        errors = [{"line": e.line, "field": e.field, "message": e.message} for e in rejected.errors]
+        return Response({"detail": rejected.message, "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+    body = {"lines": report.lines, "created": dict(report.created), "duplicates": report.duplicates}
+    return Response(body, status=status.HTTP_201_CREATED)
+
+
+class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Solutions (step lists) and bulk imports of generator samples and PRM800K label lines."""
+
+    queryset = Solution.objects.all()
+    serializer_class = SolutionSerializer
+    permission_classes = [IsStaffReader]
+    pagination_class = IdCursorPagination
+    filterset_class = SolutionFilter
+
+    @extend_schema(
+        request={"multipart/form-data": SampleUploadSerializer},
+        responses={201: ImportReportSerializer, 400: _upload_errors},
+    )
+    @action(detail=False, methods=["post"], url_path="import-samples", parser_classes=[MultiPartParser, FormParser])
+    def import_samples(self, request: Request) -> Response:
+        """Upload generator samples (JSONL) into a batch; all or nothing."""
+        form = SampleUploadSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        return _import_response(
+            data["file"],
+            lambda path: importers.import_samples(
+                path, batch_name=data["batch_name"], overlap=data["overlap"],
+                generation=data["generation"], skip_invalid=True,
+            ),
+        )
+
+    @extend_schema(
+        request={"multipart/form-data": ImportUploadSerializer},
+        responses={201: ImportReportSerializer, 400: _upload_errors},
+    )
+    @action(detail=False, methods=["post"], url_path="import-prm800k", parser_classes=[MultiPartParser, FormParser])
+    def import_prm800k(self, request: Request) -> Response:
+        """Upload PRM800K label lines (JSONL); all or nothing. Re-uploads add nothing twice."""
+        form = ImportUploadSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return _import_response(
+            form.validated_data["file"], lambda path: importers.import_prm800k(path, skip_invalid=True)
+        )
+
+
+class LabelingFilter(filters.FilterSet):
+    batch = filters.NumberFilter(field_name="solution__batch_id")
+    labeler = filters.CharFilter(field_name="labeler__username")
+    finished_after = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="gte")
+    finished_before = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="lt")
+
+    class Meta:
+        model = Labeling
+        fields = ["status", "finish_reason", "solution", "batch", "labeler"]
+
+
+class LabelingViewSet(viewsets.ReadOnlyModelViewSet):
+    """Labelings: leads, researchers and admins see all; a labeler only their own."""
+
+    serializer_class = LabelingSerializer
+    permission_classes = [HasAnyRole]
+    pagination_class = IdCursorPagination
+    filterset_class = LabelingFilter
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
+            return Labeling.objects.none()
+        query = Labeling.objects.select_related("labeler", "solution")
+        if self.action == "retrieve":
+            query = query.prefetch_related(
+                Prefetch(
+                    "step_labels",
+                    StepLabel.objects.order_by("index").prefetch_related(
+                        Prefetch("completions", Completion.objects.order_by("index"))
+                    ),
+                )
+            )
+        if has_role(self.request.user, LEAD, RESEARCHER, ADMIN):
+            return query
+        return query.filter(labeler=self.request.user)
+
+    def get_serializer_class(self):
+        return LabelingDetailSerializer if self.action == "retrieve" else LabelingSerializer
+
+
+# --- exports and snapshots --------------------------------------------------------------------
+
+_CONTENT_TYPES = {
+    ExportFormat.PRM800K: "application/jsonl",
+    ExportFormat.STEPWISE_JSONL: "application/jsonl",
+    ExportFormat.STEPWISE_PARQUET: "application/vnd.apache.parquet",
+}
+
+
+def export_response(request_data, filename_stem: str):
+    """A streamed export for validated request data (shared by the API and the web page)."""
+    fmt = request_data.validated_data["format"]
+    labelings = select_labelings(request_data.export_filters())
+    extension = "parquet" if fmt == ExportFormat.STEPWISE_PARQUET else "jsonl"
+    name = f"{filename_stem}.{extension}"
+    if fmt == ExportFormat.PRM800K:
+        lines = (line + "\n" for line in iter_prm800k_lines(labelings))
+        response = StreamingHttpResponse(lines, content_type=_CONTENT_TYPES[fmt])
+    else:
+        # Parquet needs a seekable sink for its footer; spool to an anonymous temp file, then
+        # stream that (memory stays flat either way).
+        spool = tempfile.TemporaryFile()
+        write_export(spool, fmt, labelings, options=request_data.stepwise_options())
+        spool.seek(0)
+        response = FileResponse(spool, content_type=_CONTENT_TYPES[fmt])
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+class ExportNegotiation(DefaultContentNegotiation):
+    """`?format=` names the export format here, not a DRF renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ExportView(APIView):
+    """Stream an export now (no snapshot is recorded): PRM800K JSONL, stepwise JSONL or Parquet."""
+
+    permission_classes = [IsResearcher]
+    content_negotiation_class = ExportNegotiation
+
+    @extend_schema(
+        parameters=[ExportRequestSerializer],
+        responses={(200, "application/jsonl"): OpenApiTypes.BINARY,
+                   (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY},
+    )
+    def get(self, request: Request):
+        data = ExportRequestSerializer.from_query(request.query_params)
+        data.is_valid(raise_exception=True)
+        return export_response(data, "stepwise-export")
+
+
+class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Immutable exports written by a worker: create, poll (status, progress), download."""
+
+    queryset = Snapshot.objects.select_related("created_by")
+    serializer_class = SnapshotSerializer
+    permission_classes = [IsResearcher]
+    pagination_class = IdCursorPagination
+    filterset_fields = {"status": ["exact"], "format": ["exact"]}
+
+    @extend_schema(request=ExportRequestSerializer, responses={202: SnapshotSerializer})
+    def create(self, request: Request) -> Response:
+        data = ExportRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        snapshot = snapshots.snapshot_create(
+            user=request.user,
+            fmt=data.validated_data["format"],
+            filters=data.export_filters(),
+            options=data.stepwise_options(),
+        )
+        snapshot.refresh_from_db()  # an eager task may already have written it
+        body = SnapshotSerializer(snapshot, context={"request": request}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 409: None, 410: None}
+    )
+    @action(detail=True, methods=["get"])
+    def download(self, request: Request, pk: str | None = None):
+        """The snapshot's file, streamed, after checking it against its sha256."""
+        snapshot = self.get_object()
+        if snapshot.status != Snapshot.Status.DONE:
+            raise NotReady(f"Snapshot {snapshot.pk} is {snapshot.status}; nothing to download yet.")
+        try:
+            path = snapshots.snapshot_file(snapshot)
+        except snapshots.SnapshotError as error:
+            raise Gone(str(error)) from None
+        response = FileResponse(
+            open(path, "rb"), as_attachment=True, filename=snapshot.download_name,
+            content_type=_CONTENT_TYPES[snapshot.format],
+        )
+        response["ETag"] = f'"{snapshot.sha256}"'
+        response["X-Checksum-SHA256"] = snapshot.sha256
+        return response

@@ -1,0 +1,74 @@
+"""The demo: the project's own sample problems and solutions, and one account per role."""
+
+import json
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from labeling.importers import import_math, import_samples
+from labeling.models import Labeler, Solution
+from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
+
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample_data"
+DEMO_BATCH = "Demo generation 1"
+DEMO_ACCOUNTS = (
+    # username, password, roles
+    ("labeler", "labeler-demo", (LABELER,)),
+    ("labeler2", "labeler-demo", (LABELER,)),
+    ("lead", "lead-demo", (LEAD, LABELER)),
+    ("researcher", "researcher-demo", (RESEARCHER,)),
+    ("admin", "admin-demo", (ADMIN,)),
+)
+
+
+@transaction.atomic
+def create_demo_accounts() -> list[tuple[str, str, tuple[str, ...]]]:
+    User = get_user_model()
+    for username, password, roles in DEMO_ACCOUNTS:
+        user, created = User.objects.get_or_create(username=username)
+        if created:
+            user.set_password(password)
+            user.is_staff = user.is_superuser = ADMIN in roles
+            user.save()
+        user.groups.add(*[Group.objects.get_or_create(name=role)[0] for role in roles])
+        if LABELER in roles or ADMIN in roles:
+            # Demo labelers skip screening so the demo works at once; a lead's later decision stays.
+            Labeler.objects.get_or_create(user=user, defaults={"state": Labeler.State.ACTIVE})
+    return list(DEMO_ACCOUNTS)
+
+
+def mark_demo_gold() -> str:
+    """Make 18 demo solutions gold from reference_labels.jsonl: 12 quality-control, 6 screening.
+
+    Idempotent: the same solutions are chosen every time (by position in the file).
+    """
+    from labeling.services import gold_label_set
+
+    lines = (SAMPLE_DIR / "reference_labels.jsonl").read_text(encoding="utf-8").splitlines()
+    references = [json.loads(line) for line in lines if line.strip()]
+    by_source = {
+        s.source_id: s for s in Solution.objects.filter(batch__name=DEMO_BATCH, source_id__startswith="demo-")
+    }
+    gold = screening = 0
+    for position, reference in enumerate(references):
+        solution = by_source.get(reference["source_id"])
+        if solution is None or position % 7 not in (3, 5):
+            continue
+        is_screening = position % 7 == 5 and screening < 6
+        gold_label_set(
+            solution=solution, ratings=reference["ratings"], screening=is_screening,
+            source="sample_data/reference_labels.jsonl",
+        )
+        screening += is_screening
+        gold += not is_screening
+    return f"gold: {gold} quality-control and {screening} screening solutions from reference labels"
+
+
+def load_sample_data() -> list[str]:
+    reports = [import_math(SAMPLE_DIR / "problems.jsonl")]
+    reports.append(
+        import_samples(SAMPLE_DIR / "solutions.jsonl", batch_name=DEMO_BATCH, overlap=2, generation=1)
+    )
+    return [r.summary() for r in reports] + [mark_demo_gold()]

@@ -1,0 +1,16 @@
+from django.core.management.base import BaseCommand
+
+from labeling.importers import import_prm800k
+
+from ._importing import run_import
+
+
+class Command(BaseCommand):
+    help = "Import PRM800K label JSONL (phase 1 and 2). Re-importing a file adds nothing twice."
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+")
+        parser.add_argument("--skip-invalid", action="store_true", help="Skip and report bad lines.")
+
+    def handle(self, *args, paths, skip_invalid, **options):
+        run_import(self, paths, lambda p: import_prm800k(p, skip_invalid=skip_invalid))

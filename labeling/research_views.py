@@ -1,0 +1,99 @@
+"""The researchers' page: snapshots (create, watch progress, download) and direct exports."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from labeling import snapshots
+from labeling.api import export_response
+from labeling.models import Batch, FinishReason, Snapshot
+from labeling.prm800k import NEUTRAL_MAPPINGS
+from labeling.roles import ADMIN, RESEARCHER, has_role
+from labeling.serializers import ExportRequestSerializer
+
+RECENT = 50
+
+
+def _require_researcher(request: HttpRequest) -> None:
+    if not has_role(request.user, RESEARCHER, ADMIN):
+        raise PermissionDenied("Only researchers and admins can export.")
+
+
+def _context(request: HttpRequest, form_errors=None, form_data=None) -> dict:
+    recent = list(Snapshot.objects.select_related("created_by")[:RECENT])
+    return {
+        "snapshots": recent,
+        "polling": any(not s.is_finished for s in recent),
+        "batches": Batch.objects.order_by("-created_at")[:200],
+        "generations": sorted(
+            {g for g in Batch.objects.values_list("generation", flat=True) if g is not None}
+        ),
+        "formats": Snapshot.Format.choices,
+        "finish_reasons": FinishReason.choices,
+        "neutral_choices": NEUTRAL_MAPPINGS,
+        "form_errors": form_errors or {},
+        "form_data": form_data,
+    }
+
+
+@login_required
+def index(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    return render(request, "labeling/research.html", _context(request))
+
+
+@login_required
+@require_GET
+def snapshot_list(request: HttpRequest) -> HttpResponse:
+    """The snapshot table alone: htmx polls it while a snapshot is being written."""
+    _require_researcher(request)
+    return render(request, "labeling/research.html#snapshots", _context(request))
+
+
+@login_required
+@require_POST
+def snapshot_create(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    data = ExportRequestSerializer.from_query(request.POST)
+    if not data.is_valid():
+        context = _context(request, form_errors=data.errors, form_data=request.POST)
+        template = "labeling/research.html#form" if request.htmx else "labeling/research.html"
+        return render(request, template, context, status=400)
+    snapshots.snapshot_create(
+        user=request.user,
+        fmt=data.validated_data["format"],
+        filters=data.export_filters(),
+        options=data.stepwise_options(),
+    )
+    if request.htmx:
+        return render(request, "labeling/research.html#created", _context(request))
+    return redirect("research:index")
+
+
+@login_required
+@require_GET
+def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
+    _require_researcher(request)
+    snapshot = get_object_or_404(Snapshot, pk=snapshot_id)
+    try:
+        path = snapshots.snapshot_file(snapshot)
+    except snapshots.SnapshotError as error:
+        return HttpResponse(str(error), status=409 if not snapshot.is_finished else 410, content_type="text/plain")
+    response = FileResponse(open(path, "rb"), as_attachment=True, filename=snapshot.download_name)
+    response["X-Checksum-SHA256"] = snapshot.sha256
+    return response
+
+
+@login_required
+@require_GET
+def export_now(request: HttpRequest) -> HttpResponse:
+    """Stream an export straight away (nothing recorded): same filters as a snapshot."""
+    _require_researcher(request)
+    data = ExportRequestSerializer.from_query(request.GET)
+    if not data.is_valid():
+        return render(request, "labeling/research.html", _context(request, data.errors, request.GET), status=400)
+    return export_response(data, "stepwise-export")

@@ -1,0 +1,377 @@
+"""Reads for leads and exports: final ratings, batch and labeler figures from the counter rows.
+
+Dashboard reads never scan labels: they sum BatchLabelerStats / BatchHourStats rows (one per
+labeler or hour), read Labeler counters, and look at the last 200 labelings for medians.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from statistics import median
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from labeling.agreement import alpha_from_coincidence, first_error
+from labeling.models import (
+    Adjudication,
+    Batch,
+    BatchAgreement,
+    BatchHourStats,
+    BatchLabelerStats,
+    Completion,
+    GoldResult,
+    Labeler,
+    Labeling,
+    RatingEvent,
+    Solution,
+    SolutionAgreement,
+    StepLabel,
+    Tally,
+)
+
+# --- final ratings (what exports use by default) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class FinalRatings:
+    ratings: list[int]  # one per step, stopping at the first -1 (or where labelers stopped)
+    source: str  # "adjudication" | "single" | "majority" | "none"
+    labeling_ids: list[int] = field(default_factory=list)
+
+
+def labeling_step_ratings(labeling_ids: list[int]) -> dict[int, list[int]]:
+    """Step ratings (completion 0) of each labeling, in step order; one query."""
+    out: dict[int, list[int]] = {i: [] for i in labeling_ids}
+    rows = (
+        Completion.objects.filter(step__labeling_id__in=labeling_ids, index=0)
+        .order_by("step__labeling_id", "step__index")
+        .values_list("step__labeling_id", "rating")
+    )
+    for labeling_id, rating in rows:
+        out[labeling_id].append(rating)
+    return out
+
+
+def final_step_ratings(solution: Solution) -> FinalRatings:
+    """The ratings to export for a solution.
+
+    A lead's Adjudication if there is one; else the single completed, non-surplus labeling;
+    else a per-step majority of those labelings (each step among the labelings that rated it;
+    a tie takes the lower rating, so a disputed step is never called better than a labeler
+    called it), cut at the first -1.
+    """
+    adjudication = Adjudication.objects.filter(solution=solution).first()
+    if adjudication is not None:
+        return FinalRatings(list(adjudication.ratings), "adjudication")
+    ids = list(
+        Labeling.objects.filter(solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    if not ids:
+        return FinalRatings([], "none")
+    per_labeling = labeling_step_ratings(ids)
+    if len(ids) == 1:
+        return FinalRatings(per_labeling[ids[0]], "single", ids)
+    final: list[int] = []
+    for step in range(max(len(r) for r in per_labeling.values())):
+        votes = Counter(r[step] for r in per_labeling.values() if step < len(r))
+        top = max(votes.values())
+        choice = min(v for v, n in votes.items() if n == top)
+        final.append(choice)
+        if choice == -1:
+            break
+    return FinalRatings(final, "majority", ids)
+
+
+# --- batch dashboard ------------------------------------------------------------------------
+
+
+_COUNT_CACHE: dict[int, tuple[float, int]] = {}
+SOLUTION_COUNT_SECONDS = 60.0
+
+
+def solution_counts(batch_ids: list[int]) -> dict[int, int]:
+    """Regular solutions per batch. They change only on import or a lead's move, so a count
+    (a 100 ms scan at 100k solutions) is cached per process for a minute."""
+    now = time.monotonic()
+    missing = [b for b in batch_ids if now - _COUNT_CACHE.get(b, (-1e9, 0))[0] > SOLUTION_COUNT_SECONDS]
+    if missing:
+        fresh = dict(
+            Solution.objects.filter(batch_id__in=missing, is_quality_control=False)
+            .values_list("batch_id")
+            .annotate(n=Count("id"))
+            .values_list("batch_id", "n")
+        )
+        for b in missing:
+            _COUNT_CACHE[b] = (now, fresh.get(b, 0))
+    return {b: _COUNT_CACHE[b][1] for b in batch_ids}
+
+
+def _sum_tally(rows) -> dict[str, int]:
+    totals = rows.aggregate(**{name: Sum(name) for name in Tally.TALLY_FIELDS})
+    return {k: v or 0 for k, v in totals.items()}
+
+
+@dataclass
+class BatchSummary:
+    batch: Batch
+    solutions: int
+    solutions_done: int
+    labels_wanted: int
+    labels_done: int
+    labels_in_progress: int
+    labels_waiting: int
+    totals: dict[str, int]
+    labels_per_hour: float
+    median_solution_s: float | None
+    median_step_s: float | None
+    eta: timedelta | None
+    hours: list[dict]
+    alpha: float | None
+    raw_agreement: float | None
+    first_error_agreement: float | None
+    adjudication_pending: int
+
+    @property
+    def percent_done(self) -> float:
+        return 100 * self.labels_done / self.labels_wanted if self.labels_wanted else 0.0
+
+    @property
+    def ratings(self) -> dict[str, int]:
+        return {"+1": self.totals["pos"], "0": self.totals["neu"], "−1": self.totals["neg"]}
+
+    @property
+    def chart_data(self) -> dict:
+        t = self.totals
+        return {
+            "hours": [
+                {"t": timezone.localtime(h["hour"]).strftime("%H:%M"), "labelings": h["labelings"], "steps": h["steps"]}
+                for h in self.hours
+            ],
+            "ratings": [t["pos"], t["neu"], t["neg"]],
+            "finish": [t["fin_solution"], t["fin_found_error"], t["fin_give_up"], t["fin_bad_problem"]],
+        }
+
+    @property
+    def finish_reasons(self) -> dict[str, int]:
+        t = self.totals
+        return {
+            "reached the end": t["fin_solution"], "found an error": t["fin_found_error"],
+            "gave up": t["fin_give_up"], "bad problem": t["fin_bad_problem"],
+        }
+
+
+def batch_summary(batch: Batch, *, now: datetime | None = None, hours_shown: int = 24) -> BatchSummary:
+    """Everything the batch dashboard shows, in a fixed number of small queries."""
+    now = now or timezone.now()
+    totals = _sum_tally(BatchLabelerStats.objects.filter(batch=batch))
+    since = (now - timedelta(hours=hours_shown - 1)).replace(minute=0, second=0, microsecond=0)
+    hour_rows = {
+        row["hour"]: row
+        for row in BatchHourStats.objects.filter(batch=batch, hour__gte=since).values(
+            "hour", "labelings", "steps", "pos", "neu", "neg"
+        )
+    }
+    hours = []
+    for i in range(hours_shown):
+        hour = since + timedelta(hours=i)
+        row = hour_rows.get(hour, {})
+        hours.append({"hour": hour, "labelings": row.get("labelings", 0), "steps": row.get("steps", 0)})
+    solutions = solution_counts([batch.pk])[batch.pk]
+    in_progress = Labeling.objects.filter(
+        status=Labeling.Status.IN_PROGRESS, solution__batch=batch, solution__is_quality_control=False
+    ).count()
+    # The last 200 finished labelings of the batch, then their step counts: both bounded.
+    recent_rows = list(
+        Labeling.objects.filter(
+            solution__batch=batch, status=Labeling.Status.COMPLETED, total_time_ms__isnull=False
+        )
+        .order_by("-finished_at")
+        .values_list("id", "total_time_ms")[:200]
+    )
+    step_counts = dict(
+        StepLabel.objects.filter(labeling_id__in=[i for i, _ in recent_rows])
+        .values_list("labeling_id")
+        .annotate(n=Count("id"))
+        .values_list("labeling_id", "n")
+    )
+    recent = [(t, step_counts.get(i, 0)) for i, t in recent_rows]
+    median_solution = median(t for t, _ in recent) / 1000 if recent else None
+    per_step = [t / n for t, n in recent if n]
+    median_step = median(per_step) / 1000 if per_step else None
+    # Labels per hour over the last three hours that had any work (the current one counts).
+    recent_hours = [h["labelings"] for h in hours[-3:]]
+    elapsed_h = 2 + (now - hours[-1]["hour"]).total_seconds() / 3600
+    per_hour = sum(recent_hours) / elapsed_h if any(recent_hours) else 0.0
+    wanted = solutions * batch.overlap
+    done = totals["labelings"]
+    waiting = max(0, wanted - done - in_progress)
+    eta = timedelta(hours=(waiting + in_progress) / per_hour) if per_hour else None
+    agreement = BatchAgreement.objects.filter(batch=batch).first()
+    pending = SolutionAgreement.objects.filter(batch=batch, needs_adjudication=True).count()
+    return BatchSummary(
+        batch=batch,
+        solutions=solutions,
+        solutions_done=totals["solutions_done"] if batch.overlap > 0 else 0,
+        labels_wanted=wanted,
+        labels_done=done,
+        labels_in_progress=in_progress,
+        labels_waiting=waiting,
+        totals=totals,
+        labels_per_hour=per_hour,
+        median_solution_s=median_solution,
+        median_step_s=median_step,
+        eta=eta,
+        hours=hours,
+        alpha=alpha_from_coincidence(agreement.coincidence) if agreement else None,
+        raw_agreement=(agreement.pairs_same / agreement.pairs) if agreement and agreement.pairs else None,
+        first_error_agreement=(
+            agreement.first_error_same / agreement.first_error_pairs
+            if agreement and agreement.first_error_pairs else None
+        ),
+        adjudication_pending=pending,
+    )
+
+
+@dataclass
+class LabelerRow:
+    user_id: int
+    username: str
+    labeler: Labeler | None
+    labelings: int
+    steps: int
+    time_ms: int
+    last_finished_at: datetime | None
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return self.time_ms / self.steps / 1000 if self.steps else None
+
+
+def batch_labeler_rows(batch: Batch) -> list[LabelerRow]:
+    """One row per labeler who finished work in this batch: one query."""
+    rows = (
+        BatchLabelerStats.objects.filter(batch=batch)
+        .select_related("labeler__labeler")
+        .order_by("-labelings", "labeler__username")
+    )
+    return [
+        LabelerRow(
+            user_id=row.labeler_id,
+            username=row.labeler.username,
+            labeler=getattr(row.labeler, "labeler", None),
+            labelings=row.labelings + row.surplus,
+            steps=row.steps,
+            time_ms=row.time_ms,
+            last_finished_at=row.last_finished_at,
+        )
+        for row in rows
+    ]
+
+
+def batches_overview() -> list[dict]:
+    """Every batch with its label counters and adjudication backlog, for the lead home page."""
+    batches = list(Batch.objects.order_by("-is_active", "-priority", "-created_at"))
+    totals = {
+        row["batch_id"]: row
+        for row in BatchLabelerStats.objects.values("batch_id").annotate(
+            labelings=Sum("labelings"), steps=Sum("steps")
+        )
+    }
+    counts = solution_counts([b.pk for b in batches])
+    pending = dict(
+        SolutionAgreement.objects.filter(needs_adjudication=True)
+        .values_list("batch_id")
+        .annotate(n=Count("id"))
+        .values_list("batch_id", "n")
+    )
+    out = []
+    for batch in batches:
+        solutions = counts.get(batch.pk, 0)
+        done = (totals.get(batch.pk) or {}).get("labelings") or 0
+        wanted = solutions * batch.overlap
+        out.append({
+            "batch": batch, "solutions": solutions, "labels_done": done, "labels_wanted": wanted,
+            "percent": 100 * done / wanted if wanted else 0, "pending": pending.get(batch.pk, 0),
+        })
+    return out
+
+
+def labelers_needing_attention() -> list[Labeler]:
+    """Paused labelers and screened labelers waiting for a lead's decision."""
+    waiting = Q(state=Labeler.State.PAUSED) | Q(state=Labeler.State.SCREENING, screening_passed=False)
+    return list(Labeler.objects.filter(waiting).select_related("user").order_by("state_changed_at"))
+
+
+def all_labelers() -> list[Labeler]:
+    User = get_user_model()
+    users = User.objects.filter(groups__name="labeler").values("pk")
+    return list(Labeler.objects.filter(user__in=users).select_related("user").order_by("user__username"))
+
+
+def screening_results(user_id: int) -> list[GoldResult]:
+    return list(
+        GoldResult.objects.filter(labeler_id=user_id).select_related("solution__problem").order_by("-created_at")[:60]
+    )
+
+
+def recent_labelings(user_id: int, limit: int = 30) -> list[Labeling]:
+    return list(
+        Labeling.objects.filter(labeler_id=user_id)
+        .select_related("solution__problem", "solution__batch")
+        .order_by("-updated_at")[:limit]
+    )
+
+
+def labeling_history(labeling: Labeling) -> list[RatingEvent]:
+    return list(labeling.events.select_related("actor").order_by("created_at", "id"))
+
+
+# --- adjudication ---------------------------------------------------------------------------
+
+
+def adjudication_queue(batch: Batch | None = None, limit: int = 100) -> list[SolutionAgreement]:
+    rows = SolutionAgreement.objects.filter(needs_adjudication=True).select_related(
+        "solution__problem", "batch"
+    )
+    if batch is not None:
+        rows = rows.filter(batch=batch)
+    return list(rows.order_by("computed_at")[:limit])
+
+
+@dataclass
+class AdjudicationStep:
+    index: int
+    text: str
+    ratings: list[int | None]  # one per labeling, None where that labeler had stopped
+    final: int | None
+    disagree: bool
+
+
+def adjudication_view(solution: Solution) -> tuple[list[Labeling], list[AdjudicationStep], FinalRatings]:
+    labelings = list(
+        Labeling.objects.filter(solution=solution, status=Labeling.Status.COMPLETED)
+        .select_related("labeler")
+        .order_by("id")
+    )
+    per = labeling_step_ratings([lab.pk for lab in labelings])
+    final = final_step_ratings(solution)
+    steps = []
+    for index, text in enumerate(solution.steps):
+        ratings = [per[lab.pk][index] if index < len(per[lab.pk]) else None for lab in labelings]
+        given = {r for r in ratings if r is not None}
+        steps.append(AdjudicationStep(
+            index=index, text=text, ratings=ratings,
+            final=final.ratings[index] if index < len(final.ratings) else None,
+            disagree=len(given) > 1 or (len(given) == 1 and None in ratings),
+        ))
+    return labelings, steps, final
+
+
+__all__ = ["FinalRatings", "final_step_ratings", "first_error"]

@@ -1,0 +1,158 @@
+"""Snapshot services: create one, write it (from the Celery task or the CLI), open it verified.
+
+A snapshot is written once. `snapshot_run` claims a pending row with a conditional UPDATE
+(a redelivered task finds nothing to claim and returns), writes the file under a temporary
+name, renames it into place and records rows, step labels, size and sha256 in the same
+conditional UPDATE that marks it done. Nothing updates a done snapshot afterwards, and a
+download re-hashes the file against the recorded sha256.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from labeling.exporters import (
+    ExportFilters,
+    Progress,
+    StepwiseOptions,
+    file_sha256,
+    select_labelings,
+    write_export_file,
+)
+from labeling.models import Snapshot
+
+log = logging.getLogger(__name__)
+
+# A running snapshot whose worker has not reported for this long is taken over on redelivery.
+STALE_AFTER = timedelta(minutes=10)
+
+
+class SnapshotError(Exception):
+    """A snapshot cannot be served (missing file, sha256 mismatch, not done)."""
+
+
+def snapshot_dir() -> Path:
+    return Path(settings.MEDIA_ROOT) / "snapshots"
+
+
+def database_now():
+    """The database's clock: a cutoff compared with updated_at must use the same clock."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT clock_timestamp()")
+            return cursor.fetchone()[0]
+    return timezone.now()
+
+
+def snapshot_create(
+    *,
+    user: AbstractBaseUser | None,
+    fmt: str,
+    filters: ExportFilters,
+    options: StepwiseOptions,
+    enqueue: bool = True,
+) -> Snapshot:
+    """A pending snapshot; its task is enqueued when the transaction commits.
+
+    `enqueue=False` leaves it for the caller to run (the CLI writes it in-process).
+    """
+    from labeling import tasks
+
+    with transaction.atomic():
+        snapshot = Snapshot.objects.create(
+            format=fmt,
+            filters=filters.as_json(),
+            options=options.as_json() if fmt != Snapshot.Format.PRM800K else {},
+            created_by=user if user is not None and user.is_authenticated else None,
+        )
+        if enqueue:
+            tasks.run_snapshot.delay_on_commit(snapshot.pk)
+    return snapshot
+
+
+def _claim(snapshot_id: int) -> bool:
+    now = timezone.now()
+    claimable = Q(status=Snapshot.Status.PENDING) | Q(
+        status=Snapshot.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER
+    )
+    return bool(
+        Snapshot.objects.filter(claimable, pk=snapshot_id).update(
+            status=Snapshot.Status.RUNNING, started_at=now, heartbeat_at=now, processed=0
+        )
+    )
+
+
+@dataclass
+class _Reporter:
+    snapshot_id: int
+    extra: Progress | None = None
+
+    def __call__(self, count: int) -> None:
+        Snapshot.objects.filter(pk=self.snapshot_id, status=Snapshot.Status.RUNNING).update(
+            processed=F("processed") + count, heartbeat_at=timezone.now()
+        )
+        if self.extra:
+            self.extra(count)
+
+
+def snapshot_run(*, snapshot_id: int, progress: Progress | None = None, on_total=None) -> Snapshot:
+    """Write a pending snapshot's file. Safe to call twice: the second call is a no-op."""
+    if not _claim(snapshot_id):
+        log.info("snapshot %s: not pending, nothing to do", snapshot_id)
+        return Snapshot.objects.get(pk=snapshot_id)
+    snapshot = Snapshot.objects.get(pk=snapshot_id)
+    relative = f"snapshots/{snapshot.download_name}"
+    target = Path(settings.MEDIA_ROOT) / relative
+    try:
+        filters = ExportFilters.from_json(snapshot.filters)
+        options = StepwiseOptions(**snapshot.options)
+        cutoff = database_now()
+        labelings = select_labelings(filters)
+        total = labelings.count()
+        Snapshot.objects.filter(pk=snapshot_id).update(total=total, cutoff_at=cutoff)
+        if on_total:
+            on_total(total)
+        result = write_export_file(
+            target, snapshot.format, labelings, options=options, progress=_Reporter(snapshot_id, progress)
+        )
+    except Exception as exc:
+        log.exception("snapshot %s failed", snapshot_id)
+        Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.RUNNING).update(
+            status=Snapshot.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}"[:2000],
+            finished_at=timezone.now(),
+        )
+        return Snapshot.objects.get(pk=snapshot_id)
+    done = Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.RUNNING).update(
+        status=Snapshot.Status.DONE,
+        processed=result.labelings,
+        row_count=result.rows,
+        step_label_count=result.step_labels,
+        size_bytes=result.size_bytes,
+        sha256=result.sha256,
+        file_path=relative,
+        finished_at=timezone.now(),
+    )
+    if not done:  # taken over as stale meanwhile: the other run owns the row and the file
+        log.warning("snapshot %s changed hands while writing; leaving it", snapshot_id)
+    return Snapshot.objects.get(pk=snapshot_id)
+
+
+def snapshot_file(snapshot: Snapshot, *, verify: bool = True) -> Path:
+    """The snapshot's file, checked against its recorded sha256."""
+    if snapshot.status != Snapshot.Status.DONE or not snapshot.file_path:
+        raise SnapshotError(f"Snapshot {snapshot.pk} is {snapshot.status}; nothing to download yet.")
+    path = Path(settings.MEDIA_ROOT) / snapshot.file_path
+    if not path.is_file():
+        raise SnapshotError(f"Snapshot {snapshot.pk}'s file is missing.")
+    if verify and file_sha256(path) != snapshot.sha256:
+        raise SnapshotError(f"Snapshot {snapshot.pk}'s file does not match its sha256; refusing to serve it.")
+    return path

@@ -1,0 +1,20 @@
+"""Celery tasks: thin wrappers that take ids and call one service.
+
+Progress and results go to rows that pages poll, not to the result backend.
+"""
+
+from celery import shared_task
+
+from labeling import services, snapshots
+
+
+@shared_task(name="labeling.expire_leases", acks_late=True, time_limit=120, soft_time_limit=100)
+def expire_leases() -> int:
+    """Return expired claims to the pool (periodic, every minute via beat). Safe to run twice."""
+    return services.expire_stale_leases()
+
+
+@shared_task(acks_late=True, time_limit=2 * 3600, soft_time_limit=2 * 3600 - 60)
+def run_snapshot(snapshot_id: int) -> str:
+    """Write a snapshot's file; a redelivery finds it claimed and does nothing."""
+    return snapshots.snapshot_run(snapshot_id=snapshot_id).status

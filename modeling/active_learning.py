@@ -1,0 +1,558 @@
+"""The active-learning loop on the database: the candidate pool, selection into a batch, and the
+generation pipeline (retrain -> score -> select -> enqueue) whose steps Celery runs one by one.
+
+Each step is a plain function of a GenerationRun, safe to run twice; `run_step` claims a step
+with a conditional update, runs it, records status, progress and timings on the row, and names
+the next step. A failed step leaves the run FAILED at that step: the previous generation's batch
+and the active model are untouched (training activates a model only when it passed its
+evaluation; selection writes only this run's rows; the batch is created last, in one
+transaction), and `retry_generation` re-queues the failed step.
+
+Training and scoring are the `runs` services (`modeling.services`): `create_training_run`,
+`execute_training_run`, `score_solutions_with`. Until they exist, `modeling.loop_standins`
+provides minimal versions with the same signatures.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, F, Max, OuterRef, QuerySet
+from django.utils import timezone
+
+from labeling import importers
+from labeling.models import Batch, Labeling, Problem, Solution
+from modeling.grading import grade_solution, is_equivalent
+from modeling.models import GenerationRun, ModelVersion, PoolEntry, SelectionReason, SolutionScore
+from modeling.selection import Candidate, select_generation
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PARAMS: dict[str, Any] = {
+    "k": 50,
+    "convincing_wrong_fraction": 0.8,
+    "per_problem_cap": 2,
+    "scope": "pool",
+    "per_problem_k": None,
+    "seed": 0,
+    "overlap": 1,
+    "priority": 10,
+    "retrain": True,
+    "train_config": {},
+}
+
+
+class GenerationError(Exception):
+    """A request the loop refuses (a run already open, bad parameters...)."""
+
+
+class StepFailed(Exception):
+    """A step could not finish; the message is shown to leads."""
+
+
+# --- services the `runs` helper provides -----------------------------------------------------
+
+
+def service(name: str) -> Callable[..., Any]:
+    """`modeling.services.<name>` when it exists, else the stand-in of the same name."""
+    try:
+        from modeling import services
+
+        return getattr(services, name)
+    except (ImportError, AttributeError):
+        from modeling import loop_standins
+
+        return getattr(loop_standins, name)
+
+
+# --- the candidate pool ----------------------------------------------------------------------
+
+
+def _grade(sample: importers.SampleLine, ground_truth: str | None) -> tuple[str | None, bool | None]:
+    """The line's own `answer` when given (the generator's final answer), else the steps'."""
+    if sample.answer and sample.answer.strip():
+        if not ground_truth or not ground_truth.strip():
+            return sample.answer, None
+        return sample.answer, is_equivalent(sample.answer, ground_truth)
+    result = grade_solution(sample.steps, ground_truth)
+    return result.answer, result.correct
+
+
+def _write_pool_chunk(
+    chunk: list[tuple[int, str, importers.SampleLine]], report: importers.ImportReport
+) -> None:
+    by_uid = {
+        p.unique_id: p
+        for p in Problem.objects.filter(unique_id__in={s.unique_id for _, _, s in chunk if s.unique_id})
+    }
+    by_hash = importers._problems_by_hash(
+        importers.problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text
+    )
+    rows: dict[str, tuple[Solution, PoolEntry]] = {}
+    for number, _, sample in chunk:
+        problem = by_uid.get(sample.unique_id) if sample.unique_id else None
+        if problem is None and sample.problem_text:
+            problem = by_hash.get(importers.problem_hash(sample.problem_text))
+        if problem is None:
+            field = "unique_id" if sample.unique_id else "problem"
+            raise importers.LineError(
+                report.path, number, field, "no such problem; import the problems (import_math) first"
+            )
+        digest = importers.solution_content_hash(
+            problem_sha256=problem.text_sha256,
+            fmt=Solution.Format.PHASE2,
+            steps=sample.steps,
+            final_answer=sample.answer,
+            verifier_score=sample.score,
+            generation=None,
+            is_quality_control=False,
+            is_screening=False,
+            question_override=None,
+            generator=sample.generator,
+        )
+        if digest in rows:
+            continue
+        answer, correct = _grade(sample, problem.ground_truth_answer)
+        solution = Solution(
+            problem=problem,
+            batch=None,
+            steps=sample.steps,
+            final_answer=sample.answer,
+            verifier_score=sample.score,
+            generator=sample.generator,
+            source_id=sample.source_id,
+            format=Solution.Format.PHASE2,
+            answer_correct=correct,
+            content_sha256=digest,
+        )
+        rows[digest] = (solution, PoolEntry(extracted_answer=answer, source=Path(report.path).name))
+    existing = set(
+        Solution.objects.filter(content_sha256__in=rows).values_list("content_sha256", flat=True)
+    )
+    report.duplicates += len(chunk) - len(rows) + len(existing)
+    new = [pair for digest, pair in rows.items() if digest not in existing]
+    Solution.objects.bulk_create([solution for solution, _ in new])
+    for solution, entry in new:
+        entry.solution_id = solution.pk
+    PoolEntry.objects.bulk_create([entry for _, entry in new])
+    report.created["pool solutions"] += len(new)
+    report.created["graded correct"] += sum(s.answer_correct is True for s, _ in new)
+    report.created["graded wrong"] += sum(s.answer_correct is False for s, _ in new)
+
+
+def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importers.ImportReport:
+    """Import candidate solutions (JSONL, one per line: `unique_id` or `problem`, `steps`, and
+    optionally `answer`, `generator`, `source_id`, `score`) into the pool, grading each against
+    its problem's ground truth. Streamed in chunks; all-or-nothing unless skip_invalid;
+    re-importing adds nothing twice (solutions by content hash)."""
+    return importers._run_import(
+        path, importers.parse_sample_line, _write_pool_chunk, skip_invalid=skip_invalid
+    )
+
+
+def pool_solutions() -> QuerySet[Solution]:
+    return Solution.objects.filter(pool_entry__isnull=False)
+
+
+def selectable_pool() -> QuerySet[Solution]:
+    """Pool solutions not yet queued (no batch) and never labeled (no labeling of any status)."""
+    labeled = Labeling.objects.filter(solution_id=OuterRef("pk"))
+    return pool_solutions().filter(batch__isnull=True).exclude(Exists(labeled))
+
+
+def pool_stats() -> dict[str, int]:
+    pool = pool_solutions()
+    return {
+        "total": pool.count(),
+        "selectable": selectable_pool().count(),
+        "wrong": pool.filter(answer_correct=False).count(),
+        "correct": pool.filter(answer_correct=True).count(),
+        "ungraded": pool.filter(answer_correct__isnull=True).count(),
+    }
+
+
+# --- selection into a batch ------------------------------------------------------------------
+
+
+def next_generation_number() -> int:
+    batches = Batch.objects.aggregate(n=Max("generation"))["n"] or 0
+    runs = GenerationRun.objects.aggregate(n=Max("generation"))["n"] or 0
+    return max(batches, runs) + 1
+
+
+def select_for_run(run: GenerationRun) -> list[SelectionReason]:
+    """Replace this run's selection with a fresh one from its model's scores (idempotent)."""
+    if run.model_version_id is None:
+        raise StepFailed("no model version is pinned: the score step has not run")
+    params = {**DEFAULT_PARAMS, **run.params}
+    scored = SolutionScore.objects.filter(
+        model_version_id=run.model_version_id, solution__in=selectable_pool()
+    ).values_list("solution_id", "solution__problem_id", "score", "solution__answer_correct")
+    # A NaN score (no step the model could read) cannot be ranked: such solutions wait.
+    candidates = [
+        Candidate(sid, pid, score, correct)
+        for sid, pid, score, correct in scored
+        if not math.isnan(score)
+    ]
+    if not candidates:
+        raise StepFailed("the pool has no scored, unlabeled, unqueued solution to select")
+    picks = select_generation(
+        candidates,
+        k=int(params["k"]),
+        convincing_wrong_fraction=float(params["convincing_wrong_fraction"]),
+        per_problem_cap=params["per_problem_cap"],
+        scope=params["scope"],
+        per_problem_k=params["per_problem_k"],
+        seed=int(params["seed"]),
+    )
+    correct_of = {c.solution_id: c.correct for c in candidates}
+    reasons = [
+        SelectionReason(
+            generation_run=run,
+            solution_id=pick.solution_id,
+            model_version_id=run.model_version_id,
+            score=pick.score,
+            rank=pick.rank,
+            rule=pick.rule,
+            correct=correct_of[pick.solution_id],
+        )
+        for pick in picks
+    ]
+    with transaction.atomic():
+        run.selections.all().delete()
+        SelectionReason.objects.bulk_create(reasons)
+    return reasons
+
+
+def enqueue_selection(run: GenerationRun) -> Batch:
+    """Put the run's selected solutions into a new active batch, generation = run.generation.
+
+    One transaction; a second call finds the batch and moves nothing twice. Solutions queued or
+    labeled since selection are skipped (never taken from another batch)."""
+    params = {**DEFAULT_PARAMS, **run.params}
+    with transaction.atomic():
+        batch, _ = Batch.objects.get_or_create(
+            name=f"Generation {run.generation}",
+            defaults={
+                "generation": run.generation,
+                "origin": Batch.Origin.ACTIVE_LEARNING,
+                "overlap": int(params["overlap"]),
+                "priority": int(params["priority"]),
+                "is_active": True,
+                "created_by_id": run.created_by_id,
+            },
+        )
+        if batch.origin != Batch.Origin.ACTIVE_LEARNING or batch.generation != run.generation:
+            raise StepFailed(f"a batch named {batch.name!r} exists and is not this generation's")
+        selected = run.selections.values("solution_id")
+        selectable_pool().filter(pk__in=selected).update(batch=batch, generation=run.generation)
+        GenerationRun.objects.filter(pk=run.pk).update(batch=batch)
+        run.batch = batch
+    return batch
+
+
+# --- the generation pipeline -----------------------------------------------------------------
+
+
+def start_generation(
+    *,
+    params: dict[str, Any] | None = None,
+    created_by=None,
+    trigger: str = GenerationRun.Trigger.PAGE,
+    send: bool = True,
+) -> GenerationRun:
+    """Create the next generation's run and queue its first step (after commit).
+
+    Refused while another run is queued, running or failed (retry or cancel it first); the
+    unique generation number settles a race between two starts. send=False queues nothing
+    (the caller runs the steps itself: `run_generation_inline`)."""
+    params = {**DEFAULT_PARAMS, **(params or {})}
+    unknown = set(params) - set(DEFAULT_PARAMS)
+    if unknown:
+        raise GenerationError(f"unknown parameters: {sorted(unknown)}")
+    if int(params["k"]) < 1:
+        raise GenerationError("k must be at least 1")
+    if not 0 <= float(params["convincing_wrong_fraction"]) <= 1:
+        raise GenerationError("convincing_wrong_fraction must be within [0, 1]")
+    if params["scope"] not in ("pool", "per_problem"):
+        raise GenerationError("scope must be 'pool' or 'per_problem'")
+    if params["scope"] == "per_problem" and not params["per_problem_k"]:
+        raise GenerationError("scope 'per_problem' needs per_problem_k")
+    first = GenerationRun.Step.RETRAIN if params["retrain"] else GenerationRun.Step.SCORE
+    try:
+        with transaction.atomic():
+            open_run = GenerationRun.objects.filter(status__in=GenerationRun.OPEN).first()
+            if open_run is not None:
+                raise GenerationError(
+                    f"{open_run} is {open_run.status}; let it finish, or retry or cancel it"
+                )
+            run = GenerationRun.objects.create(
+                generation=next_generation_number(),
+                params=params,
+                trigger=trigger,
+                created_by=created_by,
+                current_step=first,
+                steps={GenerationRun.Step.RETRAIN: {"status": "skipped"}} if not params["retrain"] else {},
+            )
+            if send:
+                transaction.on_commit(lambda: _send(run.pk, first))
+    except IntegrityError:
+        raise GenerationError("another generation was started at the same moment") from None
+    return run
+
+
+def retry_generation(run: GenerationRun, *, send: bool = True) -> GenerationRun:
+    """Re-queue a failed run at the step that failed."""
+    with transaction.atomic():
+        updated = GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.FAILED).update(
+            status=GenerationRun.Status.QUEUED, error="", finished_at=None
+        )
+        if not updated:
+            raise GenerationError(f"{run} is not failed; only a failed run can be retried")
+        step = GenerationRun.objects.values_list("current_step", flat=True).get(pk=run.pk)
+        if send:
+            transaction.on_commit(lambda: _send(run.pk, step))
+    run.refresh_from_db()
+    return run
+
+
+def cancel_generation(run: GenerationRun) -> GenerationRun:
+    """Give up on a queued or failed run (a running step finishes first). Nothing is undone."""
+    updated = GenerationRun.objects.filter(
+        pk=run.pk, status__in=(GenerationRun.Status.QUEUED, GenerationRun.Status.FAILED)
+    ).update(status=GenerationRun.Status.CANCELLED, finished_at=timezone.now())
+    if not updated:
+        raise GenerationError(f"{run} is {run.status}; only a queued or failed run can be cancelled")
+    run.refresh_from_db()
+    return run
+
+
+def _send(run_id: int, step: str) -> None:
+    from modeling import tasks_loop
+
+    task = tasks_loop.gpu_generation_step if step in ("retrain", "score") else tasks_loop.generation_step
+    task.delay(run_id, step)
+
+
+def _set_step(run_id: int, step: str, **state: Any) -> None:
+    """Merge `state` into steps[step] (read-modify-write under the row lock)."""
+    with transaction.atomic():
+        run = GenerationRun.objects.select_for_update().get(pk=run_id)
+        run.steps = {**run.steps, step: {**run.steps.get(step, {}), **state}}
+        run.save(update_fields=["steps"])
+
+
+def _progress(run_id: int, step: str) -> Callable[[int, int], None]:
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1.0 or done >= total:  # at most one write a second
+            last[0] = now
+            _set_step(run_id, step, done=done, total=total)
+
+    return report
+
+
+def claim_step(run_id: int, step: str) -> GenerationRun | None:
+    """QUEUED at `step` -> RUNNING, or None when someone else has it or it is done."""
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = GenerationRun.objects.filter(
+            pk=run_id, status=GenerationRun.Status.QUEUED, current_step=step
+        ).update(status=GenerationRun.Status.RUNNING, attempts=F("attempts") + 1)
+        if not claimed:
+            return None
+        GenerationRun.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
+    _set_step(run_id, step, status="running", started_at=now.isoformat(), finished_at=None, error="")
+    return GenerationRun.objects.get(pk=run_id)
+
+
+def run_step(run_id: int, step: str) -> str | None:
+    """Claim and run one step; returns the next step to queue (None: nothing to do)."""
+    run = claim_step(run_id, step)
+    if run is None:
+        return None
+    started = time.monotonic()
+    try:
+        detail = STEP_FUNCTIONS[step](run)
+    except Exception as exc:
+        logger.exception("%s: step %s failed", run, step)
+        message = f"{exc.__class__.__name__}: {exc}" if not isinstance(exc, StepFailed) else str(exc)
+        _set_step(
+            run_id, step, status="failed", error=message[:2000],
+            finished_at=timezone.now().isoformat(), seconds=round(time.monotonic() - started, 3),
+        )  # fmt: skip
+        GenerationRun.objects.filter(pk=run_id).update(
+            status=GenerationRun.Status.FAILED, error=f"{step}: {message}"[:10_000], finished_at=timezone.now()
+        )
+        return None
+    _set_step(
+        run_id, step, status="done", detail=detail or {},
+        finished_at=timezone.now().isoformat(), seconds=round(time.monotonic() - started, 3),
+    )  # fmt: skip
+    following = _next_step(step)
+    if following == GenerationRun.Step.DONE:
+        GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
+            status=GenerationRun.Status.SUCCEEDED, current_step=following, finished_at=timezone.now()
+        )
+        return None
+    GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
+        status=GenerationRun.Status.QUEUED, current_step=following
+    )
+    return following
+
+
+def advance(run_id: int, step: str) -> None:
+    """Run `step`, then queue the next one (what the tasks call)."""
+    following = run_step(run_id, step)
+    if following is not None:
+        transaction.on_commit(lambda: _send(run_id, following))
+
+
+def run_generation_inline(run: GenerationRun) -> GenerationRun:
+    """Run every remaining step in this process (CLI --inline, tests)."""
+    step: str | None = run.current_step
+    while step is not None and step != GenerationRun.Step.DONE:
+        step = run_step(run.pk, step)
+    run.refresh_from_db()
+    return run
+
+
+def _next_step(step: str) -> str:
+    order = [s.value for s in GenerationRun.STEPS] + [GenerationRun.Step.DONE.value]
+    return order[order.index(step) + 1]
+
+
+# --- the steps -------------------------------------------------------------------------------
+
+
+def step_retrain(run: GenerationRun) -> dict[str, Any]:
+    """Train on every completed labeling; the services activate the model only if it passed."""
+    from modeling.models import TrainingRun
+
+    params = {**DEFAULT_PARAMS, **run.params}
+    train_config = params["train_config"] or getattr(settings, "STEPWISE_GENERATION_TRAIN_CONFIG", {})
+    training = run.training_run
+    if training is None:
+        training = service("create_training_run")(
+            config=dict(train_config),
+            created_by=run.created_by,
+            name=f"generation {run.generation}",
+        )
+        GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
+    elif training.status == TrainingRun.Status.SUCCEEDED:
+        return {"training_run": training.pk, "reused": True}
+    elif training.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED):
+        # A retry trains afresh: a failed run is a record, not something to resume.
+        training = service("create_training_run")(
+            config=dict(training.config or train_config),
+            created_by=run.created_by,
+            name=f"generation {run.generation} (retry)",
+        )
+        GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
+    version = service("execute_training_run")(training.pk)
+    training.refresh_from_db()
+    if training.status != TrainingRun.Status.SUCCEEDED:
+        raise StepFailed(f"training run {training.pk} {training.status}: {training.error or 'no detail'}")
+    active = ModelVersion.active()
+    return {
+        "training_run": training.pk,
+        "model_version": getattr(version, "pk", None),
+        "passed_evaluation": bool(version and version.passed_evaluation),
+        "active_model": active.pk if active else None,
+    }
+
+
+def step_score(run: GenerationRun) -> dict[str, Any]:
+    """Score the selectable pool with the active model (pinned on the run, so a retry uses it)."""
+    version = run.model_version or ModelVersion.active()
+    if version is None:
+        raise StepFailed("no active model: train one that passes its evaluation first")
+    if run.model_version_id is None:
+        GenerationRun.objects.filter(pk=run.pk).update(model_version=version)
+    scored = SolutionScore.objects.filter(model_version=version, solution_id=OuterRef("pk"))
+    todo = selectable_pool().exclude(Exists(scored)).order_by("pk")
+    total = todo.count()
+    _set_step(run.pk, "score", done=0, total=total)
+    written = 0
+    if total:
+        written = service("score_solutions_with")(
+            model_version=version, solutions=todo, progress=_progress(run.pk, "score")
+        )
+    _set_step(run.pk, "score", done=total, total=total)
+    return {"model_version": version.pk, "to_score": total, "scored": written}
+
+
+def step_select(run: GenerationRun) -> dict[str, Any]:
+    reasons = select_for_run(run)
+    rules: dict[str, int] = {}
+    for reason in reasons:
+        rules[reason.rule] = rules.get(reason.rule, 0) + 1
+    return {"selected": len(reasons), "rules": rules}
+
+
+def step_enqueue(run: GenerationRun) -> dict[str, Any]:
+    batch = enqueue_selection(run)
+    return {"batch": batch.pk, "solutions": batch.solutions.count()}
+
+
+STEP_FUNCTIONS: dict[str, Callable[[GenerationRun], dict[str, Any]]] = {
+    "retrain": step_retrain,
+    "score": step_score,
+    "select": step_select,
+    "enqueue": step_enqueue,
+}
+
+
+# --- the automatic trigger -------------------------------------------------------------------
+
+
+def generation_progress(batch: Batch) -> float:
+    """Share of the batch's solutions that have all the labelings they need."""
+    solutions = batch.solutions.all()
+    total = solutions.count()
+    if not total:
+        return 0.0
+    return solutions.filter(completed_count__gte=F("batch__overlap")).count() / total
+
+
+def maybe_start_next_generation(*, fraction: float | None = None) -> GenerationRun | None:
+    """Start the next generation when the newest active-learning batch is labeled to `fraction`
+    (default settings.STEPWISE_AUTO_GENERATION_FRACTION; None or 0 turns it off). Checked by
+    the periodic task `check_generation_progress`; a no-op while a run is open."""
+    if fraction is None:
+        fraction = getattr(settings, "STEPWISE_AUTO_GENERATION_FRACTION", None)
+    if not fraction:
+        return None
+    if GenerationRun.objects.filter(status__in=GenerationRun.OPEN).exists():
+        return None
+    latest = (
+        GenerationRun.objects.filter(status=GenerationRun.Status.SUCCEEDED, batch__isnull=False)
+        .select_related("batch")
+        .first()
+    )
+    if latest is None or latest.batch is None or generation_progress(latest.batch) < fraction:
+        return None
+    if GenerationRun.objects.filter(generation__gt=latest.generation).exists():
+        return None  # this batch already led to a later run (cancelled or done)
+    try:
+        return start_generation(params=latest.params, trigger=GenerationRun.Trigger.AUTO)
+    except GenerationError:
+        return None
+
+
+def recent_runs() -> QuerySet[GenerationRun]:
+    return GenerationRun.objects.select_related("batch", "model_version", "training_run", "created_by")
+
+
+def selections_of(run: GenerationRun) -> QuerySet[SelectionReason]:
+    return run.selections.select_related("solution__problem", "solution__batch", "model_version")
+

@@ -1,0 +1,19 @@
+from django.core.management.base import BaseCommand
+
+from labeling.management.commands._importing import run_import
+from modeling.active_learning import import_pool
+
+
+class Command(BaseCommand):
+    help = (
+        "Import unlabeled candidate solutions into the active-learning pool, grading each answer "
+        "against its problem's ground truth (JSONL: unique_id or problem, steps, answer, "
+        "generator, source_id, score)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+")
+        parser.add_argument("--skip-invalid", action="store_true", help="Skip and report bad lines.")
+
+    def handle(self, *args, paths, skip_invalid, **options):
+        run_import(self, paths, lambda p: import_pool(p, skip_invalid=skip_invalid))

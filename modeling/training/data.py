@@ -1,0 +1,465 @@
+"""Datasets for process reward models: records in, packed token rows out.
+
+Text layout (training and scoring alike)::
+
+    [BOS] problem "\\n\\n" step_1 "\\n\\n" step_2 "\\n\\n" ... step_n "\\n\\n"
+
+BOS is the tokenizer's bos token (or cls token for encoders) when it has one. Each
+segment (the problem, each step) is stripped and tokenized on its own together with
+its "\\n\\n" terminator, then the ids are concatenated: so a step's tokens never depend
+on its neighbours, and the label of step k sits on the **last token of step k's
+segment** (the one that carries the terminator), i.e. where the model has read the
+whole step and knows it ended. All other positions are ignored (-100). Targets are
+3 classes: index = rating + 1 (-1 -> 0, 0 -> 1, +1 -> 2).
+
+Packing: one row holds a solution's chosen path (labelled at every rated step end)
+followed by its rated alternatives. An alternative to step k is placed after the path
+with position ids continuing from the end of step k-1, and the attention mask lets it
+see only the problem and the chosen steps before k, plus itself causally. That is the
+same computation as running "prefix + alternative" as its own sequence (tested), but
+the prefix is encoded once. Path tokens see only earlier path tokens (causal), so no
+position ever sees a later step, whatever the backbone. When a row would exceed
+``max_length`` tokens, alternatives move to extra rows that repeat the prefix they need
+(unlabelled); path steps past ``max_length`` and alternatives whose prefix plus text
+exceed it lose their labels (dropped, never moved).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+IGNORE = -100
+SEPARATOR = "\n\n"
+NUM_CLASSES = 3
+
+
+def rating_to_class(rating: int) -> int:
+    return int(rating) + 1
+
+
+@dataclass
+class Solution:
+    """A problem and its steps, for scoring."""
+
+    problem: str
+    steps: list[str]
+
+
+@dataclass
+class Alternative:
+    """A rated step that was not chosen; its prefix is the problem + chosen steps[:after]."""
+
+    after: int
+    text: str
+    rating: int
+
+
+@dataclass
+class LabeledSolution:
+    """A chosen path with one rating per step (None: not trained on) and rated alternatives."""
+
+    problem: str
+    steps: list[str]
+    ratings: list[int | None]
+    alternatives: list[Alternative] = field(default_factory=list)
+
+    def n_labels(self) -> int:
+        return sum(r is not None for r in self.ratings) + len(self.alternatives)
+
+    def slot_ratings(self) -> list[int | None]:
+        """Ratings by slot: path steps first, then alternatives in order."""
+        return list(self.ratings) + [a.rating for a in self.alternatives]
+
+
+# ---------------------------------------------------------------- PRM800K records
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def example_from_prm800k(record: dict[str, Any]) -> LabeledSolution | None:
+    """One PRM800K label line (phase 1 or 2) -> a labelled solution.
+
+    For every rated completion of step k the prefix is the problem plus the chosen steps
+    before k. The chosen step is completions[chosen_completion], else the human
+    completion (rating null: in the prefix, not trained on). The path ends at the first
+    step with neither. Lines with finish_reason "bad_problem" say nothing about steps
+    and give None.
+    """
+    label = record["label"]
+    if label.get("finish_reason") == "bad_problem":
+        return None
+    steps: list[str] = []
+    ratings: list[int | None] = []
+    alternatives: list[Alternative] = []
+    for step in label["steps"]:
+        completions = step.get("completions") or []
+        chosen = step.get("chosen_completion")
+        for i, completion in enumerate(completions):
+            if i != chosen and completion.get("rating") is not None:
+                alternatives.append(
+                    Alternative(len(steps), completion["text"], int(completion["rating"]))
+                )
+        if chosen is not None:
+            steps.append(completions[chosen]["text"])
+            rating = completions[chosen].get("rating")
+            ratings.append(None if rating is None else int(rating))
+        elif step.get("human_completion"):
+            steps.append(step["human_completion"]["text"])
+            ratings.append(None)
+        else:
+            break
+    example = LabeledSolution(record["question"]["problem"], steps, ratings, alternatives)
+    return example if example.n_labels() else None
+
+
+def examples_from_prm800k(records: Iterable[dict[str, Any]]) -> list[LabeledSolution]:
+    examples = (example_from_prm800k(r) for r in records)
+    return [e for e in examples if e is not None]
+
+
+# ------------------------------------------------------- stepwise-critic parquet
+
+
+def read_critic_parquet(path: str | Path) -> list[LabeledSolution]:
+    import pyarrow.parquet as pq
+
+    columns = ["instruction", "responses", "next_response", "rating", "is_preferred_response"]
+    return examples_from_critic_rows(pq.read_table(path, columns=columns).to_pylist())
+
+
+def examples_from_critic_rows(rows: Iterable[dict[str, Any]]) -> list[LabeledSolution]:
+    """Rows (one per rated candidate step) -> labelled solutions.
+
+    Rows sharing a problem and prefix (`responses`) are one step's candidates. The
+    chosen path follows the preferred candidate that later rows extend; each path from
+    the root to a prefix nobody extends is one solution (its last preferred candidate
+    ends it). Every other rated candidate becomes an alternative of the first solution
+    through its prefix; each rating is used once, exact duplicate rows once.
+    """
+    by_problem: dict[str, dict[tuple[str, ...], list[dict[str, Any]]]] = {}
+    seen: set[tuple[Any, ...]] = set()
+    for row in rows:
+        prefix = tuple(row["responses"])
+        key = (
+            row["instruction"],
+            prefix,
+            row["next_response"],
+            row["rating"],
+            row["is_preferred_response"],
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        by_problem.setdefault(row["instruction"], {}).setdefault(prefix, []).append(row)
+    examples: list[LabeledSolution] = []
+    for problem, groups in by_problem.items():
+        examples.extend(_critic_solutions(problem, groups))
+    return examples
+
+
+def _critic_solutions(
+    problem: str, groups: dict[tuple[str, ...], list[dict[str, Any]]]
+) -> list[LabeledSolution]:
+    def rating(row: dict[str, Any]) -> int | None:
+        value = row["rating"]
+        return None if value is None or value != value else int(value)  # NaN from pandas
+
+    solutions: list[LabeledSolution] = []
+    used: set[tuple[str, ...]] = set()  # prefixes whose candidates are already used
+    stack: list[tuple[str, ...]] = [()]
+    while stack:
+        prefix = stack.pop()
+        # Walk down from `prefix`, pushing siblings that branch off for later solutions.
+        path = list(prefix)
+        while True:
+            candidates = groups.get(tuple(path), [])
+            children = [c for c in candidates if tuple(path) + (c["next_response"],) in groups]
+            if len(children) > 1:
+                stack.extend(tuple(path) + (c["next_response"],) for c in children[1:])
+            if children:
+                path.append(children[0]["next_response"])
+                continue
+            preferred = [c for c in candidates if c["is_preferred_response"]]
+            if preferred:
+                path.append(preferred[0]["next_response"])
+            break
+        ratings: list[int | None] = []
+        alternatives: list[Alternative] = []
+        for k, text in enumerate(path):
+            candidates = groups.get(tuple(path[:k]), [])
+            fresh = tuple(path[:k]) not in used
+            used.add(tuple(path[:k]))
+            chosen = next(c for c in candidates if c["next_response"] == text)
+            ratings.append(rating(chosen) if fresh else None)
+            if fresh:
+                for c in candidates:
+                    if c is not chosen and rating(c) is not None:
+                        alternatives.append(Alternative(k, c["next_response"], rating(c)))
+        # A leaf prefix with only unpreferred candidates still has labels to give.
+        leaf = tuple(path)
+        if leaf in groups and leaf not in used:
+            used.add(leaf)
+            for c in groups[leaf]:
+                if rating(c) is not None:
+                    alternatives.append(Alternative(len(path), c["next_response"], rating(c)))
+        example = LabeledSolution(problem, path, ratings, alternatives)
+        if example.n_labels():
+            solutions.append(example)
+    return solutions
+
+
+# ------------------------------------------------------------------ splitting
+
+
+def problem_key(problem: str) -> str:
+    return hashlib.sha256(problem.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def split_by_problem(
+    examples: Sequence[LabeledSolution], holdout_fraction: float, seed: int
+) -> tuple[list[LabeledSolution], list[LabeledSolution]]:
+    """(train, held out): every solution of a problem lands on the same side."""
+    keys = sorted({problem_key(e.problem) for e in examples})
+    random.Random(seed).shuffle(keys)
+    n_test = round(len(keys) * holdout_fraction)
+    if holdout_fraction > 0 and n_test == 0 and len(keys) > 1:
+        n_test = 1
+    test_keys = set(keys[:n_test])
+    train = [e for e in examples if problem_key(e.problem) not in test_keys]
+    test = [e for e in examples if problem_key(e.problem) in test_keys]
+    return train, test
+
+
+def subsample_problems(
+    examples: Sequence[LabeledSolution], max_problems: int, seed: int
+) -> list[LabeledSolution]:
+    keys = sorted({problem_key(e.problem) for e in examples})
+    random.Random(seed + 1).shuffle(keys)
+    kept = set(keys[:max_problems])
+    return [e for e in examples if problem_key(e.problem) in kept]
+
+
+# --------------------------------------------------------------- tokenization
+
+
+@dataclass
+class Row:
+    """One packed token row.
+
+    `segment` is 0 on path tokens and j+1 on alternative j's tokens; `visible` is how
+    many leading path tokens a token may attend to. `ends`/`slots`/`labels` are the
+    step-end positions in this row, the slot each belongs to (path step k -> k,
+    alternative j -> n_steps + j) and its class (or IGNORE when unrated).
+    """
+
+    example: int
+    input_ids: list[int]
+    position_ids: list[int]
+    segment: list[int]
+    visible: list[int]
+    ends: list[int]
+    slots: list[int]
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def token_labels(self) -> list[int]:
+        """Labels per token: the class at labelled step ends, IGNORE everywhere else."""
+        out = [IGNORE] * len(self.input_ids)
+        for pos, label in zip(self.ends, self.labels, strict=True):
+            out[pos] = label
+        return out
+
+
+def start_ids(tokenizer: Any) -> list[int]:
+    for token_id in (tokenizer.bos_token_id, tokenizer.cls_token_id):
+        if token_id is not None:
+            return [token_id]
+    return []
+
+
+def encode_segments(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Each text stripped + terminator, tokenized on its own (no special tokens)."""
+    if not texts:
+        return []
+    batch = [t.strip() + SEPARATOR for t in texts]
+    return tokenizer(batch, add_special_tokens=False)["input_ids"]
+
+
+def pack_solution(
+    solution: Solution | LabeledSolution, tokenizer: Any, max_length: int, index: int = 0
+) -> list[Row]:
+    """Token rows for one solution; see the module docstring for the layout."""
+    steps = list(solution.steps)
+    alternatives = list(getattr(solution, "alternatives", []))
+    ratings = list(getattr(solution, "ratings", [None] * len(steps)))
+    encoded = encode_segments(
+        tokenizer, [solution.problem, *steps, *(a.text for a in alternatives)]
+    )
+    path = start_ids(tokenizer) + encoded[0]
+    boundaries = [len(path)]  # boundaries[k]: path tokens before step k
+    for ids in encoded[1 : 1 + len(steps)]:
+        path += ids
+        boundaries.append(len(path))
+    path = path[:max_length]
+    first = _path_row(index, path)
+    for k, rating in enumerate(ratings):
+        end = boundaries[k + 1] - 1
+        if end < len(path):
+            first.ends.append(end)
+            first.slots.append(k)
+            first.labels.append(IGNORE if rating is None else rating_to_class(rating))
+
+    # First fit: the first row holds the whole path; extra rows hold only the prefix needed.
+    plans: list[dict[str, Any]] = [{"path": len(path), "alts": [], "size": len(path)}]
+    for j, alt in enumerate(alternatives):
+        ids = encoded[1 + len(steps) + j]
+        prefix = boundaries[alt.after]
+        if prefix + len(ids) > max_length:
+            continue
+        for n, plan in enumerate(plans):
+            needed = max(plan["path"], prefix) if n else plan["path"]
+            if needed + plan["size"] - plan["path"] + len(ids) <= max_length:
+                break
+        else:
+            plan = {"path": prefix, "alts": [], "size": prefix}
+            plans.append(plan)
+        plan["size"] += max(0, prefix - plan["path"]) + len(ids)
+        plan["path"] = max(plan["path"], prefix)
+        plan["alts"].append(j)
+
+    rows = []
+    for n, plan in enumerate(plans):
+        if n == 0:
+            row = first
+        elif not plan["alts"]:
+            continue
+        else:
+            row = _path_row(index, path[: plan["path"]])
+        for j in plan["alts"]:
+            ids = encoded[1 + len(steps) + j]
+            prefix = boundaries[alternatives[j].after]
+            row.input_ids += ids
+            row.position_ids += range(prefix, prefix + len(ids))
+            row.segment += [j + 1] * len(ids)
+            row.visible += [prefix] * len(ids)
+            row.ends.append(len(row.input_ids) - 1)
+            row.slots.append(len(steps) + j)
+            row.labels.append(rating_to_class(alternatives[j].rating))
+        rows.append(row)
+    return rows
+
+
+def _path_row(example: int, ids: list[int]) -> Row:
+    """A row of path tokens only: causal, each token sees the path up to itself."""
+    n = len(ids)
+    return Row(example, list(ids), list(range(n)), [0] * n, list(range(1, n + 1)), [], [], [])
+
+
+def build_features(
+    solutions: Sequence[Solution | LabeledSolution], tokenizer: Any, max_length: int
+) -> list[Row]:
+    """Rows for many solutions; `Row.example` indexes `solutions`."""
+    rows: list[Row] = []
+    for i, solution in enumerate(solutions):
+        rows.extend(pack_solution(solution, tokenizer, max_length, i))
+    return rows
+
+
+# ------------------------------------------------------------------- batching
+
+
+def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Indices grouped by length so that rows x longest row stays under batch_tokens."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if current and (len(current) + 1) * lengths[i] > batch_tokens:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass
+class Batch:
+    """Right-padded tensors for a list of rows; see `attention_mask_4d` for the mask."""
+
+    input_ids: torch.Tensor  # (B, T)
+    position_ids: torch.Tensor  # (B, T)
+    segment: torch.Tensor  # (B, T), -1 on padding
+    visible: torch.Tensor  # (B, T)
+    ends: torch.Tensor  # (N,) flat index b * T + t of every step end
+    labels: torch.Tensor  # (N,)
+    slots: list[tuple[int, int]]  # (example, slot) per step end
+    n_tokens: int  # real (unpadded) tokens
+
+    def to(self, device: torch.device | str) -> Batch:
+        move = {
+            k: getattr(self, k).to(device)
+            for k in ("input_ids", "position_ids", "segment", "visible", "ends", "labels")
+        }
+        return Batch(**move, slots=self.slots, n_tokens=self.n_tokens)
+
+
+def collate(rows: Sequence[Row], pad_id: int) -> Batch:
+    width = max(len(r) for r in rows)
+    shape = (len(rows), width)
+    input_ids = torch.full(shape, pad_id, dtype=torch.long)
+    position_ids = torch.zeros(shape, dtype=torch.long)
+    segment = torch.full(shape, -1, dtype=torch.long)
+    visible = torch.zeros(shape, dtype=torch.long)
+    ends: list[int] = []
+    labels: list[int] = []
+    slots: list[tuple[int, int]] = []
+    for b, row in enumerate(rows):
+        n = len(row)
+        input_ids[b, :n] = torch.tensor(row.input_ids)
+        position_ids[b, :n] = torch.tensor(row.position_ids)
+        segment[b, :n] = torch.tensor(row.segment)
+        visible[b, :n] = torch.tensor(row.visible)
+        ends += [b * width + pos for pos in row.ends]
+        labels += row.labels
+        slots += [(row.example, s) for s in row.slots]
+    return Batch(
+        input_ids,
+        position_ids,
+        segment,
+        visible,
+        torch.tensor(ends, dtype=torch.long),
+        torch.tensor(labels, dtype=torch.long),
+        slots,
+        sum(len(r) for r in rows),
+    )
+
+
+def attention_mask_4d(segment: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """Boolean (B, 1, T, T) mask, True where query t may attend to key s.
+
+    A token sees the first `visible` path tokens and, if it is on an alternative, the
+    tokens of its own alternative up to itself. Padding sees earlier padding only, so no
+    row of the mask is empty (an empty row makes softmax NaN).
+    """
+    width = segment.shape[1]
+    key = torch.arange(width, device=segment.device)
+    q_seg = segment[:, :, None]
+    k_seg = segment[:, None, :]
+    sees_path = (k_seg == 0) & (key[None, None, :] < visible[:, :, None])
+    own = (k_seg == q_seg) & (q_seg != 0) & (key[None, None, :] <= key[None, :, None])
+    return (sees_path | own)[:, None]

@@ -1,0 +1,185 @@
+"""The process reward model: a transformers backbone + a 3-class head at step ends.
+
+Causal LMs are the main case (the base model of a causal LM, via AutoModel). Encoders
+work too: every backbone gets the tree mask of `data.attention_mask_4d`, which is causal
+along the path, so no position sees a later step even in an encoder (a bidirectional
+encoder then runs with a mask it was not pre-trained with: weaker features, no leak).
+
+Saved layout (safetensors throughout, nothing fetched on load)::
+
+    out/prm.json            effective TrainConfig, dataset_version, backbone, layout
+    out/head.safetensors    the head
+    out/backbone/           mode "full": the whole fine-tuned backbone
+    out/adapter/            mode "lora": the peft adapter
+    out/tokenizer/          the tokenizer
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .backbones import resolve_backbone
+from .config import TrainConfig
+from .data import NUM_CLASSES, SEPARATOR, Batch, attention_mask_4d
+
+FORMAT = "stepwise-prm/1"
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def load_tokenizer(name: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_backbone(name), local_files_only=True)
+
+
+def load_backbone(name: str, layers: int | None = None) -> nn.Module:
+    """The base model (no LM head) for a backbone name, from local files only."""
+    from transformers import AutoModel
+
+    path = resolve_backbone(name)
+    try:
+        model = AutoModel.from_pretrained(
+            path, local_files_only=True, dtype=torch.float32, attn_implementation="sdpa"
+        )
+    except (ValueError, ImportError):  # architectures without SDPA support
+        model = AutoModel.from_pretrained(
+            path, local_files_only=True, dtype=torch.float32, attn_implementation="eager"
+        )
+    if layers is not None:
+        keep_first_layers(model, layers)
+    return model
+
+
+def keep_first_layers(model: nn.Module, n: int) -> None:
+    """Drop the transformer blocks after the first n (the block list is the ModuleList
+    as long as config.num_hidden_layers)."""
+    total = model.config.num_hidden_layers
+    if not 0 < n <= total:
+        raise ValueError(f"backbone_layers must be in 1..{total}, not {n}")
+    blocks = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) == total]
+    if not blocks:
+        raise ValueError(f"cannot find the {total} transformer blocks of {type(model).__name__}")
+    del blocks[0][n:]
+    model.config.num_hidden_layers = n
+
+
+def add_lora(backbone: nn.Module, config: TrainConfig) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules="all-linear",
+    )
+    return get_peft_model(backbone, lora)
+
+
+class ProcessRewardModel(nn.Module):
+    """Backbone + linear head; `forward(batch)` gives (N, 3) logits at the batch's step ends."""
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, config: TrainConfig) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer  # not a module: travels with the model for scoring
+        self.config = config
+        self.head = nn.Linear(backbone.config.hidden_size, NUM_CLASSES)
+        if config.mode == "head":
+            self.backbone.requires_grad_(False)
+
+    @classmethod
+    def from_config(cls, config: TrainConfig) -> ProcessRewardModel:
+        """A fresh model: pretrained backbone, mode applied, new head (seeded by the caller)."""
+        backbone = load_backbone(config.backbone, config.backbone_layers)
+        if config.mode == "lora":
+            backbone = add_lora(backbone, config)
+        return cls(backbone, load_tokenizer(config.backbone), config)
+
+    @property
+    def pad_id(self) -> int:
+        for token_id in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
+            if token_id is not None:
+                return int(token_id)
+        return 0
+
+    def train(self, mode: bool = True) -> ProcessRewardModel:
+        super().train(mode)
+        if self.config.mode == "head":
+            self.backbone.eval()  # frozen: no dropout, features match the cached ones
+        return self
+
+    def features(self, batch: Batch) -> torch.Tensor:
+        """Backbone hidden states at the batch's step ends, (N, hidden), float32."""
+        mask = attention_mask_4d(batch.segment, batch.visible)
+        if self.backbone.config._attn_implementation == "eager":
+            # Eager attention adds the mask to the scores: 0 where allowed, -inf-ish elsewhere.
+            mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, -1e30)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.mode != "head"):
+            out = self.backbone(
+                input_ids=batch.input_ids, attention_mask=mask, position_ids=batch.position_ids
+            )
+        hidden = out.last_hidden_state
+        return hidden.reshape(-1, hidden.shape[-1])[batch.ends].float()
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return self.head(self.features(batch))
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """The parameters this mode trains, by name (what a checkpoint must hold)."""
+        return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
+
+    # --------------------------------------------------------------- save / load
+
+    def save(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        save_file(
+            {k: v.contiguous().cpu() for k, v in self.head.state_dict().items()},
+            out / "head.safetensors",
+        )
+        if self.config.mode == "full":
+            self.backbone.save_pretrained(out / "backbone", safe_serialization=True)
+        elif self.config.mode == "lora":
+            self.backbone.save_pretrained(out / "adapter", safe_serialization=True)
+        self.tokenizer.save_pretrained(out / "tokenizer")
+        meta = {
+            "format": FORMAT,
+            "mode": self.config.mode,
+            "backbone": self.config.backbone,
+            "dataset_version": self.config.dataset_version,
+            "layout": {"separator": SEPARATOR, "classes": [-1, 0, 1], "label_at": "step end"},
+            "config": self.config.to_dict(),
+        }
+        (out / "prm.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu") -> ProcessRewardModel:
+        """A saved model, in eval mode on `device` ("auto" picks CUDA when present)."""
+        path = Path(path)
+        meta = json.loads((path / "prm.json").read_text())
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a {FORMAT} model")
+        config = TrainConfig.from_dict(meta["config"])
+        if config.mode == "full":
+            backbone = load_backbone(str(path / "backbone"))
+        else:
+            backbone = load_backbone(config.backbone, config.backbone_layers)
+        if config.mode == "lora":
+            from peft import PeftModel
+
+            backbone = PeftModel.from_pretrained(backbone, path / "adapter")
+        model = cls(backbone, load_tokenizer(str(path / "tokenizer")), config)
+        model.head.load_state_dict(load_file(path / "head.safetensors"))
+        return model.to(resolve_device(device)).eval()

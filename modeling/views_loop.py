@@ -1,0 +1,74 @@
+"""Generation pages for leads and researchers: start the loop, watch its steps, see the picks."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from labeling.roles import LEAD, RESEARCHER, has_role
+from modeling import active_learning
+from modeling.forms_loop import GenerationForm
+from modeling.models import GenerationRun, ModelVersion
+
+
+def _require_lead(request: HttpRequest) -> None:
+    if not has_role(request.user, LEAD, RESEARCHER):
+        raise PermissionDenied("Generations are for leads and researchers.")
+
+
+@login_required
+def generation_list(request: HttpRequest) -> HttpResponse:
+    _require_lead(request)
+    form = GenerationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = active_learning.start_generation(params=form.params(), created_by=request.user)
+        except active_learning.GenerationError as exc:
+            messages.error(request, str(exc))
+        else:
+            return redirect("modeling_loop:generation", generation=run.generation)
+    context = {
+        "form": form,
+        "runs": active_learning.recent_runs()[:20],
+        "pool": active_learning.pool_stats(),
+        "active_model": ModelVersion.active(),
+        "open_run": GenerationRun.objects.filter(status__in=GenerationRun.OPEN).first(),
+    }
+    return render(request, "modeling/loop/generations.html", context)
+
+
+@login_required
+def generation_detail(request: HttpRequest, generation: int) -> HttpResponse:
+    _require_lead(request)
+    run = get_object_or_404(active_learning.recent_runs(), generation=generation)
+    context = {"run": run, "selections": active_learning.selections_of(run)}
+    template = "modeling/loop/generation.html#progress" if request.htmx else "modeling/loop/generation.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def generation_retry(request: HttpRequest, generation: int) -> HttpResponse:
+    _require_lead(request)
+    run = get_object_or_404(GenerationRun, generation=generation)
+    try:
+        active_learning.retry_generation(run)
+    except active_learning.GenerationError as exc:
+        messages.error(request, str(exc))
+    return redirect("modeling_loop:generation", generation=generation)
+
+
+@login_required
+@require_POST
+def generation_cancel(request: HttpRequest, generation: int) -> HttpResponse:
+    _require_lead(request)
+    run = get_object_or_404(GenerationRun, generation=generation)
+    try:
+        active_learning.cancel_generation(run)
+    except active_learning.GenerationError as exc:
+        messages.error(request, str(exc))
+    return redirect("modeling_loop:generation", generation=generation)

@@ -1,0 +1,56 @@
+// Keyboard-first labeling: every action is one key; keys pressed during a request are queued.
+(function () {
+  "use strict";
+
+  var KEYS = {
+    "1": "rate-pos", "+": "rate-pos", "=": "rate-pos",
+    "0": "rate-neu",
+    "-": "rate-neg", "_": "rate-neg",
+    "f": "flag", "u": "undo", "Backspace": "undo",
+    "g": "give-up", "b": "bad-problem", "Enter": "next",
+  };
+  var shownAt = performance.now();
+  var pending = [];
+
+  function panel() { return document.getElementById("labeling"); }
+  function busy() { var p = panel(); return p && p.classList.contains("htmx-request"); }
+
+  function perform(action) {
+    var p = panel();
+    if (!p) return false;
+    var el = p.querySelector('[data-key-action="' + action + '"]');
+    if (!el || el.disabled) return false;
+    el.click();
+    return true;
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.target.matches && e.target.matches("textarea, select, input[type=text], input[type=password]")) return;
+    var key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
+    if (key === "r" && window.stepwiseRetry && window.stepwiseRetry()) { e.preventDefault(); return; }
+    if (key === "?") {
+      var guide = document.getElementById("guidelines-link");
+      if (guide) { e.preventDefault(); window.open(guide.href, "stepwise-guidelines"); }
+      return;
+    }
+    var action = KEYS[key];
+    if (!action || !panel()) return;
+    e.preventDefault();
+    if (busy() && action !== "flag") { pending.push(action); return; }
+    perform(action);
+  });
+
+  // Time on a step, measured in the browser, travels with the request that rates it.
+  document.addEventListener("htmx:configRequest", function (e) {
+    if (!e.detail.elt.closest || !e.detail.elt.closest("#labeling")) return;
+    e.detail.parameters.elapsed_ms = Math.round(performance.now() - shownAt);
+  });
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (!panel()) return;
+    shownAt = performance.now();
+    var current = panel().querySelector(".step.current");
+    if (current) current.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    if (pending.length) perform(pending.shift());
+  });
+})();

@@ -1,0 +1,251 @@
+"""Stepwise settings: one module, read top to bottom, driven by environment variables.
+
+`DATABASE_URL` unset means the embedded default: an SQLite file under var/, Celery tasks run
+in-process, DEBUG on. Production and CI point DATABASE_URL at PostgreSQL and REDIS_URL at Redis.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false)")
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+DATABASE_URL = env_str("DATABASE_URL")
+EMBEDDED = DATABASE_URL is None
+
+DEBUG = env_bool("DEBUG", default=EMBEDDED)
+SECRET_KEY = env_str("SECRET_KEY")
+if SECRET_KEY is None:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "insecure-dev-key-only-for-debug"  # noqa: S105 - DEBUG only
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SITE_NAME = env_str("SITE_NAME", "Stepwise")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served from our static files
+    "django_filters",
+    "django_htmx",
+    "template_partials",
+    "labeling",
+    "modeling",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "stepwise.urls"
+WSGI_APPLICATION = "stepwise.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "labeling.context_processors.roles",
+            ],
+        },
+    },
+]
+
+# Database: PostgreSQL through psycopg 3 when DATABASE_URL is set, else an SQLite file.
+VAR_DIR = Path(env_str("STEPWISE_VAR_DIR", str(BASE_DIR / "var")))
+if EMBEDDED:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "stepwise.sqlite3",
+            # Labelers write concurrently even in the demo; wait for the lock instead of failing.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+else:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES["default"].setdefault("TEST", {})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic in dev
+
+# Celery. Embedded default: tasks run in-process, no broker needed.
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = None  # progress and results go to rows that pages poll
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"modeling.tasks.gpu_*": {"queue": "gpu"}}
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
+CELERY_BEAT_SCHEDULE = {
+    "expire-leases": {"task": "labeling.expire_leases", "schedule": 60.0},
+}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7 * 3600)}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Stepwise API",
+    "DESCRIPTION": "Step-level labels of LLM math solutions, exports and PRM training.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "ExportFormatEnum": "labeling.models.Snapshot.Format",
+        "SolutionFormatEnum": "labeling.models.Solution.Format",
+        "SnapshotStatusEnum": "labeling.models.Snapshot.Status",
+        "LabelingStatusEnum": "labeling.models.Labeling.Status",
+        "IncludeExcludeOnlyEnum": "labeling.serializers.THREE_WAY",
+    },
+}
+
+# Labeling queue.
+STEPWISE_LEASE_SECONDS_MIN = env_int("STEPWISE_LEASE_SECONDS_MIN", 10 * 60)
+STEPWISE_LEASE_SECONDS_MAX = env_int("STEPWISE_LEASE_SECONDS_MAX", 2 * 3600)
+STEPWISE_UNDO_WINDOW_SECONDS = env_int("STEPWISE_UNDO_WINDOW_SECONDS", 10 * 60)
+STEPWISE_IMPORT_CHUNK = env_int("STEPWISE_IMPORT_CHUNK", 2000)
+STEPWISE_UPLOAD_MAX_BYTES = env_int("STEPWISE_UPLOAD_MAX_BYTES", 1024 * 1024 * 1024)
+
+# Quality control (defaults follow PRM800K: a 30-solution screening, gold mixed into the queue).
+STEPWISE_GOLD_RATE = env_float("STEPWISE_GOLD_RATE", 0.1)
+STEPWISE_SCREENING_SIZE = env_int("STEPWISE_SCREENING_SIZE", 30)
+STEPWISE_SCREENING_PASS = env_float("STEPWISE_SCREENING_PASS", 0.8)
+STEPWISE_GOLD_WINDOW = env_int("STEPWISE_GOLD_WINDOW", 20)
+STEPWISE_GOLD_MIN_RESULTS = env_int("STEPWISE_GOLD_MIN_RESULTS", 5)
+STEPWISE_PAUSE_BELOW = env_float("STEPWISE_PAUSE_BELOW", 0.7)
+# A solution (N >= 2) goes to adjudication when its labelers' first errors differ or their
+# raw per-step agreement is under this.
+STEPWISE_ADJUDICATE_BELOW = env_float("STEPWISE_ADJUDICATE_BELOW", 0.8)
+
+# Active learning: start the next generation when the last one is labeled to this fraction
+# (0 turns it off); checked by the periodic task below (run `celery beat`).
+STEPWISE_AUTO_GENERATION_FRACTION = env_float("STEPWISE_AUTO_GENERATION_FRACTION", 0.0)
+# TrainConfig fields (JSON) for a generation's retrain step when the run does not give its own.
+STEPWISE_GENERATION_TRAIN_CONFIG = json.loads(env_str("STEPWISE_GENERATION_TRAIN_CONFIG", "{}") or "{}")
+CELERY_BEAT_SCHEDULE = {
+    "check-generation-progress": {
+        "task": "modeling.tasks_loop.check_generation_progress",
+        "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=True)
+    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=True)
+
+# Test-only speed settings live here, in one place.
+if env_bool("STEPWISE_TESTING", default=False):
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    SESSION_COOKIE_SECURE = False
+    CSRF_COOKIE_SECURE = False

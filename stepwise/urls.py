@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from labeling import views as labeling_views
+
+urlpatterns = [
+    path("", labeling_views.home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("label/", include("labeling.urls")),
+    path("research/", include("labeling.research_urls")),
+    path("api/", include("labeling.api_urls")),
+    path("", include("modeling.urls_loop")),  # /generations/ pages, /api/generations/
+    path("admin/", admin.site.urls),
+]

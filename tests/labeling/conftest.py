@@ -1,0 +1,52 @@
+"""Fixtures shared by the labeling tests."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from labeling.importers import import_prm800k
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_caches():
+    """Per-process caches (solution counts, lease medians) must not leak between tests."""
+    from labeling import selectors, services
+
+    selectors._COUNT_CACHE.clear()
+    services._MEDIAN_CACHE.clear()
+    yield
+
+
+@pytest.fixture
+def samples(shared_data):
+    """The six reference PRM800K lines, imported; returns the file's path."""
+    path = shared_data / "prm800k" / "samples.jsonl"
+    import_prm800k(path)
+    return path
+
+
+@pytest.fixture
+def media_root(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+def api_client_for(user) -> APIClient:
+    """An API client authenticated with the user's token (as a script would be)."""
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def eager_tasks(django_capture_on_commit_callbacks):
+    """`with eager_tasks(): ...` runs tasks enqueued on commit in-process, at the block's end."""
+    from stepwise.celery import app
+
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield lambda: django_capture_on_commit_callbacks(execute=True)
+    app.conf.task_always_eager = before

@@ -1,0 +1,290 @@
+"""The REST API: auth, role-based access, uploads, snapshots, bad input, the OpenAPI schema."""
+
+import io
+import json
+
+import pytest
+import yaml
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from labeling.models import Batch, Labeling, Problem, Snapshot, Solution
+from tests.conftest import make_user
+from tests.labeling.conftest import api_client_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(researcher):
+    return api_client_for(researcher)
+
+
+def _upload(name: str, content: bytes) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, content, content_type="application/jsonl")
+
+
+# --- auth and roles ---------------------------------------------------------------------------
+
+
+def test_token_auth_is_required():
+    response = APIClient().get("/api/problems/")
+    assert response.status_code == 401
+    bad = APIClient()
+    bad.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    assert bad.get("/api/problems/").status_code == 401
+
+
+def test_session_auth_works_for_the_browser(client, researcher, samples):
+    client.force_login(researcher)
+    assert client.get("/api/problems/").status_code == 200
+
+
+def test_labeler_reads_only_their_own_labelings(samples, labeler, labeler2, lead):
+    solution = Solution.objects.first()
+    mine = Labeling.objects.create(solution=solution, labeler=labeler)
+    Labeling.objects.create(solution=solution, labeler=labeler2)
+    body = api_client_for(labeler).get("/api/labelings/").json()
+    assert [row["id"] for row in body["results"]] == [mine.pk]
+    others = Labeling.objects.exclude(labeler=labeler).first()
+    assert api_client_for(labeler).get(f"/api/labelings/{others.pk}/").status_code == 404
+    assert len(api_client_for(lead).get("/api/labelings/").json()["results"]) == 8
+
+
+@pytest.mark.parametrize("persona", ["labeler", "lead", "outsider"])
+def test_only_researchers_export(persona, request, samples):
+    client = api_client_for(request.getfixturevalue(persona))
+    assert client.post("/api/snapshots/", {"format": "prm800k"}, format="json").status_code == 403
+    assert client.get("/api/snapshots/").status_code == 403
+    assert client.get("/api/export/").status_code == 403
+
+
+def test_labelers_and_outsiders_cannot_read_problems_or_import(labeler, outsider):
+    for user in (labeler, outsider):
+        client = api_client_for(user)
+        assert client.get("/api/problems/").status_code == 403
+        upload = _upload("x.jsonl", b"{}\n")
+        assert client.post("/api/solutions/import-prm800k/", {"file": upload}, format="multipart").status_code == 403
+    assert api_client_for(outsider).get("/api/labelings/").status_code == 403
+
+
+# --- reading with filters and cursor pagination ---------------------------------------------
+
+
+def test_cursor_pagination_walks_every_row(api, samples):
+    seen, url = [], "/api/labelings/?page_size=4"
+    while url:
+        body = api.get(url).json()
+        assert "cursor=" in (body["next"] or "cursor=")
+        seen += [row["id"] for row in body["results"]]
+        url = body["next"]
+    assert sorted(seen) == sorted(Labeling.objects.values_list("pk", flat=True)) and len(seen) == 6
+
+
+def test_filters(api, samples):
+    assert len(api.get("/api/labelings/?finish_reason=give_up").json()["results"]) == 1
+    assert [row["generation"] for row in api.get("/api/solutions/?generation=6").json()["results"]] == [6]
+    batch = Batch.objects.get(generation=6)
+    assert len(api.get(f"/api/labelings/?batch={batch.pk}").json()["results"]) == 1
+    assert api.get("/api/batches/?generation=6").json()["results"][0]["name"] == "PRM800K generation 6"
+
+
+def test_labeling_detail_has_steps_and_completions(api, samples):
+    labeling = Labeling.objects.get(finish_reason="found_error")
+    body = api.get(f"/api/labelings/{labeling.pk}/").json()
+    assert len(body["step_labels"]) == 7
+    assert [c["rating"] for c in body["step_labels"][6]["completions"]] == [-1, 1, 1, 1]
+
+
+# --- uploads ----------------------------------------------------------------------------------
+
+
+def test_prm800k_upload_imports_and_round_trips_through_the_api(api, shared_data, media_root, eager_tasks):
+    content = (shared_data / "prm800k" / "samples.jsonl").read_bytes()
+    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("s.jsonl", content)}, format="multipart")
+    assert response.status_code == 201, response.json()
+    assert response.json()["created"]["labelings"] == 6
+    with eager_tasks():
+        created = api.post("/api/snapshots/", {"format": "prm800k"}, format="json")
+    assert created.status_code == 202
+    snapshot = api.get(f"/api/snapshots/{created.json()['id']}/").json()
+    assert snapshot["status"] == "done" and snapshot["progress_percent"] == 100
+    assert snapshot["row_count"] == 6 and snapshot["step_label_count"] == 46
+    download = api.get(snapshot["download_url"])
+    assert download.status_code == 200 and download["X-Checksum-SHA256"] == snapshot["sha256"]
+    assert b"".join(download.streaming_content) == content
+
+
+def test_direct_export_streams_byte_exact(api, samples):
+    response = api.get("/api/export/?format=prm800k")
+    assert response.status_code == 200 and response.streaming
+    assert b"".join(response.streaming_content) == samples.read_bytes()
+    only_gen6 = b"".join(api.get("/api/export/?generation=6&generation=7").streaming_content)
+    assert only_gen6.count(b"\n") == 1 and b'"generation": 6' in only_gen6
+
+
+def test_direct_export_parquet(api, samples):
+    import pyarrow.parquet as pq
+
+    response = api.get("/api/export/?format=stepwise_parquet&alternatives=false")
+    assert response.status_code == 200
+    table = pq.read_table(io.BytesIO(b"".join(response.streaming_content)))
+    assert table.num_rows == 6
+
+
+def test_bad_upload_names_every_bad_line_and_writes_nothing(api, shared_data):
+    lines = (shared_data / "prm800k" / "samples.jsonl").read_text().splitlines()
+    broken = json.loads(lines[2])
+    broken["label"]["steps"][0]["completions"][0]["rating"] = "good"
+    lines[2] = json.dumps(broken)
+    lines[4] = lines[4][:-3]
+    response = api.post(
+        "/api/solutions/import-prm800k/",
+        {"file": _upload("bad.jsonl", ("\n".join(lines) + "\n").encode())}, format="multipart",
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert "nothing was imported" in body["detail"]
+    assert [(e["line"], e["field"]) for e in body["errors"]] == [
+        (3, "label.steps[0].completions[0].rating"), (5, "line")
+    ]
+    assert Labeling.objects.count() == 0 and Problem.objects.count() == 0
+
+
+def test_sample_upload_into_a_batch(api):
+    content = (
+        json.dumps({"problem": "2+2?", "ground_truth_answer": "4", "steps": ["2+2=4.", "# Answer\n\n4"], "answer": "4"})
+        + "\n"
+    ).encode()
+    response = api.post(
+        "/api/solutions/import-samples/",
+        {"file": _upload("samples.jsonl", content), "batch_name": "gen 2", "overlap": 3, "generation": 2},
+        format="multipart",
+    )
+    assert response.status_code == 201 and response.json()["created"]["solutions"] == 1
+    assert Batch.objects.get(name="gen 2").overlap == 3
+
+
+def test_sample_upload_errors_name_line_and_field(api):
+    content = b'{"problem": "p", "steps": ["ok"]}\n{"unique_id": "nope/1.json", "steps": ["x"]}\n'
+    response = api.post(
+        "/api/solutions/import-samples/",
+        {"file": _upload("s.jsonl", content), "batch_name": "b"}, format="multipart",
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"line": 2, "field": "unique_id", "message": "no problem 'nope/1.json'; import it first"}]
+    assert not Batch.objects.filter(name="b").exists() and Problem.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [(b"", "empty"), (b"\n\n", "no records"), (b"\xff\xfe{}\n", "not UTF-8")],
+)
+def test_empty_blank_and_binary_uploads_are_400(api, content, message):
+    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart")
+    assert response.status_code == 400 and message in json.dumps(response.json())
+
+
+def test_huge_upload_is_refused(api, settings):
+    settings.STEPWISE_UPLOAD_MAX_BYTES = 10
+    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", b"{}" * 20)}, format="multipart")
+    assert response.status_code == 400 and "limit is 10" in response.json()["detail"]
+
+
+def test_upload_without_a_file_is_400(api):
+    response = api.post("/api/solutions/import-prm800k/", {}, format="multipart")
+    assert response.status_code == 400 and "file" in response.json()
+
+
+# --- bad input never gives a 500 --------------------------------------------------------------
+
+
+def test_malformed_json_body_is_400(api):
+    response = api.generic("POST", "/api/snapshots/", "{not json", content_type="application/json")
+    assert response.status_code == 400 and "JSON parse error" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"format": "csv"}, "format"),
+        ({"batch": "one"}, "batch"),
+        ({"batch": [99999]}, "batch"),
+        ({"generation": ["x"]}, "generation"),
+        ({"labeler": ["ghost"]}, "labeler"),
+        ({"finished_after": "yesterday"}, "finished_after"),
+        ({"finish_reason": ["bored"]}, "finish_reason"),
+        ({"since_snapshot": 424242}, "since_snapshot"),
+        ({"test_fraction": 2}, "test_fraction"),
+        ({"neutral": "maybe"}, "neutral"),
+        ({"complete_only": "perhaps"}, "complete_only"),
+    ],
+)
+def test_wrong_types_and_unknown_ids_are_400_naming_the_field(api, body, field):
+    response = api.post("/api/snapshots/", body, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert Snapshot.objects.count() == 0
+
+
+def test_unknown_and_malformed_ids_are_404(api):
+    for url in ("/api/snapshots/999/", "/api/snapshots/abc/", "/api/labelings/999/", "/api/problems/x/",
+                "/api/snapshots/999/download/"):
+        assert api.get(url).status_code == 404, url
+
+
+def test_bad_filter_values_are_400(api):
+    assert api.get("/api/labelings/?batch=abc").status_code == 400
+    assert api.get("/api/export/?format=xml").status_code == 400
+    assert api.get("/api/labelings/?cursor=garbage").status_code == 404  # DRF: invalid cursor
+
+
+def test_downloading_an_unfinished_snapshot_is_409(api):
+    snapshot = Snapshot.objects.create()
+    response = api.get(f"/api/snapshots/{snapshot.pk}/download/")
+    assert response.status_code == 409 and "pending" in response.json()["detail"]
+
+
+def test_snapshots_cannot_be_changed_or_deleted(api, samples):
+    snapshot = Snapshot.objects.create(status=Snapshot.Status.DONE)
+    for method in ("put", "patch", "delete"):
+        assert getattr(api, method)(f"/api/snapshots/{snapshot.pk}/", {}, format="json").status_code == 405
+
+
+# --- OpenAPI ----------------------------------------------------------------------------------
+
+
+def test_schema_is_valid_and_covers_every_endpoint(tmp_path):
+    out = tmp_path / "schema.yaml"
+    # --fail-on-warn turns any schema warning (an undocumentable view) into an error
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    paths = set(yaml.safe_load(out.read_text())["paths"])
+    from labeling.api_urls import router
+
+    expected = {"/api/export/"}
+    for prefix, _, _ in router.registry:
+        expected |= {f"/api/{prefix}/", f"/api/{prefix}/{{id}}/"}
+    expected |= {"/api/solutions/import-samples/", "/api/solutions/import-prm800k/", "/api/snapshots/{id}/download/"}
+    assert expected <= paths, expected - paths
+
+
+def test_docs_page_renders_from_our_static_files(client, researcher):
+    client.force_login(researcher)
+    page = client.get(reverse("api-docs"))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
+    assert "cdn" not in html.lower() and "unpkg" not in html
+    assert client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").status_code == 200
+    schema = client.get(reverse("api-schema"))
+    assert schema.status_code == 200
+
+
+def test_a_new_user_token_can_be_made(researcher):
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=make_user("robin", "researcher"))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert client.get("/api/snapshots/").status_code == 200

@@ -1,0 +1,194 @@
+"""Lead dashboard, batch form, guidelines, permissions and query counts of the hot views."""
+
+import io
+import json
+
+import pytest
+from django.urls import reverse
+
+from labeling import services
+from labeling.models import Batch, BatchHourStats, BatchLabelerStats, Guidelines
+from labeling.tasks import expire_leases
+from tests.conftest import make_user
+from tests.factories import make_batch, make_solution, make_solutions
+from tests.labeling.helpers import claim_and_label
+
+pytestmark = pytest.mark.django_db
+
+
+LEAD_URLS = [
+    ("labeling:lead_home", []),
+    ("labeling:batch_new", []),
+    ("labeling:labelers", []),
+    ("labeling:adjudication_queue", []),
+    ("labeling:guidelines_edit", []),
+]
+
+
+@pytest.mark.parametrize("name, args", LEAD_URLS)
+def test_a_labeler_cannot_open_lead_pages(client, labeler, name, args):
+    client.force_login(labeler)
+    assert client.get(reverse(name, args=args)).status_code == 403
+
+
+def test_a_labeler_cannot_open_object_lead_pages_or_change_states(client, labeler, labeler2):
+    batch = make_batch()
+    solution = make_solution(batch)
+    client.force_login(labeler)
+    for url in (
+        reverse("labeling:batch_dashboard", args=[batch.pk]),
+        reverse("labeling:batch_edit", args=[batch.pk]),
+        reverse("labeling:labeler_detail", args=[labeler2.pk]),
+        reverse("labeling:adjudicate", args=[solution.pk]),
+    ):
+        assert client.get(url).status_code == 403, url
+    assert client.post(reverse("labeling:labeler_state", args=[labeler2.pk]), {"state": "paused"}).status_code == 403
+
+
+def test_counters_follow_finishes_and_undo(labeler, labeler2):
+    batch = make_batch(overlap=2, gold_rate=0)
+    make_solutions(batch, 2)
+    claim_and_label(labeler, [1, 0, 1])
+    last = claim_and_label(labeler, [1, -1])
+    claim_and_label(labeler2, [1, 1, 1])
+    row = BatchLabelerStats.objects.get(batch=batch, labeler=labeler)
+    assert (row.labelings, row.steps, row.pos, row.neu, row.neg) == (2, 5, 3, 1, 1)
+    assert (row.fin_solution, row.fin_found_error, row.time_ms) == (1, 1, 5000)
+    hour = BatchHourStats.objects.get(batch=batch)
+    assert (hour.labelings, hour.steps, hour.solutions_done) == (3, 8, 1)
+    services.undo_last(labeling_id=last.pk, user=labeler)  # reopen: counters give it back
+    row.refresh_from_db()
+    hour.refresh_from_db()
+    assert (row.labelings, row.steps, row.neg, row.fin_found_error) == (1, 3, 0, 0)
+    assert (hour.labelings, hour.solutions_done) == (2, 1)
+
+
+def test_batch_dashboard_shows_the_figures_and_htmx_gets_only_the_live_fragment(client, lead, labeler):
+    batch = make_batch("Gen 7", overlap=1, gold_rate=0)
+    make_solutions(batch, 4)
+    claim_and_label(labeler, [1, 0, 1])
+    claim_and_label(labeler, [-1])
+    services.claim_next(labeler)
+    client.force_login(lead)
+    page = client.get(reverse("labeling:batch_dashboard", args=[batch.pk])).content.decode()
+    assert "Gen 7" in page and 'hx-trigger="every 5s"' in page and "chart.umd.min.js" in page
+    assert '<span class="kpi-value" id="kpi-done">2</span>' in page
+    assert '<span class="kpi-value" id="kpi-progress">1</span>' in page
+    assert "lena" in page
+    fragment = client.get(reverse("labeling:batch_dashboard", args=[batch.pk]), HTTP_HX_REQUEST="true")
+    body = fragment.content.decode()
+    assert body.lstrip().startswith('<div id="live"') and "<html" not in body
+    data = json.loads(body.split('id="chart-data" type="application/json">')[1].split("</script>")[0])
+    assert data["ratings"] == [2, 1, 1] and data["finish"] == [1, 1, 0, 0]
+    assert sum(h["labelings"] for h in data["hours"]) == 2
+
+
+def _grow(batch, labelers, solutions):
+    make_solutions(batch, solutions)
+    for user in labelers:
+        claim_and_label(user, [1, 1, 1])
+
+
+def test_dashboard_query_count_does_not_grow_with_labels(client, lead, django_assert_max_num_queries):
+    batch = make_batch(overlap=2, gold_rate=0)
+    users = [make_user(f"q{i}", "labeler") for i in range(6)]
+    _grow(batch, users, 6)
+    _grow(batch, users, 6)
+    client.force_login(lead)
+    url = reverse("labeling:batch_dashboard", args=[batch.pk])
+    with django_assert_max_num_queries(14):
+        assert client.get(url, HTTP_HX_REQUEST="true").status_code == 200
+    with django_assert_max_num_queries(14):
+        assert client.get(url).status_code == 200
+    with django_assert_max_num_queries(12):
+        assert client.get(reverse("labeling:lead_home")).status_code == 200
+
+
+def test_queue_page_query_count_is_bounded(client, labeler, django_assert_max_num_queries):
+    for _ in range(3):
+        make_solutions(make_batch(gold_rate=0), 5)
+    for _ in range(4):
+        claim_and_label(labeler, [1, 1, 1])
+    client.force_login(labeler)
+    with django_assert_max_num_queries(12):
+        page = client.get(reverse("labeling:queue"))
+    assert page.status_code == 200 and "4 solutions, 12 steps rated" in page.content.decode()
+
+
+def test_a_lead_creates_a_batch_with_labelers_and_solutions_from_another_batch(client, lead, labeler):
+    source = make_batch("old", gold_rate=0)
+    make_solutions(source, 5)
+    started = services.claim_next(labeler, batch=source).solution  # a started one stays behind
+    client.force_login(lead)
+    response = client.post(reverse("labeling:batch_new"), {
+        "name": "Gen 2", "generation": 2, "overlap": 3, "priority": 4, "is_active": "on",
+        "gold_rate": "0.2", "labelers": [labeler.pk], "take_from": source.pk, "take_limit": 3,
+    })
+    batch = Batch.objects.get(name="Gen 2")
+    assert response.status_code == 302 and response["Location"].endswith(f"/lead/batches/{batch.pk}/")
+    assert (batch.overlap, batch.priority, batch.gold_rate, batch.created_by) == (3, 4, 0.2, lead)
+    assert list(batch.labelers.all()) == [labeler]
+    assert batch.solutions.count() == 3 and not batch.solutions.filter(pk=started.pk).exists()
+
+
+def test_a_lead_uploads_samples_into_a_new_batch_and_edits_it(client, lead):
+    from labeling.demo import SAMPLE_DIR
+    from labeling.importers import import_math
+
+    import_math(SAMPLE_DIR / "problems.jsonl")
+    lines = (SAMPLE_DIR / "solutions.jsonl").read_text().splitlines()[:4]
+    upload = io.BytesIO("\n".join(lines).encode())
+    upload.name = "samples.jsonl"
+    client.force_login(lead)
+    client.post(reverse("labeling:batch_new"), {"name": "Uploaded", "overlap": 1, "priority": 0, "upload": upload})
+    batch = Batch.objects.get(name="Uploaded")
+    assert batch.solutions.count() == 4
+    client.post(reverse("labeling:batch_edit", args=[batch.pk]), {"name": "Uploaded", "overlap": 2, "priority": 9})
+    batch.refresh_from_db()
+    assert (batch.overlap, batch.priority, batch.is_active) == (2, 9, False)
+
+
+def test_invalid_overlap_is_refused(client, lead):
+    client.force_login(lead)
+    response = client.post(reverse("labeling:batch_new"), {"name": "bad", "overlap": 0, "priority": 0})
+    assert response.status_code == 200 and not Batch.objects.filter(name="bad").exists()
+
+
+def test_guidelines_open_from_the_labeling_page_and_leads_edit_versions(client, labeler, lead):
+    make_solution(make_batch(gold_rate=0))
+    labeling = services.claim_next(labeler)
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert reverse("labeling:guidelines") in page and "<kbd>?</kbd>" in page
+    default = client.get(reverse("labeling:guidelines")).content.decode()
+    assert "<h2>The three ratings</h2>" in default and "$|2x - 5| = 9$" in default
+    client.force_login(lead)
+    client.post(reverse("labeling:guidelines_edit"), {"text": "# Rules\n- +1 is good <script>x</script>"})
+    client.post(reverse("labeling:guidelines_edit"), {"text": "# Rules v2\n$x^2$"})
+    assert list(Guidelines.objects.values_list("version", flat=True)) == [2, 1]
+    client.force_login(labeler)
+    shown = client.get(reverse("labeling:guidelines")).content.decode()
+    assert "<h2>Rules v2</h2>" in shown and "version 2" in shown
+    first = Guidelines.objects.get(version=1)
+    from labeling.templatetags.stepwise import plain_markup
+
+    assert "&lt;script&gt;" in plain_markup(first.text) and "<script>" not in plain_markup(first.text)
+
+
+def test_expire_leases_task_returns_claims_to_the_pool(settings, labeler):
+    settings.STEPWISE_LEASE_SECONDS_MIN = 0
+    settings.STEPWISE_LEASE_SECONDS_MAX = 0
+    solution = make_solution(make_batch(gold_rate=0))
+    services.claim_next(labeler)
+    assert expire_leases.apply().result == 1
+    solution.refresh_from_db()
+    assert solution.active_count == 0
+    assert "labeling.expire_leases" in {e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
+
+
+def test_per_batch_lease_bounds_apply(labeler):
+    batch = make_batch(gold_rate=0, lease_seconds_min=30, lease_seconds_max=30)
+    make_solution(batch)
+    labeling = services.claim_next(labeler)
+    seconds = (labeling.lease_expires_at - labeling.started_at).total_seconds()
+    assert 29 <= seconds <= 31

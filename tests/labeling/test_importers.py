@@ -1,0 +1,188 @@
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from labeling.exporters import write_prm800k
+from labeling.importers import LineError, import_math, import_prm800k, import_samples
+from labeling.models import Batch, Completion, Labeler, Labeling, Problem, Solution, StepLabel
+
+pytestmark = pytest.mark.django_db
+
+
+def samples_path(shared_data) -> Path:
+    return shared_data / "prm800k" / "samples.jsonl"
+
+
+def test_prm800k_samples_import_field_by_field(shared_data):
+    report = import_prm800k(samples_path(shared_data))
+    assert report.created["labelings"] == 6 and not report.errors
+    first = Labeling.objects.get(solution__problem__text__startswith="Three pencils")
+    assert str(Labeler.objects.get(user=first.labeler).public_id) == "e90a38f3-3135-4465-87af-3e6322e3d772"
+    assert first.finished_at.isoformat() == "2022-07-30T23:23:32.118856+00:00"
+    assert first.total_time_ms == 293250 and first.finish_reason == "solution"
+    assert first.solution.format == Solution.Format.PHASE1 and first.solution.generation is None
+    steps = list(first.step_labels.order_by("index"))
+    assert len(steps) == 6
+    second = steps[1]
+    assert second.chosen_completion is None
+    rated = list(second.completions.filter(is_human=False).order_by("index"))
+    assert [c.rating for c in rated] == [-1] * 5 and rated[0].flagged is False
+    human = second.completions.get(is_human=True)
+    assert (human.text, human.rating, human.source, human.flagged) == (
+        "We have $3p+e=1.24$ and $5p+e=1.82$.", None, "human", False
+    )
+    # The phase-1 solution is the path the labeler walked, human step included.
+    assert first.solution.steps[1] == human.text
+
+    phase2 = Labeling.objects.get(solution__generation=6)
+    solution = phase2.solution
+    assert solution.format == Solution.Format.PHASE2 and len(solution.steps) == 13
+    assert solution.final_answer == "7200"
+    assert solution.verifier_score == pytest.approx(0.0011546110201324836)
+    assert solution.problem.ground_truth_answer == "28800"
+    assert phase2.finish_reason == "found_error" and phase2.total_time_ms == 164458
+    assert Completion.objects.filter(step__labeling=phase2, index=0, step__index=0).get().flagged is None
+
+    gave_up = Labeling.objects.get(finish_reason="give_up")
+    last = gave_up.step_labels.order_by("-index").first()
+    assert last.has_completions is False and last.completions.count() == 0
+
+    screening = Solution.objects.get(is_screening=True)
+    assert screening.generation == -1 and screening.question_override == {
+        "ground_truth_answer": None, "ground_truth_solution": None
+    }
+    assert Batch.objects.filter(name="PRM800K generation 6", is_active=False).exists()
+
+
+def test_prm800k_round_trip_is_byte_exact(shared_data):
+    import_prm800k(samples_path(shared_data))
+    assert not Labeling.objects.filter(release_line__isnull=True).exists()
+    out = io.StringIO()
+    assert write_prm800k(out) == 6
+    assert out.getvalue() == samples_path(shared_data).read_text()
+
+
+def test_reimport_adds_nothing(shared_data):
+    import_prm800k(samples_path(shared_data))
+    counts = (Problem.objects.count(), Solution.objects.count(), Labeling.objects.count(), StepLabel.objects.count())
+    report = import_prm800k(samples_path(shared_data))
+    assert report.duplicates == 6 and sum(report.created.values()) == 0
+    assert counts == (Problem.objects.count(), Solution.objects.count(), Labeling.objects.count(), StepLabel.objects.count())
+
+
+def test_solution_counters_follow_imported_labelings(shared_data):
+    import_prm800k(samples_path(shared_data))
+    for solution in Solution.objects.all():
+        assert solution.completed_count == solution.labelings.count()
+
+
+def _broken_copy(shared_data, tmp_path, line_number: int, mutate) -> Path:
+    lines = samples_path(shared_data).read_text().splitlines()
+    lines[line_number - 1] = mutate(lines[line_number - 1])
+    path = tmp_path / "broken.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_malformed_line_names_file_line_and_field_and_writes_nothing(shared_data, tmp_path):
+    def bad_rating(line):
+        obj = json.loads(line)
+        obj["label"]["steps"][2]["completions"][0]["rating"] = 5
+        return json.dumps(obj)
+
+    path = _broken_copy(shared_data, tmp_path, 4, bad_rating)
+    with pytest.raises(LineError) as caught:
+        import_prm800k(path)
+    error = caught.value
+    assert (error.path, error.line, error.field) == (str(path), 4, "label.steps[2].completions[0].rating")
+    assert Labeling.objects.count() == 0 and Problem.objects.count() == 0
+
+
+def test_invalid_json_is_reported_and_skip_invalid_keeps_the_rest(shared_data, tmp_path):
+    path = _broken_copy(shared_data, tmp_path, 2, lambda line: line[:-5])
+    report = import_prm800k(path, skip_invalid=True)
+    assert [(e.line, e.field) for e in report.errors] == [(2, "line")]
+    assert "not valid JSON" in report.errors[0].message
+    assert Labeling.objects.count() == 5
+
+
+def test_import_command_fails_clearly(shared_data, tmp_path):
+    path = _broken_copy(shared_data, tmp_path, 3, lambda line: line.replace('"finish_reason": "solution"', '"finish_reason": "nope"'))
+    with pytest.raises(CommandError, match=r"line 3: label.finish_reason: .*nothing from .* was written"):
+        call_command("import_prm800k", str(path))
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("import_prm800k", str(tmp_path / "missing.jsonl"))
+
+
+def test_math500_import_field_by_field(shared_data):
+    path = shared_data / "math" / "math500.jsonl"
+    report = import_math(path)
+    assert report.created["problems"] == 500 and report.lines == 500
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows[:: 25]:
+        problem = Problem.objects.get(unique_id=row["unique_id"])
+        assert (problem.text, problem.ground_truth_answer, problem.ground_truth_solution, problem.subject, problem.level) == (
+            row["problem"], row["answer"], row["solution"], row["subject"], row["level"]
+        )
+    again = import_math(path)
+    assert again.created["problems"] == 0 and again.duplicates == 500
+
+
+def test_math_import_fills_gaps_left_by_a_label_import(shared_data):
+    import_prm800k(samples_path(shared_data))
+    line = json.loads(samples_path(shared_data).read_text().splitlines()[2])
+    problem = Problem.objects.get(text=line["question"]["problem"])
+    assert problem.unique_id is None
+    math = shared_data / "math"
+    import_math(math / "train.jsonl")
+    import_math(math / "test.jsonl")
+    problem.refresh_from_db()
+    assert problem.unique_id is not None and problem.subject
+    # The export still shows exactly what the labelers saw.
+    out = io.StringIO()
+    write_prm800k(out)
+    assert out.getvalue() == samples_path(shared_data).read_text()
+
+
+def test_import_samples_into_a_batch(tmp_path):
+    problem_path = tmp_path / "problems.jsonl"
+    problem_path.write_text(json.dumps({"problem": "2+2?", "solution": "4", "answer": "4", "subject": "Prealgebra", "level": 1, "unique_id": "t/1.json"}) + "\n")
+    import_math(problem_path)
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(
+        json.dumps({"unique_id": "t/1.json", "steps": ["2+2=4.", "# Answer\n\n4"], "answer": "4", "generator": "g"}) + "\n"
+        + json.dumps({"problem": "3+3?", "ground_truth_answer": "6", "steps": ["It is 6."], "answer": "6"}) + "\n"
+    )
+    report = import_samples(samples, batch_name="gen 1", overlap=3, generation=1)
+    assert report.created["solutions"] == 2 and report.created["problems"] == 1
+    batch = Batch.objects.get(name="gen 1")
+    assert batch.overlap == 3 and batch.solutions.count() == 2
+    assert set(batch.solutions.values_list("generation", flat=True)) == {1}
+    assert import_samples(samples, batch_name="gen 1").created["solutions"] == 0
+
+
+def test_import_samples_unknown_problem_id_is_an_error(tmp_path):
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"unique_id": "nope/1.json", "steps": ["x"]}) + "\n")
+    with pytest.raises(LineError, match=r"line 1: unique_id: no problem 'nope/1.json'"):
+        import_samples(samples, batch_name="b")
+    assert not Batch.objects.filter(name="b").exists()
+
+
+def test_import_samples_rejects_empty_steps(tmp_path):
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"problem": "p", "steps": ["ok", ""]}) + "\n")
+    with pytest.raises(LineError, match=r"steps\[1\]: expected a non-empty string"):
+        import_samples(samples, batch_name="b")
+
+
+def test_columns_alone_reproduce_every_line(shared_data):
+    """The stored line is a cache: rendered from the relational rows, the export is the same."""
+    import_prm800k(samples_path(shared_data))
+    Labeling.objects.update(release_line=None)
+    out = io.StringIO()
+    write_prm800k(out)
+    assert out.getvalue() == samples_path(shared_data).read_text()

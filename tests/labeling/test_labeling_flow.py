@@ -1,0 +1,237 @@
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from labeling import services
+from labeling.exporters import write_prm800k
+from labeling.models import Labeling, RatingEvent, Solution
+from tests.factories import make_batch, make_solution, make_solutions
+
+pytestmark = pytest.mark.django_db
+
+
+def claim(user, **kwargs) -> Labeling:
+    labeling = services.claim_next(user, **kwargs)
+    assert labeling is not None
+    return labeling
+
+
+def rate(labeling, step, rating, **kwargs):
+    return services.rate_step(labeling_id=labeling.pk, user=labeling.labeler, step_index=step, rating=rating, **kwargs)
+
+
+def test_claim_takes_a_slot_and_resumes_the_same_labeling(labeler):
+    batch = make_batch()
+    solution = make_solution(batch)
+    first = claim(labeler)
+    assert first.solution == solution and first.lease_expires_at > timezone.now()
+    assert Solution.objects.get(pk=solution.pk).active_count == 1
+    assert claim(labeler) == first  # a reload resumes, never claims a second one
+
+
+def test_second_labeler_never_gets_a_claimed_solution_when_one_label_is_wanted(labeler, labeler2):
+    batch = make_batch(overlap=1)
+    make_solution(batch)
+    claim(labeler)
+    assert services.claim_next(labeler2) is None
+
+
+def test_overlap_two_gives_the_same_solution_to_two_labelers_but_not_a_third(labeler, labeler2, lead):
+    batch = make_batch(overlap=2)
+    solution = make_solution(batch)
+    assert claim(labeler).solution == solution
+    assert claim(labeler2).solution == solution
+    assert services.claim_next(lead) is None
+
+
+def test_positive_ratings_to_the_end_finish_with_solution(labeler):
+    labeling = claim(labeler, batch=make_solution(make_batch()).batch)
+    for step in range(3):
+        labeling = rate(labeling, step, 1, elapsed_ms=1000 + step)
+    labeling.refresh_from_db()
+    assert labeling.status == Labeling.Status.COMPLETED and labeling.finish_reason == "solution"
+    assert labeling.total_time_ms == 3003
+    assert [s.time_ms for s in labeling.step_labels.order_by("index")] == [1000, 1001, 1002]
+    solution = labeling.solution
+    solution.refresh_from_db()
+    assert (solution.completed_count, solution.active_count) == (1, 0)
+
+
+def test_minus_one_stops_the_solution_with_found_error(labeler):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    rate(labeling, 0, 0, flagged=True)
+    rate(labeling, 1, -1)
+    labeling.refresh_from_db()
+    assert labeling.finish_reason == "found_error"
+    steps = list(labeling.step_labels.order_by("index"))
+    assert [s.chosen_completion for s in steps] == [0, None]
+    assert steps[0].completions.get().flagged is True
+
+
+def test_double_submit_is_harmless_and_a_different_rating_conflicts(labeler):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    rate(labeling, 0, 1)
+    rate(labeling, 0, 1)  # the same request again: a no-op
+    assert labeling.step_labels.count() == 1
+    with pytest.raises(services.Conflict, match="already rated"):
+        rate(labeling, 0, -1)
+    with pytest.raises(services.Conflict, match="Rate step 2 first"):
+        rate(labeling, 2, 1)
+    with pytest.raises(services.LabelingError, match="-1, 0 or \\+1"):
+        rate(labeling, 1, 7)
+    assert labeling.step_labels.count() == 1
+
+
+def test_undo_takes_back_the_last_rating_and_reopens_a_finished_labeling(labeler):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    rate(labeling, 0, 1, elapsed_ms=500)
+    rate(labeling, 1, -1, elapsed_ms=700)
+    labeling = services.undo_last(labeling_id=labeling.pk, user=labeler)
+    labeling.refresh_from_db()
+    assert labeling.status == Labeling.Status.IN_PROGRESS and labeling.total_time_ms == 500
+    assert labeling.step_labels.count() == 1
+    solution = Solution.objects.get(pk=labeling.solution_id)
+    assert (solution.completed_count, solution.active_count) == (0, 1)
+    reasons = list(RatingEvent.objects.filter(labeling=labeling).values_list("reason", "old_rating", "new_rating"))
+    assert ("undo", -1, None) in reasons and ("rate", None, 1) in reasons
+    rate(labeling, 1, 1)
+    assert labeling.step_labels.count() == 2
+
+
+def test_undo_is_refused_long_after_submission(labeler, settings):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    rate(labeling, 0, -1)
+    Labeling.objects.filter(pk=labeling.pk).update(finished_at=timezone.now() - timedelta(hours=1))
+    with pytest.raises(services.Conflict, match="too long ago"):
+        services.undo_last(labeling_id=labeling.pk, user=labeler)
+
+
+@pytest.mark.parametrize("reason", ["give_up", "bad_problem"])
+def test_give_up_and_bad_problem_end_the_labeling(labeler, reason):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    rate(labeling, 0, 1)
+    services.finish_labeling(labeling_id=labeling.pk, user=labeler, reason=reason)
+    services.finish_labeling(labeling_id=labeling.pk, user=labeler, reason=reason)  # repeat: no-op
+    labeling.refresh_from_db()
+    assert labeling.finish_reason == reason and labeling.status == "completed"
+    assert Solution.objects.get(pk=labeling.solution_id).completed_count == 1
+    with pytest.raises(services.LabelingError):
+        services.finish_labeling(labeling_id=labeling.pk, user=labeler, reason="solution")
+
+
+def test_someone_elses_labeling_cannot_be_rated(labeler, labeler2):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    with pytest.raises(services.LabelingError, match="not yours"):
+        services.rate_step(labeling_id=labeling.pk, user=labeler2, step_index=0, rating=1)
+
+
+def test_users_without_the_labeler_role_cannot_claim(outsider, researcher):
+    make_solution(make_batch())
+    for user in (outsider, researcher):
+        with pytest.raises(services.LabelingError):
+            services.claim_next(user)
+
+
+def test_expired_lease_returns_to_the_pool_and_a_late_submit_is_kept_as_surplus(labeler, labeler2):
+    make_solution(make_batch(overlap=1))
+    late = claim(labeler)
+    rate(late, 0, 1)
+    Labeling.objects.filter(pk=late.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    taken = claim(labeler2)  # the expired claim went back to the pool
+    assert taken.solution_id == late.solution_id
+    assert Labeling.objects.get(pk=late.pk).status == Labeling.Status.EXPIRED
+    for step in range(3):
+        rate(taken, step, 1)
+    rate(late, 1, 1)
+    rate(late, 2, 1)
+    late.refresh_from_db()
+    assert late.status == "completed" and late.is_surplus  # kept, marked, not counted
+    solution = Solution.objects.get(pk=late.solution_id)
+    assert (solution.completed_count, solution.active_count) == (1, 0)
+
+
+def test_expired_lease_submitted_while_there_is_room_counts(labeler):
+    make_solution(make_batch(overlap=1))
+    labeling = claim(labeler)
+    Labeling.objects.filter(pk=labeling.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    services.expire_stale_leases()
+    for step in range(3):
+        rate(labeling, step, 1)
+    labeling.refresh_from_db()
+    assert labeling.status == "completed" and not labeling.is_surplus
+    assert Solution.objects.get(pk=labeling.solution_id).completed_count == 1
+
+
+def test_queue_serves_priority_first_then_solutions_closest_to_done(labeler, labeler2):
+    low = make_batch(priority=0, overlap=2)
+    high = make_batch(priority=5, overlap=2)
+    make_solutions(low, 2)
+    a, b = make_solutions(high, 2)
+    Solution.objects.filter(pk=b.pk).update(completed_count=1)
+    assert claim(labeler).solution_id == b.pk
+
+
+def test_batches_assigned_to_others_are_not_served(labeler, labeler2):
+    batch = make_batch()
+    batch.labelers.add(labeler2)
+    make_solution(batch)
+    assert services.claim_next(labeler) is None
+    assert claim(labeler2).solution.batch == batch
+
+
+def test_a_labeled_solution_exports_as_a_phase2_line(labeler):
+    solution = make_solution(make_batch(generation=3))
+    labeling = claim(labeler)
+    rate(labeling, 0, 1, elapsed_ms=1200)
+    rate(labeling, 1, -1, elapsed_ms=800)
+    out = io.StringIO()
+    write_prm800k(out, Labeling.objects.filter(pk=labeling.pk))
+    line = json.loads(out.getvalue())
+    assert list(line) == ["labeler", "timestamp", "generation", "is_quality_control_question",
+                          "is_initial_screening_question", "question", "label"]
+    assert line["generation"] == 3 and line["label"]["finish_reason"] == "found_error"
+    assert line["label"]["total_time"] == 2000
+    assert line["question"]["pre_generated_steps"] == solution.steps
+    assert line["label"]["steps"] == [
+        {"completions": [{"text": solution.steps[0], "rating": 1, "flagged": False}], "human_completion": None, "chosen_completion": 0},
+        {"completions": [{"text": solution.steps[1], "rating": -1, "flagged": False}], "human_completion": None, "chosen_completion": None},
+    ]
+
+
+def test_a_submitted_labeling_stores_its_release_line_and_undo_clears_it(labeler):
+    from labeling.exporters import render_release_line
+
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    rate(labeling, 0, 1)
+    rate(labeling, 1, -1)
+    labeling.refresh_from_db()
+    assert labeling.release_line == render_release_line(labeling.pk)
+    assert json.loads(labeling.release_line)["label"]["finish_reason"] == "found_error"
+    services.undo_last(labeling_id=labeling.pk, user=labeler)
+    labeling.refresh_from_db()
+    assert labeling.release_line is None
+    rate(labeling, 1, 1)
+    rate(labeling, 2, 1)
+    labeling.refresh_from_db()
+    assert json.loads(labeling.release_line)["label"]["finish_reason"] == "solution"
+
+
+def test_an_edit_after_submission_renders_the_line_again(labeler):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    for step in range(3):
+        rate(labeling, step, 1)
+    services.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=1, rating=0)
+    labeling.refresh_from_db()
+    steps = json.loads(labeling.release_line)["label"]["steps"]
+    assert [s["completions"][0]["rating"] for s in steps] == [1, 0, 1]

@@ -1,0 +1,170 @@
+"""Gold solutions, screening, auto-pause: claim_next follows the labeler's state."""
+
+import pytest
+from django.urls import reverse
+
+from labeling import services
+from labeling.models import GoldResult, Labeler, Labeling
+from tests.conftest import make_user
+from tests.factories import make_batch, make_solution, make_solutions
+from tests.labeling.helpers import claim_and_label, label
+
+pytestmark = pytest.mark.django_db
+
+
+def make_gold(ratings, *, screening=False, batch=None):
+    solution = make_solution(batch)
+    services.gold_label_set(solution=solution, ratings=ratings, screening=screening)
+    return solution
+
+
+def test_gold_is_mixed_in_at_the_batch_rate_and_looks_like_any_solution(client, labeler):
+    batch = make_batch(gold_rate=0.5)
+    regular = make_solutions(batch, 4)
+    gold = make_gold([1, 1, 1])
+    first = services.claim_next(labeler)
+    assert first.solution in regular
+    label(first, [1, 1, 1])
+    second = services.claim_next(labeler)
+    assert second.solution == gold  # every 2nd claim at rate 0.5
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:labeling", args=[second.pk])).content.decode()
+    for tell in ("gold", "quality", "screening", "reference"):
+        assert tell not in page.lower()
+    label(second, [1, 1, 1])
+    assert services.claim_next(labeler).solution in regular  # gold served once per labeler
+
+
+def test_gold_rate_zero_never_serves_gold_and_gold_is_not_regular_work(labeler):
+    batch = make_batch(gold_rate=0)
+    make_gold([1, 1, 1], batch=batch)  # gold inside an active batch stays out of the regular pool
+    regular = make_solutions(batch, 3)
+    got = [claim_and_label(labeler, [1, 1, 1]).solution for _ in range(3)]
+    assert sorted(s.pk for s in got) == sorted(s.pk for s in regular)
+    assert services.claim_next(labeler) is None
+
+
+def test_gold_accuracy_is_measured_per_step_exact_binary_and_first_error(labeler):
+    make_solutions(make_batch(gold_rate=1.0), 2)
+    make_gold([1, 0, -1])
+    labeling = claim_and_label(labeler, [1, 1, 1])  # misses the error at step 3
+    result = GoldResult.objects.get(labeling=labeling)
+    assert (result.steps_compared, result.steps_exact, result.steps_binary) == (3, 1, 2)
+    assert result.first_error_match is False
+    me = Labeler.objects.get(user=labeler)
+    assert (me.gold_steps, me.gold_steps_exact, me.gold_steps_binary) == (3, 1, 2)
+    assert me.gold_accuracy == pytest.approx(1 / 3)
+    assert (me.gold_first_error_total, me.gold_first_error_match) == (1, 0)
+    assert not labeling.is_surplus
+
+
+def test_gold_labeled_right_matches_the_first_error(labeler):
+    make_solutions(make_batch(gold_rate=1.0), 2)
+    make_gold([1, 0, -1])
+    labeling = claim_and_label(labeler, [1, 0, -1])
+    assert labeling.gold_result.first_error_match is True
+    assert labeling.gold_result.steps_exact == 3
+
+
+@pytest.fixture
+def screening_set(settings):
+    settings.STEPWISE_SCREENING_SIZE = 2
+    settings.STEPWISE_SCREENING_PASS = 0.8
+    return [make_gold([1, 1, 1], screening=True) for _ in range(3)]
+
+
+def new_labeler(name="nina"):
+    user = make_user(name, "labeler")
+    services.ensure_labeler(user)  # created in screening, as any new labeler
+    return user
+
+
+def test_a_new_labeler_gets_only_screening_until_they_pass(screening_set):
+    batch = make_batch()
+    regular = make_solutions(batch, 2)
+    user = new_labeler()
+    first = claim_and_label(user, [1, 1, 1])
+    assert first.solution in screening_set
+    assert Labeler.objects.get(user=user).state == Labeler.State.SCREENING
+    second = claim_and_label(user, [1, 1, 1])
+    assert second.solution in screening_set
+    me = Labeler.objects.get(user=user)
+    assert (me.state, me.screening_passed, me.screening_score) == ("active", True, 1.0)
+    assert services.claim_next(user).solution in regular
+
+
+def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set, lead):
+    make_solutions(make_batch(), 2)
+    user = new_labeler()
+    claim_and_label(user, [1, -1])
+    claim_and_label(user, [-1])
+    me = Labeler.objects.get(user=user)
+    assert me.state == "screening" and me.screening_passed is False
+    assert services.claim_next(user) is None  # no third screening solution, no regular work
+    client.force_login(user)
+    assert "a lead will review" in client.get(reverse("labeling:queue")).content.decode()
+    client.force_login(lead)
+    detail = client.get(reverse("labeling:labeler_detail", args=[user.pk])).content.decode()
+    assert "under the bar" in detail
+    client.post(reverse("labeling:labeler_state", args=[user.pk]), {"state": "active"})
+    assert Labeler.objects.get(user=user).state == "active"
+    assert services.claim_next(user) is not None
+
+
+def test_a_rejected_labeler_gets_nothing(client, screening_set, lead):
+    make_solutions(make_batch(), 2)
+    user = new_labeler()
+    client.force_login(lead)
+    client.post(reverse("labeling:labeler_state", args=[user.pk]), {"state": "rejected"})
+    assert services.claim_next(user) is None
+
+
+def test_without_a_screening_set_a_new_labeler_starts_regular_work():
+    batch = make_batch()
+    solution = make_solution(batch)
+    user = new_labeler()
+    assert services.claim_next(user).solution == solution
+    assert Labeler.objects.get(user=user).state == "active"
+
+
+def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(client, settings, labeler, lead):
+    settings.STEPWISE_GOLD_MIN_RESULTS = 2
+    settings.STEPWISE_PAUSE_BELOW = 0.7
+    batch = make_batch(gold_rate=1.0)
+    make_solutions(batch, 5)
+    for _ in range(4):
+        make_gold([1, 1, -1])
+    claim_and_label(labeler, [1, 1, 1])  # gold, 2/3 right
+    assert Labeler.objects.get(user=labeler).state == "active"  # one result is not enough
+    claim_and_label(labeler, [-1])  # gold, 0/1 right: rolling 2/4 = 50%
+    me = Labeler.objects.get(user=labeler)
+    assert me.state == "paused" and "50%" in me.state_reason
+    assert services.claim_next(labeler) is None
+    client.force_login(labeler)
+    queue = client.get(reverse("labeling:queue")).content.decode()
+    assert "Your queue is paused" in queue and "50%" in queue
+    client.force_login(lead)
+    client.post(reverse("labeling:labeler_state", args=[labeler.pk]), {"state": "active"})
+    assert services.claim_next(labeler) is not None  # reinstated: the old window is forgotten
+    assert services.rolling_gold_accuracy(Labeler.objects.get(user=labeler)) == (None, 0)
+
+
+def test_good_gold_work_does_not_pause(settings, labeler):
+    settings.STEPWISE_GOLD_MIN_RESULTS = 2
+    make_solutions(make_batch(gold_rate=1.0), 5)
+    for _ in range(3):
+        make_gold([1, 1, 1])
+    for _ in range(3):
+        claim_and_label(labeler, [1, 1, 1])
+    assert Labeler.objects.get(user=labeler).state == "active"
+
+
+def test_undo_of_a_finished_gold_labeling_takes_its_result_back(labeler):
+    make_solutions(make_batch(gold_rate=1.0), 2)
+    make_gold([1, 1, 1])
+    labeling = claim_and_label(labeler, [1, 1, 1])
+    services.undo_last(labeling_id=labeling.pk, user=labeler)
+    me = Labeler.objects.get(user=labeler)
+    assert (me.gold_labelings, me.gold_steps) == (0, 0)
+    assert not GoldResult.objects.exists()
+    assert Labeling.objects.get(pk=labeling.pk).status == "in_progress"

@@ -1,0 +1,122 @@
+import pytest
+from django.urls import reverse
+
+from labeling import services
+from labeling.models import Labeling
+from tests.factories import make_batch, make_solution
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def labeling(labeler) -> Labeling:
+    make_solution(make_batch(), steps=["Let $x = 2$.", "Then $x^2 = 4$.", "# Answer\n\n4"])
+    return services.claim_next(labeler)
+
+
+def htmx_post(client, url, data):
+    return client.post(url, data, HTTP_HX_REQUEST="true")
+
+
+def test_login_required(client):
+    response = client.get(reverse("labeling:queue"))
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_queue_page_and_claim_redirect_to_the_labeling(client, labeler):
+    make_solution(make_batch(name="Generation 7"))
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:queue"))
+    assert page.status_code == 200 and b"Generation 7" in page.content
+    response = client.post(reverse("labeling:claim"))
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert response["Location"] == reverse("labeling:labeling", args=[labeling.pk])
+
+
+def test_claim_with_nothing_waiting_says_so(client, labeler):
+    client.force_login(labeler)
+    response = client.post(reverse("labeling:claim"), follow=True)
+    assert b"Nothing is waiting for you" in response.content
+
+
+def test_labeling_page_shows_problem_and_only_the_current_step(client, labeling):
+    client.force_login(labeling.labeler)
+    response = client.get(reverse("labeling:labeling", args=[labeling.pk]))
+    body = response.content.decode()
+    assert "Let $x = 2$." in body and "Then $x^2 = 4$." not in body
+    assert "2 more steps after this one" in body.replace("\n", " ") or "2 more steps" in body
+    assert 'data-key-action="rate-pos"' in body
+
+
+def test_rating_through_htmx_returns_the_panel_and_saves(client, labeling):
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    response = htmx_post(client, url, {"step_index": 0, "rating": 1, "elapsed_ms": 1500})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="labeling"') and "<html" not in body
+    assert "Then $x^2 = 4$." in body  # the next step is revealed
+    assert labeling.step_labels.get().time_ms == 1500
+
+
+def test_double_submit_returns_the_same_state(client, labeling):
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    first = htmx_post(client, url, {"step_index": 0, "rating": 1})
+    second = htmx_post(client, url, {"step_index": 0, "rating": 1})
+    assert first.status_code == second.status_code == 200
+    assert labeling.step_labels.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "message"),
+    [
+        ({"step_index": 0, "rating": 5}, 400, "A rating is -1, 0 or +1."),
+        ({"step_index": "x", "rating": 1}, 400, "step_index must be an integer"),
+        ({"step_index": 2, "rating": 1}, 409, "Rate step 1 first"),
+        ({"step_index": 9, "rating": 1}, 400, "This solution has no step 10."),
+    ],
+)
+def test_invalid_ratings_get_a_clear_error_and_change_nothing(client, labeling, data, status, message):
+    client.force_login(labeling.labeler)
+    response = htmx_post(client, reverse("labeling:rate", args=[labeling.pk]), data)
+    assert response.status_code == status
+    assert message in response.content.decode()
+    assert labeling.step_labels.count() == 0
+
+
+def test_a_labeler_sees_only_their_own_labelings(client, labeling, labeler2):
+    client.force_login(labeler2)
+    assert client.get(reverse("labeling:labeling", args=[labeling.pk])).status_code == 403
+    response = htmx_post(client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1})
+    assert response.status_code == 403
+    assert labeling.step_labels.count() == 0
+
+
+def test_a_lead_can_read_any_labeling(client, labeling, lead):
+    client.force_login(lead)
+    response = client.get(reverse("labeling:labeling", args=[labeling.pk]))
+    assert response.status_code == 200 and b"Read-only view" in response.content
+
+
+def test_outsider_cannot_open_the_queue(client, outsider):
+    client.force_login(outsider)
+    assert client.get(reverse("labeling:queue")).status_code == 403
+
+
+def test_finish_and_undo_through_the_page(client, labeling):
+    client.force_login(labeling.labeler)
+    htmx_post(client, reverse("labeling:finish", args=[labeling.pk]), {"reason": "bad_problem"})
+    labeling.refresh_from_db()
+    assert labeling.finish_reason == "bad_problem"
+    response = htmx_post(client, reverse("labeling:undo", args=[labeling.pk]), {})
+    labeling.refresh_from_db()
+    assert response.status_code == 200 and labeling.status == "in_progress"
+
+
+def test_labeling_page_and_rating_use_a_bounded_number_of_queries(client, labeling, django_assert_max_num_queries):
+    client.force_login(labeling.labeler)
+    with django_assert_max_num_queries(6):
+        client.get(reverse("labeling:labeling", args=[labeling.pk]))
+    with django_assert_max_num_queries(15):
+        htmx_post(client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1})

@@ -1,0 +1,29 @@
+"""Shared set-up for the loop's end-to-end tests: demo pool, real labels, a tiny model config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from labeling.importers import import_math, import_prm800k
+from modeling.active_learning import import_pool
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_DIR = ROOT / "labeling" / "sample_data"
+
+
+def load_pool_and_labels(shared_data: Path) -> None:
+    """The demo's 63 graded pool solutions, and PRM800K sample labelings to train on."""
+    import_math(SAMPLE_DIR / "problems.jsonl")
+    import_pool(SAMPLE_DIR / "solutions.jsonl")
+    import_prm800k(shared_data / "prm800k" / "samples.jsonl")
+
+
+def tiny_train_config(backbone: str) -> dict:
+    return {"backbone": backbone, "mode": "head", "max_steps": 3, "device": "cpu",
+            "batch_tokens": 4096, "max_length": 512, "checkpoint_every": 1000}  # fmt: skip
+
+
+def make_tiny_backbone(folder: Path) -> str:
+    from tests.modeling.training.conftest import save_tiny_llama
+
+    return save_tiny_llama(folder)

@@ -1,0 +1,297 @@
+import random
+from collections import Counter
+
+import pytest
+
+from modeling.selection import Candidate, Selection, select_generation, select_uniform
+
+
+def make_pool(
+    problems: int = 5, per_problem: int = 8, *, wrong_every: int = 2, seed: int = 1
+) -> list[Candidate]:
+    """A mixed pool: every `wrong_every`-th solution is wrong, every 7th ungradable."""
+    rng = random.Random(seed)
+    pool = []
+    for problem_id in range(1, problems + 1):
+        for j in range(per_problem):
+            solution_id = problem_id * 100 + j
+            correct: bool | None = j % wrong_every != 0
+            if j % 7 == 6:
+                correct = None
+            pool.append(Candidate(solution_id, problem_id, round(rng.random(), 3), correct))
+    return pool
+
+
+def ids(selection: list[Selection]) -> list[int]:
+    return [s.solution_id for s in selection]
+
+
+def by_id(pool: list[Candidate]) -> dict[int, Candidate]:
+    return {c.solution_id: c for c in pool}
+
+
+def best_first(pool: list[Candidate]) -> list[Candidate]:
+    return sorted(pool, key=lambda c: (-c.score, c.solution_id))
+
+
+# --- the 80/20 rule ----------------------------------------------------------------------------
+
+
+def test_eighty_twenty_split_counts() -> None:
+    selection = select_generation(make_pool(), k=10)
+    assert Counter(s.rule for s in selection) == {"convincing_wrong": 8, "convincing": 2}
+
+
+@pytest.mark.parametrize(
+    ("k", "fraction", "wrong"),
+    [(10, 0.5, 5), (5, 0.5, 3), (7, 0.8, 6), (3, 0.0, 0), (4, 1.0, 4), (5, 0.7, 4)],
+)
+def test_wrong_share_is_k_times_fraction_rounded_half_up(
+    k: int, fraction: float, wrong: int
+) -> None:
+    selection = select_generation(make_pool(), k=k, convincing_wrong_fraction=fraction)
+    assert len(selection) == k
+    assert sum(s.rule == "convincing_wrong" for s in selection) == wrong
+
+
+def test_convincing_wrong_are_the_highest_scoring_wrong_answers_in_order() -> None:
+    pool = make_pool()
+    selection = select_generation(pool, k=10)
+    wrong_part = [s for s in selection if s.rule == "convincing_wrong"]
+    expected = [c.solution_id for c in best_first([c for c in pool if c.correct is False])][:8]
+    assert ids(wrong_part) == expected
+    assert all(by_id(pool)[s.solution_id].correct is False for s in wrong_part)
+
+
+def test_convincing_share_is_the_best_of_the_rest_whatever_their_correctness() -> None:
+    pool = make_pool()
+    selection = select_generation(pool, k=10)
+    wrong_ids = {s.solution_id for s in selection if s.rule == "convincing_wrong"}
+    rest = best_first([c for c in pool if c.solution_id not in wrong_ids])
+    assert ids([s for s in selection if s.rule == "convincing"]) == [
+        c.solution_id for c in rest[:2]
+    ]
+
+
+def test_ranks_are_one_based_wrong_share_first() -> None:
+    selection = select_generation(make_pool(), k=10)
+    assert [s.rank for s in selection] == list(range(1, 11))
+    assert [s.rule for s in selection] == ["convincing_wrong"] * 8 + ["convincing"] * 2
+
+
+def test_selection_carries_problem_and_score() -> None:
+    pool = make_pool()
+    for s in select_generation(pool, k=6):
+        candidate = by_id(pool)[s.solution_id]
+        assert (s.problem_id, s.score) == (candidate.problem_id, candidate.score)
+
+
+def test_ungradable_candidates_only_fill_the_convincing_share() -> None:
+    pool = [
+        Candidate(1, 1, 0.99, None),
+        Candidate(2, 1, 0.98, None),
+        Candidate(3, 1, 0.50, False),
+        Candidate(4, 1, 0.40, True),
+    ]
+    selection = select_generation(pool, k=3, convincing_wrong_fraction=2 / 3)
+    assert [(s.solution_id, s.rule) for s in selection] == [
+        (3, "convincing_wrong"),
+        (1, "convincing"),
+        (2, "convincing"),
+    ]
+
+
+def test_leftover_wrong_answers_may_fill_the_convincing_share() -> None:
+    pool = [Candidate(i, 1, 1 - i / 10, correct=False) for i in range(1, 6)]
+    pool.append(Candidate(9, 2, 0.1, correct=True))
+    selection = select_generation(pool, k=5, convincing_wrong_fraction=0.6)
+    assert [(s.solution_id, s.rule) for s in selection] == [
+        (1, "convincing_wrong"),
+        (2, "convincing_wrong"),
+        (3, "convincing_wrong"),
+        (4, "convincing"),
+        (5, "convincing"),
+    ]
+
+
+# --- shortage, exclusions, caps ------------------------------------------------------------------
+
+
+def test_shortage_of_wrong_answers_is_filled_from_the_rest() -> None:
+    pool = [Candidate(1, 1, 0.2, False), Candidate(2, 1, 0.1, False)]
+    pool += [Candidate(10 + i, 2, 0.9 - i / 100, True) for i in range(10)]
+    selection = select_generation(pool, k=10)
+    assert len(selection) == 10
+    assert ids([s for s in selection if s.rule == "convincing_wrong"]) == [1, 2]
+    assert ids([s for s in selection if s.rule == "convincing"]) == list(range(10, 18))
+
+
+def test_excluded_ids_never_appear() -> None:
+    pool = make_pool()
+    top_ten = set(ids(select_generation(pool, k=10)))
+    selection = select_generation(pool, k=10, exclude_ids=top_ten)
+    assert len(selection) == 10
+    assert not top_ten & set(ids(selection))
+    uniform = select_uniform(pool, k=30, exclude_ids=top_ten)
+    assert not top_ten & set(ids(uniform))
+
+
+def test_excluding_everything_selects_nothing() -> None:
+    pool = make_pool(problems=2, per_problem=3)
+    assert select_generation(pool, k=5, exclude_ids={c.solution_id for c in pool}) == []
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_per_problem_cap_holds_across_both_shares(cap: int) -> None:
+    pool = make_pool(problems=6, per_problem=10)
+    selection = select_generation(pool, k=12, per_problem_cap=cap)
+    assert len(selection) == min(12, 6 * cap)
+    assert max(Counter(s.problem_id for s in selection).values()) <= cap
+
+
+def test_cap_passes_over_a_problem_to_the_next_best_wrong_answer() -> None:
+    pool = [
+        Candidate(1, 1, 0.9, False),
+        Candidate(2, 1, 0.8, False),
+        Candidate(3, 2, 0.7, False),
+        Candidate(4, 1, 0.95, True),
+        Candidate(5, 3, 0.6, True),
+    ]
+    selection = select_generation(pool, k=3, convincing_wrong_fraction=2 / 3, per_problem_cap=1)
+    # Problem 1's cap is spent on its best wrong answer, so the most convincing
+    # remaining solution (4, also problem 1) is skipped for 5.
+    assert [(s.solution_id, s.rule) for s in selection] == [
+        (1, "convincing_wrong"),
+        (3, "convincing_wrong"),
+        (5, "convincing"),
+    ]
+
+
+# --- per-problem scope ---------------------------------------------------------------------------
+
+
+def test_per_problem_scope_applies_the_rule_inside_each_problem() -> None:
+    pool = make_pool(problems=4, per_problem=10)
+    selection = select_generation(pool, k=100, scope="per_problem", per_problem_k=5)
+    assert len(selection) == 20
+    for problem_id in range(1, 5):
+        mine = [s for s in selection if s.problem_id == problem_id]
+        problem_pool = [c for c in pool if c.problem_id == problem_id]
+        wrong = best_first([c for c in problem_pool if c.correct is False])
+        assert ids([s for s in mine if s.rule == "convincing_wrong"]) == [
+            c.solution_id for c in wrong[:4]
+        ]
+        assert sum(s.rule == "convincing" for s in mine) == 1
+    assert [s.rank for s in selection] == list(range(1, 21))
+
+
+def test_per_problem_scope_spreads_a_small_budget_over_problems() -> None:
+    pool = make_pool(problems=4, per_problem=10)
+    selection = select_generation(pool, k=6, scope="per_problem", per_problem_k=5)
+    counts = Counter(s.problem_id for s in selection)
+    assert sorted(counts.values()) == [1, 1, 2, 2]
+    first_round = selection[:4]
+    assert [s.score for s in first_round] == sorted((s.score for s in first_round), reverse=True)
+
+
+def test_per_problem_scope_needs_per_problem_k() -> None:
+    with pytest.raises(ValueError):
+        select_generation(make_pool(), k=5, scope="per_problem")
+    with pytest.raises(ValueError):
+        select_generation(make_pool(), k=5, per_problem_k=2)
+    with pytest.raises(ValueError):
+        select_generation(make_pool(), k=5, scope="everything")  # type: ignore[arg-type]
+
+
+# --- determinism ---------------------------------------------------------------------------------
+
+
+def test_same_candidates_in_any_order_give_the_same_selection() -> None:
+    pool = make_pool()
+    shuffled = pool[:]
+    random.Random(7).shuffle(shuffled)
+    assert select_generation(shuffled, k=12, per_problem_cap=3) == select_generation(
+        pool, k=12, per_problem_cap=3
+    )
+    assert select_generation(pool, k=12, seed=1) == select_generation(pool, k=12, seed=2)
+
+
+def test_score_ties_go_to_the_lower_solution_id() -> None:
+    pool = [Candidate(sid, 1, 0.5, False) for sid in (30, 10, 20)]
+    pool += [Candidate(sid, 2, 0.5, True) for sid in (60, 40, 50)]
+    selection = select_generation(pool, k=4, convincing_wrong_fraction=0.5)
+    assert ids(selection) == [10, 20, 30, 40]
+
+
+# --- uniform baseline -----------------------------------------------------------------------------
+
+
+def test_uniform_is_reproducible_for_a_seed_and_varies_across_seeds() -> None:
+    pool = make_pool(problems=10, per_problem=10)
+    first = select_uniform(pool, k=10, seed=3)
+    assert first == select_uniform(list(reversed(pool)), k=10, seed=3)
+    assert len({tuple(ids(select_uniform(pool, k=10, seed=s))) for s in range(5)}) == 5
+    assert all(s.rule == "uniform" for s in first)
+    assert [s.rank for s in first] == list(range(1, 11))
+
+
+def test_uniform_respects_caps_and_does_not_follow_scores() -> None:
+    pool = make_pool(problems=10, per_problem=10)
+    selection = select_uniform(pool, k=15, per_problem_cap=2, seed=0)
+    assert len(selection) == 15
+    assert max(Counter(s.problem_id for s in selection).values()) <= 2
+    assert ids(selection) != ids(select_generation(pool, k=15, per_problem_cap=2))
+
+
+def test_uniform_draws_every_candidate_about_equally_often() -> None:
+    pool = make_pool(problems=2, per_problem=5)
+    counts = Counter(
+        sid for seed in range(2000) for sid in ids(select_uniform(pool, k=3, seed=seed))
+    )
+    expected = 2000 * 3 / len(pool)
+    assert all(abs(n - expected) < 0.15 * expected for n in counts.values())
+    assert len(counts) == len(pool)
+
+
+# --- edge cases ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("select", [select_generation, select_uniform])
+def test_k_zero_and_empty_pool_select_nothing(select) -> None:  # type: ignore[no-untyped-def]
+    assert select(make_pool(), k=0) == []
+    assert select([], k=5) == []
+
+
+@pytest.mark.parametrize("select", [select_generation, select_uniform])
+def test_k_larger_than_pool_selects_the_whole_pool_once(select) -> None:  # type: ignore[no-untyped-def]
+    pool = make_pool(problems=2, per_problem=4)
+    selection = select(pool, k=100)
+    assert sorted(ids(selection)) == sorted(c.solution_id for c in pool)
+
+
+def test_k_larger_than_pool_keeps_wrong_answers_first() -> None:
+    pool = make_pool(problems=2, per_problem=4)
+    selection = select_generation(pool, k=100)
+    wrong = [c for c in pool if c.correct is False]
+    assert ids(selection[: len(wrong)]) == [c.solution_id for c in best_first(wrong)]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"k": -1},
+        {"k": 3, "per_problem_cap": 0},
+        {"k": 3, "convincing_wrong_fraction": 1.5},
+        {"k": 3, "convincing_wrong_fraction": -0.1},
+    ],
+)
+def test_bad_arguments_are_rejected(kwargs: dict) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ValueError):
+        select_generation(make_pool(), **kwargs)
+
+
+def test_duplicate_or_unrankable_candidates_are_rejected() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        select_generation([Candidate(1, 1, 0.5, False), Candidate(1, 1, 0.6, False)], k=1)
+    with pytest.raises(ValueError, match="NaN"):
+        select_generation([Candidate(1, 1, float("nan"), False)], k=1)

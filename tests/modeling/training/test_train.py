@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from modeling.training.data import examples_from_critic_rows
+from modeling.training.model import ProcessRewardModel
+from modeling.training.score import predict_labelled
+from modeling.training.train import Progress, latest_checkpoint, train
+
+
+def _data_loss(model, examples):
+    probs, ratings = predict_labelled(model, examples)
+    return float(-np.log(probs[np.arange(len(ratings)), ratings + 1]).mean())
+
+
+def test_loss_falls_on_a_real_slice_of_the_parquet(tiny_llama, make_config, critic_rows):
+    examples = examples_from_critic_rows(critic_rows)[:4]
+    # One batch holds every row, so each step sees all the labels: a smooth descent.
+    config = make_config(
+        tiny_llama, mode="full", max_steps=12, lr=3e-3, max_length=512, batch_tokens=16384
+    )
+    torch.manual_seed(config.seed)
+    before = _data_loss(ProcessRewardModel.from_config(config), examples)
+    result = train(config, examples)
+    after = _data_loss(ProcessRewardModel.load(result.output_dir), examples)
+    assert len(result.loss_curve) == 12 and result.metrics["labels"] > 50
+    assert after < 0.8 * before
+
+
+def _final_state(output_dir):
+    return load_file(str(latest_checkpoint(output_dir) / "trainable.safetensors"))
+
+
+def test_an_interrupted_run_resumes_to_the_same_result(
+    tiny_llama_dropout, make_config, samples, tmp_path
+):
+    def config(name):
+        return make_config(
+            tiny_llama_dropout,
+            mode="full",
+            max_steps=7,
+            checkpoint_every=2,
+            batch_tokens=1024,
+            max_length=512,
+            warmup_ratio=0.3,
+            output_dir=str(tmp_path / name),
+        )
+
+    straight = train(config("straight"), samples)
+
+    def crash_at_step_5(p: Progress) -> None:
+        if p.phase == "train" and p.step == 5:
+            raise KeyboardInterrupt  # a kill between the step-4 checkpoint and the next
+
+    with pytest.raises(KeyboardInterrupt):
+        train(config("resumed"), samples, progress=crash_at_step_5)
+    assert latest_checkpoint(tmp_path / "resumed").name == "step-00000004"
+    resumed = train(config("resumed"), samples)
+
+    assert resumed.step == straight.step == 7
+    assert [s for s, _ in resumed.loss_curve] == list(range(1, 8))
+    for (_, a), (_, b) in zip(resumed.loss_curve, straight.loss_curve, strict=True):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-7)
+    a, b = _final_state(tmp_path / "resumed"), _final_state(tmp_path / "straight")
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=1e-6, rtol=1e-6)
+
+
+def test_should_stop_cancels_with_a_checkpoint_and_a_later_call_finishes(
+    tiny_llama, make_config, samples
+):
+    config = make_config(tiny_llama, mode="head", max_steps=6)
+    seen: list[Progress] = []
+    stopped = train(
+        config,
+        samples,
+        progress=seen.append,
+        should_stop=lambda: any(p.phase == "train" and p.step >= 2 for p in seen),
+    )
+    assert stopped.stopped and stopped.step == 2
+    assert [p.step for p in seen if p.phase == "train"] == [1, 2]
+    assert all(p.total == 6 for p in seen if p.phase == "train")
+    finished = train(config, samples)
+    assert not finished.stopped and finished.step == 6
+    assert [s for s, _ in finished.loss_curve] == list(range(1, 7))
+
+
+def test_resuming_with_a_different_config_is_refused(tiny_llama, make_config, samples):
+    train(make_config(tiny_llama, mode="head", max_steps=2), samples)
+    with pytest.raises(ValueError, match="different config"):
+        train(make_config(tiny_llama, mode="head", max_steps=2, lr=1.0), samples)
+
+
+def test_cached_head_training_matches_running_the_backbone_every_step(
+    tiny_llama, make_config, samples, tmp_path
+):
+    cached = train(
+        make_config(tiny_llama, mode="head", max_steps=3, output_dir=str(tmp_path / "cached")),
+        samples,
+    )
+    live = train(
+        make_config(
+            tiny_llama,
+            mode="head",
+            max_steps=3,
+            cache_features=False,
+            output_dir=str(tmp_path / "live"),
+        ),
+        samples,
+    )
+    for (_, a), (_, b) in zip(cached.loss_curve, live.loss_curve, strict=True):
+        assert a == pytest.approx(b, rel=1e-5)

@@ -1,0 +1,97 @@
+"""End to end in Debian's chromium: sign in, label a whole solution with the keyboard, check the rows."""
+
+import pytest
+
+from labeling.models import Labeling
+from tests.conftest import make_user
+from tests.factories import make_batch, make_problem, make_solution
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+STEPS = [
+    "I notice that $x^2 - 5x + 6$ factors as $(x-2)(x-3)$.",
+    "So the roots are $x = 2$ and $x = 3$, and their sum is $\\frac{10}{2} = 5$.",
+    "I could also use Vieta: the sum is $-\\frac{b}{a} = 5$.",
+    "# Answer\n\n5",
+]
+
+
+def sign_in(page, live_server, username):
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", f"{username}-pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/label/")
+    page.wait_for_selector("#start")
+
+
+def test_labeler_labels_a_whole_solution_with_the_keyboard(page, live_server, artifacts_dir):
+    labeler = make_user("kim", "labeler")
+    problem = make_problem("What is the sum of the roots of $x^2 - 5x + 6 = 0$?", answer="5")
+    make_solution(make_batch(name="Generation 1"), steps=STEPS, problem=problem)
+
+    sign_in(page, live_server, "kim")
+    page.keyboard.press("Enter")  # start labeling
+    page.wait_for_selector("#labeling .step.current")
+    assert page.locator(".problem .katex").count() > 0  # the math rendered offline
+
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    page.keyboard.press("f")  # flag step 2 as unsure, then rate it +1
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="1"]')
+    page.keyboard.press("0")
+    page.wait_for_selector('.step.rated[data-step="2"]')
+    page.screenshot(path=str(artifacts_dir / "labeling-page.png"), full_page=True)
+    page.keyboard.press("u")  # undo the neutral, then rate it again
+    page.wait_for_selector('.step.current[data-step="2"]')
+    page.keyboard.press("0")
+    page.wait_for_selector('.step.rated[data-step="2"]')
+    page.keyboard.press("1")
+    page.wait_for_selector("#labeling .done")
+    assert "reached the end" in page.inner_text("#labeling .done")
+    page.screenshot(path=str(artifacts_dir / "labeling-done.png"), full_page=True)
+
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert labeling.status == "completed" and labeling.finish_reason == "solution"
+    ratings = [
+        (s.index, s.completions.get().rating, s.completions.get().flagged)
+        for s in labeling.step_labels.order_by("index")
+    ]
+    assert ratings == [(0, 1, False), (1, 1, True), (2, 0, False), (3, 1, False)]
+    assert all(s.time_ms is not None for s in labeling.step_labels.all())
+    assert labeling.events.filter(reason="undo").count() == 1
+
+
+def test_reload_resumes_and_a_minus_one_ends_the_solution(page, live_server):
+    labeler = make_user("ana", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "ana")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#labeling .step.current")
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    page.reload()
+    page.wait_for_selector('.step.current[data-step="1"]')  # exactly where the labeler was
+    page.keyboard.press("-")
+    page.wait_for_selector("#labeling .done")
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert labeling.finish_reason == "found_error" and labeling.step_labels.count() == 2
+
+
+def test_a_failed_request_keeps_the_rating_for_retry(page, live_server):
+    labeler = make_user("noa", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "noa")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#labeling .step.current")
+    page.route("**/rate/", lambda route: route.abort())  # the connection drops
+    page.keyboard.press("1")
+    page.wait_for_selector("#net-error:not([hidden])")
+    assert "Not saved" in page.inner_text("#net-error")
+    assert Labeling.objects.get(labeler=labeler).step_labels.count() == 0
+    page.unroute("**/rate/")
+    page.keyboard.press("r")  # retry the same rating
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    assert page.locator("#net-error").is_hidden()
+    assert Labeling.objects.get(labeler=labeler).step_labels.get().completions.get().rating == 1
