@@ -154,6 +154,17 @@ def celery_worker_process(transactional_db, tmp_path):
 
 
 @pytest.fixture
+def eager_tasks(django_capture_on_commit_callbacks):
+    """`with eager_tasks(): ...` runs tasks enqueued on commit in-process, at the block's end."""
+    from stepwise.celery import app
+
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield lambda: django_capture_on_commit_callbacks(execute=True)
+    app.conf.task_always_eager = before
+
+
+@pytest.fixture
 def celery_live(settings):
     """Send tasks through the real broker instead of running them in-process."""
     from stepwise.celery import app

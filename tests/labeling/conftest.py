@@ -39,14 +39,3 @@ def api_client_for(user) -> APIClient:
     token, _ = Token.objects.get_or_create(user=user)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
-
-
-@pytest.fixture
-def eager_tasks(django_capture_on_commit_callbacks):
-    """`with eager_tasks(): ...` runs tasks enqueued on commit in-process, at the block's end."""
-    from stepwise.celery import app
-
-    before = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield lambda: django_capture_on_commit_callbacks(execute=True)
-    app.conf.task_always_eager = before

@@ -372,16 +372,13 @@ def test_next_generation_starts_once_the_last_is_labeled_to_the_fraction(demo_po
 # --- pages, API, CLI ---------------------------------------------------------------------------
 
 
-def test_lead_starts_a_generation_from_the_page(
-    client, lead, demo_pool, settings, django_capture_on_commit_callbacks
-):
-    settings.CELERY_TASK_ALWAYS_EAGER = True
+def test_lead_starts_a_generation_from_the_page(client, lead, demo_pool, eager_tasks):
     version = active_model()
     score_pool_by_id(version)
     client.force_login(lead)
     response = client.get(reverse("modeling_loop:generations"))
     assert response.status_code == 200 and b"Start generation" in response.content
-    with django_capture_on_commit_callbacks(execute=True):
+    with eager_tasks():
         response = client.post(reverse("modeling_loop:generations"),
                                {"k": 6, "convincing_wrong_fraction": 0.5, "per_problem_cap": 2,
                                 "scope": "pool", "overlap": 1})  # fmt: skip
