@@ -8,9 +8,9 @@ and the active model are untouched (training activates a model only when it pass
 evaluation; selection writes only this run's rows; the batch is created last, in one
 transaction), and `retry_generation` re-queues the failed step.
 
-Training and scoring are the `runs` services (`modeling.services`): `create_training_run`,
-`execute_training_run`, `score_solutions_with`. Until they exist, `modeling.loop_standins`
-provides minimal versions with the same signatures.
+Training and scoring are `modeling.services`: `create_training_run`, `execute_training_run`
+(which activates the new model only when it passed its evaluation gate) and
+`score_solutions_with`.
 """
 
 from __future__ import annotations
@@ -57,19 +57,15 @@ class StepFailed(Exception):
     """A step could not finish; the message is shown to leads."""
 
 
-# --- services the `runs` helper provides -----------------------------------------------------
+# --- training and scoring ----------------------------------------------------------------------
 
 
 def service(name: str) -> Callable[..., Any]:
-    """`modeling.services.<name>` when it exists, else the stand-in of the same name."""
-    try:
-        from modeling import services
+    """`modeling.services.<name>`, looked up per call: tests of the loop's own logic swap in
+    fakes at this process boundary (training and scoring)."""
+    from modeling import services
 
-        return getattr(services, name)
-    except (ImportError, AttributeError):
-        from modeling import loop_standins
-
-        return getattr(loop_standins, name)
+    return getattr(services, name)
 
 
 # --- the candidate pool ----------------------------------------------------------------------

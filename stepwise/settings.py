@@ -225,7 +225,18 @@ STEPWISE_ADJUDICATE_BELOW = env_float("STEPWISE_ADJUDICATE_BELOW", 0.8)
 STEPWISE_AUTO_GENERATION_FRACTION = env_float("STEPWISE_AUTO_GENERATION_FRACTION", 0.0)
 # TrainConfig fields (JSON) for a generation's retrain step when the run does not give its own.
 STEPWISE_GENERATION_TRAIN_CONFIG = json.loads(env_str("STEPWISE_GENERATION_TRAIN_CONFIG", "{}") or "{}")
-CELERY_BEAT_SCHEDULE = {
+# PRM training runs. A run's held-out problems (this share, by problem) measure its step AUROC;
+# it becomes the active model only when that is at least the floor and does not regress more
+# than the margin from the active model's. A RUNNING run whose worker sent no heartbeat for
+# STEPWISE_RUN_STALE_SECONDS is marked failed (resumable) by a periodic task.
+STEPWISE_PRM_HOLDOUT_FRACTION = env_float("STEPWISE_PRM_HOLDOUT_FRACTION", 0.2)
+STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
+STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
+STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
+CELERY_BEAT_SCHEDULE |= {
+    "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
+}
+CELERY_BEAT_SCHEDULE |= {
     "check-generation-progress": {
         "task": "modeling.tasks_loop.check_generation_progress",
         "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),

@@ -154,6 +154,16 @@ def celery_worker_process(transactional_db, tmp_path):
 
 
 @pytest.fixture
+def open_evaluation_gate(settings, monkeypatch):
+    """Tiny random models cannot reach the default AUROC floor: turn the gate off, here and in
+    worker processes started after this fixture (they read the environment)."""
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.0
+    settings.STEPWISE_PRM_EVAL_MAX_REGRESSION = 1.0
+    monkeypatch.setenv("STEPWISE_PRM_EVAL_MIN_AUROC", "0")
+    monkeypatch.setenv("STEPWISE_PRM_EVAL_MAX_REGRESSION", "1")
+
+
+@pytest.fixture
 def eager_tasks(django_capture_on_commit_callbacks):
     """`with eager_tasks(): ...` runs tasks enqueued on commit in-process, at the block's end."""
     from stepwise.celery import app

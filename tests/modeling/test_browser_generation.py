@@ -24,7 +24,7 @@ def eager_celery(settings):
 
 
 def test_lead_runs_a_generation_from_the_browser(
-    page, live_server, artifacts_dir, shared_data, tmp_path, settings, eager_celery
+    page, live_server, artifacts_dir, shared_data, tmp_path, settings, eager_celery, open_evaluation_gate
 ):
     load_pool_and_labels(shared_data)
     settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(make_tiny_backbone(tmp_path / "tiny"))

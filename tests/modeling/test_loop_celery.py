@@ -16,8 +16,9 @@ from tests.modeling.loop_helpers import load_pool_and_labels, make_tiny_backbone
 @pytest.mark.redis
 @pytest.mark.postgres
 def test_a_generation_runs_through_the_real_worker(
-    shared_data, tmp_path, celery_worker_process, celery_live
+    shared_data, tmp_path, open_evaluation_gate, settings, celery_worker_process, celery_live
 ):
+    settings.MEDIA_ROOT = tmp_path / "media"  # the worker's (its STEPWISE_VAR_DIR is tmp_path)
     load_pool_and_labels(shared_data)
     backbone = make_tiny_backbone(tmp_path / "tiny")
     run = active_learning.start_generation(

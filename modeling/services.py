@@ -1,0 +1,504 @@
+"""PRM training runs on the database: create, execute on a worker, evaluate, activate, score.
+
+The training core (`modeling.training`) knows nothing of Django; this module feeds it the
+labelings, records progress on the TrainingRun row and turns a finished run into a ModelVersion.
+
+Invariants:
+- A run is claimed by a conditional update (QUEUED -> RUNNING, or RUNNING whose heartbeat is
+  stale because its worker died -> RUNNING again), so a redelivered task is a no-op while the
+  first worker is alive, and two workers never train one run.
+- The active model changes only at the very end of `execute_training_run`: after the model is
+  saved, evaluated on held-out problems and has passed the gate (`evaluation_gate`). A worker
+  killed earlier leaves a RUNNING row whose heartbeat goes stale; `fail_stale_runs` marks it
+  failed and `resume_training_run` continues it from its last checkpoint.
+- The training data is frozen into the run's folder (`data.jsonl`, its sha256 is the dataset
+  version) before the first step, so a resumed run trains on exactly what it started with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from labeling.exporters import ExportFilters, iter_prm800k_lines, select_labelings
+from labeling.models import Labeling, Solution
+from modeling.models import ModelVersion, SolutionScore, TrainingRun
+
+logger = logging.getLogger(__name__)
+
+DATA_FILE = "data.jsonl"
+SPLIT_FILE = "split.json"
+MODEL_DIR = "model"
+LOSS_CURVE_POINTS = 2000  # the stored curve keeps every step up to this, then thins out
+
+
+class RunError(Exception):
+    """A request about a run that cannot be carried out (wrong state, bad config)."""
+
+
+# --- creating and controlling runs -------------------------------------------------------------
+
+
+def create_training_run(
+    *,
+    config: dict[str, Any],
+    created_by=None,
+    name: str = "",
+    filters: dict[str, Any] | None = None,
+    holdout_fraction: float | None = None,
+    processbench: Sequence[str] = (),
+    activate: bool = True,
+    labelings: QuerySet[Labeling] | None = None,
+) -> TrainingRun:
+    """A QUEUED run with its effective config; nothing is trained until a worker executes it.
+
+    `filters` are the exporter's (`ExportFilters` fields: batches, generations, ...): the run
+    trains on the completed labelings they select. `labelings` narrows it to explicit ids.
+    """
+    from modeling.training.config import TrainConfig
+
+    try:
+        effective = TrainConfig.from_dict(dict(config)).to_dict()
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"invalid training config: {exc}") from exc
+    filters = dict(filters or {})
+    try:
+        ExportFilters.from_json(filters)
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"invalid data filters: {exc}") from exc
+    if labelings is not None:
+        filters["labeling_ids"] = sorted(labelings.values_list("pk", flat=True))
+    if holdout_fraction is None:
+        holdout_fraction = settings.STEPWISE_PRM_HOLDOUT_FRACTION
+    if not 0 <= holdout_fraction < 1:
+        raise RunError("holdout_fraction must be in [0, 1)")
+    description = {
+        "filters": filters,
+        "holdout_fraction": holdout_fraction,
+        "processbench": list(processbench),
+        "activate": activate,
+    }
+    return TrainingRun.objects.create(
+        name=name, config=effective, dataset_description=description, created_by=created_by
+    )
+
+
+def start_training_run(**kwargs: Any) -> TrainingRun:
+    """Create a run and send it to the `gpu` worker once the transaction commits."""
+    run = create_training_run(**kwargs)
+    enqueue(run)
+    return run
+
+
+def enqueue(run: TrainingRun) -> None:
+    from modeling.tasks import gpu_train_run
+
+    transaction.on_commit(lambda: gpu_train_run.delay(run.pk))
+
+
+def cancel_training_run(run: TrainingRun) -> TrainingRun:
+    """A queued run is cancelled at once; a running one stops at its next step."""
+    if TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.QUEUED).update(
+        status=TrainingRun.Status.CANCELLED, finished_at=timezone.now()
+    ):
+        run.refresh_from_db()
+        return run
+    if not TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(
+        cancel_requested=True
+    ):
+        raise RunError(f"run {run.pk} is {run.status}: nothing to cancel")
+    run.refresh_from_db()
+    return run
+
+
+def resume_training_run(run: TrainingRun) -> TrainingRun:
+    """Queue a failed or cancelled run again; it continues from its last checkpoint."""
+    resumable = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
+    with transaction.atomic():
+        if not TrainingRun.objects.filter(pk=run.pk, status__in=resumable).update(
+            status=TrainingRun.Status.QUEUED, error="", cancel_requested=False, finished_at=None
+        ):
+            run.refresh_from_db()
+            raise RunError(f"run {run.pk} is {run.status}: only failed or cancelled runs resume")
+        run.refresh_from_db()
+        enqueue(run)
+    return run
+
+
+def fail_stale_runs(now=None) -> int:
+    """Mark failed the RUNNING runs whose worker stopped sending heartbeats (killed, lost)."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
+    return TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale).update(
+        status=TrainingRun.Status.FAILED,
+        finished_at=now,
+        error=(
+            "The worker stopped reporting (killed or lost). Nothing was activated; "
+            "resume the run to continue from its last checkpoint."
+        ),
+    )
+
+
+def _claim(run_id: int) -> bool:
+    """QUEUED -> RUNNING, or take over a RUNNING run whose worker is gone."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
+    claimable = Q(status=TrainingRun.Status.QUEUED) | Q(
+        status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale
+    )
+    return bool(
+        TrainingRun.objects.filter(claimable, pk=run_id).update(
+            status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, error=""
+        )
+    )
+
+
+# --- the dataset ---------------------------------------------------------------------------
+
+
+def run_dir(run: TrainingRun) -> Path:
+    return Path(settings.MEDIA_ROOT) / "runs" / f"run-{run.pk}"
+
+
+def run_labelings(run: TrainingRun) -> QuerySet[Labeling]:
+    filters = dict(run.dataset_description.get("filters") or {})
+    ids = filters.pop("labeling_ids", None)
+    query = select_labelings(ExportFilters.from_json(filters))
+    if ids is not None:
+        query = query.filter(pk__in=ids)
+    return query
+
+
+def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
+    """Write the run's labelings once as PRM800K lines; (path, sha256, lines).
+
+    A resumed run finds the file and reuses it: it trains on what it started with.
+    """
+    folder = run_dir(run)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / DATA_FILE
+    if not path.exists():
+        partial = path.with_suffix(".partial")
+        with partial.open("w", encoding="utf-8") as out:
+            for line in iter_prm800k_lines(run_labelings(run)):
+                out.write(line + "\n")
+        partial.replace(path)
+    digest = hashlib.sha256()
+    lines = 0
+    with path.open("rb") as f:
+        for line in f:
+            digest.update(line)
+            lines += 1
+    return path, digest.hexdigest(), lines
+
+
+def load_split(run: TrainingRun) -> tuple[list, list]:
+    """(train, held-out) examples of the run's frozen data, split by problem."""
+    from modeling.training.data import examples_from_prm800k, read_jsonl, split_by_problem
+
+    examples = examples_from_prm800k(read_jsonl(run_dir(run) / DATA_FILE))
+    holdout = float(run.dataset_description.get("holdout_fraction", 0.0))
+    return split_by_problem(examples, holdout, int(run.config.get("seed", 0)))
+
+
+# --- progress reported by the training loop -----------------------------------------------------
+
+
+class RunReporter:
+    """Writes the loop's progress to the run row (at most once a second) and reads cancel."""
+
+    def __init__(self, run: TrainingRun, interval_s: float = 1.0):
+        self.run_id = run.pk
+        self.interval_s = interval_s
+        self.loss_curve: list[list[float]] = [list(p) for p in run.loss_curve or []]
+        self.last_write = 0.0
+        self.cancelled = False
+
+    def __call__(self, progress: Any) -> None:
+        if progress.loss is not None:
+            self.loss_curve.append([progress.step, round(float(progress.loss), 6)])
+        final = progress.step >= progress.total
+        if final or time.monotonic() - self.last_write >= self.interval_s:
+            self.write(phase=progress.phase, step=progress.step, total_steps=progress.total)
+
+    def counter(self, phase: str) -> Callable[[int, int], None]:
+        """For evaluation and scoring, which count batches."""
+        return lambda done, total: self(_Count(phase, done, total))
+
+    def write(self, **fields: Any) -> None:
+        self.last_write = time.monotonic()
+        curve = thin_curve(self.loss_curve)
+        TrainingRun.objects.filter(pk=self.run_id).update(
+            heartbeat_at=timezone.now(), loss_curve=curve, **fields
+        )
+        self.cancelled = TrainingRun.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+
+    def should_stop(self) -> bool:
+        return self.cancelled
+
+
+@dataclass
+class _Count:
+    phase: str
+    step: int
+    total: int
+    loss: float | None = None
+
+
+def thin_curve(points: list[list[float]], limit: int = LOSS_CURVE_POINTS) -> list[list[float]]:
+    """Every point up to `limit`, then every k-th (and always the last) so plots stay light."""
+    if len(points) <= limit:
+        return points
+    stride = math.ceil(len(points) / limit)
+    thinned = points[::stride]
+    if thinned[-1] is not points[-1]:
+        thinned.append(points[-1])
+    return thinned
+
+
+# --- executing a run (the Celery task calls this) -------------------------------------------
+
+
+def execute_training_run(run_id: int, *, should_stop: Callable[[], bool] | None = None) -> ModelVersion | None:
+    """Train, evaluate, gate, and record a ModelVersion; safe to call twice for one run.
+
+    Returns the run's model version (also when called again after success), or None when the
+    run was not ours to execute, was cancelled, or failed (its row says why).
+    """
+    from modeling.training.config import TrainConfig
+    from modeling.training.train import train
+
+    if not _claim(run_id):
+        run = TrainingRun.objects.get(pk=run_id)
+        return getattr(run, "model_version", None) if run.status == TrainingRun.Status.SUCCEEDED else None
+    TrainingRun.objects.filter(pk=run_id).update(attempts=F("attempts") + 1)
+    run = TrainingRun.objects.get(pk=run_id)
+    reporter = RunReporter(run)
+    try:
+        data_path, dataset_version, lines = freeze_dataset(run)
+        train_set, held_out = load_split(run)
+        if not train_set:
+            raise RunError(f"no completed labelings to train on ({lines} selected)")
+        folder = run_dir(run)
+        config = TrainConfig.from_dict(
+            {**run.config, "output_dir": str(folder / MODEL_DIR), "dataset_version": dataset_version}
+        )
+        description = {
+            **run.dataset_description,
+            "labelings": lines,
+            "train_solutions": len(train_set),
+            "held_out_solutions": len(held_out),
+            "data_file": str(data_path),
+        }
+        TrainingRun.objects.filter(pk=run.pk).update(
+            dataset_version=dataset_version, dataset_description=description, output_dir=str(folder),
+            phase="train",
+        )  # fmt: skip
+        stop = should_stop or (lambda: False)
+        result = train(config, train_set, progress=reporter, should_stop=lambda: reporter.should_stop() or stop())
+        if result.stopped:
+            return _stop(run, reporter)
+        reporter.write(phase="evaluate", step=result.step, total_steps=result.total_steps)
+        metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, reporter)}
+        metrics.update(evaluate_processbench_files(result.output_dir, description["processbench"], reporter))
+        return _finish(run, config, result.output_dir, dataset_version, metrics)
+    except Exception as exc:
+        logger.exception("training run %s failed", run_id)
+        TrainingRun.objects.filter(pk=run_id).update(
+            status=TrainingRun.Status.FAILED,
+            error=f"{exc.__class__.__name__}: {exc}"[:10_000],
+            finished_at=timezone.now(),
+        )
+        return None
+
+
+def _stop(run: TrainingRun, reporter: RunReporter) -> None:
+    """Stopped mid-way: cancelled by a user, or the worker is shutting down (resumable)."""
+    reporter.write()
+    status = TrainingRun.Status.CANCELLED if reporter.cancelled else TrainingRun.Status.FAILED
+    error = "" if reporter.cancelled else "Stopped before the end (worker shutting down); resume to continue."
+    TrainingRun.objects.filter(pk=run.pk).update(status=status, error=error, finished_at=timezone.now())
+    return None
+
+
+def _finish(run: TrainingRun, config: Any, model_dir: str, dataset_version: str, metrics: dict) -> ModelVersion:
+    active = ModelVersion.active()
+    gate = evaluation_gate(metrics, active)
+    metrics = {**metrics, "gate": gate}
+    with transaction.atomic():
+        version = ModelVersion.objects.create(
+            run=run, name=f"{run.name or 'run'} #{run.pk}", backbone=config.backbone,
+            artifact_path=model_dir, dataset_version=dataset_version, metrics=metrics,
+            passed_evaluation=gate["passed"],
+        )  # fmt: skip
+        if gate["passed"] and run.dataset_description.get("activate", True):
+            version.activate()
+        TrainingRun.objects.filter(pk=run.pk).update(
+            status=TrainingRun.Status.SUCCEEDED, metrics=metrics, phase="done",
+            finished_at=timezone.now(), heartbeat_at=timezone.now(),
+        )  # fmt: skip
+    return version
+
+
+# --- evaluation ------------------------------------------------------------------------------
+
+
+def evaluate_held_out(model_dir: str, held_out: Sequence, reporter: RunReporter | None = None) -> dict[str, Any]:
+    """Step metrics of the saved model on the held-out problems' rated steps."""
+    from modeling.training.evaluate import evaluate_steps
+
+    if not held_out:
+        return {"held_out": None}
+    model = load_model_dir(model_dir)
+    progress = reporter.counter("evaluate") if reporter else None
+    steps = evaluate_steps(model, held_out, progress=progress)
+    return {"held_out": _finite(steps), "auroc": _finite(steps["auroc_negative"])}
+
+
+def evaluate_processbench_files(
+    model_dir: str, paths: Sequence[str], reporter: RunReporter | None = None, threshold: float = 0.5
+) -> dict[str, Any]:
+    from modeling.training.evaluate import evaluate_processbench
+
+    if not paths:
+        return {}
+    model = load_model_dir(model_dir)
+    results = []
+    for path in paths:
+        progress = reporter.counter(f"processbench {Path(path).stem}") if reporter else None
+        results.append(evaluate_processbench(model, path, threshold, progress=progress))
+    return {"processbench": results}
+
+
+def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dict[str, Any]:
+    """Whether a new model may become active: held-out step AUROC at least the floor, and
+    not more than the allowed regression under the active model's."""
+    floor = settings.STEPWISE_PRM_EVAL_MIN_AUROC
+    max_regression = settings.STEPWISE_PRM_EVAL_MAX_REGRESSION
+    auroc = metrics.get("auroc")
+    gate: dict[str, Any] = {"min_auroc": floor, "max_regression": max_regression, "auroc": auroc}
+    if auroc is None:
+        if floor <= 0:  # the gate is turned off
+            return {**gate, "passed": True, "reason": "not measured (no held-out -1 and non -1 steps)"}
+        return {**gate, "passed": False, "reason": "no held-out -1 and non -1 steps to measure AUROC on"}
+    if auroc < floor:
+        return {**gate, "passed": False, "reason": f"held-out AUROC {auroc:.3f} is under {floor:.3f}"}
+    previous = (active.metrics or {}).get("auroc") if active else None
+    gate["active_auroc"] = previous
+    if previous is not None and auroc < previous - max_regression:
+        reason = f"held-out AUROC {auroc:.3f} regresses more than {max_regression} from the active {previous:.3f}"
+        return {**gate, "passed": False, "reason": reason}
+    return {**gate, "passed": True, "reason": ""}
+
+
+def evaluate_model_version(
+    version: ModelVersion, *, processbench: Sequence[str] = (), threshold: float = 0.5, save: bool = True
+) -> dict[str, Any]:
+    """Re-measure a model: its run's held-out problems (when it has a run) and ProcessBench."""
+    report: dict[str, Any] = {"model_version": version.pk}
+    if version.run_id and (run_dir(version.run) / DATA_FILE).exists():
+        _, held_out = load_split(version.run)
+        report.update(evaluate_held_out(version.artifact_path, held_out))
+    report.update(evaluate_processbench_files(version.artifact_path, processbench, threshold=threshold))
+    if save:
+        version.metrics = {**(version.metrics or {}), "evaluation": report}
+        version.save(update_fields=["metrics"])
+    return report
+
+
+def _finite(value: Any) -> Any:
+    """JSON (and PostgreSQL's jsonb) has no NaN: undefined metrics become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+# --- models and scoring ----------------------------------------------------------------------
+
+
+def activate_model_version(version: ModelVersion) -> ModelVersion:
+    try:
+        version.activate()
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
+    return version
+
+
+@lru_cache(maxsize=2)
+def load_model_dir(path: str) -> Any:
+    """A saved model, cached per path: a generation scores many chunks with one model."""
+    from modeling.training.model import ProcessRewardModel
+
+    return ProcessRewardModel.load(path, device="auto")
+
+
+def load_model(model_version: ModelVersion) -> Any:
+    return load_model_dir(model_version.artifact_path)
+
+
+def score_solutions_with(
+    *,
+    model_version: ModelVersion,
+    solutions: QuerySet[Solution],
+    batch_size: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Score solutions with a model version and store a SolutionScore each; returns rows written.
+
+    Already scored (solution, model) pairs are left as they are, so a re-run only fills gaps.
+    """
+    from modeling.training.data import Solution as CoreSolution
+    from modeling.training.score import score_solutions, solution_score
+
+    model = load_model(model_version)
+    total = solutions.count()
+    done = written = 0
+    chunk: list[Solution] = []
+
+    def flush() -> int:
+        probs = score_solutions(model, [CoreSolution(s.problem.text, list(s.steps)) for s in chunk])
+        rows = [
+            SolutionScore(
+                solution=s, model_version=model_version, score=_nan_to(solution_score(p, "product"), 0.0),
+                min_step_score=_finite(solution_score(p, "min")), step_probs=_finite(p.tolist()),
+            )  # fmt: skip
+            for s, p in zip(chunk, probs, strict=True)
+        ]
+        return len(SolutionScore.objects.bulk_create(rows, ignore_conflicts=True))
+
+    for solution in solutions.select_related("problem").order_by("pk").iterator(chunk_size=batch_size):
+        chunk.append(solution)
+        if len(chunk) >= batch_size:
+            written += flush()
+            done += len(chunk)
+            chunk = []
+            if progress:
+                progress(done, total)
+    if chunk:
+        written += flush()
+        done += len(chunk)
+    if progress:
+        progress(done, total)
+    return written
+
+
+def _nan_to(value: float, default: float) -> float:
+    return value if math.isfinite(value) else default
