@@ -18,12 +18,10 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -44,6 +42,9 @@ DATA_FILE = "data.jsonl"
 SPLIT_FILE = "split.json"
 MODEL_DIR = "model"
 LOSS_CURVE_POINTS = 2000  # the stored curve keeps every step up to this, then thins out
+
+
+Counter = Callable[[str], Callable[[int, int], None]]  # phase name -> (done, total) callback
 
 
 class RunError(Exception):
@@ -125,8 +126,9 @@ def cancel_training_run(run: TrainingRun) -> TrainingRun:
     return run
 
 
-def resume_training_run(run: TrainingRun) -> TrainingRun:
-    """Queue a failed or cancelled run again; it continues from its last checkpoint."""
+def resume_training_run(run: TrainingRun, *, send: bool = True) -> TrainingRun:
+    """Queue a failed or cancelled run again; it continues from its last checkpoint.
+    `send=False` leaves it queued for the caller to execute (the CLI's inline resume)."""
     resumable = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
     with transaction.atomic():
         if not TrainingRun.objects.filter(pk=run.pk, status__in=resumable).update(
@@ -135,7 +137,8 @@ def resume_training_run(run: TrainingRun) -> TrainingRun:
             run.refresh_from_db()
             raise RunError(f"run {run.pk} is {run.status}: only failed or cancelled runs resume")
         run.refresh_from_db()
-        enqueue(run)
+        if send:
+            enqueue(run)
     return run
 
 
@@ -219,25 +222,34 @@ def load_split(run: TrainingRun) -> tuple[list, list]:
 
 
 class RunReporter:
-    """Writes the loop's progress to the run row (at most once a second) and reads cancel."""
+    """Writes the loop's progress to the run row (at most every STEPWISE_RUN_PROGRESS_SECONDS)
+    and reads back whether a user asked to cancel."""
 
-    def __init__(self, run: TrainingRun, interval_s: float = 1.0):
+    def __init__(self, run: TrainingRun):
         self.run_id = run.pk
-        self.interval_s = interval_s
+        self.interval_s = settings.STEPWISE_RUN_PROGRESS_SECONDS
         self.loss_curve: list[list[float]] = [list(p) for p in run.loss_curve or []]
         self.last_write = 0.0
         self.cancelled = False
 
     def __call__(self, progress: Any) -> None:
         if progress.loss is not None:
+            # A resumed run repeats the steps after its checkpoint: they replace the old points.
+            while self.loss_curve and self.loss_curve[-1][0] >= progress.step:
+                self.loss_curve.pop()
             self.loss_curve.append([progress.step, round(float(progress.loss), 6)])
         final = progress.step >= progress.total
         if final or time.monotonic() - self.last_write >= self.interval_s:
             self.write(phase=progress.phase, step=progress.step, total_steps=progress.total)
 
     def counter(self, phase: str) -> Callable[[int, int], None]:
-        """For evaluation and scoring, which count batches."""
-        return lambda done, total: self(_Count(phase, done, total))
+        """For evaluation, which counts batches: shown in the phase, the training step stays."""
+
+        def report(done: int, total: int) -> None:
+            if done >= total or time.monotonic() - self.last_write >= self.interval_s:
+                self.write(phase=f"{phase} {done}/{total}")
+
+        return report
 
     def write(self, **fields: Any) -> None:
         self.last_write = time.monotonic()
@@ -249,14 +261,6 @@ class RunReporter:
 
     def should_stop(self) -> bool:
         return self.cancelled
-
-
-@dataclass
-class _Count:
-    phase: str
-    step: int
-    total: int
-    loss: float | None = None
 
 
 def thin_curve(points: list[list[float]], limit: int = LOSS_CURVE_POINTS) -> list[list[float]]:
@@ -273,11 +277,18 @@ def thin_curve(points: list[list[float]], limit: int = LOSS_CURVE_POINTS) -> lis
 # --- executing a run (the Celery task calls this) -------------------------------------------
 
 
-def execute_training_run(run_id: int, *, should_stop: Callable[[], bool] | None = None) -> ModelVersion | None:
+def execute_training_run(
+    run_id: int,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[Any], None] | None = None,
+    counter: Counter | None = None,
+) -> ModelVersion | None:
     """Train, evaluate, gate, and record a ModelVersion; safe to call twice for one run.
 
     Returns the run's model version (also when called again after success), or None when the
-    run was not ours to execute, was cancelled, or failed (its row says why).
+    run was not ours to execute, was cancelled, or failed (its row says why). `progress` and
+    `counter` also receive the loop's and the evaluation's progress (the CLI's bars).
     """
     from modeling.training.config import TrainConfig
     from modeling.training.train import train
@@ -309,12 +320,14 @@ def execute_training_run(run_id: int, *, should_stop: Callable[[], bool] | None 
             phase="train",
         )  # fmt: skip
         stop = should_stop or (lambda: False)
-        result = train(config, train_set, progress=reporter, should_stop=lambda: reporter.should_stop() or stop())
+        report = reporter if progress is None else _both(reporter, progress)
+        count = reporter.counter if counter is None else _both_counters(reporter.counter, counter)
+        result = train(config, train_set, progress=report, should_stop=lambda: reporter.should_stop() or stop())
         if result.stopped:
             return _stop(run, reporter)
         reporter.write(phase="evaluate", step=result.step, total_steps=result.total_steps)
-        metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, reporter)}
-        metrics.update(evaluate_processbench_files(result.output_dir, description["processbench"], reporter))
+        metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, count)}
+        metrics.update(evaluate_processbench_files(result.output_dir, description["processbench"], count))
         return _finish(run, config, result.output_dir, dataset_version, metrics)
     except Exception as exc:
         logger.exception("training run %s failed", run_id)
@@ -324,6 +337,22 @@ def execute_training_run(run_id: int, *, should_stop: Callable[[], bool] | None 
             finished_at=timezone.now(),
         )
         return None
+
+
+def _both(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callable[[Any], None]:
+    def call(value: Any) -> None:
+        first(value)
+        second(value)
+
+    return call
+
+
+def _both_counters(first: Counter, second: Counter) -> Counter:
+    def for_phase(phase: str) -> Callable[[int, int], None]:
+        a, b = first(phase), second(phase)
+        return lambda done, total: (a(done, total), b(done, total))
+
+    return for_phase
 
 
 def _stop(run: TrainingRun, reporter: RunReporter) -> None:
@@ -357,20 +386,20 @@ def _finish(run: TrainingRun, config: Any, model_dir: str, dataset_version: str,
 # --- evaluation ------------------------------------------------------------------------------
 
 
-def evaluate_held_out(model_dir: str, held_out: Sequence, reporter: RunReporter | None = None) -> dict[str, Any]:
+def evaluate_held_out(model_dir: str, held_out: Sequence, counter: Counter | None = None) -> dict[str, Any]:
     """Step metrics of the saved model on the held-out problems' rated steps."""
     from modeling.training.evaluate import evaluate_steps
 
     if not held_out:
         return {"held_out": None}
     model = load_model_dir(model_dir)
-    progress = reporter.counter("evaluate") if reporter else None
+    progress = counter("evaluate") if counter else None
     steps = evaluate_steps(model, held_out, progress=progress)
     return {"held_out": _finite(steps), "auroc": _finite(steps["auroc_negative"])}
 
 
 def evaluate_processbench_files(
-    model_dir: str, paths: Sequence[str], reporter: RunReporter | None = None, threshold: float = 0.5
+    model_dir: str, paths: Sequence[str], counter: Counter | None = None, threshold: float = 0.5
 ) -> dict[str, Any]:
     from modeling.training.evaluate import evaluate_processbench
 
@@ -379,7 +408,7 @@ def evaluate_processbench_files(
     model = load_model_dir(model_dir)
     results = []
     for path in paths:
-        progress = reporter.counter(f"processbench {Path(path).stem}") if reporter else None
+        progress = counter(f"processbench {Path(path).stem}") if counter else None
         results.append(evaluate_processbench(model, path, threshold, progress=progress))
     return {"processbench": results}
 
@@ -406,14 +435,19 @@ def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dic
 
 
 def evaluate_model_version(
-    version: ModelVersion, *, processbench: Sequence[str] = (), threshold: float = 0.5, save: bool = True
+    version: ModelVersion,
+    *,
+    processbench: Sequence[str] = (),
+    threshold: float = 0.5,
+    save: bool = True,
+    counter: Counter | None = None,
 ) -> dict[str, Any]:
     """Re-measure a model: its run's held-out problems (when it has a run) and ProcessBench."""
     report: dict[str, Any] = {"model_version": version.pk}
     if version.run_id and (run_dir(version.run) / DATA_FILE).exists():
         _, held_out = load_split(version.run)
-        report.update(evaluate_held_out(version.artifact_path, held_out))
-    report.update(evaluate_processbench_files(version.artifact_path, processbench, threshold=threshold))
+        report.update(evaluate_held_out(version.artifact_path, held_out, counter))
+    report.update(evaluate_processbench_files(version.artifact_path, processbench, counter, threshold))
     if save:
         version.metrics = {**(version.metrics or {}), "evaluation": report}
         version.save(update_fields=["metrics"])

@@ -1,0 +1,41 @@
+"""Measure a model version: its run's held-out problems and ProcessBench subsets."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from modeling import services
+from modeling.models import ModelVersion
+from modeling.training.cli import tqdm_counter
+
+
+class Command(BaseCommand):
+    help = (
+        "Evaluate a model version (default: the active one) on its run's held-out problems "
+        "(step AUROC, accuracy, calibration) and on ProcessBench files (F1), store the report "
+        "on the version and print it. For files instead: python -m modeling.training.cli evaluate."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--model-version", type=int, help="ModelVersion id (default: the active model).")
+        parser.add_argument("--processbench", action="append", default=[], help="ProcessBench JSON (repeat).")
+        parser.add_argument("--threshold", type=float, default=0.5,
+                            help="First error = first step with P(+1)+P(0) under this.")  # fmt: skip
+        parser.add_argument("--no-save", action="store_true", help="Print only; do not store the report.")
+
+    def handle(self, *args, **o):
+        version = (
+            ModelVersion.objects.filter(pk=o["model_version"]).first()
+            if o["model_version"] is not None
+            else ModelVersion.active()
+        )
+        if version is None:
+            raise CommandError("no such model version" if o["model_version"] else "no active model")
+        try:
+            report = services.evaluate_model_version(
+                version, processbench=o["processbench"], threshold=o["threshold"],
+                save=not o["no_save"], counter=tqdm_counter,
+            )  # fmt: skip
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot evaluate {version}: {exc}") from None
+        self.stdout.write(json.dumps(report, indent=2))

@@ -1,0 +1,300 @@
+"""Training runs on the database: a tiny random Llama trained on the PRM800K sample labelings.
+
+What each failure leaves behind is asserted: a failed or cancelled run never changes the active
+model, a second delivery trains nothing, and a run whose worker was killed is marked failed and
+resumes from its checkpoint (the last test does it with a real Celery worker and SIGKILL).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from labeling.importers import import_math, import_prm800k
+from labeling.models import Solution
+from modeling import services
+from modeling.models import ModelVersion, SolutionScore, TrainingRun
+from tests.modeling.loop_helpers import SAMPLE_DIR, make_tiny_backbone
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory) -> str:
+    return make_tiny_backbone(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture
+def labels(db, shared_data):
+    """The six PRM800K sample lines as completed labelings."""
+    import_prm800k(shared_data / "prm800k" / "samples.jsonl")
+
+
+def tiny(backbone: str, **overrides) -> dict:
+    return {"backbone": backbone, "mode": "head", "max_steps": 4, "device": "cpu", "lr": 1e-2,
+            "batch_tokens": 4096, "max_length": 512, "checkpoint_every": 1000, **overrides}  # fmt: skip
+
+
+def previous_active() -> ModelVersion:
+    version = ModelVersion.objects.create(
+        name="previous", backbone="x", artifact_path="/nowhere", passed_evaluation=True, metrics={"auroc": 0.5}
+    )
+    version.activate()
+    return version
+
+
+# --- a run, start to end ---------------------------------------------------------------------
+
+
+def test_a_run_trains_evaluates_and_activates(labels, backbone, open_evaluation_gate):
+    run = services.create_training_run(config=tiny(backbone), name="first", holdout_fraction=0.25)
+    assert run.status == TrainingRun.Status.QUEUED and run.config["lr"] == 1e-2
+    assert run.config["warmup_ratio"] == 0.05  # the effective config: defaults filled in
+
+    version = services.execute_training_run(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    assert version.is_active and version == ModelVersion.active() and version.run == run
+    assert run.step == run.total_steps == 4 and [p[0] for p in run.loss_curve] == [1, 2, 3, 4]
+    data = Path(run.output_dir) / services.DATA_FILE
+    assert run.dataset_version == hashlib.sha256(data.read_bytes()).hexdigest() == version.dataset_version
+    assert len(data.read_text().splitlines()) == run.dataset_description["labelings"] == 6
+    described = run.dataset_description
+    assert described["train_solutions"] + described["held_out_solutions"] == 6
+    assert described["held_out_solutions"] >= 1
+    assert "accuracy" in run.metrics["held_out"] and run.metrics["gate"]["passed"] is True
+    saved = json.loads((Path(version.artifact_path) / "prm.json").read_text())
+    assert saved["config"]["dataset_version"] == run.dataset_version  # saved with the model
+
+
+def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, settings):
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 1.01  # unreachable
+    before = previous_active()
+    run = services.create_training_run(config=tiny(backbone), holdout_fraction=0.5)
+    version = services.execute_training_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED
+    assert not version.passed_evaluation and not version.is_active
+    assert ModelVersion.active() == before
+    assert run.metrics["gate"]["reason"]
+    with pytest.raises(services.RunError, match="did not pass"):
+        services.activate_model_version(version)
+
+
+@pytest.mark.parametrize(
+    ("auroc", "active", "passed"),
+    [(0.7, None, True), (0.55, None, False), (None, None, False), (0.70, 0.71, True), (0.70, 0.75, False)],
+)
+def test_evaluation_gate(settings, auroc, active, passed):
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
+    settings.STEPWISE_PRM_EVAL_MAX_REGRESSION = 0.02
+    current = ModelVersion(metrics={"auroc": active}) if active is not None else None
+    gate = services.evaluation_gate({"auroc": auroc}, current)
+    assert gate["passed"] is passed
+    assert bool(gate["reason"]) is not passed
+
+
+def test_a_second_delivery_trains_nothing(labels, backbone, open_evaluation_gate):
+    run = services.create_training_run(config=tiny(backbone))
+    first = services.execute_training_run(run.pk)
+    second = services.execute_training_run(run.pk)
+    run.refresh_from_db()
+    assert first == second and run.attempts == 1 and ModelVersion.objects.count() == 1
+
+
+def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
+    before = previous_active()
+    run = services.create_training_run(config={"backbone": str(tmp_path / "no-such-model"), "device": "cpu"})
+    assert services.execute_training_run(run.pk) is None
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.FAILED and "no-such-model" in run.error
+    assert ModelVersion.active() == before and ModelVersion.objects.count() == 1
+
+
+def test_no_labelings_is_a_clear_failure(db, backbone):
+    run = services.create_training_run(config=tiny(backbone))
+    services.execute_training_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.FAILED and "no completed labelings" in run.error
+
+
+def test_bad_config_and_filters_are_refused_before_anything_is_queued(db):
+    with pytest.raises(services.RunError, match="mode must be one of"):
+        services.create_training_run(config={"mode": "everything"})
+    with pytest.raises(services.RunError, match="unknown TrainConfig fields"):
+        services.create_training_run(config={"learning_rate": 1})
+    with pytest.raises(services.RunError, match="data filters"):
+        services.create_training_run(config={}, filters={"colour": "red"})
+    with pytest.raises(services.RunError, match="holdout"):
+        services.create_training_run(config={}, holdout_fraction=1.0)
+    assert not TrainingRun.objects.exists()
+
+
+def test_filters_pick_the_labelings(labels, backbone, open_evaluation_gate):
+    from labeling.models import Labeling
+
+    first_two = Labeling.objects.order_by("pk")[:2]
+    run = services.create_training_run(config=tiny(backbone), holdout_fraction=0.0, labelings=Labeling.objects.filter(pk__in=first_two.values("pk")))
+    services.execute_training_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    assert run.dataset_description["labelings"] == 2 and run.metrics["held_out"] is None
+
+
+# --- cancel, resume, stale workers -------------------------------------------------------------
+
+
+def test_cancel_a_queued_run_at_once(db):
+    run = services.create_training_run(config={})
+    assert services.cancel_training_run(run).status == TrainingRun.Status.CANCELLED
+    with pytest.raises(services.RunError, match="nothing to cancel"):
+        services.cancel_training_run(run)
+
+
+def test_cancel_a_running_run_then_resume_it_from_its_checkpoint(
+    labels, backbone, open_evaluation_gate, settings
+):
+    settings.STEPWISE_RUN_PROGRESS_SECONDS = 0  # write (and read cancel) every step
+    before = previous_active()
+    run = services.create_training_run(config=tiny(backbone, max_steps=6, checkpoint_every=2))
+    asked = []
+
+    def cancel_after_three_steps() -> bool:  # a user presses Cancel while it trains
+        if TrainingRun.objects.get(pk=run.pk).step >= 3 and not asked:
+            asked.append(services.cancel_training_run(run))
+        return False
+
+    services.execute_training_run(run.pk, should_stop=cancel_after_three_steps)
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.CANCELLED and 3 <= run.step < 6
+    assert ModelVersion.active() == before and not hasattr(run, "model_version")
+
+    services.resume_training_run(run, send=False)
+    version = services.execute_training_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED and run.attempts == 2
+    assert run.step == 6 and version.is_active
+    assert [p[0] for p in run.loss_curve] == list(range(1, 7))  # no step trained twice
+
+
+def test_resume_refuses_a_run_that_did_not_stop(db):
+    run = services.create_training_run(config={})
+    with pytest.raises(services.RunError, match="only failed or cancelled"):
+        services.resume_training_run(run)
+
+
+def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
+    settings.STEPWISE_RUN_STALE_SECONDS = 600
+    run = services.create_training_run(config={})
+    old = timezone.now() - timedelta(seconds=601)
+    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=old)
+    fresh = services.create_training_run(config={})
+    TrainingRun.objects.filter(pk=fresh.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=timezone.now())
+    assert services._claim(fresh.pk) is False  # its worker is alive: a redelivery does nothing
+    assert services._claim(run.pk) is True  # a redelivery takes over the dead worker's run
+    TrainingRun.objects.filter(pk=run.pk).update(heartbeat_at=old)
+    assert services.fail_stale_runs() == 1
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.FAILED and "resume" in run.error
+
+
+# --- scoring and the commands -------------------------------------------------------------------
+
+
+def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, open_evaluation_gate):
+    import_math(SAMPLE_DIR / "problems.jsonl")
+    version = services.execute_training_run(services.create_training_run(config=tiny(backbone)).pk)
+    solutions = Solution.objects.all()
+    seen = []
+    services.score_solutions_with(model_version=version, solutions=solutions, batch_size=4,
+                                  progress=lambda done, total: seen.append((done, total)))  # fmt: skip
+    scores = SolutionScore.objects.filter(model_version=version)
+    assert scores.count() == solutions.count() == 6 and seen[-1] == (6, 6)
+    for score in scores.select_related("solution"):
+        assert len(score.step_probs) == len(score.solution.steps)
+        product = 1.0
+        scored = [row for row in score.step_probs if row[0] is not None]  # null: past max_length
+        assert scored
+        for p_neg, p_neutral, p_pos in scored:
+            assert abs(p_neg + p_neutral + p_pos - 1) < 1e-4
+            product *= p_neutral + p_pos
+        assert score.score == pytest.approx(product, rel=1e-4)
+    services.score_solutions_with(model_version=version, solutions=solutions)
+    assert SolutionScore.objects.filter(model_version=version).count() == 6  # no duplicates
+
+
+def test_train_and_evaluate_commands(labels, backbone, open_evaluation_gate, capsys, tmp_path):
+    flags = ["--backbone", backbone, "--mode", "head", "--max-steps", "3", "--device", "cpu",
+             "--max-length", "512", "--batch-tokens", "4096"]  # fmt: skip
+    call_command("train_prm", *flags, "--name", "cli", "--holdout-fraction", "0.3")
+    out = capsys.readouterr().out
+    summary = json.loads(out[out.index("{"):])
+    run = TrainingRun.objects.get(pk=summary["run"])
+    assert run.name == "cli" and run.status == TrainingRun.Status.SUCCEEDED and summary["active"]
+
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps([
+        {"problem": "1+1?", "steps": ["1+1=2.", "So 2."], "label": -1},
+        {"problem": "2+2?", "steps": ["2+2=5.", "So 5."], "label": 0},
+    ]))  # fmt: skip
+    call_command("evaluate_prm", "--processbench", str(bench))
+    report = json.loads(capsys.readouterr().out)
+    assert report["processbench"][0]["n_error"] == 1 and report["processbench"][0]["n_correct"] == 1
+    assert "held_out" in report
+    version = ModelVersion.active()
+    version.refresh_from_db()
+    assert version.metrics["evaluation"]["processbench"][0]["subset"] == "bench"
+
+    with pytest.raises(CommandError, match="mode must be one of"):
+        call_command("train_prm", "--mode", "everything")
+    with pytest.raises(CommandError, match="no such model version"):
+        call_command("evaluate_prm", "--model-version", "999")
+
+
+# --- a real worker, killed mid-training -------------------------------------------------------
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
+    labels, backbone, tmp_path, settings, open_evaluation_gate, celery_worker_process, celery_live
+):
+    settings.MEDIA_ROOT = tmp_path / "media"  # the worker's: its STEPWISE_VAR_DIR is tmp_path
+    before = previous_active()
+    config = tiny(backbone, mode="full", max_steps=400, checkpoint_every=5, lr=1e-3)
+    run = services.start_training_run(config=config, holdout_fraction=0.3)  # committed: on the broker
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.step >= 12 or run.is_finished:
+            break
+        time.sleep(0.1)
+    assert run.status == TrainingRun.Status.RUNNING and run.step >= 12, run.error
+    celery_worker_process.send_signal(signal.SIGKILL)
+    celery_worker_process.wait(timeout=10)
+
+    run.refresh_from_db()
+    killed_at = run.step
+    assert run.status == TrainingRun.Status.RUNNING and killed_at < 400
+    assert ModelVersion.active() == before  # nothing half-trained became active
+    settings.STEPWISE_RUN_STALE_SECONDS = 0
+    assert services.fail_stale_runs() == 1
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.FAILED
+
+    checkpoints = sorted((Path(run.output_dir) / services.MODEL_DIR / "checkpoints").glob("step-*"))
+    assert checkpoints, "the worker saved checkpoints before it died"
+    services.resume_training_run(run, send=False)
+    version = services.execute_training_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED and run.step == 400 and run.attempts == 2
+    assert version.is_active
+    steps = [p[0] for p in run.loss_curve]
+    assert steps == sorted(set(steps)) and steps[-1] == 400  # resumed, not restarted or doubled
