@@ -44,4 +44,4 @@ worker: $(STAMP)
 	$(VENV)/bin/celery -A stepwise worker -Q default -l info
 
 gpu-worker: $(STAMP)
-	$(VENV)/bin/celery -A stepwise worker -Q gpu --concurrency 1 -l info
+	$(VENV)/bin/celery -A stepwise worker -Q gpu --concurrency 1 --pool solo -l info

@@ -11,18 +11,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def django_on(database: str) -> None:
-    """Point Django at its own database (created and migrated if missing)."""
-    url = os.environ.get("BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{database}")
+def django_on(database: str) -> str:
+    """Point Django at its own database (created and migrated if missing); returns its URL.
+
+    BENCH_DATABASE_URL names the database outright; otherwise `database` on the server of
+    DATABASE_URL (default the local PostgreSQL)."""
+    from urllib.parse import urlparse, urlunparse
+
+    base = urlparse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/stepwise"))
+    url = os.environ.get("BENCH_DATABASE_URL", urlunparse(base._replace(path=f"/{database}")))
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("SECRET_KEY", "benchmark-only")
     os.environ.setdefault("DEBUG", "0")
     os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "stepwise.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    sys.path.insert(0, str(ROOT))
-    from urllib.parse import urlparse
-
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     import psycopg
 
     parsed = urlparse(url)
@@ -39,6 +44,12 @@ def django_on(database: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    return url
+
+
+def percentiles(samples: list[float], points=(50, 95, 99)) -> dict[int, float]:
+    ordered = sorted(samples)
+    return {p: ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))] for p in points}
 
 
 def rss_bytes() -> int:

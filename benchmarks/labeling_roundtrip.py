@@ -19,7 +19,7 @@ import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import time  # noqa: E402
 
-from benchmarks._django import percentiles, setup  # noqa: E402
+from benchmarks._setup import django_on, percentiles  # noqa: E402
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--labelers", type=int, default=20)
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
-    url = setup("stepwise_bench_labeling")
+    url = django_on("stepwise_bench_labeling")
 
     from django.contrib.auth.models import Group, User
     from django.db import connection
