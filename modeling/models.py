@@ -13,13 +13,18 @@ from django.db.models import Q
 from django.utils import timezone
 
 
+class RunStatus(models.TextChoices):
+    """The life of a training run and of a generation run alike."""
+
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
 class TrainingRun(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "queued"
-        RUNNING = "running", "running"
-        SUCCEEDED = "succeeded", "succeeded"
-        FAILED = "failed", "failed"
-        CANCELLED = "cancelled", "cancelled"
+    Status = RunStatus
 
     name = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -146,12 +151,7 @@ class GenerationRun(models.Model):
     `current_step`, and `retry` re-queues exactly that step.
     """
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "queued"
-        RUNNING = "running", "running"
-        SUCCEEDED = "succeeded", "succeeded"
-        FAILED = "failed", "failed"
-        CANCELLED = "cancelled", "cancelled"
+    Status = RunStatus
 
     class Step(models.TextChoices):
         RETRAIN = "retrain", "retrain on all labels"

@@ -29,7 +29,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from labeling.exporters import ExportFilters, iter_prm800k_lines, select_labelings
@@ -83,6 +84,9 @@ def create_training_run(
         raise RunError(f"invalid data filters: {exc}") from exc
     if labelings is not None:
         filters["labeling_ids"] = sorted(labelings.values_list("pk", flat=True))
+    for path in processbench:
+        if not Path(path).is_file():
+            raise RunError(f"ProcessBench file not found: {path}")
     if holdout_fraction is None:
         holdout_fraction = settings.STEPWISE_PRM_HOLDOUT_FRACTION
     if not 0 <= holdout_fraction < 1:
@@ -116,6 +120,12 @@ def cancel_training_run(run: TrainingRun) -> TrainingRun:
     if TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.QUEUED).update(
         status=TrainingRun.Status.CANCELLED, finished_at=timezone.now()
     ):
+        run.refresh_from_db()
+        return run
+    stale = timezone.now() - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
+    if TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale).update(
+        status=TrainingRun.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
+    ):  # its worker is gone: nobody would act on the request
         run.refresh_from_db()
         return run
     if not TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(
@@ -165,7 +175,8 @@ def _claim(run_id: int) -> bool:
     )
     return bool(
         TrainingRun.objects.filter(claimable, pk=run_id).update(
-            status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, error=""
+            status=TrainingRun.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now)),
+            heartbeat_at=now, error="",
         )
     )
 
@@ -316,8 +327,8 @@ def execute_training_run(
             "data_file": str(data_path),
         }
         TrainingRun.objects.filter(pk=run.pk).update(
-            dataset_version=dataset_version, dataset_description=description, output_dir=str(folder),
-            phase="train",
+            config=config.to_dict(), dataset_version=dataset_version, dataset_description=description,
+            output_dir=str(folder), phase="train",
         )  # fmt: skip
         stop = should_stop or (lambda: False)
         report = reporter if progress is None else _both(reporter, progress)
@@ -409,7 +420,10 @@ def evaluate_processbench_files(
     results = []
     for path in paths:
         progress = counter(f"processbench {Path(path).stem}") if counter else None
-        results.append(evaluate_processbench(model, path, threshold, progress=progress))
+        try:
+            results.append(evaluate_processbench(model, path, threshold, progress=progress))
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # a bad file costs its row, not the run
+            results.append({"subset": Path(path).stem, "error": f"{exc.__class__.__name__}: {exc}"})
     return {"processbench": results}
 
 

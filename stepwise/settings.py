@@ -199,6 +199,7 @@ SPECTACULAR_SETTINGS = {
         "SnapshotStatusEnum": "labeling.models.Snapshot.Status",
         "LabelingStatusEnum": "labeling.models.Labeling.Status",
         "IncludeExcludeOnlyEnum": "labeling.serializers.THREE_WAY",
+        "RunStatusEnum": "modeling.models.RunStatus",  # TrainingRun's and GenerationRun's
     },
 }
 
@@ -233,6 +234,7 @@ STEPWISE_PRM_HOLDOUT_FRACTION = env_float("STEPWISE_PRM_HOLDOUT_FRACTION", 0.2)
 STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
 STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
+STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
 CELERY_BEAT_SCHEDULE |= {
     "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
 }

@@ -12,5 +12,6 @@ urlpatterns = [
     path("research/", include("labeling.research_urls")),
     path("api/", include("labeling.api_urls")),
     path("", include("modeling.urls_loop")),  # /generations/ pages, /api/generations/
+    path("", include("modeling.urls_runs")),  # /modeling/ pages, /api/runs/, /api/models/
     path("admin/", admin.site.urls),
 ]

@@ -72,6 +72,7 @@ def test_a_run_trains_evaluates_and_activates(labels, backbone, open_evaluation_
     assert "accuracy" in run.metrics["held_out"] and run.metrics["gate"]["passed"] is True
     saved = json.loads((Path(version.artifact_path) / "prm.json").read_text())
     assert saved["config"]["dataset_version"] == run.dataset_version  # saved with the model
+    assert run.config == saved["config"]  # the row holds the effective config, output_dir included
 
 
 def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, settings):
@@ -134,6 +135,12 @@ def test_bad_config_and_filters_are_refused_before_anything_is_queued(db):
         services.create_training_run(config={}, filters={"colour": "red"})
     with pytest.raises(services.RunError, match="holdout"):
         services.create_training_run(config={}, holdout_fraction=1.0)
+    with pytest.raises(services.RunError, match="lr must be positive"):
+        services.create_training_run(config={"lr": 0})
+    with pytest.raises(services.RunError, match="max_steps must be at least 1"):
+        services.create_training_run(config={"max_steps": 0})
+    with pytest.raises(services.RunError, match="ProcessBench file not found"):
+        services.create_training_run(config={}, processbench=["/no/such/gsm8k.json"])
     assert not TrainingRun.objects.exists()
 
 
@@ -194,15 +201,24 @@ def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
     settings.STEPWISE_RUN_STALE_SECONDS = 600
     run = services.create_training_run(config={})
     old = timezone.now() - timedelta(seconds=601)
-    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=old)
+    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=old, started_at=old)
     fresh = services.create_training_run(config={})
     TrainingRun.objects.filter(pk=fresh.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=timezone.now())
     assert services._claim(fresh.pk) is False  # its worker is alive: a redelivery does nothing
     assert services._claim(run.pk) is True  # a redelivery takes over the dead worker's run
+    run.refresh_from_db()
+    assert run.started_at < timezone.now() - timedelta(seconds=600)  # the first attempt's start
     TrainingRun.objects.filter(pk=run.pk).update(heartbeat_at=old)
     assert services.fail_stale_runs() == 1
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "resume" in run.error
+
+
+def test_cancelling_a_run_whose_worker_died_cancels_it_at_once(db, settings):
+    run = services.create_training_run(config={})
+    old = timezone.now() - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS + 1)
+    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=old)
+    assert services.cancel_training_run(run).status == TrainingRun.Status.CANCELLED
 
 
 # --- scoring and the commands -------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""/api/runs/ and /api/models/: start, follow, cancel and resume PRM training; activate models.
+
+The same services as the pages; a request the run's state refuses answers 409.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from modeling import services
+from modeling.api_loop import IsLeadOrResearcher
+from modeling.models import ModelVersion, TrainingRun
+
+
+class TrainingRunSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(
+        source="created_by.username", allow_null=True, read_only=True
+    )
+    progress_percent = serializers.IntegerField(read_only=True)
+    model_version = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = TrainingRun
+        fields = ["id", "name", "status", "phase", "step", "total_steps", "progress_percent", "config",
+                  "dataset_version", "dataset_description", "metrics", "error", "attempts",
+                  "cancel_requested", "model_version", "created_by", "created_at", "started_at",
+                  "finished_at", "heartbeat_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+class TrainingRunDetailSerializer(TrainingRunSerializer):
+    """One run with its loss curve (left out of lists: up to thousands of points a run)."""
+
+    class Meta(TrainingRunSerializer.Meta):
+        fields = [*TrainingRunSerializer.Meta.fields, "loss_curve"]
+        read_only_fields = fields
+
+
+class StartRunSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    config = serializers.DictField(
+        default=dict, help_text="TrainConfig fields; the rest keep their defaults."
+    )
+    filters = serializers.DictField(
+        default=dict, help_text='Which completed labelings (export filters), e.g. {"batches": [1]}.'
+    )
+    holdout_fraction = serializers.FloatField(required=False, allow_null=True, default=None)
+    processbench = serializers.ListField(child=serializers.CharField(), default=list)
+    activate = serializers.BooleanField(
+        default=True, help_text="Make the model active if it passes."
+    )
+
+
+class ModelVersionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ModelVersion
+        fields = ["id", "name", "run", "backbone", "artifact_path", "dataset_version", "metrics",
+                  "passed_evaluation", "is_active", "created_at", "activated_at"]  # fmt: skip
+        read_only_fields = fields
+
+
+def _conflict(exc: services.RunError) -> Response:
+    return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+
+
+class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    permission_classes = [IsAuthenticated, IsLeadOrResearcher]
+
+    def get_queryset(self):
+        return TrainingRun.objects.select_related("created_by", "model_version")
+
+    def get_serializer_class(self):
+        return TrainingRunSerializer if self.action == "list" else TrainingRunDetailSerializer
+
+    @extend_schema(request=StartRunSerializer, responses={201: TrainingRunDetailSerializer})
+    def create(self, request: Request) -> Response:
+        start = StartRunSerializer(data=request.data)
+        start.is_valid(raise_exception=True)
+        try:
+            run = services.start_training_run(created_by=request.user, **start.validated_data)
+        except services.RunError as exc:  # a bad config or filter: the request's fault
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(TrainingRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: TrainingRunDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        try:
+            run = services.cancel_training_run(self.get_object())
+        except services.RunError as exc:
+            return _conflict(exc)
+        return Response(TrainingRunDetailSerializer(run).data)
+
+    @extend_schema(request=None, responses={200: TrainingRunDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str) -> Response:
+        try:
+            run = services.resume_training_run(self.get_object())
+        except services.RunError as exc:
+            return _conflict(exc)
+        return Response(TrainingRunDetailSerializer(run).data)
+
+
+class ModelVersionViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = ModelVersionSerializer
+    permission_classes = [IsAuthenticated, IsLeadOrResearcher]
+
+    def get_queryset(self):
+        return ModelVersion.objects.all()
+
+    @extend_schema(request=None, responses={200: ModelVersionSerializer})
+    @action(detail=True, methods=["post"])
+    def activate(self, request: Request, pk: str) -> Response:
+        try:
+            version = services.activate_model_version(self.get_object())
+        except services.RunError as exc:
+            return _conflict(exc)
+        return Response(ModelVersionSerializer(version).data)

@@ -1,0 +1,106 @@
+"""A training run as a researcher types it: a few TrainConfig fields, which labels, the gate."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from labeling.models import Batch
+from modeling.training.config import MODES, TrainConfig
+
+ALL_DATA = "all"
+_DEFAULTS = TrainConfig()
+# The TrainConfig fields this form sets; the rest keep their defaults unless "other settings" says.
+CONFIG_FIELDS = (
+    "backbone",
+    "mode",
+    "epochs",
+    "max_steps",
+    "lr",
+    "batch_tokens",
+    "max_length",
+    "backbone_layers",
+)
+
+
+def data_choices() -> list[tuple[str, Any]]:
+    """All completed labelings, or those of one batch, or of one generation."""
+    batches = list(
+        Batch.objects.order_by("-created_at").values_list("pk", "name", "generation")[:200]
+    )
+    generations = sorted({g for _, _, g in batches if g is not None})
+    choices: list[tuple[str, Any]] = [(ALL_DATA, "All completed labelings")]
+    if generations:
+        choices.append(
+            ("Generation", [(f"generation:{g}", f"Generation {g}") for g in generations])
+        )
+    if batches:
+        choices.append(("Batch", [(f"batch:{pk}", name) for pk, name, _ in batches]))
+    return choices
+
+
+class TrainingRunForm(forms.Form):
+    name = forms.CharField(
+        max_length=200, required=False, help_text="Shown in lists; the model is named after it."
+    )
+    backbone = forms.CharField(max_length=300, initial=_DEFAULTS.backbone)
+    mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial=_DEFAULTS.mode)
+    epochs = forms.FloatField(min_value=0.01, initial=_DEFAULTS.epochs)
+    max_steps = forms.IntegerField(
+        min_value=1, required=False, label="Max steps", help_text="Overrides epochs."
+    )
+    lr = forms.FloatField(
+        min_value=1e-9, max_value=1.0, initial=_DEFAULTS.lr, label="Learning rate"
+    )
+    batch_tokens = forms.IntegerField(
+        min_value=64, initial=_DEFAULTS.batch_tokens, label="Batch tokens"
+    )
+    max_length = forms.IntegerField(min_value=16, initial=_DEFAULTS.max_length, label="Max length")
+    backbone_layers = forms.IntegerField(
+        min_value=1, required=False, label="Backbone layers", help_text="Empty keeps all."
+    )
+    data = forms.ChoiceField(label="Labels")
+    holdout_fraction = forms.FloatField(
+        min_value=0, max_value=0.9, label="Held-out share",
+        help_text="Problems kept out of training to measure the model on.",
+    )  # fmt: skip
+    activate = forms.BooleanField(required=False, initial=True, label="Activate if it passes")
+    extra = forms.CharField(
+        required=False, label="Other settings", widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
+        help_text='More TrainConfig fields as JSON, e.g. {"device": "cpu", "seed": 1}.',
+    )  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["data"].choices = data_choices()
+        self.fields["holdout_fraction"].initial = settings.STEPWISE_PRM_HOLDOUT_FRACTION
+
+    def clean_extra(self) -> dict[str, Any]:
+        text = self.cleaned_data["extra"].strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON: {exc}") from exc
+        if not isinstance(value, dict):
+            raise forms.ValidationError('a JSON object, like {"seed": 1}')
+        return value
+
+    def config(self) -> dict[str, Any]:
+        """The TrainConfig overrides; the service checks them (unknown fields, bad values)."""
+        data = self.cleaned_data
+        # "Other settings" come first so the named fields above them win.
+        return {**data["extra"], **{name: data[name] for name in CONFIG_FIELDS}}
+
+    def filters(self) -> dict[str, Any]:
+        """ExportFilters fields for the chosen labels."""
+        kind, _, value = self.cleaned_data["data"].partition(":")
+        if kind == "batch":
+            return {"batches": [int(value)]}
+        if kind == "generation":
+            return {"generations": [int(value)]}
+        return {}

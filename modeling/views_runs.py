@@ -1,0 +1,154 @@
+"""PRM training pages for leads and researchers: start a run, watch it train, activate its model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from labeling.roles import LEAD, RESEARCHER, has_role
+from modeling import services
+from modeling.forms_runs import TrainingRunForm
+from modeling.models import ModelVersion, TrainingRun
+
+RECENT_RUNS = 50
+RUN_SET_FIELDS = ("output_dir", "dataset_version")
+
+
+def _require_lead(request: HttpRequest) -> None:
+    if not has_role(request.user, LEAD, RESEARCHER):
+        raise PermissionDenied("Training runs are for leads and researchers.")
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    _require_lead(request)
+    form = TrainingRunForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = services.start_training_run(
+                config=form.config(), created_by=request.user, name=data["name"], filters=form.filters(),
+                holdout_fraction=data["holdout_fraction"], activate=data["activate"],
+            )  # fmt: skip
+        except services.RunError as exc:
+            messages.error(request, str(exc))
+        else:
+            return redirect("modeling_runs:detail", run_id=run.pk)
+    context = {
+        "form": form,
+        "runs": TrainingRun.objects.select_related("model_version")[:RECENT_RUNS],
+        "active_model": ModelVersion.active(),
+    }
+    return render(request, "modeling/runs/list.html", context)
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_lead(request)
+    run = get_object_or_404(
+        TrainingRun.objects.select_related("created_by", "model_version"), pk=run_id
+    )
+    template = "modeling/runs/detail.html#progress" if request.htmx else "modeling/runs/detail.html"
+    return render(request, template, {"run": run, **run_report(run)})
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_lead(request)
+    run = get_object_or_404(TrainingRun, pk=run_id)
+    try:
+        services.cancel_training_run(run)
+    except services.RunError as exc:
+        messages.error(request, str(exc))
+    return redirect("modeling_runs:detail", run_id=run.pk)
+
+
+@login_required
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_lead(request)
+    run = get_object_or_404(TrainingRun, pk=run_id)
+    try:
+        services.resume_training_run(run)
+    except services.RunError as exc:
+        messages.error(request, str(exc))
+    return redirect("modeling_runs:detail", run_id=run.pk)
+
+
+@login_required
+def model_list(request: HttpRequest) -> HttpResponse:
+    _require_lead(request)
+    return render(request, "modeling/runs/models.html", {"versions": ModelVersion.objects.all()})
+
+
+@login_required
+@require_POST
+def model_activate(request: HttpRequest, version_id: int) -> HttpResponse:
+    _require_lead(request)
+    version = get_object_or_404(ModelVersion, pk=version_id)
+    try:
+        services.activate_model_version(version)
+    except services.RunError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{version.name} is now the active model.")
+    return redirect("modeling_runs:models")
+
+
+def run_report(run: TrainingRun) -> dict[str, Any]:
+    """What the run page shows beyond the row: ages, metrics by section, chart data."""
+    now = timezone.now()
+    metrics = run.metrics or {}
+    held_out = metrics.get("held_out") or {}
+    heartbeat_ms = (
+        int((now - run.heartbeat_at).total_seconds() * 1000) if run.heartbeat_at else None
+    )
+    took_ms = (
+        int((run.finished_at - run.started_at).total_seconds() * 1000)
+        if run.finished_at and run.started_at
+        else None
+    )
+    return {
+        "heartbeat_ms": heartbeat_ms,
+        "took_ms": took_ms,
+        # A RUNNING row whose worker went quiet: say so before fail_stale_runs marks it failed.
+        "stale": run.status == TrainingRun.Status.RUNNING
+        and heartbeat_ms is not None
+        and heartbeat_ms > settings.STEPWISE_RUN_STALE_SECONDS * 1000,
+        "held_out": held_out,
+        "processbench": metrics.get("processbench") or [],
+        "gate": metrics.get("gate"),
+        # output_dir and dataset_version are set per run when it executes: the dataset card shows them.
+        "config_items": sorted(
+            (k, v) for k, v in (run.config or {}).items() if k not in RUN_SET_FIELDS
+        ),
+        "filter_text": [
+            _filter_text(key, value)
+            for key, value in (run.dataset_description.get("filters") or {}).items()
+        ],
+        "chart_data": {
+            "loss": run.loss_curve or [],
+            # Empty bins have no mean (null): nothing to plot.
+            "reliability": [
+                b for b in held_out.get("reliability_negative") or [] if b.get("count")
+            ],
+        },
+    }
+
+
+def _filter_text(key: str, value: Any) -> str:
+    if isinstance(value, list):
+        shown = ", ".join(str(v) for v in value[:10]) + (
+            f" … ({len(value)} in all)" if len(value) > 10 else ""
+        )
+        return f"{key.replace('_', ' ')}: {shown}"
+    return f"{key.replace('_', ' ')}: {value}"

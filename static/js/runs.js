@@ -1,0 +1,79 @@
+// Training run charts, fed from the #chart-data JSON that every poll of #progress refreshes:
+// the loss curve (its canvas is hx-preserve'd, so the chart is updated, not rebuilt) and, once
+// the run is evaluated, the reliability of P(-1) per bin against the diagonal.
+(function () {
+  "use strict";
+  var charts = {};
+  var COLORS = { accent: "#3451b2", neg: "#c0392b", muted: "#9aa3b2" };
+
+  function data() {
+    var node = document.getElementById("chart-data");
+    return node ? JSON.parse(node.textContent) : null;
+  }
+
+  function lossPoints(d) {
+    return d.loss.map(function (p) { return { x: p[0], y: p[1] }; });
+  }
+
+  function buildLoss(canvas, d) {
+    return new Chart(canvas, {
+      type: "line",
+      data: { datasets: [{ label: "loss", data: lossPoints(d), borderColor: COLORS.accent, backgroundColor: COLORS.accent,
+                           borderWidth: 2, pointRadius: d.loss.length > 60 ? 0 : 2, tension: 0 }] },
+      options: {
+        responsive: true, maintainAspectRatio: false, parsing: false,
+        plugins: { legend: { display: false } },
+        scales: { x: { type: "linear", title: { display: true, text: "optimizer step" }, ticks: { precision: 0 } },
+                  y: { title: { display: true, text: "training loss" } } },
+      },
+    });
+  }
+
+  function buildReliability(canvas, d) {
+    var bins = d.reliability.map(function (b) { return { x: b.mean_predicted, y: b.observed, count: b.count }; });
+    return new Chart(canvas, {
+      type: "scatter",
+      data: { datasets: [
+        { label: "perfect calibration", data: [{ x: 0, y: 0 }, { x: 1, y: 1 }], showLine: true, borderColor: COLORS.muted,
+          borderDash: [5, 4], pointRadius: 0, borderWidth: 1 },
+        { label: "observed share of −1", data: bins, showLine: true, borderColor: COLORS.neg, backgroundColor: COLORS.neg,
+          pointRadius: 4 },
+      ] },
+      options: {
+        responsive: true, maintainAspectRatio: false,
+        plugins: { tooltip: { callbacks: { label: function (c) {
+          var p = c.raw; return p.count === undefined ? "" : "predicted " + p.x.toFixed(2) + ", observed " + p.y.toFixed(2) + " (" + p.count + " steps)";
+        } } } },
+        scales: { x: { min: 0, max: 1, title: { display: true, text: "predicted P(−1)" } },
+                  y: { min: 0, max: 1, title: { display: true, text: "observed share of −1 steps" } } },
+      },
+    });
+  }
+
+  function update() {
+    var d = data();
+    if (!d || !window.Chart) return;
+    Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
+    Chart.defaults.animation = false;
+    var loss = document.getElementById("chart-loss");
+    if (loss) {
+      if (!charts.loss || charts.loss.canvas !== loss) {
+        if (charts.loss) charts.loss.destroy();
+        charts.loss = buildLoss(loss, d);
+      } else {
+        charts.loss.data.datasets[0].data = lossPoints(d);
+        charts.loss.data.datasets[0].pointRadius = d.loss.length > 60 ? 0 : 2;
+        charts.loss.update();
+      }
+    }
+    // The evaluation card arrives with the last poll: a new canvas, drawn once.
+    var reliability = document.getElementById("chart-reliability");
+    if (reliability && (!charts.reliability || charts.reliability.canvas !== reliability)) {
+      if (charts.reliability) charts.reliability.destroy();
+      charts.reliability = buildReliability(reliability, d);
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", update);
+  document.addEventListener("htmx:afterSettle", function (e) { if (document.getElementById("progress")) update(); });
+})();

