@@ -59,6 +59,8 @@ def main() -> None:
         )
         for p in problems
     )
+    with connection.cursor() as cursor:  # as an import does (importers.refresh_planner_statistics)
+        cursor.execute("ANALYZE")
     group = Group.objects.get(name="labeler")
     clients = []
     for i in range(args.labelers):

@@ -144,7 +144,7 @@ def login(base: str, username: str):
     return session
 
 
-def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Queue) -> None:
+def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Queue, think_s: float = 0.0) -> None:
     import threading
 
     results = {"claim": [], "rate": [], "labeling": [], "acked": [], "errors": 0}
@@ -171,6 +171,8 @@ def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Qu
                     headers={"HX-Request": "true"}, timeout=60,
                 )
                 rates.append(time.perf_counter() - t1)
+                if think_s:
+                    time.sleep(think_s)  # a person reading the next step
                 if r.status_code == 200:
                     acked.append((labeling_id, step))
                 else:
@@ -224,6 +226,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--clients", type=int, default=5, help="client processes")
     parser.add_argument("--port", type=int, default=8731)
+    parser.add_argument("--think-ms", type=float, default=0,
+                        help="pause after each rating, as a person reading the next step (0: saturate)")
     parser.add_argument("--reseed", action="store_true")
     args = parser.parse_args()
 
@@ -244,7 +248,7 @@ def main() -> None:
         deadline = time.time() + args.seconds
         queue: mp.Queue = mp.Queue()
         procs = [
-            mp.Process(target=labeler_process, args=(base, users[i :: args.clients], deadline, queue))
+            mp.Process(target=labeler_process, args=(base, users[i :: args.clients], deadline, queue, args.think_ms / 1000))
             for i in range(args.clients)
         ]
         t0 = time.perf_counter()
@@ -313,7 +317,8 @@ def main() -> None:
     ratings = len(results["acked"])
 
     print(f"\nbenchmarks/queue.py on {os.cpu_count()} cores; gunicorn gthread {args.workers}x{args.threads}; "
-          f"{args.labelers} labelers in {args.clients} client processes for {args.seconds:.0f} s")
+          f"{args.labelers} labelers in {args.clients} client processes for {args.seconds:.0f} s, "
+          f"think time {args.think_ms:.0f} ms per step")
     print(f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} (1-min)")
     print(f"claim  (POST /label/next/)      n={len(results['claim']):6d}  p50 {pct(results['claim'], 50):7.1f} ms"
           f"  p95 {pct(results['claim'], 95):7.1f} ms  p99 {pct(results['claim'], 99):7.1f} ms")
