@@ -618,12 +618,18 @@ def import_prm800k(
     path: str | Path, *, skip_invalid: bool = False, batch: Batch | None = None
 ) -> ImportReport:
     cache: dict[Any, Batch] = {}
-    return _run_import(
+    report = _run_import(
         path,
         parse_prm800k_line,
         lambda chunk, report: _write_prm800k_chunk(chunk, report, batch=batch, batch_cache=cache),
         skip_invalid=skip_invalid,
     )
+    if report.created["labelings"]:  # imported labelings bypass the live counters: recount
+        from labeling.services import rebuild_batch_stats
+
+        for touched in {*cache.values(), *([batch] if batch else [])}:
+            rebuild_batch_stats(touched)
+    return report
 
 
 # --- generator samples ---------------------------------------------------------------------

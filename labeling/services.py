@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Model, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from labeling import agreement as agreement_math
@@ -51,6 +51,7 @@ from labeling.models import (
     Solution,
     SolutionAgreement,
     StepLabel,
+    Tally,
 )
 from labeling.roles import LABELER, has_role
 
@@ -482,6 +483,61 @@ def _tally(labeling: Labeling, batch: Batch, ratings, *, sign: int, solutions_do
     extra = {"last_finished_at": labeling.finished_at} if sign > 0 else {}
     _bump(BatchLabelerStats, {"batch": batch, "labeler_id": labeling.labeler_id}, deltas, **extra)
     _bump(BatchHourStats, {"batch": batch, "hour": _hour(labeling.finished_at)}, deltas)
+
+
+def rebuild_batch_stats(batch: Batch) -> int:
+    """Recount a batch's lead counters from its completed labelings; returns labelings counted.
+
+    The counters normally grow as labelings finish (`_tally`); labelings imported from PRM800K
+    files never pass through that, and a repair may be wanted. This recomputes both tables in
+    one transaction. A labeling finished while it runs is counted by the next rebuild.
+    """
+    index0 = Q(step_labels__completions__index=0)
+    rows = (
+        Labeling.objects.filter(
+            solution__batch=batch, status=Labeling.Status.COMPLETED, solution__is_quality_control=False
+        )
+        .order_by("finished_at", "id")
+        .values("labeler_id", "solution_id", "is_surplus", "total_time_ms", "finish_reason", "finished_at")
+        .annotate(
+            steps=Count("step_labels__completions", filter=index0),
+            pos=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__rating=1)),
+            neu=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__rating=0)),
+            neg=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__rating=-1)),
+            flagged=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__flagged=True)),
+        )
+    )
+    per_labeler: dict[int, dict] = {}
+    per_hour: dict[datetime, dict] = {}
+    kept_per_solution: dict[int, int] = {}
+    counted = 0
+    for row in rows.iterator(chunk_size=5000):
+        counted += 1
+        kept = 0 if row["is_surplus"] else 1
+        kept_per_solution[row["solution_id"]] = kept_per_solution.get(row["solution_id"], 0) + kept
+        deltas = {
+            "labelings": kept, "surplus": 1 - kept, "steps": row["steps"], "time_ms": row["total_time_ms"] or 0,
+            "pos": row["pos"], "neu": row["neu"], "neg": row["neg"], "flagged": row["flagged"],
+            f"fin_{row['finish_reason'] or 'give_up'}": 1,
+            "solutions_done": int(kept and kept_per_solution[row["solution_id"]] == batch.overlap),
+        }  # fmt: skip
+        finished = row["finished_at"] or timezone.now()
+        for table, key in ((per_labeler, row["labeler_id"]), (per_hour, _hour(finished))):
+            totals = table.setdefault(key, dict.fromkeys(Tally.TALLY_FIELDS, 0))
+            for name, value in deltas.items():
+                totals[name] += value
+        per_labeler[row["labeler_id"]]["last_finished_at"] = finished
+    with transaction.atomic():
+        BatchLabelerStats.objects.filter(batch=batch).delete()
+        BatchHourStats.objects.filter(batch=batch).delete()
+        BatchLabelerStats.objects.bulk_create(
+            BatchLabelerStats(batch=batch, labeler_id=labeler_id, **totals)
+            for labeler_id, totals in per_labeler.items()
+        )
+        BatchHourStats.objects.bulk_create(
+            BatchHourStats(batch=batch, hour=hour, **totals) for hour, totals in per_hour.items()
+        )
+    return counted
 
 
 def undo_last(*, labeling_id: int, user: AbstractBaseUser) -> Labeling:

@@ -192,3 +192,40 @@ def test_per_batch_lease_bounds_apply(labeler):
     labeling = services.claim_next(labeler)
     seconds = (labeling.lease_expires_at - labeling.started_at).total_seconds()
     assert 29 <= seconds <= 31
+
+
+def _stats(batch):
+    fields = ("labeler_id", "last_finished_at", *BatchLabelerStats.TALLY_FIELDS)
+    per_labeler = sorted(BatchLabelerStats.objects.filter(batch=batch).values_list(*fields))
+    per_hour = sorted(BatchHourStats.objects.filter(batch=batch).values_list("hour", *BatchHourStats.TALLY_FIELDS))
+    return per_labeler, per_hour
+
+
+def test_a_rebuild_recounts_exactly_what_the_live_counters_hold(labeler, labeler2):
+    batch = make_batch(overlap=2, gold_rate=0)
+    make_solutions(batch, 3)
+    claim_and_label(labeler, [1, 0, 1])
+    claim_and_label(labeler, [1, -1])
+    claim_and_label(labeler2, [1, 1, 1])
+    claim_and_label(labeler2, [0, 1, -1])
+    live = _stats(batch)
+    assert live[0] and live[1]
+    assert services.rebuild_batch_stats(batch) == 4
+    assert _stats(batch) == live
+    BatchLabelerStats.objects.filter(batch=batch).update(steps=999)  # damaged by hand
+    services.rebuild_batch_stats(batch)
+    assert _stats(batch) == live
+
+
+def test_imported_labelings_show_on_the_dashboard(shared_data, capsys):
+    from django.core.management import call_command
+
+    from labeling.importers import import_prm800k
+
+    import_prm800k(shared_data / "prm800k" / "samples.jsonl")
+    batches = Batch.objects.filter(origin=Batch.Origin.IMPORT)
+    counted = sum(row.labelings + row.surplus for b in batches for row in b.labeler_stats.all())
+    assert counted == 6 - sum(b.solutions.filter(is_quality_control=True).count() for b in batches)
+    assert sum(h.steps for b in batches for h in b.hour_stats.all()) > 0
+    call_command("rebuild_stats")
+    assert "labelings counted" in capsys.readouterr().out
