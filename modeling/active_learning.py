@@ -19,6 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -352,9 +353,41 @@ def _progress(run_id: int, step: str) -> Callable[[int, int], None]:
         now = time.monotonic()
         if now - last[0] >= 1.0 or done >= total:  # at most one write a second
             last[0] = now
-            _set_step(run_id, step, done=done, total=total)
+            _set_step(run_id, step, done=done, total=total, heartbeat=timezone.now().isoformat())
 
     return report
+
+
+def fail_stale_generations(now=None) -> int:
+    """Mark failed (retryable) the RUNNING generations whose worker is gone.
+
+    The retrain step is alive while its training run is (that run has its own heartbeat and
+    `services.fail_stale_runs`); the other steps while their last progress or start is newer
+    than STEPWISE_RUN_STALE_SECONDS.
+    """
+    from modeling.models import TrainingRun
+
+    now = now or timezone.now()
+    stale_before = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
+    failed = 0
+    running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING).select_related("training_run")
+    for run in running:
+        step = run.current_step
+        if step == GenerationRun.Step.RETRAIN and run.training_run is not None:
+            training = run.training_run
+            dead = training.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
+            why = f"training run {training.pk} {training.status}: {training.error or 'no detail'}"
+        else:
+            state = run.steps.get(step, {})
+            seen = state.get("heartbeat") or state.get("started_at")
+            dead = seen is None or datetime.fromisoformat(seen) < stale_before
+            why = f"no progress from the worker since {seen or 'the step was claimed'}"
+        if dead and GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.RUNNING).update(
+            status=GenerationRun.Status.FAILED, error=f"{step}: {why}"[:10_000], finished_at=now
+        ):
+            _set_step(run.pk, step, status="failed", error=why[:2000], finished_at=now.isoformat())
+            failed += 1
+    return failed
 
 
 def claim_step(run_id: int, step: str) -> GenerationRun | None:

@@ -30,3 +30,9 @@ def check_generation_progress() -> int | None:
     """Periodic (beat): start the next generation once the last is labeled to the set fraction."""
     run = active_learning.maybe_start_next_generation()
     return run.pk if run else None
+
+
+@shared_task(acks_late=True, time_limit=120)
+def fail_stale_generations() -> int:
+    """Periodic (beat): a generation whose worker died is marked failed, to be retried."""
+    return active_learning.fail_stale_generations()

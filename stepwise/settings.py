@@ -237,6 +237,7 @@ STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
 STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
 CELERY_BEAT_SCHEDULE |= {
     "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
+    "fail-stale-generations": {"task": "modeling.tasks_loop.fail_stale_generations", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE |= {
     "check-generation-progress": {

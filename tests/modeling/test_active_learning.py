@@ -443,3 +443,29 @@ def test_run_generation_command(demo_pool, capsys, settings):
     assert "4 solutions queued" in out
     with pytest.raises(CommandError, match="not failed"):
         call_command("run_generation", "--retry", str(GenerationRun.objects.get().generation))
+
+
+def test_a_generation_whose_worker_died_is_failed_and_can_be_retried(db, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.STEPWISE_RUN_STALE_SECONDS = 600
+    old = (timezone.now() - timedelta(seconds=601)).isoformat()
+    fresh = timezone.now().isoformat()
+    dead = GenerationRun.objects.create(generation=1, status=GenerationRun.Status.RUNNING, current_step="score",
+                                        steps={"score": {"status": "running", "started_at": old, "heartbeat": old}})  # fmt: skip
+    alive = GenerationRun.objects.create(generation=2, status=GenerationRun.Status.RUNNING, current_step="score",
+                                         steps={"score": {"status": "running", "started_at": old, "heartbeat": fresh}})  # fmt: skip
+    training = TrainingRun.objects.create(status=TrainingRun.Status.FAILED, error="The worker stopped reporting")
+    retraining = GenerationRun.objects.create(generation=3, status=GenerationRun.Status.RUNNING,
+                                              current_step="retrain", training_run=training)  # fmt: skip
+    assert active_learning.fail_stale_generations() == 2
+    for run in (dead, alive, retraining):
+        run.refresh_from_db()
+    assert dead.status == GenerationRun.Status.FAILED and "no progress" in dead.error
+    assert dead.steps["score"]["status"] == "failed"
+    assert alive.status == GenerationRun.Status.RUNNING
+    assert retraining.status == GenerationRun.Status.FAILED and "stopped reporting" in retraining.error
+    retried = active_learning.retry_generation(dead, send=False)
+    assert retried.status == GenerationRun.Status.QUEUED and retried.current_step == "score"
