@@ -66,9 +66,69 @@ def mark_demo_gold() -> str:
     return f"gold: {gold} quality-control and {screening} screening solutions from reference labels"
 
 
+REFERENCE_BATCH = "Demo reference labels"
+REFERENCE_LABELER = "00000000-0000-4000-8000-00000000de70"
+
+
+def reference_label_lines() -> list[str]:
+    """The sample solutions with their reference ratings, as PRM800K (phase 2) lines: labels a
+    researcher can train a PRM on in the demo without labeling first."""
+    problems = {}
+    for line in (SAMPLE_DIR / "problems.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        problems[record["unique_id"]] = record
+    solutions = {}
+    for line in (SAMPLE_DIR / "solutions.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        solutions[record["source_id"]] = record
+    lines = []
+    for number, line in enumerate((SAMPLE_DIR / "reference_labels.jsonl").read_text(encoding="utf-8").splitlines()):
+        reference = json.loads(line)
+        solution = solutions[reference["source_id"]]
+        problem = problems[solution["unique_id"]]
+        steps = []
+        for text, rating in zip(solution["steps"], reference["ratings"], strict=False):
+            chosen = None if rating == -1 else 0  # the release leaves a -1 step unchosen
+            steps.append({"completions": [{"text": text, "rating": rating, "flagged": False}],
+                          "human_completion": None, "chosen_completion": chosen})  # fmt: skip
+        record = {
+            "labeler": REFERENCE_LABELER,
+            "timestamp": f"2026-01-01T00:{number // 60:02d}:{number % 60:02d}.000000",
+            "generation": 1,
+            "is_quality_control_question": False,
+            "is_initial_screening_question": False,
+            "question": {
+                "problem": problem["problem"], "ground_truth_solution": problem["solution"],
+                "ground_truth_answer": problem["answer"], "pre_generated_steps": solution["steps"],
+                "pre_generated_answer": solution["answer"], "pre_generated_verifier_score": 0.5,
+            },  # fmt: skip
+            "label": {"steps": steps, "total_time": 30_000 + 1000 * len(steps),
+                      "finish_reason": "found_error" if reference["first_error"] is not None else "solution"},  # fmt: skip
+        }
+        lines.append(json.dumps(record))
+    return lines
+
+
+def load_reference_labelings() -> str:
+    """Import the reference labels as completed labelings of their own inactive batch."""
+    import tempfile
+
+    from labeling.importers import import_prm800k
+    from labeling.models import Batch
+
+    batch, _ = Batch.objects.get_or_create(
+        name=REFERENCE_BATCH, defaults={"generation": 1, "origin": Batch.Origin.IMPORT, "is_active": False}
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as handle:
+        handle.write("\n".join(reference_label_lines()) + "\n")
+        handle.flush()
+        report = import_prm800k(handle.name, batch=batch)
+    return f"reference labels: {report.created['labelings']} labelings in {REFERENCE_BATCH!r} (to train a PRM on)"
+
+
 def load_sample_data() -> list[str]:
     reports = [import_math(SAMPLE_DIR / "problems.jsonl")]
     reports.append(
         import_samples(SAMPLE_DIR / "solutions.jsonl", batch_name=DEMO_BATCH, overlap=2, generation=1)
     )
-    return [r.summary() for r in reports] + [mark_demo_gold()]
+    return [r.summary() for r in reports] + [mark_demo_gold(), load_reference_labelings()]

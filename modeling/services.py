@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -110,9 +111,27 @@ def start_training_run(**kwargs: Any) -> TrainingRun:
 
 
 def enqueue(run: TrainingRun) -> None:
+    """Send the run to the gpu worker once the transaction commits. In the embedded default
+    (no broker) a thread of this process trains it instead, so the page that started it
+    answers at once and shows live progress."""
     from modeling.tasks import gpu_train_run
 
-    transaction.on_commit(lambda: gpu_train_run.delay(run.pk))
+    if settings.STEPWISE_TRAIN_IN_THREAD:
+        transaction.on_commit(lambda: _train_in_thread(run.pk))
+    else:
+        transaction.on_commit(lambda: gpu_train_run.delay(run.pk))
+
+
+def _train_in_thread(run_id: int) -> threading.Thread:
+    def work() -> None:
+        try:
+            execute_training_run(run_id)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=work, name=f"training-run-{run_id}", daemon=True)
+    thread.start()
+    return thread
 
 
 def cancel_training_run(run: TrainingRun) -> TrainingRun:

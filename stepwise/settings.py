@@ -235,6 +235,11 @@ STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
 STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
 STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
+# Embedded default only: train in a thread of the web process (there is no worker), so starting
+# a run answers at once. Tests run tasks eagerly instead.
+STEPWISE_TRAIN_IN_THREAD = env_bool(
+    "STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not env_bool("STEPWISE_TESTING", default=False)
+)
 CELERY_BEAT_SCHEDULE |= {
     "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
     "fail-stale-generations": {"task": "modeling.tasks_loop.fail_stale_generations", "schedule": 60.0},

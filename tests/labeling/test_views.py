@@ -120,3 +120,15 @@ def test_labeling_page_and_rating_use_a_bounded_number_of_queries(client, labeli
         client.get(reverse("labeling:labeling", args=[labeling.pk]))
     with django_assert_max_num_queries(15):
         htmx_post(client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1})
+
+
+def test_the_demo_brings_reference_labels_to_train_on(db):
+    from labeling.demo import REFERENCE_BATCH, load_sample_data
+    from labeling.models import Labeling
+
+    load_sample_data()
+    labelings = Labeling.objects.filter(solution__batch__name=REFERENCE_BATCH, status=Labeling.Status.COMPLETED)
+    assert labelings.count() == 63
+    assert labelings.filter(finish_reason="found_error").exists() and labelings.filter(finish_reason="solution").exists()
+    load_sample_data()  # running setup_demo again adds nothing
+    assert labelings.count() == 63

@@ -314,3 +314,18 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
     assert version.is_active
     steps = [p[0] for p in run.loss_curve]
     assert steps == sorted(set(steps)) and steps[-1] == 400  # resumed, not restarted or doubled
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_default_trains_in_a_thread_and_answers_at_once(shared_data, backbone, settings, open_evaluation_gate):
+    settings.STEPWISE_TRAIN_IN_THREAD = True  # what the demo does (no broker, no worker)
+    import_prm800k(shared_data / "prm800k" / "samples.jsonl")
+    run = services.start_training_run(config=tiny(backbone, max_steps=3))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.is_finished:
+            break
+        time.sleep(0.2)
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    assert ModelVersion.active() == run.model_version
