@@ -94,14 +94,23 @@ class ExportFilters:
         return cls(**data)
 
 
+LABEL_CHOICES = ("final", "every")
+
+
 @dataclass
 class StepwiseOptions:
-    """How PRM800K labels become stepwise rows; see `labeling.prm800k.stepwise_rows`."""
+    """How PRM800K labels become stepwise rows; see `labeling.prm800k.stepwise_rows`.
+
+    `labels`: "final" (default) gives a solution that a lead adjudicated or that several
+    labelers labeled one row with its final ratings (`selectors.final_step_ratings`: the
+    lead's, else the per-step majority); "every" gives every labeling's own rows.
+    """
 
     neutral: str = "positive"  # positive | negative | drop
     alternatives: bool = True
     test_fraction: float = 0.0
     seed: int = 0
+    labels: str = "final"
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -413,15 +422,58 @@ def split_of(problem_sha256: str, test_fraction: float, seed: int) -> str:
     return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_fraction else "train"
 
 
+def final_rows(labelings: QuerySet[Labeling], options: StepwiseOptions) -> dict[int, list[dict[str, Any]]]:
+    """labels="final": the rows of solutions with a final verdict, keyed by labeling id.
+
+    A solution a lead adjudicated or with several counted labelings gets one row, the
+    solution's steps up to the end of its final ratings, carried by its first exported
+    labeling; its other labelings map to no rows. Labelings not in the map keep their own.
+    """
+    if options.labels != "final":
+        return {}
+    from labeling.selectors import final_step_ratings
+
+    first_labeling: dict[int, int] = {}
+    solution_of: dict[int, int] = {}
+    for labeling_id, solution_id in labelings.order_by("id").values_list("id", "solution_id"):
+        first_labeling.setdefault(solution_id, labeling_id)
+        solution_of[labeling_id] = solution_id
+    verdicts = Solution.objects.filter(pk__in=labelings.values("solution_id")).filter(
+        Q(completed_count__gt=1) | Q(adjudication__isnull=False)
+    )
+    by_solution: dict[int, list[dict[str, Any]]] = {}
+    for solution in verdicts.select_related("problem").iterator(chunk_size=1000):
+        ratings = final_step_ratings(solution).ratings
+        texts, labels = [], []
+        for text, rating in zip(solution.steps, ratings, strict=False):
+            label = prm800k.step_label(rating, options.neutral)
+            if label is None:  # neutral="drop": the row ends before its first neutral step
+                break
+            texts.append(text)
+            labels.append(label)
+        prompt = solution.question_override or solution.problem.text
+        by_solution[solution.pk] = [{"prompt": prompt, "completions": texts, "labels": labels}] if texts else []
+    return {
+        labeling_id: (by_solution[solution_id] if first_labeling[solution_id] == labeling_id else [])
+        for labeling_id, solution_id in solution_of.items()
+        if solution_id in by_solution
+    }
+
+
 def iter_stepwise_rows(
-    items: Iterable[ExportItem], options: StepwiseOptions
+    items: Iterable[ExportItem], options: StepwiseOptions, finals: dict[int, list[dict[str, Any]]] | None = None
 ) -> Iterator[tuple[ExportItem, list[dict[str, Any]]]]:
-    """Per labeling, its stepwise rows (possibly none), with split and provenance columns."""
+    """Per labeling, its stepwise rows (possibly none), with split and provenance columns.
+    `finals` (from `final_rows`) replaces the rows of labelings of solutions with a verdict."""
+    finals = finals or {}
     for item in items:
         split = split_of(item.problem_sha256, options.test_fraction, options.seed)
-        rows = prm800k.stepwise_rows(
-            item.as_dict(), neutral=options.neutral, alternatives=options.alternatives
-        )
+        if item.labeling_id in finals:
+            rows = [dict(row) for row in finals[item.labeling_id]]
+        else:
+            rows = prm800k.stepwise_rows(
+                item.as_dict(), neutral=options.neutral, alternatives=options.alternatives
+            )
         for row in rows:
             row["split"] = split
             row["problem_sha256"] = item.problem_sha256
@@ -520,7 +572,7 @@ def write_export(
             sink.write(("\n".join(buffer) + "\n").encode())
         result.rows = result.labelings
     elif fmt == ExportFormat.STEPWISE_JSONL:
-        for _, rows in iter_stepwise_rows(counted(items), options):
+        for _, rows in iter_stepwise_rows(counted(items), options, final_rows(labelings, options)):
             if rows:
                 sink.write("".join(json.dumps(row) + "\n" for row in rows).encode())
                 result.rows += len(rows)
@@ -537,7 +589,7 @@ def write_export(
                 for values in columns.values():
                     values.clear()
 
-            for _, rows in iter_stepwise_rows(counted(items), options):
+            for _, rows in iter_stepwise_rows(counted(items), options, final_rows(labelings, options)):
                 for row in rows:
                     for name in schema.names:
                         columns[name].append(row[name])

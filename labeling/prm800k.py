@@ -320,7 +320,7 @@ def chosen_path(record: LabelRecord) -> list[str]:
 NEUTRAL_MAPPINGS = ("positive", "negative", "drop")
 
 
-def _step_label(rating: int | None, neutral: str) -> bool | None:
+def step_label(rating: int | None, neutral: str) -> bool | None:
     """+1 → True, -1 → False, 0 → by `neutral`; None means "no label": the row stops."""
     if rating == 1:
         return True
@@ -373,14 +373,14 @@ def stepwise_rows(
             for completion in completions:
                 if completion is chosen or completion["rating"] is None:
                     continue
-                label = _step_label(completion["rating"], neutral)
+                label = step_label(completion["rating"], neutral)
                 if label is not None:
                     extra.append(
                         {"prompt": prompt, "completions": [*texts, completion["text"]], "labels": [*labels, label]}
                     )
         if chosen is None:
             break
-        label = _step_label(rating, neutral)
+        label = step_label(rating, neutral)
         if label is None:
             break
         texts.append(chosen["text"])

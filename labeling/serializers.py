@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from rest_framework import serializers
 
-from labeling.exporters import ExportFilters, ExportFormat, StepwiseOptions
+from labeling.exporters import LABEL_CHOICES, ExportFilters, ExportFormat, StepwiseOptions
 from labeling.models import (
     Batch,
     Completion,
@@ -63,6 +63,11 @@ class ExportRequestSerializer(serializers.Serializer):
         help_text="Only labelings created or changed after this (done) snapshot.",
     )
     neutral = serializers.ChoiceField(choices=NEUTRAL_MAPPINGS, default="positive")
+    labels = serializers.ChoiceField(
+        choices=LABEL_CHOICES, default="final",
+        help_text="Stepwise formats: 'final' gives an adjudicated or multiply labeled solution one row "
+        "with its final ratings (the lead's, else the per-step majority); 'every' gives every labeling's rows.",
+    )  # fmt: skip
     alternatives = serializers.BooleanField(
         default=True, help_text="Stepwise: rated alternatives as extra rows."
     )
@@ -133,6 +138,7 @@ class ExportRequestSerializer(serializers.Serializer):
         return StepwiseOptions(
             neutral=data["neutral"],
             alternatives=data["alternatives"],
+            labels=data["labels"],
             test_fraction=data["test_fraction"],
             seed=data["seed"],
         )

@@ -261,3 +261,43 @@ def test_escaping_matches_json_dumps(labeler, db):
     obj = json.loads(line)
     assert obj["label"]["steps"][0]["completions"][0]["text"] == tricky
     assert line == json.dumps(obj)  # same bytes as the encoder the release used
+
+
+def _rows(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_final_labels_give_a_multiply_labeled_solution_one_row(labeler, labeler2, lead, tmp_path):
+    from labeling import services
+    from tests.factories import make_solutions
+    from tests.labeling.helpers import claim_and_label
+
+    batch = make_batch(overlap=2, gold_rate=0)
+    (solution,) = make_solutions(batch, 1)
+    solution.steps = solution.steps[:3]
+    solution.save(update_fields=["steps"])
+    claim_and_label(labeler, [1, 1, 1])
+    claim_and_label(labeler2, [1, 0, 1])
+
+    every_path, every = _write(tmp_path, "stepwise_jsonl", labels="every", neutral="negative")
+    assert every.rows == 2 and sorted(r["labels"] for r in _rows(every_path)) == [[True, False, True], [True, True, True]]
+    final_path, final = _write(tmp_path, "stepwise_jsonl", neutral="negative")  # "final" is the default
+    (row,) = _rows(final_path)
+    assert row["labels"] == [True, False, True]  # a tied step takes the lower rating
+    assert row["completions"] == solution.steps and final.labelings == 2
+
+    services.adjudication_save(solution=solution, lead=lead, ratings=[1, -1])
+    (row,) = _rows(_write(tmp_path, "stepwise_jsonl")[0])
+    assert row["completions"] == solution.steps[:2] and row["labels"] == [True, False]  # the lead's verdict
+    parquet_path, parquet = _write(tmp_path, "stepwise_parquet")
+    assert parquet.rows == 1
+    prm800k_lines = _write(tmp_path, "prm800k")[1]
+    assert prm800k_lines.rows == 2  # the release format is one line per labeling, always
+
+
+def test_labels_choice_is_validated_and_reaches_the_cli(samples, tmp_path):
+    bad = ExportRequestSerializer(data={"format": "stepwise_jsonl", "labels": "some"})
+    assert not bad.is_valid() and "labels" in bad.errors
+    out = tmp_path / "every.jsonl"
+    call_command("export_prm800k", "--format", "stepwise_jsonl", "--labels", "every", "--output", str(out), "--no-progress")
+    assert len(out.read_text().splitlines()) == 36  # the six sample lines, one labeling each

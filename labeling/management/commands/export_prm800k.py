@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from labeling import snapshots
-from labeling.exporters import select_labelings, write_export_file
+from labeling.exporters import LABEL_CHOICES, select_labelings, write_export_file
 from labeling.models import FinishReason, Snapshot
 from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.serializers import ExportRequestSerializer
@@ -35,6 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--since-snapshot", type=int, help="Only labelings created or changed after it.")
         parser.add_argument("--neutral", default="positive", choices=NEUTRAL_MAPPINGS)
         parser.add_argument("--no-alternatives", action="store_true", help="Stepwise: main path rows only.")
+        parser.add_argument("--labels", default="final", choices=LABEL_CHOICES,
+                            help="Stepwise: one final row per adjudicated or multiply labeled solution "
+                            "(final), or every labeling's rows (every).")  # fmt: skip
         parser.add_argument("--test-fraction", type=float, default=0.0, help="Stepwise: share of problems in test.")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--snapshot", action="store_true", help="Record an immutable snapshot.")
@@ -55,6 +58,7 @@ class Command(BaseCommand):
             "since_snapshot": opts["since_snapshot"],
             "neutral": opts["neutral"],
             "alternatives": not opts["no_alternatives"],
+            "labels": opts["labels"],
             "test_fraction": opts["test_fraction"],
             "seed": opts["seed"],
         }
