@@ -53,6 +53,9 @@ def main() -> int:
     env = dict(os.environ)
     env.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
     env.setdefault("REDIS_URL", DEFAULT_REDIS_URL)
+    # A Redis database of this run's own (1-15): two test sessions on one machine must not
+    # take each other's tasks from a shared queue.
+    env.setdefault("CELERY_BROKER_URL", env["REDIS_URL"].rsplit("/", 1)[0] + f"/{1 + os.getpid() % 15}")
     env["STEPWISE_TESTING"] = "1"
     env.setdefault("SECRET_KEY", "test-only-secret")
     env.setdefault("HF_HUB_OFFLINE", "1")
