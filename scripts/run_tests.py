@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.parse
 from urllib.parse import urlparse
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/stepwise"
@@ -55,7 +56,8 @@ def main() -> int:
     env.setdefault("REDIS_URL", DEFAULT_REDIS_URL)
     # A Redis database of this run's own (1-15): two test sessions on one machine must not
     # take each other's tasks from a shared queue.
-    env.setdefault("CELERY_BROKER_URL", env["REDIS_URL"].rsplit("/", 1)[0] + f"/{1 + os.getpid() % 15}")
+    broker = urllib.parse.urlsplit(env["REDIS_URL"])._replace(path=f"/{1 + os.getpid() % 15}")
+    env.setdefault("CELERY_BROKER_URL", urllib.parse.urlunsplit(broker))
     env["STEPWISE_TESTING"] = "1"
     env.setdefault("SECRET_KEY", "test-only-secret")
     env.setdefault("HF_HUB_OFFLINE", "1")
