@@ -95,3 +95,17 @@ def test_a_failed_request_keeps_the_rating_for_retry(page, live_server):
     page.wait_for_selector('.step.rated[data-step="0"]')
     assert page.locator("#net-error").is_hidden()
     assert Labeling.objects.get(labeler=labeler).step_labels.get().completions.get().rating == 1
+
+
+def test_keys_pressed_faster_than_the_server_answers_are_all_kept(page, live_server):
+    labeler = make_user("ben", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "ben")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#labeling .step.current")
+    for key in ["1", "0", "1", "1"]:  # no waiting between keys: each lands mid-request or mid-swap
+        page.keyboard.press(key)
+    page.wait_for_selector("#labeling .done")
+    labeling = Labeling.objects.get(labeler=labeler)
+    ratings = [s.completions.get().rating for s in labeling.step_labels.order_by("index")]
+    assert ratings == [1, 0, 1, 1] and labeling.finish_reason == "solution"

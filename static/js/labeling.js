@@ -11,9 +11,14 @@
   };
   var shownAt = performance.now();
   var pending = [];
+  // From a panel request until its new panel has settled. A key pressed after the new panel
+  // is in the page but before htmx has wired its buttons would click a dead button and be
+  // lost, so it waits in `pending` like a key pressed during the request.
+  var inFlight = false;
 
   function panel() { return document.getElementById("labeling"); }
-  function busy() { var p = panel(); return p && p.classList.contains("htmx-request"); }
+  function fromPanel(e) { return e.detail.elt && e.detail.elt.closest && e.detail.elt.closest("#labeling"); }
+  function busy() { var p = panel(); return inFlight || (p && p.classList.contains("htmx-request")); }
 
   function perform(action) {
     var p = panel();
@@ -46,8 +51,15 @@
     if (!e.detail.elt.closest || !e.detail.elt.closest("#labeling")) return;
     e.detail.parameters.elapsed_ms = Math.round(performance.now() - shownAt);
   });
+  document.addEventListener("htmx:beforeRequest", function (e) { if (fromPanel(e)) inFlight = true; });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    // A failed request swaps nothing: stop waiting, and drop keys meant for a state that
+    // never came (the failure banner offers the retry).
+    if (fromPanel(e) && !e.detail.successful) { inFlight = false; pending = []; }
+  });
   document.addEventListener("htmx:afterSettle", function (e) {
     if (!panel()) return;
+    inFlight = false;
     shownAt = performance.now();
     var current = panel().querySelector(".step.current");
     if (current) current.scrollIntoView({ block: "nearest", behavior: "smooth" });
