@@ -147,16 +147,18 @@ def login(base: str, username: str):
 def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Queue, think_s: float = 0.0) -> None:
     import threading
 
-    results = {"claim": [], "rate": [], "labeling": [], "acked": [], "errors": 0}
+    results = {"claim": [], "rate": [], "claim_server": [], "rate_server": [], "labeling": [], "acked": [], "errors": 0}
     lock = threading.Lock()
 
     def run(username: str) -> None:
         session = login(base, username)
         claims, rates, labelings, acked, errors = [], [], [], [], 0
+        claims_server, rates_server = [], []
         while time.time() < deadline:
             t0 = time.perf_counter()
             r = session.post(f"{base}/label/next/", allow_redirects=False, timeout=60)
             claims.append(time.perf_counter() - t0)
+            claims_server.append(server_seconds(r))
             location = r.headers.get("Location", "")
             match = re.search(r"/label/(\d+)/$", location)
             if not match:
@@ -171,6 +173,7 @@ def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Qu
                     headers={"HX-Request": "true"}, timeout=60,
                 )
                 rates.append(time.perf_counter() - t1)
+                rates_server.append(server_seconds(r))
                 if think_s:
                     time.sleep(think_s)  # a person reading the next step
                 if r.status_code == 200:
@@ -184,6 +187,8 @@ def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Qu
         with lock:
             results["claim"] += claims
             results["rate"] += rates
+            results["claim_server"] += claims_server
+            results["rate_server"] += rates_server
             results["labeling"] += labelings
             results["acked"] += acked
             results["errors"] += errors
@@ -194,6 +199,12 @@ def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Qu
     for t in threads:
         t.join(timeout=deadline - time.time() + 120)
     out.put(results)
+
+
+def server_seconds(response) -> float:
+    """Django's own time for the request (stepwise.middleware.ServerTimingMiddleware)."""
+    match = re.search(r"dur=([0-9.]+)", response.headers.get("Server-Timing", ""))
+    return float(match.group(1)) / 1000 if match else float("nan")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -254,7 +265,7 @@ def main() -> None:
         t0 = time.perf_counter()
         for p in procs:
             p.start()
-        results = {"claim": [], "rate": [], "labeling": [], "acked": [], "errors": 0}
+        results = {"claim": [], "rate": [], "claim_server": [], "rate_server": [], "labeling": [], "acked": [], "errors": 0}
         for _ in procs:
             part = queue.get(timeout=args.seconds + 300)
             for key in results:
@@ -324,6 +335,9 @@ def main() -> None:
           f"  p95 {pct(results['claim'], 95):7.1f} ms  p99 {pct(results['claim'], 99):7.1f} ms")
     print(f"submit (POST rate, one step)    n={len(results['rate']):6d}  p50 {pct(results['rate'], 50):7.1f} ms"
           f"  p95 {pct(results['rate'], 95):7.1f} ms  p99 {pct(results['rate'], 99):7.1f} ms")
+    print(f"  server time (Server-Timing)   claim p50 {pct(results['claim_server'], 50):7.1f} ms  p95 {pct(results['claim_server'], 95):7.1f} ms;"
+          f"  submit p50 {pct(results['rate_server'], 50):7.1f} ms  p95 {pct(results['rate_server'], 95):7.1f} ms"
+          " (the rest of the round trip is queueing for a worker thread and the client)")
     print(f"whole labeling (all its steps)  n={len(results['labeling']):6d}  p50 {pct(results['labeling'], 50):7.1f} ms"
           f"  p95 {pct(results['labeling'], 95):7.1f} ms  p99 {pct(results['labeling'], 99):7.1f} ms")
     print(f"throughput: {finished / wall:.1f} labelings/s, {ratings / wall:.1f} step ratings/s "

@@ -132,3 +132,10 @@ def test_the_demo_brings_reference_labels_to_train_on(db):
     assert labelings.filter(finish_reason="found_error").exists() and labelings.filter(finish_reason="solution").exists()
     load_sample_data()  # running setup_demo again adds nothing
     assert labelings.count() == 63
+
+
+def test_every_response_says_how_long_the_server_took(client):
+    import re
+
+    response = client.get(reverse("login"))
+    assert re.fullmatch(r"app;dur=\d+\.\d", response["Server-Timing"])
