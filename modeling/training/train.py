@@ -8,10 +8,12 @@ parameters, optimizer, scheduler, RNG states, step and loss curve.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -91,10 +93,16 @@ def train(
     feature_s = 0.0
     if config.mode == "head" and config.cache_features:
         t0 = time.perf_counter()
-        cached = cache_features(model, rows, batches, device, autocast, report, stop)
+        key = features_key(config, rows, batches)
+        cached = load_features(out, key, device)
+        if cached is not None:  # a resumed run: the frozen backbone would give the same again
+            report(Progress("features", len(batches), len(batches), elapsed_s=0.0))
+        else:
+            cached = cache_features(model, rows, batches, device, autocast, report, stop)
+            if cached is None:
+                return TrainResult(str(out), 0, total_steps, stopped=True)
+            save_features(out, key, cached)
         feature_s = time.perf_counter() - t0
-        if cached is None:
-            return TrainResult(str(out), 0, total_steps, stopped=True)
 
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, total_steps))
@@ -242,6 +250,38 @@ def cache_features(
             features.append((model.features(batch), batch.labels))
         report(Progress("features", n + 1, len(batches), elapsed_s=time.perf_counter() - started))
     return features
+
+
+FEATURES_FILE = "features.pt"
+
+
+def features_key(config: TrainConfig, rows: Sequence[Row], batches: Sequence[Sequence[int]]) -> str:
+    """What the cached features depend on: the backbone and the exact token rows and batches."""
+    digest = hashlib.sha256(
+        json.dumps([config.backbone, config.backbone_layers, config.max_length, config.batch_tokens]).encode()
+    )
+    for row in rows:
+        for part in (row.input_ids, row.position_ids, row.segment, row.visible, row.ends, row.labels):
+            digest.update(array("q", part).tobytes())
+    digest.update(json.dumps([list(b) for b in batches]).encode())
+    return digest.hexdigest()
+
+
+def save_features(out: Path, key: str, cached: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Keep head mode's backbone pass on disk (float32, as trained on) for a resume."""
+    tmp = out / (FEATURES_FILE + ".tmp")
+    torch.save({"key": key, "batches": [(f.cpu(), lab.cpu()) for f, lab in cached]}, tmp)
+    tmp.replace(out / FEATURES_FILE)
+
+
+def load_features(out: Path, key: str, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    path = out / FEATURES_FILE
+    if not path.exists():
+        return None
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if saved.get("key") != key:
+        return None
+    return [(f.to(device), lab.to(device)) for f, lab in saved["batches"]]
 
 
 def final_loss(loss_curve: Sequence[tuple[int, float]], window: int = 10) -> float:
