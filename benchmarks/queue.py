@@ -233,8 +233,10 @@ def main() -> None:
     parser.add_argument("--solutions", type=int, default=100_000)
     parser.add_argument("--labelers", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=4)
+    # One process per core plus one, one thread each: the app is CPU-bound, and threads only
+    # contend for the GIL (4x4 gthread: 5.7 labelings/s, claim p95 3.9 s; 3x1: 7.7/s, 1.3 s).
+    parser.add_argument("--workers", type=int, default=(os.cpu_count() or 1) + 1)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clients", type=int, default=5, help="client processes")
     parser.add_argument("--port", type=int, default=8731)
     parser.add_argument("--think-ms", type=float, default=0,
