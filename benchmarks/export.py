@@ -140,8 +140,8 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
 
 def naive_export(limit: int, out_path: str) -> int:
     """The baseline: ORM objects per labeling (N+1 queries), one list, one json.dumps."""
-    from labeling.importers import export_timestamp
     from labeling.models import Labeling
+    from labeling.prm800k import export_timestamp
 
     lines = []
     steps_seen = 0

@@ -72,7 +72,7 @@ def naive_import(path: Path, limit: int) -> int:
     from django.db import transaction
 
     from labeling import prm800k
-    from labeling.importers import as_utc, labeler_uuid, problem_hash, sha256_text
+    from labeling.importers import labeler_uuid, problem_hash, sha256_text
     from labeling.models import Batch, Completion, Labeler, Labeling, Problem, Solution, StepLabel
 
     steps_saved = 0
@@ -101,7 +101,7 @@ def naive_import(path: Path, limit: int) -> int:
             solution.save()
             labeling = Labeling(solution=solution, labeler=labeler.user, status="completed",
                                 finish_reason=record.finish_reason, total_time_ms=record.total_time,
-                                started_at=as_utc(record.timestamp), finished_at=as_utc(record.timestamp),
+                                started_at=prm800k.as_utc(record.timestamp), finished_at=prm800k.as_utc(record.timestamp),
                                 source_sha256=sha256_text(line))
             labeling.save()
             for index, step in enumerate(record.steps):

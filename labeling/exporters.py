@@ -31,7 +31,6 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from labeling import prm800k
-from labeling.importers import export_timestamp
 from labeling.models import Completion, Labeling, Solution, StepLabel
 
 CHUNK = 2000
@@ -209,22 +208,27 @@ def _question(row: tuple) -> dict[str, Any]:
     }
 
 
-_STEPS_SQL = (
-    f"SELECT labeling_id, id, chosen_completion, has_completions FROM {StepLabel._meta.db_table}"
-    " WHERE labeling_id BETWEEN %s AND %s ORDER BY labeling_id, index"
-)
-# Completions by a range of step ids: an index range scan instead of one probe per step.
-_COMPLETIONS_SQL = (
-    f"SELECT step_id, text, rating, flagged, is_human, source, index FROM {Completion._meta.db_table}"
-    " WHERE step_id BETWEEN %s AND %s"
-)
-# When the chunk's step ids are spread out (steps written long after their labeling
-# started), probe completions through the steps' labeling ids instead.
-_COMPLETIONS_BY_LABELING_SQL = (
-    f"SELECT c.step_id, c.text, c.rating, c.flagged, c.is_human, c.source, c.index"
-    f" FROM {Completion._meta.db_table} c JOIN {StepLabel._meta.db_table} s ON s.id = c.step_id"
-    " WHERE s.labeling_id BETWEEN %s AND %s"
-)
+def _chunk_sql(quote: Callable[[str], str]) -> tuple[str, str, str]:
+    """The three range queries of `_chunk_steps`, identifiers quoted for this connection
+    (`index` is a reserved word in SQLite and MySQL)."""
+    steps, completions = quote(StepLabel._meta.db_table), quote(Completion._meta.db_table)
+    index, step_id, labeling_id = quote("index"), quote("step_id"), quote("labeling_id")
+    columns = [quote(name) for name in ("step_id", "text", "rating", "flagged", "is_human", "source", "index")]
+    by_step_range = f"SELECT {', '.join(columns)} FROM {completions} WHERE {step_id} BETWEEN %s AND %s"
+    steps_sql = (
+        f"SELECT {labeling_id}, {quote('id')}, {quote('chosen_completion')}, {quote('has_completions')}"
+        f" FROM {steps} WHERE {labeling_id} BETWEEN %s AND %s ORDER BY {labeling_id}, {index}"
+    )
+    # When the chunk's step ids are spread out (steps written long after their labeling
+    # started), probe completions through the steps' labeling ids instead.
+    by_labeling = (
+        f"SELECT {', '.join('c.' + column for column in columns)}"
+        f" FROM {completions} c JOIN {steps} s ON s.{quote('id')} = c.{step_id}"
+        f" WHERE s.{labeling_id} BETWEEN %s AND %s"
+    )
+    return steps_sql, by_step_range, by_labeling
+
+
 _RATING = {None: "null", 1: "1", 0: "0", -1: "-1"}
 _FLAG = {None: "null", True: "true", False: "false"}
 _str = json.encoder.encode_basestring_ascii  # what json.dumps does to a str, in C
@@ -239,16 +243,18 @@ def _chunk_steps(labeling_ids: list[int]) -> dict[int, tuple[str, int]]:
     if not labeling_ids:
         return {}
     wanted = set(labeling_ids)
+    steps_sql, completions_by_step_range, completions_by_labeling = _chunk_sql(connection.ops.quote_name)
     with connection.cursor() as cursor:
-        cursor.execute(_STEPS_SQL, [min(labeling_ids), max(labeling_ids)])
+        cursor.execute(steps_sql, [min(labeling_ids), max(labeling_ids)])
         steps = [row for row in cursor.fetchall() if row[0] in wanted]
         if not steps:
             return {}
         low, high = min(r[1] for r in steps), max(r[1] for r in steps)
         if high - low < DENSE_STEP_IDS * len(steps):
-            cursor.execute(_COMPLETIONS_SQL, [low, high])
+            # Completions by a range of step ids: an index range scan, not one probe per step.
+            cursor.execute(completions_by_step_range, [low, high])
         else:
-            cursor.execute(_COMPLETIONS_BY_LABELING_SQL, [min(labeling_ids), max(labeling_ids)])
+            cursor.execute(completions_by_labeling, [min(labeling_ids), max(labeling_ids)])
         completions = cursor.fetchall()
     # Sorted here, not in SQL: a sort of this size spills to disk at PostgreSQL's default
     # work_mem. The human completion (index -1) goes after the rated ones, as in the release.
@@ -389,7 +395,7 @@ def _render_from_columns(labelings: QuerySet[Labeling]) -> Iterator[ExportItem]:
             labeler = str(public_id) if public_id else str(user_id)
             line = (
                 f'{{"labeler": {_str(labeler)}, "timestamp": '
-                f'"{export_timestamp(finished or started).isoformat()}"{middle}{steps_text},'
+                f'"{prm800k.export_timestamp(finished or started).isoformat()}"{middle}{steps_text},'
                 f' "total_time": {total_ms or 0}, "finish_reason": {_str(reason or "give_up")}}}}}'
             )
             yield ExportItem(lid, solution[12], count, line)

@@ -19,7 +19,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -257,22 +257,13 @@ def labeler_uuid(labeler: str) -> uuid.UUID:
         return uuid.uuid5(PRM800K_NAMESPACE, labeler)
 
 
-def as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def export_timestamp(moment: datetime) -> datetime:
-    """How a stored time appears in a PRM800K line: naive UTC, as the release writes it."""
-    return as_utc(moment).replace(tzinfo=None)
-
-
 def parse_prm800k_line(obj: Any, line: str) -> ParsedLine:
     record = prm800k.parse_record(obj)
     public_id = labeler_uuid(record.labeler)
-    timestamp = as_utc(record.timestamp)
+    timestamp = prm800k.as_utc(record.timestamp)
     # Render the line as the exporter will from our columns; if that differs, keep the line.
     stored = dataclasses.replace(
-        record, labeler=str(public_id), timestamp=export_timestamp(timestamp)
+        record, labeler=str(public_id), timestamp=prm800k.export_timestamp(timestamp)
     )
     return ParsedLine(
         record=record,

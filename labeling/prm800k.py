@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 FINISH_REASONS = ("solution", "found_error", "give_up", "bad_problem")
@@ -23,6 +23,16 @@ PHASE2_QUESTION_KEYS = (
     "pre_generated_answer",
     "pre_generated_verifier_score",
 )
+
+
+def as_utc(moment: datetime) -> datetime:
+    """An aware UTC datetime; a naive one is taken to be UTC already (as the release's are)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def export_timestamp(moment: datetime) -> datetime:
+    """How a stored time appears in a PRM800K line: naive UTC, as the release writes it."""
+    return as_utc(moment).replace(tzinfo=None)
 
 
 class RecordError(ValueError):

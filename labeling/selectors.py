@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from labeling import prm800k
 from labeling.agreement import alpha_from_coincidence, first_error
 from labeling.models import (
     Adjudication,
@@ -33,6 +34,61 @@ from labeling.models import (
     StepLabel,
     Tally,
 )
+
+# --- one labeling as a PRM800K record ------------------------------------------------------
+
+
+def release_record(labeling_id: int) -> prm800k.LabelRecord:
+    """One labeling as the release's record: what `prm800k.render_record` turns into its line.
+
+    Four queries, plain ORM on any database; the bulk exporter renders the same line from
+    its own range queries, and a test holds the two to the same bytes.
+    """
+    labeling = Labeling.objects.select_related("solution__problem", "labeler__labeler").get(pk=labeling_id)
+    solution, problem = labeling.solution, labeling.solution.problem
+    override = solution.question_override or {}
+    answer = override.get("ground_truth_answer", problem.ground_truth_answer)
+    if solution.format == Solution.Format.PHASE1:
+        question = prm800k.QuestionRecord(problem=problem.text, ground_truth_answer=answer)
+    else:
+        question = prm800k.QuestionRecord(
+            problem=problem.text,
+            ground_truth_answer=answer,
+            is_phase2=True,
+            ground_truth_solution=override.get("ground_truth_solution", problem.ground_truth_solution),
+            pre_generated_steps=solution.steps,
+            pre_generated_answer=solution.final_answer,
+            pre_generated_verifier_score=solution.verifier_score,
+        )
+    rated: dict[int, list[prm800k.CompletionRecord]] = {}
+    human: dict[int, prm800k.HumanCompletionRecord] = {}
+    completions = Completion.objects.filter(step__labeling_id=labeling_id).order_by("step_id", "index")
+    for c in completions:
+        if c.is_human:
+            human[c.step_id] = prm800k.HumanCompletionRecord(c.text, c.rating, c.source or "human", c.flagged)
+        else:
+            rated.setdefault(c.step_id, []).append(prm800k.CompletionRecord(c.text, c.rating, c.flagged))
+    steps = [
+        prm800k.StepRecord(
+            completions=rated.get(step.pk, []) if step.has_completions else None,
+            human_completion=human.get(step.pk),
+            chosen_completion=step.chosen_completion,
+        )
+        for step in StepLabel.objects.filter(labeling_id=labeling_id).order_by("index")
+    ]
+    profile = getattr(labeling.labeler, "labeler", None)  # a user without a Labeler row
+    return prm800k.LabelRecord(
+        labeler=str(profile.public_id) if profile else str(labeling.labeler_id),
+        timestamp=prm800k.export_timestamp(labeling.finished_at or labeling.started_at),
+        generation=solution.generation,
+        is_quality_control_question=solution.is_quality_control,
+        is_initial_screening_question=solution.is_screening,
+        question=question,
+        steps=steps,
+        total_time=labeling.total_time_ms or 0,
+        finish_reason=labeling.finish_reason or "give_up",
+    )
+
 
 # --- final ratings (what exports use by default) --------------------------------------------
 

@@ -33,6 +33,7 @@ from django.db.models import Count, Exists, F, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from labeling import agreement as agreement_math
+from labeling import prm800k
 from labeling.models import (
     Adjudication,
     Batch,
@@ -54,6 +55,7 @@ from labeling.models import (
     Tally,
 )
 from labeling.roles import LABELER, has_role
+from labeling.selectors import release_record
 
 MAX_STEP_TIME_MS = 60 * 60 * 1000  # a step shown for over an hour was a tab left open
 
@@ -431,9 +433,7 @@ def _finish(labeling: Labeling, reason: str, user: AbstractBaseUser, now) -> Non
 
 def _store_release_line(labeling: Labeling) -> None:
     """Render the submitted labeling once, so exports stream it instead of rebuilding it."""
-    from labeling.exporters import render_release_line  # exporters read what services write
-
-    labeling.release_line = render_release_line(labeling.pk)
+    labeling.release_line = prm800k.render_record(release_record(labeling.pk))
     Labeling.objects.filter(pk=labeling.pk).update(release_line=labeling.release_line)
 
 

@@ -5,9 +5,11 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from labeling import prm800k
 from labeling.exporters import write_prm800k
 from labeling.importers import LineError, import_math, import_prm800k, import_samples
 from labeling.models import Batch, Completion, Labeler, Labeling, Problem, Solution, StepLabel
+from labeling.selectors import release_record
 
 pytestmark = pytest.mark.django_db
 
@@ -186,3 +188,12 @@ def test_columns_alone_reproduce_every_line(shared_data):
     out = io.StringIO()
     write_prm800k(out)
     assert out.getvalue() == samples_path(shared_data).read_text()
+
+
+def test_one_labeling_rendered_through_the_format_module_matches_every_line(shared_data):
+    """What a submit stores (selectors.release_record → prm800k.render_record) is the line the
+    bulk exporter renders and the release holds, on every database."""
+    import_prm800k(samples_path(shared_data))
+    lines = samples_path(shared_data).read_text().splitlines()
+    ids = list(Labeling.objects.order_by("pk").values_list("pk", flat=True))
+    assert [prm800k.render_record(release_record(pk)) for pk in ids] == lines
