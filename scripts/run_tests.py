@@ -1,20 +1,33 @@
-"""Run the test suite against the real services when they are reachable.
+"""Run the test suite on both databases, against the real services.
 
-PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/stepwise) and Redis
-(REDIS_URL) are probed first. Without them the suite falls back to SQLite and skips, by name,
-the tests that need them. With CI=true nothing is skipped: a missing service fails the run.
-Pytest's "no tests ran" (exit 5) is a failure too.
+`make test` runs pytest twice: on PostgreSQL (DATABASE_URL, default
+postgres://postgres@127.0.0.1:5432/stepwise) with Redis (REDIS_URL), then on SQLite, the
+embedded default a new user gets from `make demo`, with every test not marked `postgres` or
+`redis`. The run fails if either fails. `--db postgres` or `--db sqlite` runs one of them;
+every other argument goes to pytest.
+
+Without PostgreSQL or Redis the tests that need them are skipped, by name. With CI=true
+nothing is skipped: a missing service fails the run. Pytest's "no tests ran" (exit 5) is a
+failure too. The last line sums both runs as "N passed, N failed, N skipped".
 """
 
+from __future__ import annotations
+
+import argparse
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import urllib.parse
+import xml.etree.ElementTree as ET
+from pathlib import Path
 from urllib.parse import urlparse
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/stepwise"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_MARKERS = "not slow"  # pyproject's addopts
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def postgres_problem(url: str) -> str | None:
@@ -49,43 +62,101 @@ def redis_problem(url: str) -> str | None:
     return None
 
 
+def split_markers(pytest_args: list[str]) -> tuple[str, list[str]]:
+    """The -m expression the caller gave (else the default), and the other arguments."""
+    markers, rest, args = DEFAULT_MARKERS, [], iter(pytest_args)
+    for arg in args:
+        if arg == "-m":
+            markers = next(args, "")
+        elif arg.startswith("-m") and len(arg) > 2:
+            markers = arg[2:]
+        else:
+            rest.append(arg)
+    return markers, rest
+
+
+def counts(junit: Path) -> dict[str, int]:
+    """passed/failed/skipped from pytest's JUnit XML (errors count as failed)."""
+    if not junit.exists():
+        return {"passed": 0, "failed": 0, "skipped": 0}
+    suite = ET.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    total, failed, skipped = (int(suite.get(key, 0)) for key in ("tests", "failures", "skipped"))
+    failed += int(suite.get("errors", 0))
+    return {"passed": total - failed - skipped, "failed": failed, "skipped": skipped}
+
+
+def run_pytest(label: str, env: dict[str, str], markers: str, args: list[str]) -> tuple[int, dict[str, int]]:
+    junit = Path(env["STEPWISE_VAR_DIR"]) / f"junit-{label}.xml"
+    junit.unlink(missing_ok=True)
+    print(f"\n=== {label}: pytest -m {markers!r} {' '.join(args)}", flush=True)
+    code = subprocess.call(
+        [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={junit}", *args], env=env
+    )
+    if code == 5:
+        print(f"{label}: pytest collected no tests: treating that as a failure", file=sys.stderr)
+        code = 1
+    return code, counts(junit)
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
+    parser.add_argument("--db", choices=("both", "postgres", "sqlite"), default="both")
+    options, pytest_args = parser.parse_known_args()
+    markers, pytest_args = split_markers(pytest_args)
+
     ci = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-    env = dict(os.environ)
-    env.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
-    env.setdefault("REDIS_URL", DEFAULT_REDIS_URL)
+    base = dict(os.environ)
+    base.setdefault("REDIS_URL", DEFAULT_REDIS_URL)
     # A Redis database of this run's own (1-15): two test sessions on one machine must not
     # take each other's tasks from a shared queue.
-    broker = urllib.parse.urlsplit(env["REDIS_URL"])._replace(path=f"/{1 + os.getpid() % 15}")
-    env.setdefault("CELERY_BROKER_URL", urllib.parse.urlunsplit(broker))
-    env["STEPWISE_TESTING"] = "1"
-    env.setdefault("SECRET_KEY", "test-only-secret")
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    broker = urllib.parse.urlsplit(base["REDIS_URL"])._replace(path=f"/{1 + os.getpid() % 15}")
+    base.setdefault("CELERY_BROKER_URL", urllib.parse.urlunsplit(broker))
+    base["STEPWISE_TESTING"] = "1"
+    base.setdefault("SECRET_KEY", "test-only-secret")
+    base.setdefault("HF_HUB_OFFLINE", "1")
+    base.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if ci:
+        base["STEPWISE_REQUIRE_ALL"] = "1"
+    database_url = base.pop("DATABASE_URL", None) or DEFAULT_DATABASE_URL
 
-    problems = {
-        "postgres": postgres_problem(env["DATABASE_URL"]),
-        "redis": redis_problem(env["REDIS_URL"]),
-    }
+    problems = {"postgres": postgres_problem(database_url), "redis": redis_problem(base["REDIS_URL"])}
     missing = {name: why for name, why in problems.items() if why}
     if missing and ci:
         for why in missing.values():
             print(f"CI=true and a required service is missing: {why}", file=sys.stderr)
         return 2
-    if problems["postgres"]:
-        del env["DATABASE_URL"]
-        env["STEPWISE_VAR_DIR"] = os.path.join(os.getcwd(), "var", "test")
     for name, why in missing.items():
-        env[f"STEPWISE_SKIP_{name.upper()}"] = why
+        base[f"STEPWISE_SKIP_{name.upper()}"] = why
         print(f"note: tests marked '{name}' will be skipped: {why}", file=sys.stderr)
-    if ci:
-        env["STEPWISE_REQUIRE_ALL"] = "1"
 
-    code = subprocess.call([sys.executable, "-m", "pytest", *sys.argv[1:]], env=env)
-    if code == 5:
-        print("pytest collected no tests: treating that as a failure", file=sys.stderr)
-        return 1
-    return code
+    runs: list[tuple[str, dict[str, str], str]] = []
+    if options.db in ("both", "postgres") and not problems["postgres"]:
+        env = dict(base, DATABASE_URL=database_url, STEPWISE_VAR_DIR=str(ROOT / "var" / "test-postgres"))
+        runs.append(("postgres", env, markers))
+    elif options.db == "postgres":
+        print(f"--db postgres: {problems['postgres']}", file=sys.stderr)
+        return 2
+    if options.db in ("both", "sqlite"):
+        # DATABASE_URL unset: the embedded default. What needs PostgreSQL or Redis ran above.
+        var = ROOT / "var" / "test-sqlite"
+        shutil.rmtree(var, ignore_errors=True)
+        services_free = "not postgres and not redis"
+        sqlite_markers = f"({markers}) and {services_free}" if markers.strip() else services_free
+        runs.append(("sqlite", dict(base, STEPWISE_VAR_DIR=str(var)), sqlite_markers))
+
+    failed_runs, total = [], {"passed": 0, "failed": 0, "skipped": 0}
+    for label, env, run_markers in runs:
+        Path(env["STEPWISE_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
+        code, figures = run_pytest(label, env, run_markers, pytest_args)
+        print(f"=== {label}: {figures['passed']} passed, {figures['failed']} failed, {figures['skipped']} skipped (exit {code})", flush=True)
+        total = {key: total[key] + figures[key] for key in total}
+        if code:
+            failed_runs.append(label)
+    if failed_runs:
+        print(f"failed on: {', '.join(failed_runs)}", file=sys.stderr)
+    print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped", flush=True)
+    return 1 if failed_runs else 0
 
 
 if __name__ == "__main__":
