@@ -203,6 +203,8 @@ def browser():
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # Every wait is for a condition; the bound only has to outlast a loaded machine.
+    context.set_default_timeout(60_000)
     page = context.new_page()
     yield page
     context.close()

@@ -33,7 +33,7 @@ def test_labeler_labels_a_whole_solution_with_the_keyboard(page, live_server, ar
     sign_in(page, live_server, "kim")
     page.keyboard.press("Enter")  # start labeling
     page.wait_for_selector("#labeling .step.current")
-    assert page.locator(".problem .katex").count() > 0  # the math rendered offline
+    page.wait_for_selector(".problem .katex")  # the math rendered offline (KaTeX runs after the swap)
 
     page.keyboard.press("1")
     page.wait_for_selector('.step.rated[data-step="0"]')

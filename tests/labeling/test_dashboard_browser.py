@@ -39,11 +39,10 @@ def test_lead_sees_a_new_labeling_arrive_without_reloading(page, live_server, ar
     page.evaluate("window.__marker = 'same page'")
     claim_and_label(workers[0], [1, 0, 1])  # a labeling arrives
     page.wait_for_function(
-        f"document.getElementById('kpi-done').textContent.trim() === '{before + 1}'", timeout=15000
+        f"document.getElementById('kpi-done').textContent.trim() === '{before + 1}'"
     )
     assert page.evaluate("window.__marker") == "same page"  # no reload happened
     assert page.locator("#labeler-table").inner_text().count("lena") == 1
-    page.wait_for_timeout(300)
     page.screenshot(path=str(artifacts_dir / "lead-dashboard.png"), full_page=True)
 
 
@@ -65,7 +64,7 @@ def test_adjudication_page_by_keyboard(page, live_server, artifacts_dir):
     page.keyboard.press("0")
     page.keyboard.press("-")
     page.keyboard.press("Enter")
-    page.wait_for_url("**/label/lead/adjudication/", timeout=15000)
+    page.wait_for_url("**/label/lead/adjudication/")
     from labeling.selectors import final_step_ratings
 
     assert final_step_ratings(solution).ratings == [1, 0, -1]

@@ -42,8 +42,7 @@ def test_research_page_in_chromium(live_server, page, artifacts_dir, shared_data
     # htmx polling picks up progress without a reload
     Snapshot.objects.filter(pk=running.pk).update(processed=90)
     page.wait_for_function(
-        f"document.querySelector('#snapshot-{running.pk} progress')?.getAttribute('value') === '90'",
-        timeout=5000,
+        f"document.querySelector('#snapshot-{running.pk} progress')?.getAttribute('value') === '90'"
     )
 
 
@@ -56,7 +55,7 @@ def test_api_docs_render_offline_in_chromium(live_server, page, artifacts_dir):
     external = []
     page.on("request", lambda r: external.append(r.url) if not r.url.startswith(live_server.url) else None)
     page.goto(f"{live_server.url}/api/docs/")
-    page.wait_for_selector(".opblock-summary-path", timeout=15000)
+    page.wait_for_selector(".opblock-summary-path")
     paths = page.locator(".opblock-summary-path").all_inner_texts()
     assert any("/api/snapshots/{id}/download/" in p.replace("\u200b", "") for p in paths)
     assert external == []  # everything from our own server
