@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import tempfile
 import uuid
 from collections import Counter
@@ -50,6 +51,27 @@ class LineError(Exception):
         self.line = line
         self.field = field
         self.message = message
+
+
+class NoRecords(Exception):
+    """A file with no record in it (empty, or blank lines only): nothing of it was imported."""
+
+    def __init__(self, path: str | Path, *, empty: bool) -> None:
+        self.path = str(path)
+        self.empty = empty
+        super().__init__(self.describe(self.path))
+
+    def describe(self, name: str) -> str:
+        what = "is empty" if self.empty else "has no records (only blank lines)"
+        return f"{name} {what}; nothing was imported."
+
+
+def require_records(path: str | Path) -> None:
+    """Raise NoRecords unless the file has a non-blank line: an empty import is a mistake."""
+    with open(path, encoding="utf-8") as handle:
+        if any(line.strip() for line in handle):
+            return
+    raise NoRecords(path, empty=os.path.getsize(path) == 0)
 
 
 @dataclass
@@ -92,6 +114,7 @@ def _run_import(
     chunk_size: int | None = None,
 ) -> ImportReport:
     """Parse every line, write valid ones in chunks; all-or-nothing unless skip_invalid."""
+    require_records(path)
     chunk_size = chunk_size or settings.STEPWISE_IMPORT_CHUNK
     report = ImportReport(path=str(path))
     whole_file = contextlib.nullcontext() if skip_invalid else transaction.atomic()
@@ -744,6 +767,7 @@ def import_samples(
     generation: int | None = None,
     skip_invalid: bool = False,
 ) -> ImportReport:
+    require_records(path)  # before the batch is created: an empty file leaves nothing behind
     with contextlib.nullcontext() if skip_invalid else transaction.atomic():
         batch, _ = Batch.objects.get_or_create(
             name=batch_name,
@@ -782,8 +806,6 @@ def import_uploaded(
     bad lines are found in one pass; if there is any, the transaction is rolled back.
     """
     name = getattr(uploaded, "name", "upload")
-    if not uploaded.size:
-        raise UploadRejected(f"{name} is empty.")
     if uploaded.size > max_bytes:
         raise UploadRejected(f"{name} is {uploaded.size:,} bytes; the limit is {max_bytes:,}.")
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
@@ -794,12 +816,10 @@ def import_uploaded(
         try:
             with transaction.atomic():
                 report = run(handle.name)
-                if report.errors or not report.lines:
+                if report.errors:
                     raise _Rollback
         except _Rollback:
             assert report is not None
-            if not report.lines:
-                raise UploadRejected(f"{name} has no records.") from None
             errors = [LineError(name, e.line, e.field, e.message) for e in report.errors[:max_errors]]
             more = len(report.errors) - len(errors)
             raise UploadRejected(
@@ -813,6 +833,8 @@ def import_uploaded(
                 f"Invalid line in {name}; nothing was imported.",
                 [LineError(name, error.line, error.field, error.message)],
             ) from None
+        except NoRecords as error:
+            raise UploadRejected(error.describe(name)) from None
         except UnicodeDecodeError:
             raise UploadRejected(f"{name} is not UTF-8 text; nothing was imported.") from None
     report.path = name

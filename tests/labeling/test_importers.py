@@ -117,6 +117,31 @@ def test_import_command_fails_clearly(shared_data, tmp_path):
         call_command("import_prm800k", str(tmp_path / "missing.jsonl"))
 
 
+@pytest.mark.parametrize(
+    "command,options",
+    [("import_prm800k", []), ("import_math", []), ("import_samples", ["--batch", "gen 1"])],
+)
+@pytest.mark.parametrize(
+    "content,message",
+    [("", "is empty; nothing was imported."), ("\n  \n\r\n", "has no records (only blank lines); nothing was imported.")],
+)
+def test_import_commands_fail_on_an_empty_or_blank_file_and_write_nothing(tmp_path, command, options, content, message):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content)
+    with pytest.raises(CommandError) as caught:
+        call_command(command, str(path), *options)
+    assert str(caught.value) == f"{path} {message}"
+    assert not Batch.objects.exists() and not Problem.objects.exists() and not Solution.objects.exists()
+
+
+def test_import_samples_skip_invalid_of_a_blank_file_fails_and_creates_no_batch(tmp_path):
+    path = tmp_path / "blank.jsonl"
+    path.write_text("\n\n")
+    with pytest.raises(CommandError, match="has no records"):
+        call_command("import_samples", str(path), "--batch", "gen 1", "--skip-invalid")
+    assert not Batch.objects.exists()
+
+
 def test_math500_import_field_by_field(shared_data):
     path = shared_data / "math" / "math500.jsonl"
     report = import_math(path)
