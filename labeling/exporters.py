@@ -48,6 +48,28 @@ class ExportFormat:
     ALL = (PRM800K, STEPWISE_JSONL, STEPWISE_PARQUET)
 
 
+# What a file's extension says it holds; other extensions say nothing.
+_FORMATS_OF_SUFFIX = {
+    ".parquet": (ExportFormat.STEPWISE_PARQUET,),
+    ".jsonl": (ExportFormat.PRM800K, ExportFormat.STEPWISE_JSONL),
+    ".json": (ExportFormat.PRM800K, ExportFormat.STEPWISE_JSONL),
+    ".ndjson": (ExportFormat.PRM800K, ExportFormat.STEPWISE_JSONL),
+}
+
+
+def export_format_for(path: str | os.PathLike[str] | None, requested: str | None) -> str:
+    """The format to write `path` in: `requested` if given, else the first its extension
+    allows (.parquet: stepwise_parquet), else prm800k. ValueError when the extension says
+    otherwise (prm800k into x.parquet, stepwise_parquet into x.jsonl)."""
+    suffix = Path(path).suffix.lower() if path else ""
+    allowed = _FORMATS_OF_SUFFIX.get(suffix)
+    if requested is None:
+        return allowed[0] if allowed else ExportFormat.PRM800K
+    if allowed and requested not in allowed:
+        raise ValueError(f"a {suffix} file holds {' or '.join(allowed)}, not {requested}")
+    return requested
+
+
 # --- what to export ---------------------------------------------------------------------------
 
 

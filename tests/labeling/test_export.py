@@ -51,6 +51,29 @@ def test_cli_progress_bar_writes_to_stderr(samples, tmp_path, capsys):
     assert "6/6" in capsys.readouterr().err
 
 
+def test_cli_parquet_output_without_format_writes_stepwise_parquet(samples, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "train.parquet"
+    call_command("export_prm800k", "-o", str(out), "--no-progress", stdout=io.StringIO())
+    table = pq.read_table(out)
+    assert table.num_rows == 36 and {"prompt", "completions", "labels"} <= set(table.column_names)
+
+
+@pytest.mark.parametrize(
+    "fmt,name",
+    [("prm800k", "x.parquet"), ("stepwise_jsonl", "x.PARQUET"), ("stepwise_parquet", "x.jsonl")],
+)
+@pytest.mark.parametrize("snapshot", [[], ["--snapshot"]])
+def test_cli_refuses_a_format_its_output_extension_contradicts_and_writes_nothing(
+    samples, tmp_path, media_root, fmt, name, snapshot
+):
+    out = tmp_path / name
+    with pytest.raises(CommandError, match=rf"--format {fmt} does not fit --output .*{name}: .*nothing was written"):
+        call_command("export_prm800k", "--format", fmt, "-o", str(out), "--no-progress", *snapshot)
+    assert list(tmp_path.iterdir()) == [] and not Snapshot.objects.exists()
+
+
 def test_cli_rejects_bad_filters_by_name(samples, tmp_path):
     with pytest.raises(CommandError, match=r"labeler: Unknown labeler\(s\): nobody"):
         call_command("export_prm800k", "-o", str(tmp_path / "x"), "--labeler", "nobody")
