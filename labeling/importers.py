@@ -46,7 +46,8 @@ Item = TypeVar("Item")
 
 class LineError(Exception):
     def __init__(self, path: str, line: int, field: str, message: str) -> None:
-        super().__init__(f"{path}, line {line}: {field}: {message}")
+        where = "" if field == "line" else f"{field}: "  # field "line": the line as a whole
+        super().__init__(f"{path}, line {line}: {where}{message}")
         self.path = path
         self.line = line
         self.field = field
@@ -105,6 +106,22 @@ def _read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 yield number, line.rstrip("\n").rstrip("\r")
 
 
+def decode_line(line: str, number: int) -> Any:
+    """One JSONL line decoded; RecordError("line", ...) says where it stops being JSON."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        if number == 1 and line.strip() in ("{", "["):
+            message = (
+                f"not valid JSON: the file starts with a lone {line.strip()!r} line, so it looks "
+                "pretty-printed; one JSON object per line (JSONL) is expected"
+            )
+        else:  # a JSONL line is one text line: its column is the position that matters
+            at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
+            message = f"not valid JSON: {exc.msg}{at} column {exc.colno}"
+        raise prm800k.RecordError("line", message) from None
+
+
 def _run_import(
     path: str | Path,
     parse: Callable[[Any, str], Item],
@@ -130,11 +147,7 @@ def _run_import(
             report.lines += 1
             try:
                 try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise LineError(str(path), number, "line", f"not valid JSON ({exc.msg})") from None
-                try:
-                    item = parse(obj, line)
+                    item = parse(decode_line(line, number), line)
                 except prm800k.RecordError as exc:
                     raise LineError(str(path), number, exc.field, exc.message) from None
             except LineError as error:
