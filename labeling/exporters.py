@@ -510,7 +510,7 @@ def iter_stepwise_rows(
 class ExportResult:
     rows: int = 0
     labelings: int = 0
-    step_labels: int = 0
+    step_labels: int = 0  # in the file: PRM800K steps, or the stepwise rows' labels
     size_bytes: int = 0
     sha256: str = ""
 
@@ -574,7 +574,6 @@ def write_export(
         pending = 0
         for item in source:
             result.labelings += 1
-            result.step_labels += item.step_count
             pending += 1
             if progress and pending >= CHUNK:
                 progress(pending)
@@ -586,6 +585,7 @@ def write_export(
     if fmt == ExportFormat.PRM800K:
         buffer: list[str] = []
         for item in counted(items):
+            result.step_labels += item.step_count
             buffer.append(item.as_line())
             if len(buffer) >= 256:
                 sink.write(("\n".join(buffer) + "\n").encode())
@@ -598,6 +598,7 @@ def write_export(
             if rows:
                 sink.write("".join(json.dumps(row) + "\n" for row in rows).encode())
                 result.rows += len(rows)
+                result.step_labels += sum(len(row["labels"]) for row in rows)
     elif fmt == ExportFormat.STEPWISE_PARQUET:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -616,6 +617,7 @@ def write_export(
                     for name in schema.names:
                         columns[name].append(row[name])
                 result.rows += len(rows)
+                result.step_labels += sum(len(row["labels"]) for row in rows)
                 if len(columns["prompt"]) >= PARQUET_ROWS_PER_GROUP:
                     flush()
             if columns["prompt"] or result.rows == 0:
