@@ -418,14 +418,14 @@ def _finish(run: TrainingRun, config: Any, model_dir: str, dataset_version: str,
 
 def evaluate_held_out(model_dir: str, held_out: Sequence, counter: Counter | None = None) -> dict[str, Any]:
     """Step metrics of the saved model on the held-out problems' rated steps."""
-    from modeling.training.evaluate import evaluate_steps
+    from modeling.training.evaluate import evaluate_steps, finite
 
     if not held_out:
         return {"held_out": None}
     model = load_model_dir(model_dir)
     progress = counter("evaluate") if counter else None
     steps = evaluate_steps(model, held_out, progress=progress)
-    return {"held_out": _finite(steps), "auroc": _finite(steps["auroc_negative"])}
+    return {"held_out": finite(steps), "auroc": finite(steps["auroc_negative"])}
 
 
 def evaluate_processbench_files(
@@ -487,17 +487,6 @@ def evaluate_model_version(
     return report
 
 
-def _finite(value: Any) -> Any:
-    """JSON (and PostgreSQL's jsonb) has no NaN: undefined metrics become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 # --- models and scoring ----------------------------------------------------------------------
 
 
@@ -533,6 +522,7 @@ def score_solutions_with(
     Already scored (solution, model) pairs are left as they are, so a re-run only fills gaps.
     """
     from modeling.training.data import Solution as CoreSolution
+    from modeling.training.evaluate import finite
     from modeling.training.score import score_solutions, solution_score
 
     model = load_model(model_version)
@@ -545,7 +535,7 @@ def score_solutions_with(
         rows = [
             SolutionScore(
                 solution=s, model_version=model_version, score=_nan_to(solution_score(p, "product"), 0.0),
-                min_step_score=_finite(solution_score(p, "min")), step_probs=_finite(p.tolist()),
+                min_step_score=finite(solution_score(p, "min")), step_probs=finite(p.tolist()),
             )  # fmt: skip
             for s, p in zip(chunk, probs, strict=True)
         ]

@@ -149,7 +149,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate_processbench, evaluate_steps
+    from .evaluate import evaluate_processbench, evaluate_steps, report_json
     from .model import ProcessRewardModel
 
     started = time.perf_counter()
@@ -170,7 +170,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for path in args.processbench
     ]
     report["seconds"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(report, indent=2)
+    text = report_json(report)
     if args.output:
         Path(args.output).write_text(text + "\n")
     print(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -90,6 +91,22 @@ def step_metrics(probs: np.ndarray, ratings: np.ndarray, n_bins: int = 10) -> di
         "ece_negative": expected_calibration_error(bins),
         "reliability_negative": bins,
     }
+
+
+def finite(value: Any) -> Any:
+    """JSON (and PostgreSQL's jsonb) has no NaN: undefined metrics become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def report_json(report: Mapping[str, Any]) -> str:
+    """A report as strict JSON text: an empty bin's or undefined metric's NaN is null."""
+    return json.dumps(finite(report), indent=2, allow_nan=False)
 
 
 def evaluate_steps(

@@ -1,12 +1,11 @@
 """Measure a model version: its run's held-out problems and ProcessBench subsets."""
 
-import json
-
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling import services
 from modeling.models import ModelVersion
 from modeling.training.cli import tqdm_counter
+from modeling.training.evaluate import report_json
 
 
 class Command(BaseCommand):
@@ -38,4 +37,4 @@ class Command(BaseCommand):
             )  # fmt: skip
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot evaluate {version}: {exc}") from None
-        self.stdout.write(json.dumps(report, indent=2))
+        self.stdout.write(report_json(report))
