@@ -416,15 +416,18 @@ def _finish(run: TrainingRun, config: Any, model_dir: str, dataset_version: str,
 # --- evaluation ------------------------------------------------------------------------------
 
 
-def evaluate_held_out(model_dir: str, held_out: Sequence, counter: Counter | None = None) -> dict[str, Any]:
-    """Step metrics of the saved model on the held-out problems' rated steps."""
+def evaluate_held_out(
+    model_dir: str, held_out: Sequence, counter: Counter | None = None, max_length: int | None = None
+) -> dict[str, Any]:
+    """Step metrics of the saved model on the held-out problems' rated steps (those within
+    max_length tokens, default the model's; the rest are counted as dropped)."""
     from modeling.training.evaluate import evaluate_steps, finite
 
     if not held_out:
         return {"held_out": None}
     model = load_model_dir(model_dir)
     progress = counter("evaluate") if counter else None
-    steps = evaluate_steps(model, held_out, progress=progress)
+    steps = evaluate_steps(model, held_out, max_length=max_length, progress=progress)
     return {"held_out": finite(steps), "auroc": finite(steps["auroc_negative"])}
 
 
@@ -474,12 +477,13 @@ def evaluate_model_version(
     threshold: float = 0.5,
     save: bool = True,
     counter: Counter | None = None,
+    max_length: int | None = None,
 ) -> dict[str, Any]:
     """Re-measure a model: its run's held-out problems (when it has a run) and ProcessBench."""
     report: dict[str, Any] = {"model_version": version.pk}
     if version.run_id and (run_dir(version.run) / DATA_FILE).exists():
         _, held_out = load_split(version.run)
-        report.update(evaluate_held_out(version.artifact_path, held_out, counter))
+        report.update(evaluate_held_out(version.artifact_path, held_out, counter, max_length))
     report.update(evaluate_processbench_files(version.artifact_path, processbench, counter, threshold))
     if save:
         version.metrics = {**(version.metrics or {}), "evaluation": report}

@@ -261,9 +261,18 @@ def test_train_and_evaluate_commands(labels, backbone, open_evaluation_gate, cap
         {"problem": "2+2?", "steps": ["2+2=5.", "So 5."], "label": 0},
     ]))  # fmt: skip
     call_command("evaluate_prm", "--processbench", str(bench))
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert report["processbench"][0]["n_error"] == 1 and report["processbench"][0]["n_correct"] == 1
-    assert "held_out" in report
+    held_out = report["held_out"]
+    assert f"{held_out['n_dropped']} of {held_out['n_labels']} step labels" in captured.err
+    assert held_out["max_length"] == 512 and "past max_length 512 tokens" in captured.err
+    call_command("evaluate_prm", "--max-length", "64", "--no-save")
+    captured = capsys.readouterr()
+    short = json.loads(captured.out)["held_out"]
+    assert short["n_dropped"] > held_out["n_dropped"] and short["n_labels"] == held_out["n_labels"]
+    assert f"{short['n_dropped']} of {short['n_labels']} step labels" in captured.err
+    assert "past max_length 64 tokens" in captured.err
     version = ModelVersion.active()
     version.refresh_from_db()
     assert version.metrics["evaluation"]["processbench"][0]["subset"] == "bench"

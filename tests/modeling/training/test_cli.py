@@ -34,3 +34,32 @@ def test_evaluate_output_writes_null_not_nan_in_empty_reliability_bins(saved_mod
     empty = [b for b in report["steps"]["reliability_negative"] if b["count"] == 0]
     assert empty and all(b["mean_predicted"] is None and b["observed"] is None for b in empty)
     assert strict_json(capsys.readouterr().out) == report
+
+
+def test_evaluate_prints_how_many_labels_lie_past_max_length_and_takes_max_length(
+    saved_model, tokenizer, prm800k_records, capsys
+):
+    from modeling.training.data import IGNORE, build_features, examples_from_prm800k
+
+    examples = examples_from_prm800k(prm800k_records)
+    labels = sum(e.n_labels() for e in examples)
+    carried = sum(
+        label != IGNORE for row in build_features(examples, tokenizer, 150) for label in row.labels
+    )
+    argv = ["evaluate", "--model", saved_model, "--prm800k", str(SAMPLES), "--all", "--device", "cpu"]
+
+    assert cli.main([*argv, "--max-length", "150"]) == 0
+    out, err = capsys.readouterr()
+    steps = strict_json(out)["steps"]
+    dropped = labels - carried
+    assert 0 < dropped < labels and (steps["n"], steps["n_dropped"]) == (carried, dropped)
+    assert (
+        f"{dropped:,} of {labels:,} step labels ({dropped / labels:.1%}) dropped: past max_length 150 "
+        "tokens (--max-length to change it)"
+    ) in err
+
+    assert cli.main(argv) == 0  # the model's own max_length
+    out, err = capsys.readouterr()
+    steps = strict_json(out)["steps"]
+    assert steps["max_length"] == 2048 and steps["n"] + steps["n_dropped"] == labels
+    assert f"of {labels:,} step labels" in err and "past max_length 2,048 tokens" in err
