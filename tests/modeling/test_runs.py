@@ -7,6 +7,7 @@ resumes from its checkpoint (the last test does it with a real Celery worker and
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import signal
@@ -244,6 +245,24 @@ def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, op
         assert score.score == pytest.approx(product, rel=1e-4)
     services.score_solutions_with(model_version=version, solutions=solutions)
     assert SolutionScore.objects.filter(model_version=version).count() == 6  # no duplicates
+
+
+def test_train_prm_help_states_each_config_default_once(monkeypatch):
+    from modeling.management.commands.train_prm import Command
+    from modeling.training.config import TrainConfig
+
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse's width: no wrapping inside a default
+    help_text = Command().create_parser("manage.py", "train_prm").format_help()
+    blocks: dict[str, str] = {}  # flag -> its help, wrapped lines joined
+    for line in help_text.splitlines():
+        if line.startswith("  --"):
+            flag = line.split()[0]
+            blocks[flag] = ""
+        if blocks:
+            blocks[flag] += " " + line.strip()
+    for field in dataclasses.fields(TrainConfig):
+        text = blocks["--" + field.name.replace("_", "-")]
+        assert text.count("(default:") == 1 and f"(default: {field.default})" in text, text
 
 
 def test_train_and_evaluate_commands(labels, backbone, open_evaluation_gate, capsys, tmp_path):
