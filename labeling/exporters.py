@@ -47,6 +47,28 @@ class ExportFormat:
     ALL = (PRM800K, STEPWISE_JSONL, STEPWISE_PARQUET)
 
 
+# What a file's extension says it holds; other extensions say nothing.
+_FORMATS_OF_SUFFIX = {
+    ".parquet": (ExportFormat.STEPWISE_PARQUET,),
+    ".jsonl": (ExportFormat.PRM800K, ExportFormat.STEPWISE_JSONL),
+    ".json": (ExportFormat.PRM800K, ExportFormat.STEPWISE_JSONL),
+    ".ndjson": (ExportFormat.PRM800K, ExportFormat.STEPWISE_JSONL),
+}
+
+
+def export_format_for(path: str | os.PathLike[str] | None, requested: str | None) -> str:
+    """The format to write `path` in: `requested` if given, else the first its extension
+    allows (.parquet: stepwise_parquet), else prm800k. ValueError when the extension says
+    otherwise (prm800k into x.parquet, stepwise_parquet into x.jsonl)."""
+    suffix = Path(path).suffix.lower() if path else ""
+    allowed = _FORMATS_OF_SUFFIX.get(suffix)
+    if requested is None:
+        return allowed[0] if allowed else ExportFormat.PRM800K
+    if allowed and requested not in allowed:
+        raise ValueError(f"a {suffix} file holds {' or '.join(allowed)}, not {requested}")
+    return requested
+
+
 # --- what to export ---------------------------------------------------------------------------
 
 
@@ -494,7 +516,7 @@ def iter_stepwise_rows(
 class ExportResult:
     rows: int = 0
     labelings: int = 0
-    step_labels: int = 0
+    step_labels: int = 0  # in the file: PRM800K steps, or the stepwise rows' labels
     size_bytes: int = 0
     sha256: str = ""
 
@@ -558,7 +580,6 @@ def write_export(
         pending = 0
         for item in source:
             result.labelings += 1
-            result.step_labels += item.step_count
             pending += 1
             if progress and pending >= CHUNK:
                 progress(pending)
@@ -570,6 +591,7 @@ def write_export(
     if fmt == ExportFormat.PRM800K:
         buffer: list[str] = []
         for item in counted(items):
+            result.step_labels += item.step_count
             buffer.append(item.as_line())
             if len(buffer) >= 256:
                 sink.write(("\n".join(buffer) + "\n").encode())
@@ -582,6 +604,7 @@ def write_export(
             if rows:
                 sink.write("".join(json.dumps(row) + "\n" for row in rows).encode())
                 result.rows += len(rows)
+                result.step_labels += sum(len(row["labels"]) for row in rows)
     elif fmt == ExportFormat.STEPWISE_PARQUET:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -600,6 +623,7 @@ def write_export(
                     for name in schema.names:
                         columns[name].append(row[name])
                 result.rows += len(rows)
+                result.step_labels += sum(len(row["labels"]) for row in rows)
                 if len(columns["prompt"]) >= PARQUET_ROWS_PER_GROUP:
                     flush()
             if columns["prompt"] or result.rows == 0:

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import tempfile
 import uuid
 from collections import Counter
@@ -45,11 +46,33 @@ Item = TypeVar("Item")
 
 class LineError(Exception):
     def __init__(self, path: str, line: int, field: str, message: str) -> None:
-        super().__init__(f"{path}, line {line}: {field}: {message}")
+        where = "" if field == "line" else f"{field}: "  # field "line": the line as a whole
+        super().__init__(f"{path}, line {line}: {where}{message}")
         self.path = path
         self.line = line
         self.field = field
         self.message = message
+
+
+class NoRecords(Exception):
+    """A file with no record in it (empty, or blank lines only): nothing of it was imported."""
+
+    def __init__(self, path: str | Path, *, empty: bool) -> None:
+        self.path = str(path)
+        self.empty = empty
+        super().__init__(self.describe(self.path))
+
+    def describe(self, name: str) -> str:
+        what = "is empty" if self.empty else "has no records (only blank lines)"
+        return f"{name} {what}; nothing was imported."
+
+
+def require_records(path: str | Path) -> None:
+    """Raise NoRecords unless the file has a non-blank line: an empty import is a mistake."""
+    with open(path, encoding="utf-8") as handle:
+        if any(line.strip() for line in handle):
+            return
+    raise NoRecords(path, empty=os.path.getsize(path) == 0)
 
 
 @dataclass
@@ -83,6 +106,22 @@ def _read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 yield number, line.rstrip("\n").rstrip("\r")
 
 
+def decode_line(line: str, number: int) -> Any:
+    """One JSONL line decoded; RecordError("line", ...) says where it stops being JSON."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        if number == 1 and line.strip() in ("{", "["):
+            message = (
+                f"not valid JSON: the file starts with a lone {line.strip()!r} line, so it looks "
+                "pretty-printed; one JSON object per line (JSONL) is expected"
+            )
+        else:  # a JSONL line is one text line: its column is the position that matters
+            at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
+            message = f"not valid JSON: {exc.msg}{at} column {exc.colno}"
+        raise prm800k.RecordError("line", message) from None
+
+
 def _run_import(
     path: str | Path,
     parse: Callable[[Any, str], Item],
@@ -92,6 +131,7 @@ def _run_import(
     chunk_size: int | None = None,
 ) -> ImportReport:
     """Parse every line, write valid ones in chunks; all-or-nothing unless skip_invalid."""
+    require_records(path)
     chunk_size = chunk_size or settings.STEPWISE_IMPORT_CHUNK
     report = ImportReport(path=str(path))
     whole_file = contextlib.nullcontext() if skip_invalid else transaction.atomic()
@@ -107,11 +147,7 @@ def _run_import(
             report.lines += 1
             try:
                 try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise LineError(str(path), number, "line", f"not valid JSON ({exc.msg})") from None
-                try:
-                    item = parse(obj, line)
+                    item = parse(decode_line(line, number), line)
                 except prm800k.RecordError as exc:
                     raise LineError(str(path), number, exc.field, exc.message) from None
             except LineError as error:
@@ -735,6 +771,7 @@ def import_samples(
     generation: int | None = None,
     skip_invalid: bool = False,
 ) -> ImportReport:
+    require_records(path)  # before the batch is created: an empty file leaves nothing behind
     with contextlib.nullcontext() if skip_invalid else transaction.atomic():
         batch, _ = Batch.objects.get_or_create(
             name=batch_name,
@@ -773,8 +810,6 @@ def import_uploaded(
     bad lines are found in one pass; if there is any, the transaction is rolled back.
     """
     name = getattr(uploaded, "name", "upload")
-    if not uploaded.size:
-        raise UploadRejected(f"{name} is empty.")
     if uploaded.size > max_bytes:
         raise UploadRejected(f"{name} is {uploaded.size:,} bytes; the limit is {max_bytes:,}.")
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
@@ -785,12 +820,10 @@ def import_uploaded(
         try:
             with transaction.atomic():
                 report = run(handle.name)
-                if report.errors or not report.lines:
+                if report.errors:
                     raise _Rollback
         except _Rollback:
             assert report is not None
-            if not report.lines:
-                raise UploadRejected(f"{name} has no records.") from None
             errors = [LineError(name, e.line, e.field, e.message) for e in report.errors[:max_errors]]
             more = len(report.errors) - len(errors)
             raise UploadRejected(
@@ -804,6 +837,8 @@ def import_uploaded(
                 f"Invalid line in {name}; nothing was imported.",
                 [LineError(name, error.line, error.field, error.message)],
             ) from None
+        except NoRecords as error:
+            raise UploadRejected(error.describe(name)) from None
         except UnicodeDecodeError:
             raise UploadRejected(f"{name} is not UTF-8 text; nothing was imported.") from None
     report.path = name

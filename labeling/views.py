@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from labeling import selectors, services
 from labeling.forms import BatchForm, GuidelinesForm
-from labeling.importers import LineError, import_samples
+from labeling.importers import LineError, NoRecords, import_samples
 from labeling.models import (
     Batch,
     BatchLabelerStats,
@@ -253,7 +253,7 @@ def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpRespons
                     report = import_samples(handle.name, batch_name=batch.name, overlap=batch.overlap,
                                             generation=batch.generation)
                     messages.info(request, report.summary().replace(handle.name, upload.name))
-                except LineError as exc:
+                except (LineError, NoRecords) as exc:
                     messages.error(request, str(exc).replace(handle.name, upload.name))
         messages.info(request, f"Batch “{batch.name}” {'created' if creating else 'saved'}.")
         return redirect("labeling:batch_dashboard", batch_id=batch.pk)

@@ -416,16 +416,19 @@ def _finish(run: TrainingRun, config: Any, model_dir: str, dataset_version: str,
 # --- evaluation ------------------------------------------------------------------------------
 
 
-def evaluate_held_out(model_dir: str, held_out: Sequence, counter: Counter | None = None) -> dict[str, Any]:
-    """Step metrics of the saved model on the held-out problems' rated steps."""
-    from modeling.training.evaluate import evaluate_steps
+def evaluate_held_out(
+    model_dir: str, held_out: Sequence, counter: Counter | None = None, max_length: int | None = None
+) -> dict[str, Any]:
+    """Step metrics of the saved model on the held-out problems' rated steps (those within
+    max_length tokens, default the model's; the rest are counted as dropped)."""
+    from modeling.training.evaluate import evaluate_steps, finite
 
     if not held_out:
         return {"held_out": None}
     model = load_model_dir(model_dir)
     progress = counter("evaluate") if counter else None
-    steps = evaluate_steps(model, held_out, progress=progress)
-    return {"held_out": _finite(steps), "auroc": _finite(steps["auroc_negative"])}
+    steps = evaluate_steps(model, held_out, max_length=max_length, progress=progress)
+    return {"held_out": finite(steps), "auroc": finite(steps["auroc_negative"])}
 
 
 def evaluate_processbench_files(
@@ -474,28 +477,18 @@ def evaluate_model_version(
     threshold: float = 0.5,
     save: bool = True,
     counter: Counter | None = None,
+    max_length: int | None = None,
 ) -> dict[str, Any]:
     """Re-measure a model: its run's held-out problems (when it has a run) and ProcessBench."""
     report: dict[str, Any] = {"model_version": version.pk}
     if version.run_id and (run_dir(version.run) / DATA_FILE).exists():
         _, held_out = load_split(version.run)
-        report.update(evaluate_held_out(version.artifact_path, held_out, counter))
+        report.update(evaluate_held_out(version.artifact_path, held_out, counter, max_length))
     report.update(evaluate_processbench_files(version.artifact_path, processbench, counter, threshold))
     if save:
         version.metrics = {**(version.metrics or {}), "evaluation": report}
         version.save(update_fields=["metrics"])
     return report
-
-
-def _finite(value: Any) -> Any:
-    """JSON (and PostgreSQL's jsonb) has no NaN: undefined metrics become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 # --- models and scoring ----------------------------------------------------------------------
@@ -533,6 +526,7 @@ def score_solutions_with(
     Already scored (solution, model) pairs are left as they are, so a re-run only fills gaps.
     """
     from modeling.training.data import Solution as CoreSolution
+    from modeling.training.evaluate import finite
     from modeling.training.score import score_solutions, solution_score
 
     model = load_model(model_version)
@@ -545,7 +539,7 @@ def score_solutions_with(
         rows = [
             SolutionScore(
                 solution=s, model_version=model_version, score=_nan_to(solution_score(p, "product"), 0.0),
-                min_step_score=_finite(solution_score(p, "min")), step_probs=_finite(p.tolist()),
+                min_step_score=finite(solution_score(p, "min")), step_probs=finite(p.tolist()),
             )  # fmt: skip
             for s, p in zip(chunk, probs, strict=True)
         ]

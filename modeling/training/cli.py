@@ -78,6 +78,13 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"not a boolean: {text}")
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def tqdm_progress() -> Callable[[Any], None]:
     bars: dict[str, tqdm] = {}
 
@@ -149,7 +156,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate_processbench, evaluate_steps
+    from .evaluate import dropped_labels_note, evaluate_processbench, evaluate_steps, report_json
     from .model import ProcessRewardModel
 
     started = time.perf_counter()
@@ -162,15 +169,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             held_out = set(json.loads(split_file.read_text())["test_problems"])
             examples = [e for e in examples if problem_key(e.problem) in held_out]
         report["steps"] = evaluate_steps(
-            model, examples, batch_tokens=args.batch_tokens, progress=tqdm_counter("steps")
+            model,
+            examples,
+            batch_tokens=args.batch_tokens,
+            max_length=args.max_length,
+            progress=tqdm_counter("steps"),
         )
         report["steps"]["solutions"] = len(examples)
+        print(dropped_labels_note(report["steps"]), file=sys.stderr)
     report["processbench"] = [
         evaluate_processbench(model, path, args.threshold, progress=tqdm_counter(Path(path).stem))
         for path in args.processbench
     ]
     report["seconds"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(report, indent=2)
+    text = report_json(report)
     if args.output:
         Path(args.output).write_text(text + "\n")
     print(text)
@@ -236,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="first error = first step with P(+1)+P(0) under this",
     )
     evaluate.add_argument("--batch-tokens", type=int, default=None)
+    evaluate.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=None,
+        help="tokens per packed row; labels past it are dropped (default: the model's max_length)",
+    )
     evaluate.add_argument("--device", default="auto")
     evaluate.add_argument("--output", help="also write the report here")
     evaluate.set_defaults(func=cmd_evaluate)

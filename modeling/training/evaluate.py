@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -92,11 +93,46 @@ def step_metrics(probs: np.ndarray, ratings: np.ndarray, n_bins: int = 10) -> di
     }
 
 
+def finite(value: Any) -> Any:
+    """JSON (and PostgreSQL's jsonb) has no NaN: undefined metrics become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def report_json(report: Mapping[str, Any]) -> str:
+    """A report as strict JSON text: an empty bin's or undefined metric's NaN is null."""
+    return json.dumps(finite(report), indent=2, allow_nan=False)
+
+
 def evaluate_steps(
-    model: ProcessRewardModel, examples: Sequence[LabeledSolution], **kwargs: Any
+    model: ProcessRewardModel,
+    examples: Sequence[LabeledSolution],
+    *,
+    max_length: int | None = None,
+    **kwargs: Any,
 ) -> dict[str, Any]:
-    probs, ratings = predict_labelled(model, examples, **kwargs)
-    return step_metrics(probs, ratings)
+    """Step metrics of every label the packed rows carry at `max_length` tokens (default the
+    model's); `n_dropped` of the examples' `n_labels` lie past it and are not measured."""
+    max_length = max_length or model.config.max_length
+    probs, ratings = predict_labelled(model, examples, max_length=max_length, **kwargs)
+    labels = sum(e.n_labels() for e in examples)
+    dropped = {"max_length": max_length, "n_labels": labels, "n_dropped": labels - len(ratings)}
+    return {**step_metrics(probs, ratings), **dropped}
+
+
+def dropped_labels_note(steps: Mapping[str, Any]) -> str:
+    """One line on the labels an evaluation could not read (past max_length)."""
+    dropped, labels = steps["n_dropped"], steps["n_labels"]
+    share = f" ({dropped / labels:.1%})" if labels else ""
+    return (
+        f"{dropped:,} of {labels:,} step labels{share} dropped: past max_length "
+        f"{steps['max_length']:,} tokens (--max-length to change it)"
+    )
 
 
 # ---------------------------------------------------------------- ProcessBench

@@ -178,6 +178,19 @@ def test_sample_upload_errors_name_line_and_field(api):
     assert not Batch.objects.filter(name="b").exists() and Problem.objects.count() == 0
 
 
+def test_bad_json_upload_names_line_and_column_like_the_command(api):
+    content = b'{"problem": "1+1?"}\n{"problem": "2+2?\n'
+    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart")
+    assert response.status_code == 400
+    assert response.json()["errors"][1] == {
+        "line": 2, "field": "line", "message": "not valid JSON: Unterminated string starting at column 13"
+    }
+    pretty = _upload("p.jsonl", b'{\n  "problem": "1+1?"\n}\n')
+    response = api.post("/api/solutions/import-prm800k/", {"file": pretty}, format="multipart")
+    assert response.status_code == 400 and "looks pretty-printed; one JSON object per line" in response.json()["errors"][0]["message"]
+    assert Problem.objects.count() == 0
+
+
 @pytest.mark.parametrize(
     "content,message",
     [(b"", "empty"), (b"\n\n", "no records"), (b"\xff\xfe{}\n", "not UTF-8")],

@@ -51,6 +51,40 @@ def test_cli_progress_bar_writes_to_stderr(samples, tmp_path, capsys):
     assert "6/6" in capsys.readouterr().err
 
 
+def test_cli_parquet_output_without_format_writes_stepwise_parquet(samples, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "train.parquet"
+    call_command("export_prm800k", "-o", str(out), "--no-progress", stdout=io.StringIO())
+    table = pq.read_table(out)
+    assert table.num_rows == 36 and {"prompt", "completions", "labels"} <= set(table.column_names)
+
+
+@pytest.mark.parametrize(
+    "fmt,name",
+    [("prm800k", "x.parquet"), ("stepwise_jsonl", "x.PARQUET"), ("stepwise_parquet", "x.jsonl")],
+)
+@pytest.mark.parametrize("snapshot", [[], ["--snapshot"]])
+def test_cli_refuses_a_format_its_output_extension_contradicts_and_writes_nothing(
+    samples, tmp_path, media_root, fmt, name, snapshot
+):
+    out = tmp_path / name
+    with pytest.raises(CommandError, match=rf"--format {fmt} does not fit --output .*{name}: .*nothing was written"):
+        call_command("export_prm800k", "--format", fmt, "-o", str(out), "--no-progress", *snapshot)
+    assert list(tmp_path.iterdir()) == [] and not Snapshot.objects.exists()
+
+
+@pytest.mark.parametrize("snapshot", [[], ["--snapshot"]])
+def test_stepwise_export_summary_counts_the_labels_written_not_the_source_steps(samples, tmp_path, media_root, snapshot):
+    out, summary = tmp_path / "train.jsonl", io.StringIO()
+    call_command("export_prm800k", "--format", "stepwise_jsonl", "-o", str(out), "--no-progress", *snapshot, stdout=summary)
+    written = sum(len(json.loads(line)["labels"]) for line in out.read_text().splitlines())
+    assert written != 46  # the PRM800K steps of the six labelings: not what the file holds
+    assert f"36 rows{'' if snapshot else ' from 6 labelings'}, {written} step labels" in summary.getvalue()
+    if snapshot:
+        assert Snapshot.objects.get().step_label_count == written
+
+
 def test_cli_rejects_bad_filters_by_name(samples, tmp_path):
     with pytest.raises(CommandError, match=r"labeler: Unknown labeler\(s\): nobody"):
         call_command("export_prm800k", "-o", str(tmp_path / "x"), "--labeler", "nobody")
@@ -179,7 +213,7 @@ def test_stepwise_files_load_with_datasets(samples, tmp_path, fmt, builder):
     row = dataset[0]
     assert isinstance(row["completions"], list) and isinstance(row["labels"][0], bool)
     assert len(row["completions"]) == len(row["labels"])
-    assert result.labelings == 6 and result.step_labels == 46
+    assert result.labelings == 6 and result.step_labels == sum(len(labels) for labels in dataset["labels"])
 
 
 def test_jsonl_and_parquet_hold_the_same_rows(samples, tmp_path):

@@ -111,12 +111,66 @@ def test_invalid_json_is_reported_and_skip_invalid_keeps_the_rest(shared_data, t
     assert Labeling.objects.count() == 5
 
 
+def _math_lines(tmp_path, *lines: str):
+    path = tmp_path / "math.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_invalid_json_line_is_named_with_its_line_and_column(tmp_path):
+    good = json.dumps({"problem": "1+1?"})
+    path = _math_lines(tmp_path, good, good, '{"problem": "2+2?, "answer": "4"}')
+    with pytest.raises(CommandError) as caught:
+        call_command("import_math", str(path))
+    assert str(caught.value) == (
+        f"{path}, line 3: not valid JSON: Expecting ',' delimiter at column 21 (nothing from {path} was written)"
+    )
+    report = import_math(_math_lines(tmp_path, good, '{"problem": "2+2?'), skip_invalid=True)
+    assert [(e.line, e.field, e.message) for e in report.errors] == [
+        (2, "line", "not valid JSON: Unterminated string starting at column 13")
+    ]
+    assert Problem.objects.count() == 1
+
+
+def test_pretty_printed_json_file_is_named_as_such(tmp_path):
+    path = _math_lines(tmp_path, "{", '  "problem": "1+1?"', "}")
+    with pytest.raises(CommandError, match=r"line 1: not valid JSON: the file starts with a lone '\{' line, "
+                       r"so it looks pretty-printed; one JSON object per line \(JSONL\) is expected"):  # fmt: skip
+        call_command("import_math", str(path))
+    assert not Problem.objects.exists()
+
+
 def test_import_command_fails_clearly(shared_data, tmp_path):
     path = _broken_copy(shared_data, tmp_path, 3, lambda line: line.replace('"finish_reason": "solution"', '"finish_reason": "nope"'))
     with pytest.raises(CommandError, match=r"line 3: label.finish_reason: .*nothing from .* was written"):
         call_command("import_prm800k", str(path))
     with pytest.raises(CommandError, match="no such file"):
         call_command("import_prm800k", str(tmp_path / "missing.jsonl"))
+
+
+@pytest.mark.parametrize(
+    "command,options",
+    [("import_prm800k", []), ("import_math", []), ("import_samples", ["--batch", "gen 1"])],
+)
+@pytest.mark.parametrize(
+    "content,message",
+    [("", "is empty; nothing was imported."), ("\n  \n\r\n", "has no records (only blank lines); nothing was imported.")],
+)
+def test_import_commands_fail_on_an_empty_or_blank_file_and_write_nothing(tmp_path, command, options, content, message):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content)
+    with pytest.raises(CommandError) as caught:
+        call_command(command, str(path), *options)
+    assert str(caught.value) == f"{path} {message}"
+    assert not Batch.objects.exists() and not Problem.objects.exists() and not Solution.objects.exists()
+
+
+def test_import_samples_skip_invalid_of_a_blank_file_fails_and_creates_no_batch(tmp_path):
+    path = tmp_path / "blank.jsonl"
+    path.write_text("\n\n")
+    with pytest.raises(CommandError, match="has no records"):
+        call_command("import_samples", str(path), "--batch", "gen 1", "--skip-invalid")
+    assert not Batch.objects.exists()
 
 
 def test_math500_import_field_by_field(shared_data):

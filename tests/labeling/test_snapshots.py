@@ -36,6 +36,15 @@ def test_snapshot_run_writes_a_byte_exact_file_and_records_it(samples, media_roo
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
 
 
+def test_stepwise_snapshot_records_the_labels_in_its_file(samples, media_root):
+    import pyarrow.parquet as pq
+
+    done = snapshots.snapshot_run(snapshot_id=_create(fmt="stepwise_parquet").pk)
+    labels = pq.read_table(snapshots.snapshot_file(done)).column("labels").to_pylist()
+    assert done.row_count == len(labels) == 36
+    assert done.step_label_count == sum(len(row) for row in labels) != 46  # not the source steps
+
+
 def test_running_the_task_twice_is_a_no_op(samples, media_root):
     snapshot = _create()
     assert tasks.run_snapshot(snapshot.pk) == "done"

@@ -120,6 +120,14 @@ def test_import_pool_command_reports(db, capsys):
     assert "63 pool solutions" in capsys.readouterr().out
 
 
+def test_import_pool_command_fails_on_a_blank_file_and_writes_nothing(db, tmp_path):
+    path = tmp_path / "pool.jsonl"
+    path.write_text("\n\n")
+    with pytest.raises(CommandError, match=r"pool.jsonl has no records \(only blank lines\); nothing was imported"):
+        call_command("import_pool", str(path))
+    assert not Solution.objects.exists()
+
+
 # --- selection into a batch --------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ resumes from its checkpoint (the last test does it with a real Celery worker and
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import signal
@@ -246,6 +247,24 @@ def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, op
     assert SolutionScore.objects.filter(model_version=version).count() == 6  # no duplicates
 
 
+def test_train_prm_help_states_each_config_default_once(monkeypatch):
+    from modeling.management.commands.train_prm import Command
+    from modeling.training.config import TrainConfig
+
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse's width: no wrapping inside a default
+    help_text = Command().create_parser("manage.py", "train_prm").format_help()
+    blocks: dict[str, str] = {}  # flag -> its help, wrapped lines joined
+    for line in help_text.splitlines():
+        if line.startswith("  --"):
+            flag = line.split()[0]
+            blocks[flag] = ""
+        if blocks:
+            blocks[flag] += " " + line.strip()
+    for field in dataclasses.fields(TrainConfig):
+        text = blocks["--" + field.name.replace("_", "-")]
+        assert text.count("(default:") == 1 and f"(default: {field.default})" in text, text
+
+
 def test_train_and_evaluate_commands(labels, backbone, open_evaluation_gate, capsys, tmp_path):
     flags = ["--backbone", backbone, "--mode", "head", "--max-steps", "3", "--device", "cpu",
              "--max-length", "512", "--batch-tokens", "4096"]  # fmt: skip
@@ -261,9 +280,18 @@ def test_train_and_evaluate_commands(labels, backbone, open_evaluation_gate, cap
         {"problem": "2+2?", "steps": ["2+2=5.", "So 5."], "label": 0},
     ]))  # fmt: skip
     call_command("evaluate_prm", "--processbench", str(bench))
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert report["processbench"][0]["n_error"] == 1 and report["processbench"][0]["n_correct"] == 1
-    assert "held_out" in report
+    held_out = report["held_out"]
+    assert f"{held_out['n_dropped']} of {held_out['n_labels']} step labels" in captured.err
+    assert held_out["max_length"] == 512 and "past max_length 512 tokens" in captured.err
+    call_command("evaluate_prm", "--max-length", "64", "--no-save")
+    captured = capsys.readouterr()
+    short = json.loads(captured.out)["held_out"]
+    assert short["n_dropped"] > held_out["n_dropped"] and short["n_labels"] == held_out["n_labels"]
+    assert f"{short['n_dropped']} of {short['n_labels']} step labels" in captured.err
+    assert "past max_length 64 tokens" in captured.err
     version = ModelVersion.active()
     version.refresh_from_db()
     assert version.metrics["evaluation"]["processbench"][0]["subset"] == "bench"

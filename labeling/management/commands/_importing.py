@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.importers import ImportReport, LineError
+from labeling.importers import ImportReport, LineError, NoRecords
 
 
 def run_import(command: BaseCommand, paths: list[str], do_import: Callable[[str], ImportReport]) -> None:
@@ -15,6 +15,8 @@ def run_import(command: BaseCommand, paths: list[str], do_import: Callable[[str]
             raise CommandError(f"{path}: no such file") from None
         except LineError as error:
             raise CommandError(f"{error} (nothing from {path} was written)") from None
+        except NoRecords as error:
+            raise CommandError(str(error)) from None
         command.stdout.write(command.style.SUCCESS(report.summary()))
         for error in report.errors[:50]:
             command.stderr.write(f"  skipped {error}")

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from labeling import snapshots
-from labeling.exporters import LABEL_CHOICES, select_labelings, write_export_file
+from labeling.exporters import LABEL_CHOICES, export_format_for, select_labelings, write_export_file
 from labeling.models import FinishReason, Snapshot
 from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.serializers import ExportRequestSerializer
@@ -21,7 +21,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--output", "-o", help="File to write (required unless --snapshot).")
-        parser.add_argument("--format", default="prm800k", choices=[c for c, _ in Snapshot.Format.choices])
+        parser.add_argument("--format", choices=[c for c, _ in Snapshot.Format.choices],
+                            help="Default: from --output's extension (.parquet: stepwise_parquet), "
+                            "else prm800k. A format the extension contradicts is refused.")  # fmt: skip
         parser.add_argument("--batch", type=int, action="append", default=[], help="Batch id (repeatable).")
         parser.add_argument("--generation", type=int, action="append", default=[], help="Repeatable.")
         parser.add_argument("--finished-after", help="ISO date/time, inclusive.")
@@ -44,8 +46,14 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, **opts):
+        try:
+            fmt = export_format_for(opts["output"], opts["format"])
+        except ValueError as exc:
+            raise CommandError(
+                f"--format {opts['format']} does not fit --output {opts['output']}: {exc}; nothing was written"
+            ) from None
         data = {
-            "format": opts["format"],
+            "format": fmt,
             "batch": opts["batch"],
             "generation": opts["generation"],
             "finished_after": opts["finished_after"],

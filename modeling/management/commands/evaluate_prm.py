@@ -1,12 +1,11 @@
 """Measure a model version: its run's held-out problems and ProcessBench subsets."""
 
-import json
-
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling import services
 from modeling.models import ModelVersion
-from modeling.training.cli import tqdm_counter
+from modeling.training.cli import positive_int, tqdm_counter
+from modeling.training.evaluate import dropped_labels_note, report_json
 
 
 class Command(BaseCommand):
@@ -21,6 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("--processbench", action="append", default=[], help="ProcessBench JSON (repeat).")
         parser.add_argument("--threshold", type=float, default=0.5,
                             help="First error = first step with P(+1)+P(0) under this.")  # fmt: skip
+        parser.add_argument("--max-length", type=positive_int,
+                            help="Tokens per packed row; labels past it are dropped (default: the model's).")  # fmt: skip
         parser.add_argument("--no-save", action="store_true", help="Print only; do not store the report.")
 
     def handle(self, *args, **o):
@@ -34,8 +35,10 @@ class Command(BaseCommand):
         try:
             report = services.evaluate_model_version(
                 version, processbench=o["processbench"], threshold=o["threshold"],
-                save=not o["no_save"], counter=tqdm_counter,
+                save=not o["no_save"], counter=tqdm_counter, max_length=o["max_length"],
             )  # fmt: skip
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot evaluate {version}: {exc}") from None
-        self.stdout.write(json.dumps(report, indent=2))
+        if report.get("held_out"):
+            self.stderr.write(dropped_labels_note(report["held_out"]))
+        self.stdout.write(report_json(report))

@@ -1,7 +1,6 @@
 """Train a PRM on the database's labelings, recorded as a TrainingRun (like a run started from
 the page). Runs here with progress bars, or on the gpu worker with --queue."""
 
-import argparse
 import dataclasses
 import json
 
@@ -20,10 +19,6 @@ class Command(BaseCommand):
         "TrainConfig field is a flag. For files instead of the database: python -m "
         "modeling.training.cli train."
     )
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        kwargs["formatter_class"] = argparse.ArgumentDefaultsHelpFormatter
-        return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser):
         add_config_arguments(parser)
