@@ -25,14 +25,24 @@ def sign_in(page, live_server, username):
     page.wait_for_selector("#start")
 
 
+def open_first_solution(page):
+    """Enter on the queue page, then wait until the labeling page's keys act (a new page)."""
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#labeling .step.current")
+    keys_ready(page)
+
+
+def keys_ready(page):
+    page.wait_for_selector("html[data-keys=ready]", state="attached")
+
+
 def test_labeler_labels_a_whole_solution_with_the_keyboard(page, live_server, artifacts_dir):
     labeler = make_user("kim", "labeler")
     problem = make_problem("What is the sum of the roots of $x^2 - 5x + 6 = 0$?", answer="5")
     make_solution(make_batch(name="Generation 1"), steps=STEPS, problem=problem)
 
     sign_in(page, live_server, "kim")
-    page.keyboard.press("Enter")  # start labeling
-    page.wait_for_selector("#labeling .step.current")
+    open_first_solution(page)  # Enter starts labeling
     page.wait_for_selector(".problem .katex")  # the math rendered offline (KaTeX runs after the swap)
 
     page.keyboard.press("1")
@@ -67,12 +77,12 @@ def test_reload_resumes_and_a_minus_one_ends_the_solution(page, live_server):
     labeler = make_user("ana", "labeler")
     make_solution(make_batch(), steps=STEPS)
     sign_in(page, live_server, "ana")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#labeling .step.current")
+    open_first_solution(page)
     page.keyboard.press("1")
     page.wait_for_selector('.step.rated[data-step="0"]')
     page.reload()
     page.wait_for_selector('.step.current[data-step="1"]')  # exactly where the labeler was
+    keys_ready(page)
     page.keyboard.press("-")
     page.wait_for_selector("#labeling .done")
     labeling = Labeling.objects.get(labeler=labeler)
@@ -83,8 +93,7 @@ def test_a_failed_request_keeps_the_rating_for_retry(page, live_server):
     labeler = make_user("noa", "labeler")
     make_solution(make_batch(), steps=STEPS)
     sign_in(page, live_server, "noa")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#labeling .step.current")
+    open_first_solution(page)
     page.route("**/rate/", lambda route: route.abort())  # the connection drops
     page.keyboard.press("1")
     page.wait_for_selector("#net-error:not([hidden])")
@@ -101,11 +110,28 @@ def test_keys_pressed_faster_than_the_server_answers_are_all_kept(page, live_ser
     labeler = make_user("ben", "labeler")
     make_solution(make_batch(), steps=STEPS)
     sign_in(page, live_server, "ben")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#labeling .step.current")
+    open_first_solution(page)
     for key in ["1", "0", "1", "1"]:  # no waiting between keys: each lands mid-request or mid-swap
         page.keyboard.press(key)
     page.wait_for_selector("#labeling .done")
     labeling = Labeling.objects.get(labeler=labeler)
     ratings = [s.completions.get().rating for s in labeling.step_labels.order_by("index")]
     assert ratings == [1, 0, 1, 1] and labeling.finish_reason == "solution"
+
+
+def test_a_key_pressed_before_the_page_has_loaded_its_scripts_is_kept(page, live_server):
+    """A labeler who types as soon as the solution shows loses nothing: the key waits until
+    htmx has wired the panel. htmx is held back here, so the key lands before that, always."""
+    labeler = make_user("eve", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "eve")
+    held = []
+    page.route("**/htmx.min.js", lambda route: held.append(route))
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#labeling .step.current")
+    page.keyboard.press("1")
+    assert held and page.get_attribute("html", "data-keys") is None  # not wired yet
+    held[0].continue_()
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    rated = Labeling.objects.get(labeler=labeler).step_labels.get()
+    assert rated.index == 0 and rated.completions.get().rating == 1

@@ -117,6 +117,7 @@ def label_one(page, ending: str) -> None:
     """Label the solution on screen to its end: "solution" (+1 to the last step),
     "found_error" (+1 then -1) or "give_up" (+1 then G, confirmed)."""
     page.wait_for_selector("#labeling .step.current")
+    page.wait_for_selector("html[data-keys=ready]", state="attached")  # a new page: keys act
     page.wait_for_selector(".problem .katex")  # the problem's math rendered, offline
     total = step_total(page)
     if ending == "solution":

@@ -14,7 +14,9 @@
   // From a panel request until its new panel has settled. A key pressed after the new panel
   // is in the page but before htmx has wired its buttons would click a dead button and be
   // lost, so it waits in `pending` like a key pressed during the request.
-  var inFlight = false;
+  // True from the start too: this script runs in <head>, before the panel exists and before
+  // htmx wires its buttons (on DOMContentLoaded), so keys pressed until then wait here.
+  var inFlight = true;
 
   function panel() { return document.getElementById("labeling"); }
   function fromPanel(e) { return e.detail.elt && e.detail.elt.closest && e.detail.elt.closest("#labeling"); }
@@ -56,6 +58,15 @@
     // A failed request swaps nothing: stop waiting, and drop keys meant for a state that
     // never came (the failure banner offers the retry).
     if (fromPanel(e) && !e.detail.successful) { inFlight = false; pending = []; }
+  });
+  // htmx (a deferred script) wires the panel's buttons in its own DOMContentLoaded handler,
+  // registered after this one: act on the first waiting key once that has run.
+  document.addEventListener("DOMContentLoaded", function () {
+    setTimeout(function () {
+      inFlight = false;
+      document.documentElement.dataset.keys = "ready";  // tests wait for this
+      if (pending.length) perform(pending.shift());
+    }, 0);
   });
   document.addEventListener("htmx:afterSettle", function (e) {
     if (!panel()) return;
