@@ -145,12 +145,17 @@ def celery_worker_process(transactional_db, tmp_path):
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)
         log.close()
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 @pytest.fixture

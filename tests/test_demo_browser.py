@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stop_process
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db]
 
@@ -82,11 +82,7 @@ def demo_server(tmp_path):
         wait_until_serving(url, server, log)
         yield url
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server)
         assert "Traceback" not in log.read_text(), log.read_text()[-5000:]
 
 
