@@ -309,19 +309,19 @@ PATHOLOGICAL = [
 
 
 @pytest.mark.parametrize("pathological", PATHOLOGICAL)
-def test_pathological_input_is_refused_promptly_on_either_side(pathological: str) -> None:
-    started = time.monotonic()
+def test_pathological_input_is_refused_by_the_guards_on_either_side(
+    pathological: str, verify_calls: list[str]
+) -> None:
     assert not is_equivalent(pathological, "5")
     assert not is_equivalent("5", pathological)
-    assert time.monotonic() - started < 5
+    assert verify_calls == []  # refused before math-verify: no parse, no time limit needed
 
 
-def test_pathological_input_is_refused_promptly_from_a_worker_thread() -> None:
-    started = time.monotonic()
+def test_pathological_input_is_refused_by_the_guards_from_a_worker_thread(verify_calls: list[str]) -> None:
     assert run_in_thread(lambda: [is_equivalent(p, "5") for p in PATHOLOGICAL]) == [False] * len(
         PATHOLOGICAL
     )
-    assert time.monotonic() - started < 5
+    assert verify_calls == []
 
 
 def test_a_non_positive_time_limit_is_a_caller_error() -> None:
@@ -345,32 +345,41 @@ def slow_to_parse_expression(variant: int) -> str:
     return "+".join(f"x^{{{i + variant}}}" for i in range(70))
 
 
+class VerifyCalls(list):
+    """Answers that reached math-verify (the input guards let them through), and in
+    `finished` those whose comparison ran to its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished: list[str] = []
+
+
 @pytest.fixture
-def verify_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Records answers that reached math-verify, proving the input guards let them through."""
-    calls: list[str] = []
+def verify_calls(monkeypatch: pytest.MonkeyPatch) -> VerifyCalls:
+    calls = VerifyCalls()
     real_verify = grading._verify
 
     def spy(answer: str, ground_truth: str) -> bool:
         calls.append(answer)
-        return real_verify(answer, ground_truth)
+        result = real_verify(answer, ground_truth)
+        calls.finished.append(answer)
+        return result
 
     monkeypatch.setattr(grading, "_verify", spy)
     return calls
 
 
-def test_a_slow_comparison_times_out_in_the_main_thread(verify_calls: list[str]) -> None:
-    started = time.monotonic()
+def test_a_slow_comparison_is_interrupted_in_the_main_thread(verify_calls: VerifyCalls) -> None:
     assert not is_equivalent(slow_but_small_expression(1), "x+1", timeout_s=0.5)
-    assert time.monotonic() - started < 3
     assert verify_calls == [slow_but_small_expression(1)]
+    assert verify_calls.finished == []  # the alarm stopped the computation itself
 
 
-def test_a_slow_comparison_times_out_in_a_worker_thread(verify_calls: list[str]) -> None:
-    started = time.monotonic()
+def test_a_slow_comparison_times_out_in_a_worker_thread(verify_calls: VerifyCalls) -> None:
     assert not run_in_thread(lambda: is_equivalent(slow_to_parse_expression(1), "x", timeout_s=0.1))
-    assert time.monotonic() - started < 1.5
     assert verify_calls == [slow_to_parse_expression(1)]
+    # The answer came while the parse (seconds of CPU) was still running: the limit, not the end.
+    assert verify_calls.finished == []
 
 
 def test_the_time_limit_holds_for_any_slow_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -379,10 +388,9 @@ def test_the_time_limit_holds_for_any_slow_comparison(monkeypatch: pytest.Monkey
             time.sleep(0.01)
 
     monkeypatch.setattr(grading, "_verify", never_finishes)
-    started = time.monotonic()
+    # Returning at all is the proof: the comparison never ends by itself.
     assert not is_equivalent("1", "1", timeout_s=0.2)
     assert not run_in_thread(lambda: is_equivalent("1", "1", timeout_s=0.2))
-    assert time.monotonic() - started < 2
 
 
 def test_the_main_thread_alarm_is_cleaned_up() -> None:
