@@ -214,20 +214,15 @@ _SOLUTION_COLUMNS = (
 
 
 def _question(row: tuple) -> dict[str, Any]:
-    """The release's `question` object, keys in the release's order (as record_to_dict)."""
+    """The release's `question` object, as `selectors.release_record` builds it."""
     (_, fmt, steps, final_answer, score, _, _, _, override, text, answer, solution, _) = row
-    override = override or {}
-    answer = override.get("ground_truth_answer", answer)
-    if fmt == Solution.Format.PHASE1:
-        return {"problem": text, "ground_truth_answer": answer}
-    return {
-        "problem": text,
-        "ground_truth_solution": override.get("ground_truth_solution", solution),
-        "ground_truth_answer": answer,
-        "pre_generated_steps": steps,
-        "pre_generated_answer": final_answer,
-        "pre_generated_verifier_score": score,
-    }
+    return prm800k.question_to_dict(
+        prm800k.question_record(
+            is_phase2=fmt != Solution.Format.PHASE1, problem=text, ground_truth_answer=answer,
+            ground_truth_solution=solution, steps=steps, answer=final_answer,
+            verifier_score=score, override=override,
+        )
+    )  # fmt: skip
 
 
 def _chunk_sql(quote: Callable[[str], str]) -> tuple[str, str, str]:

@@ -265,9 +265,36 @@ def parse_record(obj: Any) -> LabelRecord:
     )
 
 
-def record_to_dict(record: LabelRecord) -> dict[str, Any]:
-    """The record as the release lays it out, keys in the release's order."""
-    q = record.question
+def question_record(
+    *,
+    is_phase2: bool,
+    problem: str,
+    ground_truth_answer: str | None,
+    ground_truth_solution: str | None,
+    steps: list[str] | None,
+    answer: str | None,
+    verifier_score: float | None,
+    override: dict[str, Any] | None,
+) -> QuestionRecord:
+    """A stored solution's question: `override` (a solution's own ground truth, kept at
+    import when it differs from its problem's) wins over the problem's."""
+    override = override or {}
+    truth = override.get("ground_truth_answer", ground_truth_answer)
+    if not is_phase2:
+        return QuestionRecord(problem=problem, ground_truth_answer=truth)
+    return QuestionRecord(
+        problem=problem,
+        ground_truth_answer=truth,
+        is_phase2=True,
+        ground_truth_solution=override.get("ground_truth_solution", ground_truth_solution),
+        pre_generated_steps=steps,
+        pre_generated_answer=answer,
+        pre_generated_verifier_score=verifier_score,
+    )
+
+
+def question_to_dict(q: QuestionRecord) -> dict[str, Any]:
+    """The `question` object, keys in the release's order."""
     question: dict[str, Any] = {"problem": q.problem}
     if q.is_phase2:
         question["ground_truth_solution"] = q.ground_truth_solution
@@ -277,6 +304,12 @@ def record_to_dict(record: LabelRecord) -> dict[str, Any]:
         question["pre_generated_verifier_score"] = q.pre_generated_verifier_score
     else:
         question["ground_truth_answer"] = q.ground_truth_answer
+    return question
+
+
+def record_to_dict(record: LabelRecord) -> dict[str, Any]:
+    """The record as the release lays it out, keys in the release's order."""
+    question = question_to_dict(record.question)
     steps = []
     for step in record.steps:
         completions = None

@@ -46,20 +46,13 @@ def release_record(labeling_id: int) -> prm800k.LabelRecord:
     """
     labeling = Labeling.objects.select_related("solution__problem", "labeler__labeler").get(pk=labeling_id)
     solution, problem = labeling.solution, labeling.solution.problem
-    override = solution.question_override or {}
-    answer = override.get("ground_truth_answer", problem.ground_truth_answer)
-    if solution.format == Solution.Format.PHASE1:
-        question = prm800k.QuestionRecord(problem=problem.text, ground_truth_answer=answer)
-    else:
-        question = prm800k.QuestionRecord(
-            problem=problem.text,
-            ground_truth_answer=answer,
-            is_phase2=True,
-            ground_truth_solution=override.get("ground_truth_solution", problem.ground_truth_solution),
-            pre_generated_steps=solution.steps,
-            pre_generated_answer=solution.final_answer,
-            pre_generated_verifier_score=solution.verifier_score,
-        )
+    question = prm800k.question_record(
+        is_phase2=solution.format != Solution.Format.PHASE1, problem=problem.text,
+        ground_truth_answer=problem.ground_truth_answer,
+        ground_truth_solution=problem.ground_truth_solution, steps=solution.steps,
+        answer=solution.final_answer, verifier_score=solution.verifier_score,
+        override=solution.question_override,
+    )  # fmt: skip
     rated: dict[int, list[prm800k.CompletionRecord]] = {}
     human: dict[int, prm800k.HumanCompletionRecord] = {}
     completions = Completion.objects.filter(step__labeling_id=labeling_id).order_by("step_id", "index")
