@@ -32,8 +32,12 @@ def django_on(database: str) -> str:
 
     parsed = urlparse(url)
     with psycopg.connect(
-        host=parsed.hostname, port=parsed.port or 5432, user=parsed.username or "postgres",
-        password=parsed.password, dbname="postgres", autocommit=True,
+        host=parsed.hostname,
+        port=parsed.port or 5432,
+        user=parsed.username or "postgres",
+        password=parsed.password,
+        dbname="postgres",
+        autocommit=True,
     ) as conn:
         name = parsed.path.lstrip("/")
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
@@ -49,7 +53,9 @@ def django_on(database: str) -> str:
 
 def percentiles(samples: list[float], points=(50, 95, 99)) -> dict[int, float]:
     ordered = sorted(samples)
-    return {p: ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))] for p in points}
+    return {
+        p: ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))] for p in points
+    }
 
 
 def rss_bytes() -> int:

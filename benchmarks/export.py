@@ -76,9 +76,13 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
                    is_staff, is_active, date_joined)
                SELECT '!', false, 'bench-' || g, '', '', '', false, false, now() FROM generate_series(1, 50) g"""
         )
-        cur.execute("SELECT id, md5(username)::uuid FROM auth_user WHERE username LIKE 'bench-%%'", [])
+        cur.execute(
+            "SELECT id, md5(username)::uuid FROM auth_user WHERE username LIKE 'bench-%%'", []
+        )
         # Through the ORM: Labeler has columns whose defaults live in Django, not the database.
-        Labeler.objects.bulk_create([Labeler(user_id=uid, public_id=pid) for uid, pid in cur.fetchall()])
+        Labeler.objects.bulk_create(
+            [Labeler(user_id=uid, public_id=pid) for uid, pid in cur.fetchall()]
+        )
         cur.execute("SELECT min(id) FROM labeling_problem")
         first_problem = cur.fetchone()[0]
         cur.execute(
@@ -155,22 +159,35 @@ def naive_export(limit: int, out_path: str) -> int:
                 {"text": c.text, "rating": c.rating, "flagged": c.flagged}
                 for c in step.completions.filter(is_human=False).order_by("index")
             ]
-            steps.append({"completions": completions, "human_completion": None,
-                          "chosen_completion": step.chosen_completion})
-        lines.append({
-            "labeler": str(labeling.labeler.labeler.public_id),
-            "timestamp": export_timestamp(labeling.finished_at).isoformat(),
-            "generation": solution.generation,
-            "is_quality_control_question": solution.is_quality_control,
-            "is_initial_screening_question": solution.is_screening,
-            "question": {"problem": problem.text, "ground_truth_solution": problem.ground_truth_solution,
-                         "ground_truth_answer": problem.ground_truth_answer,
-                         "pre_generated_steps": solution.steps,
-                         "pre_generated_answer": solution.final_answer,
-                         "pre_generated_verifier_score": solution.verifier_score},
-            "label": {"steps": steps, "total_time": labeling.total_time_ms,
-                      "finish_reason": labeling.finish_reason},
-        })
+            steps.append(
+                {
+                    "completions": completions,
+                    "human_completion": None,
+                    "chosen_completion": step.chosen_completion,
+                }
+            )
+        lines.append(
+            {
+                "labeler": str(labeling.labeler.labeler.public_id),
+                "timestamp": export_timestamp(labeling.finished_at).isoformat(),
+                "generation": solution.generation,
+                "is_quality_control_question": solution.is_quality_control,
+                "is_initial_screening_question": solution.is_screening,
+                "question": {
+                    "problem": problem.text,
+                    "ground_truth_solution": problem.ground_truth_solution,
+                    "ground_truth_answer": problem.ground_truth_answer,
+                    "pre_generated_steps": solution.steps,
+                    "pre_generated_answer": solution.final_answer,
+                    "pre_generated_verifier_score": solution.verifier_score,
+                },
+                "label": {
+                    "steps": steps,
+                    "total_time": labeling.total_time_ms,
+                    "finish_reason": labeling.finish_reason,
+                },
+            }
+        )
     Path(out_path).write_text(json.dumps(lines))
     return steps_seen
 
@@ -182,10 +199,14 @@ def iter_export_items_from_columns(labelings):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--step-labels", type=int, default=1_000_000)
     parser.add_argument("--naive-labelings", type=int, default=2000)
-    parser.add_argument("--format", default="prm800k", choices=["prm800k", "stepwise_jsonl", "stepwise_parquet"])
+    parser.add_argument(
+        "--format", default="prm800k", choices=["prm800k", "stepwise_jsonl", "stepwise_parquet"]
+    )
     parser.add_argument("--database", default="stepwise_bench")
     parser.add_argument("--reseed", action="store_true")
     args = parser.parse_args()
@@ -203,22 +224,26 @@ def main() -> None:
             elapsed = time.perf_counter() - started
         fast_rate = result.step_labels / elapsed
         print(flush=True)
-        print(f"streamed export ({args.format}): {result.labelings:,} labelings, {result.step_labels:,} step labels,"
-              f" {result.size_bytes / 2**20:,.0f} MiB in {elapsed:.2f} s = {fast_rate:,.0f} step labels/s;"
-              f" peak RSS growth {rss.growth_mb:.1f} MB")
+        print(
+            f"streamed export ({args.format}): {result.labelings:,} labelings, {result.step_labels:,} step labels,"
+            f" {result.size_bytes / 2**20:,.0f} MiB in {elapsed:.2f} s = {fast_rate:,.0f} step labels/s;"
+            f" peak RSS growth {rss.growth_mb:.1f} MB"
+        )
 
         # The fallback for labelings edited since submission: rendered from the columns.
         from labeling.models import Labeling
 
-        sample = list(labelings.order_by("pk").values_list("pk", flat=True)[: args.naive_labelings * 5])
+        sample = list(
+            labelings.order_by("pk").values_list("pk", flat=True)[: args.naive_labelings * 5]
+        )
         rendered = Labeling.objects.filter(pk__in=sample)
         started = time.perf_counter()
-        column_steps = sum(
-            item.step_count for item in iter_export_items_from_columns(rendered)
-        )
+        column_steps = sum(item.step_count for item in iter_export_items_from_columns(rendered))
         column_rate = column_steps / (time.perf_counter() - started)
-        print(f"rendered from columns (labelings edited after submission): {len(sample):,} labelings,"
-              f" {column_rate:,.0f} step labels/s")
+        print(
+            f"rendered from columns (labelings edited after submission): {len(sample):,} labelings,"
+            f" {column_rate:,.0f} step labels/s"
+        )
 
         naive_out = os.path.join(tmp, "naive.json")
         with PeakRSS() as naive_rss:
@@ -227,11 +252,15 @@ def main() -> None:
             naive_elapsed = time.perf_counter() - started
         naive_rate = steps / naive_elapsed
         scale = result.step_labels / max(steps, 1)
-        print(f"naive ORM loop + json.dumps(list): {args.naive_labelings:,} labelings, {steps:,} step labels in"
-              f" {naive_elapsed:.2f} s = {naive_rate:,.0f} step labels/s; peak RSS growth"
-              f" {naive_rss.growth_mb:.1f} MB on this subset (~{naive_rss.growth_mb * scale:,.0f} MB and"
-              f" ~{result.step_labels / naive_rate:,.0f} s scaled to the full set)")
-    print(f"speedup: {fast_rate / naive_rate:.1f}x  (targets: >= 200,000 step labels/s, RSS growth < 100 MB)")
+        print(
+            f"naive ORM loop + json.dumps(list): {args.naive_labelings:,} labelings, {steps:,} step labels in"
+            f" {naive_elapsed:.2f} s = {naive_rate:,.0f} step labels/s; peak RSS growth"
+            f" {naive_rss.growth_mb:.1f} MB on this subset (~{naive_rss.growth_mb * scale:,.0f} MB and"
+            f" ~{result.step_labels / naive_rate:,.0f} s scaled to the full set)"
+        )
+    print(
+        f"speedup: {fast_rate / naive_rate:.1f}x  (targets: >= 200,000 step labels/s, RSS growth < 100 MB)"
+    )
 
 
 if __name__ == "__main__":

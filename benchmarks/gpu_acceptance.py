@@ -62,11 +62,27 @@ from modeling.training.train import Progress, batch_at, bf16_autocast, train  # 
 MODES = ("head", "lora", "full")
 # Model and run sizes: the full size for a GPU, a small one for a CPU smoke test.
 SIZES = {
-    "full": dict(hidden=1024, layers=6, heads=16, kv_heads=4, vocab=2000, solutions=6000,
-                 batch_tokens=16384, steps={"head": 300, "lora": 150, "full": 150}),
-    "quick": dict(hidden=64, layers=2, heads=4, kv_heads=2, vocab=600, solutions=500,
-                  batch_tokens=4096, steps={"head": 200, "lora": 60, "full": 60}),
-}  # fmt: skip
+    "full": dict(
+        hidden=1024,
+        layers=6,
+        heads=16,
+        kv_heads=4,
+        vocab=2000,
+        solutions=6000,
+        batch_tokens=16384,
+        steps={"head": 300, "lora": 150, "full": 150},
+    ),
+    "quick": dict(
+        hidden=64,
+        layers=2,
+        heads=4,
+        kv_heads=2,
+        vocab=600,
+        solutions=500,
+        batch_tokens=4096,
+        steps={"head": 200, "lora": 60, "full": 60},
+    ),
+}
 LR = {"head": 1e-2, "lora": 2e-3, "full": 3e-4}
 MARKER = "zorp"  # a wrong step says it; nothing else does
 ITEMS = ["apples", "pears", "coins", "books", "marbles", "stamps", "shells", "cards"]
@@ -171,10 +187,12 @@ def batch_tokens_in_order(
     sizes = [sum(len(rows[i]) for i in b) for b in batches]
     steps = config.max_steps or 0
     per_step = [
-        sum(sizes[batch_at(s * config.grad_accum + m, len(batches), config.seed)]
-            for m in range(config.grad_accum))
+        sum(
+            sizes[batch_at(s * config.grad_accum + m, len(batches), config.seed)]
+            for m in range(config.grad_accum)
+        )
         for s in range(steps)
-    ]  # fmt: skip
+    ]
     return {"features": sizes, "train": per_step}
 
 

@@ -31,12 +31,25 @@ def synthetic_lines(count: int):
     for n in range(count):
         steps = []
         for i in range(STEPS):
-            completions = [{"text": f"Step {i} of solution {n}: expand and collect terms, giving {n * i}.",
-                            "rating": (n + i) % 3 - 1 if i < STEPS - 1 else 1, "flagged": False}]
+            completions = [
+                {
+                    "text": f"Step {i} of solution {n}: expand and collect terms, giving {n * i}.",
+                    "rating": (n + i) % 3 - 1 if i < STEPS - 1 else 1,
+                    "flagged": False,
+                }
+            ]
             if i % 5 == 4:
-                completions += [{"text": f"Alternative {a} for step {i} of {n}.", "rating": 1 - a, "flagged": False}
-                                for a in (1, 2)]
-            steps.append({"completions": completions, "human_completion": None, "chosen_completion": 0})
+                completions += [
+                    {
+                        "text": f"Alternative {a} for step {i} of {n}.",
+                        "rating": 1 - a,
+                        "flagged": False,
+                    }
+                    for a in (1, 2)
+                ]
+            steps.append(
+                {"completions": completions, "human_completion": None, "chosen_completion": 0}
+            )
         yield {
             "labeler": f"00000000-0000-4000-8000-{n % 50:012d}",
             "timestamp": f"2022-08-01T00:{n // 600 % 60:02d}:{n // 10 % 60:02d}.{n % 1000000:06d}",
@@ -85,38 +98,68 @@ def naive_import(path: Path, limit: int) -> int:
             q = record.question
             problem, _ = Problem.objects.get_or_create(
                 text_sha256=problem_hash(q.problem),
-                defaults={"text": q.problem, "ground_truth_answer": q.ground_truth_answer,
-                          "ground_truth_solution": q.ground_truth_solution},
+                defaults={
+                    "text": q.problem,
+                    "ground_truth_answer": q.ground_truth_answer,
+                    "ground_truth_solution": q.ground_truth_solution,
+                },
             )
-            batch, _ = Batch.objects.get_or_create(name=f"PRM800K generation {record.generation}",
-                                                   defaults={"generation": record.generation})
+            batch, _ = Batch.objects.get_or_create(
+                name=f"PRM800K generation {record.generation}",
+                defaults={"generation": record.generation},
+            )
             public_id = labeler_uuid(record.labeler)
             labeler = Labeler.objects.filter(public_id=public_id).select_related("user").first()
             if labeler is None:
-                user = get_user_model().objects.create(username=f"prm800k-{public_id}", is_active=False)
+                user = get_user_model().objects.create(
+                    username=f"prm800k-{public_id}", is_active=False
+                )
                 labeler = Labeler.objects.create(user=user, public_id=public_id)
-            solution = Solution(problem=problem, batch=batch, steps=q.pre_generated_steps,
-                                final_answer=q.pre_generated_answer, verifier_score=q.pre_generated_verifier_score,
-                                generation=record.generation, content_sha256=sha256_text(line))
+            solution = Solution(
+                problem=problem,
+                batch=batch,
+                steps=q.pre_generated_steps,
+                final_answer=q.pre_generated_answer,
+                verifier_score=q.pre_generated_verifier_score,
+                generation=record.generation,
+                content_sha256=sha256_text(line),
+            )
             solution.save()
-            labeling = Labeling(solution=solution, labeler=labeler.user, status="completed",
-                                finish_reason=record.finish_reason, total_time_ms=record.total_time,
-                                started_at=prm800k.as_utc(record.timestamp), finished_at=prm800k.as_utc(record.timestamp),
-                                source_sha256=sha256_text(line))
+            labeling = Labeling(
+                solution=solution,
+                labeler=labeler.user,
+                status="completed",
+                finish_reason=record.finish_reason,
+                total_time_ms=record.total_time,
+                started_at=prm800k.as_utc(record.timestamp),
+                finished_at=prm800k.as_utc(record.timestamp),
+                source_sha256=sha256_text(line),
+            )
             labeling.save()
             for index, step in enumerate(record.steps):
-                step_label = StepLabel(labeling=labeling, index=index, chosen_completion=step.chosen_completion,
-                                       has_completions=step.completions is not None)
+                step_label = StepLabel(
+                    labeling=labeling,
+                    index=index,
+                    chosen_completion=step.chosen_completion,
+                    has_completions=step.completions is not None,
+                )
                 step_label.save()
                 steps_saved += 1
                 for c_index, completion in enumerate(step.completions or []):
-                    Completion(step=step_label, index=c_index, text=completion.text, rating=completion.rating,
-                               flagged=completion.flagged).save()
+                    Completion(
+                        step=step_label,
+                        index=c_index,
+                        text=completion.text,
+                        rating=completion.rating,
+                        flagged=completion.flagged,
+                    ).save()
     return steps_saved
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lines", type=int, default=20_000)
     parser.add_argument("--naive-lines", type=int, default=500)
     parser.add_argument("--database", default="stepwise_bench_import")
@@ -131,7 +174,10 @@ def main() -> None:
             for line in synthetic_lines(args.lines):
                 handle.write(json.dumps(line) + "\n")
         size = path.stat().st_size
-        print(f"synthetic file: {args.lines:,} lines, {args.lines * STEPS:,} step labels, {size / 2**20:.0f} MiB", flush=True)
+        print(
+            f"synthetic file: {args.lines:,} lines, {args.lines * STEPS:,} step labels, {size / 2**20:.0f} MiB",
+            flush=True,
+        )
 
         empty_tables()
         started = time.perf_counter()
@@ -139,19 +185,26 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         steps = report.created["step labels"]
         fast_rate = steps / elapsed
-        print(f"import_prm800k: {report.created['labelings']:,} labelings, {steps:,} step labels,"
-              f" {report.created['completions']:,} completions in {elapsed:.2f} s = {fast_rate:,.0f} step labels/s",
-              flush=True)
+        print(
+            f"import_prm800k: {report.created['labelings']:,} labelings, {steps:,} step labels,"
+            f" {report.created['completions']:,} completions in {elapsed:.2f} s = {fast_rate:,.0f} step labels/s",
+            flush=True,
+        )
 
         empty_tables()
         started = time.perf_counter()
         naive_steps = naive_import(path, args.naive_lines)
         naive_elapsed = time.perf_counter() - started
         naive_rate = naive_steps / naive_elapsed
-        print(f"naive per-row save() loop: {args.naive_lines:,} lines, {naive_steps:,} step labels in"
-              f" {naive_elapsed:.2f} s = {naive_rate:,.0f} step labels/s", flush=True)
+        print(
+            f"naive per-row save() loop: {args.naive_lines:,} lines, {naive_steps:,} step labels in"
+            f" {naive_elapsed:.2f} s = {naive_rate:,.0f} step labels/s",
+            flush=True,
+        )
         empty_tables()
-    print(f"speedup: {fast_rate / naive_rate:.1f}x  (targets: >= 100,000 step labels/s and >= 50x the naive loop)")
+    print(
+        f"speedup: {fast_rate / naive_rate:.1f}x  (targets: >= 100,000 step labels/s and >= 50x the naive loop)"
+    )
 
 
 if __name__ == "__main__":

@@ -47,14 +47,23 @@ def main() -> None:
     Batch.objects.all().delete()
     User.objects.filter(username__startswith="bench-").delete()
     problems = Problem.objects.bulk_create(
-        Problem(text=f"Problem {i}: what is ${i} + {i}$?", text_sha256=hashlib.sha256(f"p{i}".encode()).hexdigest(), ground_truth_answer=str(2 * i))
+        Problem(
+            text=f"Problem {i}: what is ${i} + {i}$?",
+            text_sha256=hashlib.sha256(f"p{i}".encode()).hexdigest(),
+            ground_truth_answer=str(2 * i),
+        )
         for i in range(args.solutions)
     )
     batch = Batch.objects.create(name="bench", overlap=1, generation=1)
     Solution.objects.bulk_create(
         Solution(
-            problem=p, batch=batch, generation=1,
-            steps=[f"Step {k}: we know ${k} \\cdot 2 = {2 * k}$, so we continue." for k in range(args.steps)],
+            problem=p,
+            batch=batch,
+            generation=1,
+            steps=[
+                f"Step {k}: we know ${k} \\cdot 2 = {2 * k}$, so we continue."
+                for k in range(args.steps)
+            ],
             content_sha256=hashlib.sha256(f"s{p.pk}".encode()).hexdigest(),
         )
         for p in problems
@@ -89,7 +98,11 @@ def main() -> None:
             page.append((time.perf_counter() - t) * 1000)
             for step in range(args.steps):
                 t = time.perf_counter()
-                r = client.post(f"{labeling_url}rate/", {"step_index": step, "rating": 1, "elapsed_ms": 900}, HTTP_HX_REQUEST="true")
+                r = client.post(
+                    f"{labeling_url}rate/",
+                    {"step_index": step, "rating": 1, "elapsed_ms": 900},
+                    HTTP_HX_REQUEST="true",
+                )
                 rate.append((time.perf_counter() - t) * 1000)
                 assert r.status_code == 200, r.content[:300]
 
@@ -97,14 +110,18 @@ def main() -> None:
         p = percentiles(samples)
         return f"{name:<22} n={len(samples):>5}  p50 {p[50]:6.2f} ms  p95 {p[95]:6.2f} ms  p99 {p[99]:6.2f} ms"
 
-    print(f"database: {connection.vendor} ({url.rsplit('/', 1)[-1]}), {args.solutions} solutions x {args.steps} steps, {args.labelers} labelers")
+    print(
+        f"database: {connection.vendor} ({url.rsplit('/', 1)[-1]}), {args.solutions} solutions x {args.steps} steps, {args.labelers} labelers"
+    )
     print(line("baseline (trivial view)", baseline))
     print(line("claim next", claim))
     print(line("labeling page", page))
     print(line("rate a step (htmx)", rate))
     base = percentiles(baseline)[50]
-    print(f"rate p50 = {percentiles(rate)[50] / base:.1f}x the trivial-view floor; "
-          f"Label Studio submit p50 (PEERS.md, one labeler, over HTTP): 70-82 ms")
+    print(
+        f"rate p50 = {percentiles(rate)[50] / base:.1f}x the trivial-view floor; "
+        f"Label Studio submit p50 (PEERS.md, one labeler, over HTTP): 70-82 ms"
+    )
     done = Labeling.objects.filter(status="completed").count()
     print(f"completed labelings: {done} (expected {3 * args.labelers})")
 

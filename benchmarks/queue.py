@@ -40,9 +40,16 @@ def db_url(name: str) -> str:
 def env_for(name: str) -> dict:
     env = dict(os.environ)
     env.update(
-        DATABASE_URL=db_url(name), DEBUG="0", SECRET_KEY="bench-only", STEPWISE_TESTING="1",
-        ALLOWED_HOSTS="127.0.0.1,localhost", REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/3"),
-        SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", PYTHONPATH=str(ROOT), LOG_LEVEL="WARNING",
+        DATABASE_URL=db_url(name),
+        DEBUG="0",
+        SECRET_KEY="bench-only",
+        STEPWISE_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/3"),
+        SESSION_COOKIE_SECURE="0",
+        CSRF_COOKIE_SECURE="0",
+        PYTHONPATH=str(ROOT),
+        LOG_LEVEL="WARNING",
     )
     return env
 
@@ -61,13 +68,21 @@ def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
             exists = None
         if not exists:
             conn.execute(f'create database "{name}"')
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env_for(name), check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env_for(name), check=True
+    )
     with psql(name) as conn:
         if conn.execute("select count(*) from labeling_solution").fetchone()[0] >= solutions:
             print(f"seed: reusing {name}")
             return
         t0 = time.perf_counter()
-        steps_json = "[" + ", ".join(f'"Step {i + 1}: we compute $x_{{{i}}} = {i}^2 + 1$."' for i in range(STEPS)) + "]"
+        steps_json = (
+            "["
+            + ", ".join(
+                f'"Step {i + 1}: we compute $x_{{{i}}} = {i}^2 + 1$."' for i in range(STEPS)
+            )
+            + "]"
+        )
         script = f"""
         insert into labeling_problem (text, text_sha256, ground_truth_answer, subject, created_at)
           select 'Bench problem ' || g, md5('p' || g) || md5('q' || g), '42', 'algebra', now()
@@ -119,8 +134,10 @@ def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
         analyze;
         """
         conn.execute(script)
-        print(f"seed: {solutions} solutions, {solutions} labelings, {solutions * STEPS} step ratings "
-              f"in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"seed: {solutions} solutions, {solutions} labelings, {solutions * STEPS} step ratings "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
 
 
 # --- the simulated labelers ---------------------------------------------------------------------
@@ -135,8 +152,11 @@ def login(base: str, username: str):
     page = session.get(f"{base}/accounts/login/", timeout=30)
     token = CSRF.search(page.text).group(1)
     response = session.post(
-        f"{base}/accounts/login/", data={"username": username, "password": "pw", "csrfmiddlewaretoken": token},
-        headers={"Referer": f"{base}/accounts/login/"}, timeout=30, allow_redirects=False,
+        f"{base}/accounts/login/",
+        data={"username": username, "password": "pw", "csrfmiddlewaretoken": token},
+        headers={"Referer": f"{base}/accounts/login/"},
+        timeout=30,
+        allow_redirects=False,
     )
     assert response.status_code == 302, f"login of {username} failed: {response.status_code}"
     session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
@@ -144,10 +164,20 @@ def login(base: str, username: str):
     return session
 
 
-def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Queue, think_s: float = 0.0) -> None:
+def labeler_process(
+    base: str, usernames: list[str], deadline: float, out: mp.Queue, think_s: float = 0.0
+) -> None:
     import threading
 
-    results = {"claim": [], "rate": [], "claim_server": [], "rate_server": [], "labeling": [], "acked": [], "errors": 0}
+    results = {
+        "claim": [],
+        "rate": [],
+        "claim_server": [],
+        "rate_server": [],
+        "labeling": [],
+        "acked": [],
+        "errors": 0,
+    }
     lock = threading.Lock()
 
     def run(username: str) -> None:
@@ -169,8 +199,10 @@ def labeler_process(base: str, usernames: list[str], deadline: float, out: mp.Qu
                 rating = -1 if (labeling_id % 9 == 0 and step == 6) else (0 if step % 4 == 3 else 1)
                 t1 = time.perf_counter()
                 r = session.post(
-                    f"{base}/label/{labeling_id}/rate/", data={"step_index": step, "rating": rating, "elapsed_ms": 4000},
-                    headers={"HX-Request": "true"}, timeout=60,
+                    f"{base}/label/{labeling_id}/rate/",
+                    data={"step_index": step, "rating": rating, "elapsed_ms": 4000},
+                    headers={"HX-Request": "true"},
+                    timeout=60,
                 )
                 rates.append(time.perf_counter() - t1)
                 rates_server.append(server_seconds(r))
@@ -228,7 +260,9 @@ def wait_for(base: str, timeout: float = 60) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--db", default="stepwise_bench_queue")
     parser.add_argument("--solutions", type=int, default=100_000)
     parser.add_argument("--labelers", type=int, default=50)
@@ -239,20 +273,40 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clients", type=int, default=5, help="client processes")
     parser.add_argument("--port", type=int, default=8731)
-    parser.add_argument("--think-ms", type=float, default=0,
-                        help="pause after each rating, as a person reading the next step (0: saturate)")
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=0,
+        help="pause after each rating, as a person reading the next step (0: saturate)",
+    )
     parser.add_argument("--reseed", action="store_true")
     args = parser.parse_args()
 
     seed(args.db, args.solutions, args.labelers, args.reseed)
     with psql(args.db) as conn:
-        start_labelings = conn.execute("select coalesce(max(id), 0) from labeling_labeling").fetchone()[0]
+        start_labelings = conn.execute(
+            "select coalesce(max(id), 0) from labeling_labeling"
+        ).fetchone()[0]
     base = f"http://127.0.0.1:{args.port}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "stepwise.wsgi", "-b", f"127.0.0.1:{args.port}",
-         "-k", "gthread", "--workers", str(args.workers), "--threads", str(args.threads),
-         "--log-level", "warning"],
-        cwd=ROOT, env=env_for(args.db),
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "stepwise.wsgi",
+            "-b",
+            f"127.0.0.1:{args.port}",
+            "-k",
+            "gthread",
+            "--workers",
+            str(args.workers),
+            "--threads",
+            str(args.threads),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env_for(args.db),
     )
     try:
         wait_for(base)
@@ -261,13 +315,24 @@ def main() -> None:
         deadline = time.time() + args.seconds
         queue: mp.Queue = mp.Queue()
         procs = [
-            mp.Process(target=labeler_process, args=(base, users[i :: args.clients], deadline, queue, args.think_ms / 1000))
+            mp.Process(
+                target=labeler_process,
+                args=(base, users[i :: args.clients], deadline, queue, args.think_ms / 1000),
+            )
             for i in range(args.clients)
         ]
         t0 = time.perf_counter()
         for p in procs:
             p.start()
-        results = {"claim": [], "rate": [], "claim_server": [], "rate_server": [], "labeling": [], "acked": [], "errors": 0}
+        results = {
+            "claim": [],
+            "rate": [],
+            "claim_server": [],
+            "rate_server": [],
+            "labeling": [],
+            "acked": [],
+            "errors": 0,
+        }
         for _ in procs:
             part = queue.get(timeout=args.seconds + 300)
             for key in results:
@@ -279,11 +344,15 @@ def main() -> None:
 
         lead = login(base, "benchlead")
         with psql(args.db) as conn:
-            batch_id = conn.execute("select id from labeling_batch where name='bench'").fetchone()[0]
+            batch_id = conn.execute("select id from labeling_batch where name='bench'").fetchone()[
+                0
+            ]
         dash = []
         for _ in range(15):
             t1 = time.perf_counter()
-            r = lead.get(f"{base}/label/lead/batches/{batch_id}/", headers={"HX-Request": "true"}, timeout=30)
+            r = lead.get(
+                f"{base}/label/lead/batches/{batch_id}/", headers={"HX-Request": "true"}, timeout=30
+            )
             dash.append(time.perf_counter() - t1)
             assert r.status_code == 200
         full = []
@@ -316,39 +385,60 @@ def main() -> None:
             "select count(*) from (select solution_id, labeler_id from labeling_labeling "
             "group by 1, 2 having count(*) > 1) x"
         ).fetchone()[0]
-        stored = set(conn.execute(
-            "select st.labeling_id, st.index from labeling_steplabel st where st.labeling_id > %s",
-            [start_labelings],
-        ).fetchall())
+        stored = set(
+            conn.execute(
+                "select st.labeling_id, st.index from labeling_steplabel st where st.labeling_id > %s",
+                [start_labelings],
+            ).fetchall()
+        )
         surplus = conn.execute(
             "select count(*) from labeling_labeling where id > %s and is_surplus", [start_labelings]
         ).fetchone()[0]
         finished = conn.execute(
-            "select count(*) from labeling_labeling where id > %s and status = 'completed'", [start_labelings]
+            "select count(*) from labeling_labeling where id > %s and status = 'completed'",
+            [start_labelings],
         ).fetchone()[0]
     lost = sum(1 for item in results["acked"] if tuple(item) not in stored)
     ratings = len(results["acked"])
 
-    print(f"\nbenchmarks/queue.py on {os.cpu_count()} cores; gunicorn gthread {args.workers}x{args.threads}; "
-          f"{args.labelers} labelers in {args.clients} client processes for {args.seconds:.0f} s, "
-          f"think time {args.think_ms:.0f} ms per step")
+    print(
+        f"\nbenchmarks/queue.py on {os.cpu_count()} cores; gunicorn gthread {args.workers}x{args.threads}; "
+        f"{args.labelers} labelers in {args.clients} client processes for {args.seconds:.0f} s, "
+        f"think time {args.think_ms:.0f} ms per step"
+    )
     print(f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} (1-min)")
-    print(f"claim  (POST /label/next/)      n={len(results['claim']):6d}  p50 {pct(results['claim'], 50):7.1f} ms"
-          f"  p95 {pct(results['claim'], 95):7.1f} ms  p99 {pct(results['claim'], 99):7.1f} ms")
-    print(f"submit (POST rate, one step)    n={len(results['rate']):6d}  p50 {pct(results['rate'], 50):7.1f} ms"
-          f"  p95 {pct(results['rate'], 95):7.1f} ms  p99 {pct(results['rate'], 99):7.1f} ms")
-    print(f"  server time (Server-Timing)   claim p50 {pct(results['claim_server'], 50):7.1f} ms  p95 {pct(results['claim_server'], 95):7.1f} ms;"
-          f"  submit p50 {pct(results['rate_server'], 50):7.1f} ms  p95 {pct(results['rate_server'], 95):7.1f} ms"
-          " (the rest of the round trip is queueing for a worker thread and the client)")
-    print(f"whole labeling (all its steps)  n={len(results['labeling']):6d}  p50 {pct(results['labeling'], 50):7.1f} ms"
-          f"  p95 {pct(results['labeling'], 95):7.1f} ms  p99 {pct(results['labeling'], 99):7.1f} ms")
-    print(f"throughput: {finished / wall:.1f} labelings/s, {ratings / wall:.1f} step ratings/s "
-          f"({finished} labelings, {ratings} ratings in {wall:.1f} s; {results['errors']} non-200 answers)")
-    print(f"overshoot: {overshoot} (counter check {counter_overshoot}); double claims: {double}; "
-          f"surplus kept: {surplus}; lost ratings: {lost}")
-    print(f"dashboard fragment (htmx) p50 {pct(dash, 50):.1f} ms, max {max(dash) * 1000:.1f} ms; full page p50 "
-          f"{pct(full, 50):.1f} ms; labeler queue page p50 {pct(queue_page, 50):.1f} ms (round trip on loopback, idle server)")
-    print("peers (PEERS.md, Label Studio 1.23.2, 50 labelers): 7-9 annotations/s saturated; submit p50 2.8-3.4 s, p99 4.8-7.6 s")
+    print(
+        f"claim  (POST /label/next/)      n={len(results['claim']):6d}  p50 {pct(results['claim'], 50):7.1f} ms"
+        f"  p95 {pct(results['claim'], 95):7.1f} ms  p99 {pct(results['claim'], 99):7.1f} ms"
+    )
+    print(
+        f"submit (POST rate, one step)    n={len(results['rate']):6d}  p50 {pct(results['rate'], 50):7.1f} ms"
+        f"  p95 {pct(results['rate'], 95):7.1f} ms  p99 {pct(results['rate'], 99):7.1f} ms"
+    )
+    print(
+        f"  server time (Server-Timing)   claim p50 {pct(results['claim_server'], 50):7.1f} ms  p95 {pct(results['claim_server'], 95):7.1f} ms;"
+        f"  submit p50 {pct(results['rate_server'], 50):7.1f} ms  p95 {pct(results['rate_server'], 95):7.1f} ms"
+        " (the rest of the round trip is queueing for a worker thread and the client)"
+    )
+    print(
+        f"whole labeling (all its steps)  n={len(results['labeling']):6d}  p50 {pct(results['labeling'], 50):7.1f} ms"
+        f"  p95 {pct(results['labeling'], 95):7.1f} ms  p99 {pct(results['labeling'], 99):7.1f} ms"
+    )
+    print(
+        f"throughput: {finished / wall:.1f} labelings/s, {ratings / wall:.1f} step ratings/s "
+        f"({finished} labelings, {ratings} ratings in {wall:.1f} s; {results['errors']} non-200 answers)"
+    )
+    print(
+        f"overshoot: {overshoot} (counter check {counter_overshoot}); double claims: {double}; "
+        f"surplus kept: {surplus}; lost ratings: {lost}"
+    )
+    print(
+        f"dashboard fragment (htmx) p50 {pct(dash, 50):.1f} ms, max {max(dash) * 1000:.1f} ms; full page p50 "
+        f"{pct(full, 50):.1f} ms; labeler queue page p50 {pct(queue_page, 50):.1f} ms (round trip on loopback, idle server)"
+    )
+    print(
+        "peers (PEERS.md, Label Studio 1.23.2, 50 labelers): 7-9 annotations/s saturated; submit p50 2.8-3.4 s, p99 4.8-7.6 s"
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,15 @@ class ProblemAdmin(admin.ModelAdmin):
 
 @admin.register(Batch)
 class BatchAdmin(admin.ModelAdmin):
-    list_display = ("name", "generation", "overlap", "priority", "is_active", "origin", "created_at")
+    list_display = (
+        "name",
+        "generation",
+        "overlap",
+        "priority",
+        "is_active",
+        "origin",
+        "created_at",
+    )
     list_filter = ("is_active", "origin")
     filter_horizontal = ("labelers",)
 
@@ -26,7 +34,15 @@ class SolutionAdmin(admin.ModelAdmin):
 
 @admin.register(Labeling)
 class LabelingAdmin(admin.ModelAdmin):
-    list_display = ("id", "solution", "labeler", "status", "finish_reason", "finished_at", "is_surplus")
+    list_display = (
+        "id",
+        "solution",
+        "labeler",
+        "status",
+        "finish_reason",
+        "finished_at",
+        "is_surplus",
+    )
     list_filter = ("status", "finish_reason", "is_surplus")
     raw_id_fields = ("solution", "labeler")
 
@@ -39,6 +55,14 @@ class LabelerAdmin(admin.ModelAdmin):
 
 @admin.register(RatingEvent)
 class RatingEventAdmin(admin.ModelAdmin):
-    list_display = ("labeling", "step_index", "old_rating", "new_rating", "reason", "actor", "created_at")
+    list_display = (
+        "labeling",
+        "step_index",
+        "old_rating",
+        "new_rating",
+        "reason",
+        "actor",
+        "created_at",
+    )
     list_filter = ("reason",)
     raw_id_fields = ("labeling",)

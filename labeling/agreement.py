@@ -37,7 +37,9 @@ def coincidence(units: Iterable[Sequence[float | None]]) -> Coincidence:
     return dict(matrix)
 
 
-def add_coincidence(total: Mapping[str, float], part: Mapping[str, float], sign: int = 1) -> Coincidence:
+def add_coincidence(
+    total: Mapping[str, float], part: Mapping[str, float], sign: int = 1
+) -> Coincidence:
     out = dict(total)
     for key, value in part.items():
         out[key] = out.get(key, 0.0) + sign * value
@@ -89,7 +91,9 @@ def _distance(values: list[float], n_c: np.ndarray, metric: str) -> np.ndarray:
     raise ValueError(f"unknown metric {metric!r}")
 
 
-def krippendorff_alpha(units: Iterable[Sequence[float | None]], metric: str = "ordinal") -> float | None:
+def krippendorff_alpha(
+    units: Iterable[Sequence[float | None]], metric: str = "ordinal"
+) -> float | None:
     """Alpha for a units x coders table (None = not coded)."""
     return alpha_from_coincidence(coincidence(units), metric)
 

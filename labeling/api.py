@@ -51,7 +51,9 @@ class _RolePermission(permissions.BasePermission):
     message = "Your role does not allow this."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return bool(request.user and request.user.is_authenticated and has_role(request.user, *self.roles))
+        return bool(
+            request.user and request.user.is_authenticated and has_role(request.user, *self.roles)
+        )
 
 
 class IsResearcher(_RolePermission):
@@ -144,7 +146,9 @@ def _import_response(uploaded, run) -> Response:
         )
     except importers.UploadRejected as rejected:
         errors = [{"line": e.line, "field": e.field, "message": e.message} for e in rejected.errors]
-        return Response({"detail": rejected.message, "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            {"detail": rejected.message, "errors": errors}, status=status.HTTP_400_BAD_REQUEST
+        )
     body = {"lines": report.lines, "created": dict(report.created), "duplicates": report.duplicates}
     return Response(body, status=status.HTTP_201_CREATED)
 
@@ -162,7 +166,12 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         request={"multipart/form-data": SampleUploadSerializer},
         responses={201: ImportReportSerializer, 400: _upload_errors},
     )
-    @action(detail=False, methods=["post"], url_path="import-samples", parser_classes=[MultiPartParser, FormParser])
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="import-samples",
+        parser_classes=[MultiPartParser, FormParser],
+    )
     def import_samples(self, request: Request) -> Response:
         """Upload generator samples (JSONL) into a batch; all or nothing."""
         form = SampleUploadSerializer(data=request.data)
@@ -171,8 +180,11 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         return _import_response(
             data["file"],
             lambda path: importers.import_samples(
-                path, batch_name=data["batch_name"], overlap=data["overlap"],
-                generation=data["generation"], skip_invalid=True,
+                path,
+                batch_name=data["batch_name"],
+                overlap=data["overlap"],
+                generation=data["generation"],
+                skip_invalid=True,
             ),
         )
 
@@ -180,13 +192,19 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         request={"multipart/form-data": ImportUploadSerializer},
         responses={201: ImportReportSerializer, 400: _upload_errors},
     )
-    @action(detail=False, methods=["post"], url_path="import-prm800k", parser_classes=[MultiPartParser, FormParser])
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="import-prm800k",
+        parser_classes=[MultiPartParser, FormParser],
+    )
     def import_prm800k(self, request: Request) -> Response:
         """Upload PRM800K label lines (JSONL); all or nothing. Re-uploads add nothing twice."""
         form = ImportUploadSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         return _import_response(
-            form.validated_data["file"], lambda path: importers.import_prm800k(path, skip_invalid=True)
+            form.validated_data["file"],
+            lambda path: importers.import_prm800k(path, skip_invalid=True),
         )
 
 
@@ -274,8 +292,10 @@ class ExportView(APIView):
 
     @extend_schema(
         parameters=[ExportRequestSerializer],
-        responses={(200, "application/jsonl"): OpenApiTypes.BINARY,
-                   (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY},
+        responses={
+            (200, "application/jsonl"): OpenApiTypes.BINARY,
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+        },
     )
     def get(self, request: Request):
         data = ExportRequestSerializer.from_query(request.query_params)
@@ -320,7 +340,9 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except snapshots.SnapshotError as error:
             raise Gone(str(error)) from None
         response = FileResponse(
-            open(path, "rb"), as_attachment=True, filename=snapshot.download_name,
+            open(path, "rb"),
+            as_attachment=True,
+            filename=snapshot.download_name,
             content_type=_CONTENT_TYPES[snapshot.format],
         )
         response["ETag"] = f'"{snapshot.sha256}"'

@@ -49,7 +49,8 @@ def mark_demo_gold() -> str:
     lines = (SAMPLE_DIR / "reference_labels.jsonl").read_text(encoding="utf-8").splitlines()
     references = [json.loads(line) for line in lines if line.strip()]
     by_source = {
-        s.source_id: s for s in Solution.objects.filter(batch__name=DEMO_BATCH, source_id__startswith="demo-")
+        s.source_id: s
+        for s in Solution.objects.filter(batch__name=DEMO_BATCH, source_id__startswith="demo-")
     }
     gold = screening = 0
     for position, reference in enumerate(references):
@@ -58,7 +59,9 @@ def mark_demo_gold() -> str:
             continue
         is_screening = position % 7 == 5 and screening < 6
         gold_label_set(
-            solution=solution, ratings=reference["ratings"], screening=is_screening,
+            solution=solution,
+            ratings=reference["ratings"],
+            screening=is_screening,
             source="sample_data/reference_labels.jsonl",
         )
         screening += is_screening
@@ -82,15 +85,22 @@ def reference_label_lines() -> list[str]:
         record = json.loads(line)
         solutions[record["source_id"]] = record
     lines = []
-    for number, line in enumerate((SAMPLE_DIR / "reference_labels.jsonl").read_text(encoding="utf-8").splitlines()):
+    for number, line in enumerate(
+        (SAMPLE_DIR / "reference_labels.jsonl").read_text(encoding="utf-8").splitlines()
+    ):
         reference = json.loads(line)
         solution = solutions[reference["source_id"]]
         problem = problems[solution["unique_id"]]
         steps = []
         for text, rating in zip(solution["steps"], reference["ratings"], strict=False):
             chosen = None if rating == -1 else 0  # the release leaves a -1 step unchosen
-            steps.append({"completions": [{"text": text, "rating": rating, "flagged": False}],
-                          "human_completion": None, "chosen_completion": chosen})  # fmt: skip
+            steps.append(
+                {
+                    "completions": [{"text": text, "rating": rating, "flagged": False}],
+                    "human_completion": None,
+                    "chosen_completion": chosen,
+                }
+            )
         record = {
             "labeler": REFERENCE_LABELER,
             "timestamp": f"2026-01-01T00:{number // 60:02d}:{number % 60:02d}.000000",
@@ -98,12 +108,20 @@ def reference_label_lines() -> list[str]:
             "is_quality_control_question": False,
             "is_initial_screening_question": False,
             "question": {
-                "problem": problem["problem"], "ground_truth_solution": problem["solution"],
-                "ground_truth_answer": problem["answer"], "pre_generated_steps": solution["steps"],
-                "pre_generated_answer": solution["answer"], "pre_generated_verifier_score": 0.5,
-            },  # fmt: skip
-            "label": {"steps": steps, "total_time": 30_000 + 1000 * len(steps),
-                      "finish_reason": "found_error" if reference["first_error"] is not None else "solution"},  # fmt: skip
+                "problem": problem["problem"],
+                "ground_truth_solution": problem["solution"],
+                "ground_truth_answer": problem["answer"],
+                "pre_generated_steps": solution["steps"],
+                "pre_generated_answer": solution["answer"],
+                "pre_generated_verifier_score": 0.5,
+            },
+            "label": {
+                "steps": steps,
+                "total_time": 30_000 + 1000 * len(steps),
+                "finish_reason": "found_error"
+                if reference["first_error"] is not None
+                else "solution",
+            },
         }
         lines.append(json.dumps(record))
     return lines
@@ -117,7 +135,8 @@ def load_reference_labelings() -> str:
     from labeling.models import Batch
 
     batch, _ = Batch.objects.get_or_create(
-        name=REFERENCE_BATCH, defaults={"generation": 1, "origin": Batch.Origin.IMPORT, "is_active": False}
+        name=REFERENCE_BATCH,
+        defaults={"generation": 1, "origin": Batch.Origin.IMPORT, "is_active": False},
     )
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as handle:
         handle.write("\n".join(reference_label_lines()) + "\n")
@@ -129,6 +148,8 @@ def load_reference_labelings() -> str:
 def load_sample_data() -> list[str]:
     reports = [import_math(SAMPLE_DIR / "problems.jsonl")]
     reports.append(
-        import_samples(SAMPLE_DIR / "solutions.jsonl", batch_name=DEMO_BATCH, overlap=2, generation=1)
+        import_samples(
+            SAMPLE_DIR / "solutions.jsonl", batch_name=DEMO_BATCH, overlap=2, generation=1
+        )
     )
     return [r.summary() for r in reports] + [mark_demo_gold(), load_reference_labelings()]

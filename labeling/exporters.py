@@ -218,11 +218,16 @@ def _question(row: tuple) -> dict[str, Any]:
     (_, fmt, steps, final_answer, score, _, _, _, override, text, answer, solution, _) = row
     return prm800k.question_to_dict(
         prm800k.question_record(
-            is_phase2=fmt != Solution.Format.PHASE1, problem=text, ground_truth_answer=answer,
-            ground_truth_solution=solution, steps=steps, answer=final_answer,
-            verifier_score=score, override=override,
+            is_phase2=fmt != Solution.Format.PHASE1,
+            problem=text,
+            ground_truth_answer=answer,
+            ground_truth_solution=solution,
+            steps=steps,
+            answer=final_answer,
+            verifier_score=score,
+            override=override,
         )
-    )  # fmt: skip
+    )
 
 
 def _chunk_sql(quote: Callable[[str], str]) -> tuple[str, str, str]:
@@ -230,8 +235,13 @@ def _chunk_sql(quote: Callable[[str], str]) -> tuple[str, str, str]:
     (`index` is a reserved word in SQLite and MySQL)."""
     steps, completions = quote(StepLabel._meta.db_table), quote(Completion._meta.db_table)
     index, step_id, labeling_id = quote("index"), quote("step_id"), quote("labeling_id")
-    columns = [quote(name) for name in ("step_id", "text", "rating", "flagged", "is_human", "source", "index")]
-    by_step_range = f"SELECT {', '.join(columns)} FROM {completions} WHERE {step_id} BETWEEN %s AND %s"
+    columns = [
+        quote(name)
+        for name in ("step_id", "text", "rating", "flagged", "is_human", "source", "index")
+    ]
+    by_step_range = (
+        f"SELECT {', '.join(columns)} FROM {completions} WHERE {step_id} BETWEEN %s AND %s"
+    )
     steps_sql = (
         f"SELECT {labeling_id}, {quote('id')}, {quote('chosen_completion')}, {quote('has_completions')}"
         f" FROM {steps} WHERE {labeling_id} BETWEEN %s AND %s ORDER BY {labeling_id}, {index}"
@@ -260,7 +270,9 @@ def _chunk_steps(labeling_ids: list[int]) -> dict[int, tuple[str, int]]:
     if not labeling_ids:
         return {}
     wanted = set(labeling_ids)
-    steps_sql, completions_by_step_range, completions_by_labeling = _chunk_sql(connection.ops.quote_name)
+    steps_sql, completions_by_step_range, completions_by_labeling = _chunk_sql(
+        connection.ops.quote_name
+    )
     with connection.cursor() as cursor:
         cursor.execute(steps_sql, [min(labeling_ids), max(labeling_ids)])
         steps = [row for row in cursor.fetchall() if row[0] in wanted]
@@ -341,7 +353,10 @@ _STEP_KEY = '"chosen_completion": '
 def _items_of(chunk: list[tuple[int, str | None, str]]) -> Iterator[ExportItem]:
     missing = [lid for lid, line, _ in chunk if line is None]
     rendered = (
-        {item.labeling_id: item for item in _render_from_columns(Labeling.objects.filter(pk__in=missing))}
+        {
+            item.labeling_id: item
+            for item in _render_from_columns(Labeling.objects.filter(pk__in=missing))
+        }
         if missing
         else {}
     )
@@ -438,14 +453,16 @@ def write_prm800k(out: IO[str], labelings: QuerySet[Labeling] | None = None) -> 
 
 
 def split_of(problem_sha256: str, test_fraction: float, seed: int) -> str:
-    """"train" or "test" for every labeling of a problem alike: a seeded hash, no state."""
+    """ "train" or "test" for every labeling of a problem alike: a seeded hash, no state."""
     if test_fraction <= 0:
         return "train"
     digest = hashlib.sha256(f"{seed}:{problem_sha256}".encode()).digest()
     return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_fraction else "train"
 
 
-def final_rows(labelings: QuerySet[Labeling], options: StepwiseOptions) -> dict[int, list[dict[str, Any]]]:
+def final_rows(
+    labelings: QuerySet[Labeling], options: StepwiseOptions
+) -> dict[int, list[dict[str, Any]]]:
     """labels="final": the rows of solutions with a final verdict, keyed by labeling id.
 
     A solution a lead adjudicated or with several counted labelings gets one row, the
@@ -475,16 +492,22 @@ def final_rows(labelings: QuerySet[Labeling], options: StepwiseOptions) -> dict[
             texts.append(text)
             labels.append(label)
         prompt = solution.question_override or solution.problem.text
-        by_solution[solution.pk] = [{"prompt": prompt, "completions": texts, "labels": labels}] if texts else []
+        by_solution[solution.pk] = (
+            [{"prompt": prompt, "completions": texts, "labels": labels}] if texts else []
+        )
     return {
-        labeling_id: (by_solution[solution_id] if first_labeling[solution_id] == labeling_id else [])
+        labeling_id: (
+            by_solution[solution_id] if first_labeling[solution_id] == labeling_id else []
+        )
         for labeling_id, solution_id in solution_of.items()
         if solution_id in by_solution
     }
 
 
 def iter_stepwise_rows(
-    items: Iterable[ExportItem], options: StepwiseOptions, finals: dict[int, list[dict[str, Any]]] | None = None
+    items: Iterable[ExportItem],
+    options: StepwiseOptions,
+    finals: dict[int, list[dict[str, Any]]] | None = None,
 ) -> Iterator[tuple[ExportItem, list[dict[str, Any]]]]:
     """Per labeling, its stepwise rows (possibly none), with split and provenance columns.
     `finals` (from `final_rows`) replaces the rows of labelings of solutions with a verdict."""
@@ -613,7 +636,9 @@ def write_export(
                 for values in columns.values():
                     values.clear()
 
-            for _, rows in iter_stepwise_rows(counted(items), options, final_rows(labelings, options)):
+            for _, rows in iter_stepwise_rows(
+                counted(items), options, final_rows(labelings, options)
+            ):
                 for row in rows:
                     for name in schema.names:
                         columns[name].append(row[name])
@@ -642,7 +667,10 @@ def write_export_file(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = tempfile.NamedTemporaryFile(
-        dir=path.parent, prefix=f".{path.name}.", suffix=f".{uuid.uuid4().hex[:8]}.tmp", delete=False
+        dir=path.parent,
+        prefix=f".{path.name}.",
+        suffix=f".{uuid.uuid4().hex[:8]}.tmp",
+        delete=False,
     )
     try:
         with handle:

@@ -30,8 +30,15 @@ class BatchForm(forms.ModelForm):
     class Meta:
         model = Batch
         fields = [
-            "name", "generation", "overlap", "priority", "is_active", "gold_rate",
-            "lease_seconds_min", "lease_seconds_max", "labelers",
+            "name",
+            "generation",
+            "overlap",
+            "priority",
+            "is_active",
+            "gold_rate",
+            "lease_seconds_min",
+            "lease_seconds_max",
+            "labelers",
         ]
         help_texts = {
             "gold_rate": "Share of claims served a gold solution; empty: the site default.",
@@ -41,7 +48,9 @@ class BatchForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        users = get_user_model().objects.filter(groups__name=LABELER).order_by("username").distinct()
+        users = (
+            get_user_model().objects.filter(groups__name=LABELER).order_by("username").distinct()
+        )
         self.fields["labelers"].queryset = users
         others = Batch.objects.order_by("name")
         if self.instance.pk:

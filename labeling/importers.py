@@ -174,7 +174,9 @@ def refresh_planner_statistics() -> None:
     autovacuum gets round to it."""
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE labeling_problem, labeling_solution, labeling_labeling, labeling_steplabel")
+            cursor.execute(
+                "ANALYZE labeling_problem, labeling_solution, labeling_labeling, labeling_steplabel"
+            )
 
 
 def _problems_by_hash(hashes: Iterable[str]) -> dict[str, Problem]:
@@ -227,7 +229,9 @@ def _write_math_chunk(chunk: list[tuple[int, str, MathProblem]], report: ImportR
     by_hash = _problems_by_hash(problem_hash(item.problem) for _, _, item in chunk)
     by_uid = {
         p.unique_id: p
-        for p in Problem.objects.filter(unique_id__in=[i.unique_id for _, _, i in chunk if i.unique_id])
+        for p in Problem.objects.filter(
+            unique_id__in=[i.unique_id for _, _, i in chunk if i.unique_id]
+        )
     }
     new: dict[str, Problem] = {}
     for _, _, item in chunk:
@@ -322,7 +326,9 @@ def _batch_for_generation(generation: int | None, cache: dict[Any, Batch]) -> Ba
 
 
 def _labeler_users(public_ids: set[uuid.UUID]) -> dict[uuid.UUID, int]:
-    found = dict(Labeler.objects.filter(public_id__in=public_ids).values_list("public_id", "user_id"))
+    found = dict(
+        Labeler.objects.filter(public_id__in=public_ids).values_list("public_id", "user_id")
+    )
     missing = sorted(public_ids - found.keys(), key=str)
     if missing:
         User = get_user_model()
@@ -332,7 +338,9 @@ def _labeler_users(public_ids: set[uuid.UUID]) -> dict[uuid.UUID, int]:
         User.objects.bulk_create(users)
         # bulk_create sets pks on PostgreSQL and SQLite; fetch by username to be backend-proof.
         ids = dict(
-            User.objects.filter(username__in=[u.username for u in users]).values_list("username", "id")
+            User.objects.filter(username__in=[u.username for u in users]).values_list(
+                "username", "id"
+            )
         )
         Labeler.objects.bulk_create(
             [Labeler(user_id=ids[f"prm800k-{pid}"], public_id=pid) for pid in missing]
@@ -459,7 +467,9 @@ def _write_prm800k_chunk(
             )
     existing = {
         s.content_sha256: s.pk
-        for s in Solution.objects.filter(content_sha256__in=solution_rows).only("id", "content_sha256")
+        for s in Solution.objects.filter(content_sha256__in=solution_rows).only(
+            "id", "content_sha256"
+        )
     }
     to_create = [s for digest, s in solution_rows.items() if digest not in existing]
     create_rows(to_create)
@@ -502,7 +512,8 @@ def _write_prm800k_chunk(
 def _reserve_ids(table: str, count: int) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", [table, count]
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [table, count],
         )
         return [row[0] for row in cursor.fetchall()]
 
@@ -526,15 +537,22 @@ def create_rows(objs: list[Any]) -> None:
     # psycopg adapts plain values itself; only JSON needs Django's wrapping and only auto_now
     # fields need pre_save. Skipping the rest keeps this loop cheap.
     special = [
-        isinstance(f, models.JSONField) or getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+        isinstance(f, models.JSONField)
+        or getattr(f, "auto_now", False)
+        or getattr(f, "auto_now_add", False)
         for f in fields
     ]
     plan = list(zip(fields, special, strict=True))
-    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {meta.db_table} ({columns}) FROM STDIN") as copy:
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {meta.db_table} ({columns}) FROM STDIN") as copy,
+    ):
         for obj in objs:
             copy.write_row(
                 [
-                    f.get_db_prep_save(f.pre_save(obj, True), connection) if slow else getattr(obj, f.attname)
+                    f.get_db_prep_save(f.pre_save(obj, True), connection)
+                    if slow
+                    else getattr(obj, f.attname)
                     for f, slow in plan
                 ]
             )
@@ -641,6 +659,7 @@ def _copy_steps(labelings: list[Labeling], fresh: list[ParsedLine]) -> tuple[int
             copy.write("".join(completion_lines))
     return step_count, len(completion_lines)
 
+
 def import_prm800k(
     path: str | Path, *, skip_invalid: bool = False, batch: Batch | None = None
 ) -> ImportReport:
@@ -706,7 +725,9 @@ def _write_samples_chunk(
 ) -> None:
     by_uid = {
         p.unique_id: p
-        for p in Problem.objects.filter(unique_id__in={s.unique_id for _, _, s in chunk if s.unique_id})
+        for p in Problem.objects.filter(
+            unique_id__in={s.unique_id for _, _, s in chunk if s.unique_id}
+        )
     }
     by_hash = _problems_by_hash(problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text)
     solutions: dict[str, Solution] = {}
@@ -726,7 +747,10 @@ def _write_samples_chunk(
                 report.created["problems"] += 1
         if problem is None:
             raise LineError(
-                report.path, number, "unique_id", f"no problem {sample.unique_id!r}; import it first"
+                report.path,
+                number,
+                "unique_id",
+                f"no problem {sample.unique_id!r}; import it first",
             )
         digest = solution_content_hash(
             problem_sha256=problem.text_sha256,
@@ -756,7 +780,9 @@ def _write_samples_chunk(
             ),
         )
     existing = set(
-        Solution.objects.filter(content_sha256__in=solutions).values_list("content_sha256", flat=True)
+        Solution.objects.filter(content_sha256__in=solutions).values_list(
+            "content_sha256", flat=True
+        )
     )
     report.duplicates += len(chunk) - len(solutions) + len(existing)
     created = Solution.objects.bulk_create([s for d, s in solutions.items() if d not in existing])
@@ -824,7 +850,9 @@ def import_uploaded(
                     raise _Rollback
         except _Rollback:
             assert report is not None
-            errors = [LineError(name, e.line, e.field, e.message) for e in report.errors[:max_errors]]
+            errors = [
+                LineError(name, e.line, e.field, e.message) for e in report.errors[:max_errors]
+            ]
             more = len(report.errors) - len(errors)
             raise UploadRejected(
                 f"{len(report.errors)} invalid line(s) in {name}; nothing was imported"

@@ -52,7 +52,9 @@ class Batch(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     generation = models.IntegerField(null=True, blank=True, db_index=True)
-    overlap = models.PositiveSmallIntegerField(default=1, help_text="Labelings wanted per solution.")
+    overlap = models.PositiveSmallIntegerField(
+        default=1, help_text="Labelings wanted per solution."
+    )
     priority = models.IntegerField(default=0, help_text="Higher is served first.")
     is_active = models.BooleanField(default=True)
     origin = models.CharField(max_length=32, choices=Origin.choices, default=Origin.MANUAL)
@@ -367,8 +369,19 @@ class Tally(models.Model):
     solutions_done = models.IntegerField(default=0)  # solutions that reached their N
 
     TALLY_FIELDS = (
-        "labelings", "surplus", "steps", "time_ms", "pos", "neu", "neg", "flagged",
-        "fin_solution", "fin_found_error", "fin_give_up", "fin_bad_problem", "solutions_done",
+        "labelings",
+        "surplus",
+        "steps",
+        "time_ms",
+        "pos",
+        "neu",
+        "neg",
+        "flagged",
+        "fin_solution",
+        "fin_found_error",
+        "fin_give_up",
+        "fin_bad_problem",
+        "solutions_done",
     )
 
     class Meta:
@@ -377,12 +390,16 @@ class Tally(models.Model):
 
 class BatchLabelerStats(Tally):
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="labeler_stats")
-    labeler = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    labeler = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
     last_finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["batch", "labeler"], name="one_stats_row_per_batch_labeler")
+            models.UniqueConstraint(
+                fields=["batch", "labeler"], name="one_stats_row_per_batch_labeler"
+            )
         ]
 
 
@@ -437,8 +454,12 @@ class BatchAgreement(models.Model):
 class PairAgreement(models.Model):
     """Two labelers on the solutions they both labeled (labeler_a has the smaller id)."""
 
-    labeler_a = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    labeler_b = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    labeler_a = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    labeler_b = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
     solutions = models.PositiveIntegerField(default=0)
     steps_compared = models.PositiveIntegerField(default=0)
     steps_same = models.PositiveIntegerField(default=0)
@@ -447,7 +468,9 @@ class PairAgreement(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["labeler_a", "labeler_b"], name="one_row_per_labeler_pair")
+            models.UniqueConstraint(
+                fields=["labeler_a", "labeler_b"], name="one_row_per_labeler_pair"
+            )
         ]
 
 
@@ -456,7 +479,9 @@ class Adjudication(models.Model):
 
     solution = models.OneToOneField(Solution, on_delete=models.CASCADE, related_name="adjudication")
     ratings = models.JSONField(help_text="Final rating per step, stopping at the first -1.")
-    lead = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    lead = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     note = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)

@@ -168,13 +168,19 @@ def _parse_human(obj: Any, field: str) -> HumanCompletionRecord | None:
 
 
 def _parse_step(obj: Any, field: str) -> StepRecord:
-    if type(obj) is dict and type(obj.get("completions")) is list and obj.get("human_completion") is None:
+    if (
+        type(obj) is dict
+        and type(obj.get("completions")) is list
+        and obj.get("human_completion") is None
+    ):
         chosen = obj.get("chosen_completion")
         completions = [_well_formed_completion(c) for c in obj["completions"]]
         if None not in completions and (
             chosen is None or (type(chosen) is int and 0 <= chosen < len(completions))
         ):
-            return StepRecord(completions=completions, human_completion=None, chosen_completion=chosen)
+            return StepRecord(
+                completions=completions, human_completion=None, chosen_completion=chosen
+            )
     _expect(obj, dict, field, "an object")
     _keys(obj, ("completions",), field)
     raw_completions = obj["completions"]
@@ -184,7 +190,9 @@ def _parse_step(obj: Any, field: str) -> StepRecord:
         completions = [
             _parse_completion(c, f"{field}.completions[{i}]") for i, c in enumerate(raw_completions)
         ]
-    chosen = _optional(obj.get("chosen_completion"), int, f"{field}.chosen_completion", "an integer")
+    chosen = _optional(
+        obj.get("chosen_completion"), int, f"{field}.chosen_completion", "an integer"
+    )
     if chosen is not None and (completions is None or not 0 <= chosen < len(completions)):
         raise RecordError(f"{field}.chosen_completion", f"index {chosen} has no completion")
     return StepRecord(
@@ -200,7 +208,9 @@ def _parse_question(obj: Any) -> QuestionRecord:
     problem = _expect(obj["problem"], str, "question.problem", "a string")
     if not problem.strip():
         raise RecordError("question.problem", "is empty")
-    answer = _optional(obj.get("ground_truth_answer"), str, "question.ground_truth_answer", "a string")
+    answer = _optional(
+        obj.get("ground_truth_answer"), str, "question.ground_truth_answer", "a string"
+    )
     if "pre_generated_steps" not in obj:
         return QuestionRecord(problem=problem, ground_truth_answer=answer)
     steps = _expect(obj["pre_generated_steps"], list, "question.pre_generated_steps", "a list")
@@ -208,7 +218,9 @@ def _parse_question(obj: Any) -> QuestionRecord:
         _expect(step, str, f"question.pre_generated_steps[{i}]", "a string")
     score = obj.get("pre_generated_verifier_score")
     if score is not None:
-        score = float(_expect(score, (int, float), "question.pre_generated_verifier_score", "a number"))
+        score = float(
+            _expect(score, (int, float), "question.pre_generated_verifier_score", "a number")
+        )
     return QuestionRecord(
         problem=problem,
         ground_truth_answer=answer,
@@ -240,7 +252,8 @@ def parse_record(obj: Any) -> LabelRecord:
     finish_reason = label["finish_reason"]
     if finish_reason not in FINISH_REASONS:
         raise RecordError(
-            "label.finish_reason", f"must be one of {', '.join(FINISH_REASONS)}, got {finish_reason!r}"
+            "label.finish_reason",
+            f"must be one of {', '.join(FINISH_REASONS)}, got {finish_reason!r}",
         )
     total_time = _expect(label.get("total_time", 0), int, "label.total_time", "milliseconds (int)")
     if total_time < 0:
@@ -250,7 +263,10 @@ def parse_record(obj: Any) -> LabelRecord:
         timestamp=timestamp,
         generation=_optional(obj.get("generation"), int, "generation", "an integer or null"),
         is_quality_control_question=_expect(
-            obj.get("is_quality_control_question", False), bool, "is_quality_control_question", "a boolean"
+            obj.get("is_quality_control_question", False),
+            bool,
+            "is_quality_control_question",
+            "a boolean",
         ),
         is_initial_screening_question=_expect(
             obj.get("is_initial_screening_question", False),
@@ -419,7 +435,11 @@ def stepwise_rows(
                 label = step_label(completion["rating"], neutral)
                 if label is not None:
                     extra.append(
-                        {"prompt": prompt, "completions": [*texts, completion["text"]], "labels": [*labels, label]}
+                        {
+                            "prompt": prompt,
+                            "completions": [*texts, completion["text"]],
+                            "labels": [*labels, label],
+                        }
                     )
         if chosen is None:
             break

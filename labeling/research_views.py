@@ -82,7 +82,9 @@ def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
     try:
         path = snapshots.snapshot_file(snapshot)
     except snapshots.SnapshotError as error:
-        return HttpResponse(str(error), status=409 if not snapshot.is_finished else 410, content_type="text/plain")
+        return HttpResponse(
+            str(error), status=409 if not snapshot.is_finished else 410, content_type="text/plain"
+        )
     response = FileResponse(open(path, "rb"), as_attachment=True, filename=snapshot.download_name)
     response["X-Checksum-SHA256"] = snapshot.sha256
     return response
@@ -95,5 +97,10 @@ def export_now(request: HttpRequest) -> HttpResponse:
     _require_researcher(request)
     data = ExportRequestSerializer.from_query(request.GET)
     if not data.is_valid():
-        return render(request, "labeling/research.html", _context(request, data.errors, request.GET), status=400)
+        return render(
+            request,
+            "labeling/research.html",
+            _context(request, data.errors, request.GET),
+            status=400,
+        )
     return export_response(data, "stepwise-export")

@@ -44,23 +44,34 @@ def release_record(labeling_id: int) -> prm800k.LabelRecord:
     Four queries, plain ORM on any database; the bulk exporter renders the same line from
     its own range queries, and a test holds the two to the same bytes.
     """
-    labeling = Labeling.objects.select_related("solution__problem", "labeler__labeler").get(pk=labeling_id)
+    labeling = Labeling.objects.select_related("solution__problem", "labeler__labeler").get(
+        pk=labeling_id
+    )
     solution, problem = labeling.solution, labeling.solution.problem
     question = prm800k.question_record(
-        is_phase2=solution.format != Solution.Format.PHASE1, problem=problem.text,
+        is_phase2=solution.format != Solution.Format.PHASE1,
+        problem=problem.text,
         ground_truth_answer=problem.ground_truth_answer,
-        ground_truth_solution=problem.ground_truth_solution, steps=solution.steps,
-        answer=solution.final_answer, verifier_score=solution.verifier_score,
+        ground_truth_solution=problem.ground_truth_solution,
+        steps=solution.steps,
+        answer=solution.final_answer,
+        verifier_score=solution.verifier_score,
         override=solution.question_override,
-    )  # fmt: skip
+    )
     rated: dict[int, list[prm800k.CompletionRecord]] = {}
     human: dict[int, prm800k.HumanCompletionRecord] = {}
-    completions = Completion.objects.filter(step__labeling_id=labeling_id).order_by("step_id", "index")
+    completions = Completion.objects.filter(step__labeling_id=labeling_id).order_by(
+        "step_id", "index"
+    )
     for c in completions:
         if c.is_human:
-            human[c.step_id] = prm800k.HumanCompletionRecord(c.text, c.rating, c.source or "human", c.flagged)
+            human[c.step_id] = prm800k.HumanCompletionRecord(
+                c.text, c.rating, c.source or "human", c.flagged
+            )
         else:
-            rated.setdefault(c.step_id, []).append(prm800k.CompletionRecord(c.text, c.rating, c.flagged))
+            rated.setdefault(c.step_id, []).append(
+                prm800k.CompletionRecord(c.text, c.rating, c.flagged)
+            )
     steps = [
         prm800k.StepRecord(
             completions=rated.get(step.pk, []) if step.has_completions else None,
@@ -118,7 +129,9 @@ def final_step_ratings(solution: Solution) -> FinalRatings:
     if adjudication is not None:
         return FinalRatings(list(adjudication.ratings), "adjudication")
     ids = list(
-        Labeling.objects.filter(solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False)
+        Labeling.objects.filter(
+            solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False
+        )
         .order_by("id")
         .values_list("id", flat=True)
     )
@@ -149,7 +162,9 @@ def solution_counts(batch_ids: list[int]) -> dict[int, int]:
     """Regular solutions per batch. They change only on import or a lead's move, so a count
     (a 100 ms scan at 100k solutions) is cached per process for a minute."""
     now = time.monotonic()
-    missing = [b for b in batch_ids if now - _COUNT_CACHE.get(b, (-1e9, 0))[0] > SOLUTION_COUNT_SECONDS]
+    missing = [
+        b for b in batch_ids if now - _COUNT_CACHE.get(b, (-1e9, 0))[0] > SOLUTION_COUNT_SECONDS
+    ]
     if missing:
         fresh = dict(
             Solution.objects.filter(batch_id__in=missing, is_quality_control=False)
@@ -200,23 +215,36 @@ class BatchSummary:
         t = self.totals
         return {
             "hours": [
-                {"t": timezone.localtime(h["hour"]).strftime("%H:%M"), "labelings": h["labelings"], "steps": h["steps"]}
+                {
+                    "t": timezone.localtime(h["hour"]).strftime("%H:%M"),
+                    "labelings": h["labelings"],
+                    "steps": h["steps"],
+                }
                 for h in self.hours
             ],
             "ratings": [t["pos"], t["neu"], t["neg"]],
-            "finish": [t["fin_solution"], t["fin_found_error"], t["fin_give_up"], t["fin_bad_problem"]],
+            "finish": [
+                t["fin_solution"],
+                t["fin_found_error"],
+                t["fin_give_up"],
+                t["fin_bad_problem"],
+            ],
         }
 
     @property
     def finish_reasons(self) -> dict[str, int]:
         t = self.totals
         return {
-            "reached the end": t["fin_solution"], "found an error": t["fin_found_error"],
-            "gave up": t["fin_give_up"], "bad problem": t["fin_bad_problem"],
+            "reached the end": t["fin_solution"],
+            "found an error": t["fin_found_error"],
+            "gave up": t["fin_give_up"],
+            "bad problem": t["fin_bad_problem"],
         }
 
 
-def batch_summary(batch: Batch, *, now: datetime | None = None, hours_shown: int = 24) -> BatchSummary:
+def batch_summary(
+    batch: Batch, *, now: datetime | None = None, hours_shown: int = 24
+) -> BatchSummary:
     """Everything the batch dashboard shows, in a fixed number of small queries."""
     now = now or timezone.now()
     totals = _sum_tally(BatchLabelerStats.objects.filter(batch=batch))
@@ -231,10 +259,14 @@ def batch_summary(batch: Batch, *, now: datetime | None = None, hours_shown: int
     for i in range(hours_shown):
         hour = since + timedelta(hours=i)
         row = hour_rows.get(hour, {})
-        hours.append({"hour": hour, "labelings": row.get("labelings", 0), "steps": row.get("steps", 0)})
+        hours.append(
+            {"hour": hour, "labelings": row.get("labelings", 0), "steps": row.get("steps", 0)}
+        )
     solutions = solution_counts([batch.pk])[batch.pk]
     in_progress = Labeling.objects.filter(
-        status=Labeling.Status.IN_PROGRESS, solution__batch=batch, solution__is_quality_control=False
+        status=Labeling.Status.IN_PROGRESS,
+        solution__batch=batch,
+        solution__is_quality_control=False,
     ).count()
     # The last 200 finished labelings of the batch, then their step counts: both bounded.
     recent_rows = list(
@@ -279,10 +311,13 @@ def batch_summary(batch: Batch, *, now: datetime | None = None, hours_shown: int
         eta=eta,
         hours=hours,
         alpha=alpha_from_coincidence(agreement.coincidence) if agreement else None,
-        raw_agreement=(agreement.pairs_same / agreement.pairs) if agreement and agreement.pairs else None,
+        raw_agreement=(agreement.pairs_same / agreement.pairs)
+        if agreement and agreement.pairs
+        else None,
         first_error_agreement=(
             agreement.first_error_same / agreement.first_error_pairs
-            if agreement and agreement.first_error_pairs else None
+            if agreement and agreement.first_error_pairs
+            else None
         ),
         adjudication_pending=pending,
     )
@@ -345,28 +380,40 @@ def batches_overview() -> list[dict]:
         solutions = counts.get(batch.pk, 0)
         done = (totals.get(batch.pk) or {}).get("labelings") or 0
         wanted = solutions * batch.overlap
-        out.append({
-            "batch": batch, "solutions": solutions, "labels_done": done, "labels_wanted": wanted,
-            "percent": 100 * done / wanted if wanted else 0, "pending": pending.get(batch.pk, 0),
-        })
+        out.append(
+            {
+                "batch": batch,
+                "solutions": solutions,
+                "labels_done": done,
+                "labels_wanted": wanted,
+                "percent": 100 * done / wanted if wanted else 0,
+                "pending": pending.get(batch.pk, 0),
+            }
+        )
     return out
 
 
 def labelers_needing_attention() -> list[Labeler]:
     """Paused labelers and screened labelers waiting for a lead's decision."""
-    waiting = Q(state=Labeler.State.PAUSED) | Q(state=Labeler.State.SCREENING, screening_passed=False)
+    waiting = Q(state=Labeler.State.PAUSED) | Q(
+        state=Labeler.State.SCREENING, screening_passed=False
+    )
     return list(Labeler.objects.filter(waiting).select_related("user").order_by("state_changed_at"))
 
 
 def all_labelers() -> list[Labeler]:
     User = get_user_model()
     users = User.objects.filter(groups__name="labeler").values("pk")
-    return list(Labeler.objects.filter(user__in=users).select_related("user").order_by("user__username"))
+    return list(
+        Labeler.objects.filter(user__in=users).select_related("user").order_by("user__username")
+    )
 
 
 def screening_results(user_id: int) -> list[GoldResult]:
     return list(
-        GoldResult.objects.filter(labeler_id=user_id).select_related("solution__problem").order_by("-created_at")[:60]
+        GoldResult.objects.filter(labeler_id=user_id)
+        .select_related("solution__problem")
+        .order_by("-created_at")[:60]
     )
 
 
@@ -403,7 +450,9 @@ class AdjudicationStep:
     disagree: bool
 
 
-def adjudication_view(solution: Solution) -> tuple[list[Labeling], list[AdjudicationStep], FinalRatings]:
+def adjudication_view(
+    solution: Solution,
+) -> tuple[list[Labeling], list[AdjudicationStep], FinalRatings]:
     labelings = list(
         Labeling.objects.filter(solution=solution, status=Labeling.Status.COMPLETED)
         .select_related("labeler")
@@ -415,11 +464,15 @@ def adjudication_view(solution: Solution) -> tuple[list[Labeling], list[Adjudica
     for index, text in enumerate(solution.steps):
         ratings = [per[lab.pk][index] if index < len(per[lab.pk]) else None for lab in labelings]
         given = {r for r in ratings if r is not None}
-        steps.append(AdjudicationStep(
-            index=index, text=text, ratings=ratings,
-            final=final.ratings[index] if index < len(final.ratings) else None,
-            disagree=len(given) > 1 or (len(given) == 1 and None in ratings),
-        ))
+        steps.append(
+            AdjudicationStep(
+                index=index,
+                text=text,
+                ratings=ratings,
+                final=final.ratings[index] if index < len(final.ratings) else None,
+                disagree=len(given) > 1 or (len(given) == 1 and None in ratings),
+            )
+        )
     return labelings, steps, final
 
 

@@ -33,21 +33,30 @@ THREE_WAY = ("include", "exclude", "only")
 class ExportRequestSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=Snapshot.Format.choices, default=ExportFormat.PRM800K)
     batch = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), required=False, default=list,
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        default=list,
         help_text="Batch ids (any of).",
     )
     generation = serializers.ListField(
-        child=serializers.IntegerField(), required=False, default=list,
+        child=serializers.IntegerField(),
+        required=False,
+        default=list,
         help_text="PRM800K generations (any of).",
     )
     finished_after = serializers.DateTimeField(
-        required=False, allow_null=True, default=None, help_text="Inclusive; a date means its midnight UTC."
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Inclusive; a date means its midnight UTC.",
     )
     finished_before = serializers.DateTimeField(
         required=False, allow_null=True, default=None, help_text="Exclusive."
     )
     labeler = serializers.ListField(
-        child=serializers.CharField(max_length=150), required=False, default=list,
+        child=serializers.CharField(max_length=150),
+        required=False,
+        default=list,
         help_text="Usernames or labeler public ids (the PRM800K `labeler`).",
     )
     finish_reason = serializers.ListField(
@@ -59,20 +68,27 @@ class ExportRequestSerializer(serializers.Serializer):
         default=True, help_text="Only completed labelings (finished by the labeler, or imported)."
     )
     since_snapshot = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
         help_text="Only labelings created or changed after this (done) snapshot.",
     )
     neutral = serializers.ChoiceField(choices=NEUTRAL_MAPPINGS, default="positive")
     labels = serializers.ChoiceField(
-        choices=LABEL_CHOICES, default="final",
+        choices=LABEL_CHOICES,
+        default="final",
         help_text="Stepwise formats: 'final' gives an adjudicated or multiply labeled solution one row "
         "with its final ratings (the lead's, else the per-step majority); 'every' gives every labeling's rows.",
-    )  # fmt: skip
+    )
     alternatives = serializers.BooleanField(
         default=True, help_text="Stepwise: rated alternatives as extra rows."
     )
     test_fraction = serializers.FloatField(
-        default=0.0, min_value=0.0, max_value=0.9, help_text="Stepwise: share of problems in `test`."
+        default=0.0,
+        min_value=0.0,
+        max_value=0.9,
+        help_text="Stepwise: share of problems in `test`.",
     )
     seed = serializers.IntegerField(default=0, min_value=0, max_value=2**31 - 1)
 
@@ -113,7 +129,9 @@ class ExportRequestSerializer(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         after, before = attrs.get("finished_after"), attrs.get("finished_before")
         if after and before and after >= before:
-            raise serializers.ValidationError({"finished_before": "Must be later than finished_after."})
+            raise serializers.ValidationError(
+                {"finished_before": "Must be later than finished_after."}
+            )
         return attrs
 
     def export_filters(self) -> ExportFilters:
@@ -180,24 +198,51 @@ class ProblemSerializer(serializers.ModelSerializer):
     class Meta:
         model = Problem
         fields = [
-            "id", "unique_id", "text", "ground_truth_answer", "ground_truth_solution", "subject",
-            "level", "created_at",
+            "id",
+            "unique_id",
+            "text",
+            "ground_truth_answer",
+            "ground_truth_solution",
+            "subject",
+            "level",
+            "created_at",
         ]
 
 
 class BatchSerializer(serializers.ModelSerializer):
     class Meta:
         model = Batch
-        fields = ["id", "name", "generation", "overlap", "priority", "is_active", "origin", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "generation",
+            "overlap",
+            "priority",
+            "is_active",
+            "origin",
+            "created_at",
+        ]
 
 
 class SolutionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Solution
         fields = [
-            "id", "problem", "batch", "steps", "final_answer", "verifier_score", "generator",
-            "source_id", "format", "generation", "is_quality_control", "is_screening",
-            "answer_correct", "completed_count", "created_at",
+            "id",
+            "problem",
+            "batch",
+            "steps",
+            "final_answer",
+            "verifier_score",
+            "generator",
+            "source_id",
+            "format",
+            "generation",
+            "is_quality_control",
+            "is_screening",
+            "answer_correct",
+            "completed_count",
+            "created_at",
         ]
 
 
@@ -222,8 +267,17 @@ class LabelingSerializer(serializers.ModelSerializer):
     class Meta:
         model = Labeling
         fields = [
-            "id", "solution", "batch", "labeler", "status", "finish_reason", "total_time_ms",
-            "started_at", "finished_at", "updated_at", "is_surplus",
+            "id",
+            "solution",
+            "batch",
+            "labeler",
+            "status",
+            "finish_reason",
+            "total_time_ms",
+            "started_at",
+            "finished_at",
+            "updated_at",
+            "is_surplus",
         ]
 
 
@@ -242,9 +296,25 @@ class SnapshotSerializer(serializers.ModelSerializer):
     class Meta:
         model = Snapshot
         fields = [
-            "id", "format", "filters", "options", "status", "progress_percent", "total",
-            "processed", "row_count", "step_label_count", "size_bytes", "sha256", "error",
-            "cutoff_at", "created_by", "created_at", "started_at", "finished_at", "download_url",
+            "id",
+            "format",
+            "filters",
+            "options",
+            "status",
+            "progress_percent",
+            "total",
+            "processed",
+            "row_count",
+            "step_label_count",
+            "size_bytes",
+            "sha256",
+            "error",
+            "cutoff_at",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "download_url",
         ]
         read_only_fields = fields
 

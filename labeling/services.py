@@ -126,7 +126,9 @@ def expire_stale_leases(now=None) -> int:
         with transaction.atomic():
             labeling = (
                 Labeling.objects.select_for_update(skip_locked=True)
-                .filter(pk=labeling_id, status=Labeling.Status.IN_PROGRESS, lease_expires_at__lt=now)
+                .filter(
+                    pk=labeling_id, status=Labeling.Status.IN_PROGRESS, lease_expires_at__lt=now
+                )
                 .first()
             )
             if labeling is None:
@@ -146,9 +148,9 @@ def expire_stale_leases(now=None) -> int:
 def batches_for(user: AbstractBaseUser) -> QuerySet[Batch]:
     """Active batches this user may label: assigned to them, or open to every labeler."""
     assigned = Batch.labelers.through.objects.filter(batch_id=OuterRef("pk"))
-    return Batch.objects.filter(is_active=True).filter(
-        Q(labelers=user) | ~Exists(assigned)
-    ).distinct()
+    return (
+        Batch.objects.filter(is_active=True).filter(Q(labelers=user) | ~Exists(assigned)).distinct()
+    )
 
 
 def _open_solutions(user: AbstractBaseUser, batch: Batch) -> QuerySet[Solution]:
@@ -169,14 +171,19 @@ def _open_solutions(user: AbstractBaseUser, batch: Batch) -> QuerySet[Solution]:
 
 def _gold_pool(user: AbstractBaseUser, *, screening: bool) -> QuerySet[Solution]:
     mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler=user)
-    pool = Solution.objects.filter(is_quality_control=True, gold__isnull=False).exclude(Exists(mine))
+    pool = Solution.objects.filter(is_quality_control=True, gold__isnull=False).exclude(
+        Exists(mine)
+    )
     return pool.filter(is_screening=screening)
 
 
 def _start(solution: Solution, user: AbstractBaseUser, batch: Batch | None) -> Labeling:
     now = timezone.now()
     return Labeling.objects.create(
-        solution=solution, labeler=user, started_at=now, lease_expires_at=now + lease_duration(batch)
+        solution=solution,
+        labeler=user,
+        started_at=now,
+        lease_expires_at=now + lease_duration(batch),
     )
 
 
@@ -191,7 +198,9 @@ def _claim_gold(user: AbstractBaseUser, *, screening: bool) -> Labeling | None:
 
 def screening_size() -> int:
     """Solutions in a screening: the setting, or fewer when fewer screening solutions exist."""
-    available = Solution.objects.filter(is_screening=True, is_quality_control=True, gold__isnull=False)
+    available = Solution.objects.filter(
+        is_screening=True, is_quality_control=True, gold__isnull=False
+    )
     return min(settings.STEPWISE_SCREENING_SIZE, available.count())
 
 
@@ -253,7 +262,9 @@ def _claim_in_batch(user: AbstractBaseUser, labeler: Labeler, batch: Batch) -> L
     for _attempt in range(5):
         with transaction.atomic():
             candidate = (
-                _open_solutions(user, batch).select_for_update(skip_locked=True, of=("self",)).first()
+                _open_solutions(user, batch)
+                .select_for_update(skip_locked=True, of=("self",))
+                .first()
             )
             if candidate is None:
                 return None
@@ -271,7 +282,9 @@ def _claim_in_batch(user: AbstractBaseUser, labeler: Labeler, batch: Batch) -> L
             ).update(active_count=F("active_count") + 1)
             if not took:
                 continue
-            Labeler.objects.filter(pk=labeler.pk).update(claims_since_gold=F("claims_since_gold") + 1)
+            Labeler.objects.filter(pk=labeler.pk).update(
+                claims_since_gold=F("claims_since_gold") + 1
+            )
             labeler.claims_since_gold += 1
             return _start(candidate, user, batch)
     return None
@@ -336,7 +349,9 @@ def rate_step(
             saved_rating, saved_flag = saved[step_index]
             if saved_rating == rating and bool(saved_flag) == flagged:
                 return labeling  # a retry or double submit of a saved rating
-            raise Conflict(f"Step {step_index + 1} is already rated {saved_rating:+d}; undo to change it.")
+            raise Conflict(
+                f"Step {step_index + 1} is already rated {saved_rating:+d}; undo to change it."
+            )
         if labeling.status == Labeling.Status.COMPLETED:
             raise Conflict("This labeling is already submitted.")
         next_index = len(saved)
@@ -352,7 +367,9 @@ def rate_step(
             time_ms=step_time,
             created_at=now,
         )
-        Completion.objects.create(step=step, index=0, text=steps[step_index], rating=rating, flagged=flagged)
+        Completion.objects.create(
+            step=step, index=0, text=steps[step_index], rating=rating, flagged=flagged
+        )
         RatingEvent.objects.create(
             labeling=labeling,
             step_index=step_index,
@@ -394,7 +411,9 @@ def finish_labeling(
 def _finish(labeling: Labeling, reason: str, user: AbstractBaseUser, now) -> None:
     """Complete the labeling, move it from active to completed, and update the lead counters."""
     solution = (
-        Solution.objects.select_for_update(of=("self",)).select_related("batch").get(pk=labeling.solution_id)
+        Solution.objects.select_for_update(of=("self",))
+        .select_related("batch")
+        .get(pk=labeling.solution_id)
     )
     was_active = labeling.status == Labeling.Status.IN_PROGRESS
     overlap = solution.batch.overlap if solution.batch else 1
@@ -406,8 +425,13 @@ def _finish(labeling: Labeling, reason: str, user: AbstractBaseUser, now) -> Non
     labeling.is_surplus = not room and not solution.is_quality_control
     labeling.save(
         update_fields=[
-            "status", "finish_reason", "finished_at", "lease_expires_at", "is_surplus",
-            "total_time_ms", "updated_at",
+            "status",
+            "finish_reason",
+            "finished_at",
+            "lease_expires_at",
+            "is_surplus",
+            "total_time_ms",
+            "updated_at",
         ]
     )
     counters = {"completed_count": F("completed_count") + (0 if labeling.is_surplus else 1)}
@@ -415,7 +439,11 @@ def _finish(labeling: Labeling, reason: str, user: AbstractBaseUser, now) -> Non
         counters["active_count"] = F("active_count") - 1
     Solution.objects.filter(pk=solution.pk).update(**counters)
     RatingEvent.objects.create(
-        labeling=labeling, reason=RatingEvent.Reason.FINISH, detail=reason, actor=user, created_at=now
+        labeling=labeling,
+        reason=RatingEvent.Reason.FINISH,
+        detail=reason,
+        actor=user,
+        created_at=now,
     )
     _store_release_line(labeling)
     ratings = labeling_ratings(labeling)
@@ -495,16 +523,34 @@ def rebuild_batch_stats(batch: Batch) -> int:
     index0 = Q(step_labels__completions__index=0)
     rows = (
         Labeling.objects.filter(
-            solution__batch=batch, status=Labeling.Status.COMPLETED, solution__is_quality_control=False
+            solution__batch=batch,
+            status=Labeling.Status.COMPLETED,
+            solution__is_quality_control=False,
         )
         .order_by("finished_at", "id")
-        .values("labeler_id", "solution_id", "is_surplus", "total_time_ms", "finish_reason", "finished_at")
+        .values(
+            "labeler_id",
+            "solution_id",
+            "is_surplus",
+            "total_time_ms",
+            "finish_reason",
+            "finished_at",
+        )
         .annotate(
             steps=Count("step_labels__completions", filter=index0),
-            pos=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__rating=1)),
-            neu=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__rating=0)),
-            neg=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__rating=-1)),
-            flagged=Count("step_labels__completions", filter=index0 & Q(step_labels__completions__flagged=True)),
+            pos=Count(
+                "step_labels__completions", filter=index0 & Q(step_labels__completions__rating=1)
+            ),
+            neu=Count(
+                "step_labels__completions", filter=index0 & Q(step_labels__completions__rating=0)
+            ),
+            neg=Count(
+                "step_labels__completions", filter=index0 & Q(step_labels__completions__rating=-1)
+            ),
+            flagged=Count(
+                "step_labels__completions",
+                filter=index0 & Q(step_labels__completions__flagged=True),
+            ),
         )
     )
     per_labeler: dict[int, dict] = {}
@@ -516,11 +562,17 @@ def rebuild_batch_stats(batch: Batch) -> int:
         kept = 0 if row["is_surplus"] else 1
         kept_per_solution[row["solution_id"]] = kept_per_solution.get(row["solution_id"], 0) + kept
         deltas = {
-            "labelings": kept, "surplus": 1 - kept, "steps": row["steps"], "time_ms": row["total_time_ms"] or 0,
-            "pos": row["pos"], "neu": row["neu"], "neg": row["neg"], "flagged": row["flagged"],
+            "labelings": kept,
+            "surplus": 1 - kept,
+            "steps": row["steps"],
+            "time_ms": row["total_time_ms"] or 0,
+            "pos": row["pos"],
+            "neu": row["neu"],
+            "neg": row["neg"],
+            "flagged": row["flagged"],
             f"fin_{row['finish_reason'] or 'give_up'}": 1,
             "solutions_done": int(kept and kept_per_solution[row["solution_id"]] == batch.overlap),
-        }  # fmt: skip
+        }
         finished = row["finished_at"] or timezone.now()
         for table, key in ((per_labeler, row["labeler_id"]), (per_hour, _hour(finished))):
             totals = table.setdefault(key, dict.fromkeys(Tally.TALLY_FIELDS, 0))
@@ -573,21 +625,32 @@ def undo_last(*, labeling_id: int, user: AbstractBaseUser) -> Labeling:
 
 def _reopen(labeling: Labeling, user: AbstractBaseUser, now) -> None:
     solution = (
-        Solution.objects.select_for_update(of=("self",)).select_related("batch").get(pk=labeling.solution_id)
+        Solution.objects.select_for_update(of=("self",))
+        .select_related("batch")
+        .get(pk=labeling.solution_id)
     )
     overlap = solution.batch.overlap if solution.batch else 1
     if solution.is_quality_control:
         gold_result_forget(labeling=labeling)
     elif solution.batch is not None:
         was_done = not labeling.is_surplus and solution.completed_count == overlap
-        _tally(labeling, solution.batch, labeling_ratings(labeling), sign=-1, solutions_done=int(was_done))
+        _tally(
+            labeling,
+            solution.batch,
+            labeling_ratings(labeling),
+            sign=-1,
+            solutions_done=int(was_done),
+        )
     counters = {"active_count": F("active_count") + 1}
     if not labeling.is_surplus:
         counters["completed_count"] = F("completed_count") - 1
     Solution.objects.filter(pk=solution.pk).update(**counters)
     RatingEvent.objects.create(
-        labeling=labeling, reason=RatingEvent.Reason.UNDO, detail=f"reopened ({labeling.finish_reason})",
-        actor=user, created_at=now,
+        labeling=labeling,
+        reason=RatingEvent.Reason.UNDO,
+        detail=f"reopened ({labeling.finish_reason})",
+        actor=user,
+        created_at=now,
     )
     labeling.status = Labeling.Status.IN_PROGRESS
     labeling.finish_reason = None
@@ -595,7 +658,14 @@ def _reopen(labeling: Labeling, user: AbstractBaseUser, now) -> None:
     labeling.is_surplus = False
     labeling.release_line = None
     labeling.save(
-        update_fields=["status", "finish_reason", "finished_at", "is_surplus", "release_line", "updated_at"]
+        update_fields=[
+            "status",
+            "finish_reason",
+            "finished_at",
+            "is_surplus",
+            "release_line",
+            "updated_at",
+        ]
     )
 
 
@@ -722,7 +792,9 @@ def screening_evaluate(*, labeler: Labeler) -> Labeler:
     labeler.save(update_fields=["screening_score", "screening_passed", "screening_done_at"])
     percent = f"{(score or 0):.0%}"
     if labeler.screening_passed:
-        return labeler_set_state(labeler=labeler, state=Labeler.State.ACTIVE, reason=f"passed screening ({percent})")
+        return labeler_set_state(
+            labeler=labeler, state=Labeler.State.ACTIVE, reason=f"passed screening ({percent})"
+        )
     labeler.state_reason = (
         f"Screening score {percent} is under {settings.STEPWISE_SCREENING_PASS:.0%}: "
         "a lead will review your screening."
@@ -779,8 +851,9 @@ def gold_label_set(
 
 def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
     return list(
-        Labeling.objects.filter(solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False)
-        .order_by("id")
+        Labeling.objects.filter(
+            solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False
+        ).order_by("id")
     )
 
 
@@ -794,7 +867,9 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
         return None
     ratings: dict[int, list[int]] = {}
     verdicts: dict[int, bool] = {}
-    by_step = Completion.objects.filter(step__labeling__in=labelings, index=0).order_by("step__index")
+    by_step = Completion.objects.filter(step__labeling__in=labelings, index=0).order_by(
+        "step__index"
+    )
     for labeling_id, rating in by_step.values_list("step__labeling_id", "rating"):
         ratings.setdefault(labeling_id, []).append(rating)
     owner = {lab.pk: lab.labeler_id for lab in labelings}
@@ -809,8 +884,11 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
         "coincidence": result.coincidence,
         "pairs": [
             {
-                "a": min(owner[p.a], owner[p.b]), "b": max(owner[p.a], owner[p.b]),
-                "compared": p.compared, "same": p.same, "fe_same": p.first_error_same,
+                "a": min(owner[p.a], owner[p.b]),
+                "b": max(owner[p.a], owner[p.b]),
+                "compared": p.compared,
+                "same": p.same,
+                "fe_same": p.first_error_same,
                 "coincidence": p.coincidence,
             }
             for p in result.pairs
@@ -830,7 +908,8 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
             "alpha": result.alpha,
             "raw": result.raw,
             "first_error_agree": result.first_error_agree,
-            "needs_adjudication": needs and not Adjudication.objects.filter(solution=solution).exists(),
+            "needs_adjudication": needs
+            and not Adjudication.objects.filter(solution=solution).exists(),
             "contribution": contribution,
             "computed_at": timezone.now(),
         },
@@ -845,7 +924,9 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
     if batch_id is not None:
         BatchAgreement.objects.get_or_create(batch_id=batch_id)
         row = BatchAgreement.objects.select_for_update().get(batch_id=batch_id)
-        row.coincidence = agreement_math.add_coincidence(row.coincidence, contribution["coincidence"], sign)
+        row.coincidence = agreement_math.add_coincidence(
+            row.coincidence, contribution["coincidence"], sign
+        )
         row.solutions += sign
         row.flagged += sign * int(contribution.get("needs", False))
         row.pairs += sign * sum(p["compared"] for p in pairs)
@@ -855,7 +936,9 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         row.save()
     for p in pairs:
         PairAgreement.objects.get_or_create(labeler_a_id=p["a"], labeler_b_id=p["b"])
-        pair = PairAgreement.objects.select_for_update().get(labeler_a_id=p["a"], labeler_b_id=p["b"])
+        pair = PairAgreement.objects.select_for_update().get(
+            labeler_a_id=p["a"], labeler_b_id=p["b"]
+        )
         pair.coincidence = agreement_math.add_coincidence(pair.coincidence, p["coincidence"], sign)
         pair.solutions += sign
         pair.steps_compared += sign * p["compared"]
@@ -894,22 +977,36 @@ def adjudication_save(
                 new = ratings[index] if index < len(ratings) else None
                 if old != new:
                     changed = True
-                    events.append(RatingEvent(
-                        labeling=labeling, step_index=index, old_rating=old, new_rating=new,
-                        reason=RatingEvent.Reason.ADJUDICATION, actor=lead, created_at=now,
-                        detail=note[:200],
-                    ))
+                    events.append(
+                        RatingEvent(
+                            labeling=labeling,
+                            step_index=index,
+                            old_rating=old,
+                            new_rating=new,
+                            reason=RatingEvent.Reason.ADJUDICATION,
+                            actor=lead,
+                            created_at=now,
+                            detail=note[:200],
+                        )
+                    )
             if not changed:
-                events.append(RatingEvent(
-                    labeling=labeling, reason=RatingEvent.Reason.ADJUDICATION, actor=lead,
-                    created_at=now, detail="adjudicated: final agrees with this labeling",
-                ))
+                events.append(
+                    RatingEvent(
+                        labeling=labeling,
+                        reason=RatingEvent.Reason.ADJUDICATION,
+                        actor=lead,
+                        created_at=now,
+                        detail="adjudicated: final agrees with this labeling",
+                    )
+                )
         RatingEvent.objects.bulk_create(events)
         SolutionAgreement.objects.filter(solution=solution).update(needs_adjudication=False)
     return adjudication
 
 
-def rating_edit(*, labeling_id: int, user: AbstractBaseUser, step_index: int, rating: int) -> Labeling:
+def rating_edit(
+    *, labeling_id: int, user: AbstractBaseUser, step_index: int, rating: int
+) -> Labeling:
     """Change a finished labeling's rating between 0 and +1 (where it stops stays the same).
 
     The labeler may edit their own labeling; a lead may edit anyone's. Recorded as 'edit'.
@@ -935,21 +1032,25 @@ def rating_edit(*, labeling_id: int, user: AbstractBaseUser, step_index: int, ra
         completion.rating = rating
         completion.save(update_fields=["rating"])
         RatingEvent.objects.create(
-            labeling=labeling, step_index=step_index, old_rating=old, new_rating=rating,
-            reason=RatingEvent.Reason.EDIT, actor=user,
+            labeling=labeling,
+            step_index=step_index,
+            old_rating=old,
+            new_rating=rating,
+            reason=RatingEvent.Reason.EDIT,
+            actor=user,
         )
         if labeling.release_line is not None:
             _store_release_line(labeling)
         if labeling.status == Labeling.Status.COMPLETED and labeling.solution.batch_id:
             delta = {"pos": 1 if rating == 1 else -1, "neu": 1 if rating == 0 else -1}
             batch_id = labeling.solution.batch_id
-            BatchLabelerStats.objects.filter(batch_id=batch_id, labeler_id=labeling.labeler_id).update(
-                **{k: F(k) + v for k, v in delta.items()}
-            )
+            BatchLabelerStats.objects.filter(
+                batch_id=batch_id, labeler_id=labeling.labeler_id
+            ).update(**{k: F(k) + v for k, v in delta.items()})
             if labeling.finished_at:
-                BatchHourStats.objects.filter(batch_id=batch_id, hour=_hour(labeling.finished_at)).update(
-                    **{k: F(k) + v for k, v in delta.items()}
-                )
+                BatchHourStats.objects.filter(
+                    batch_id=batch_id, hour=_hour(labeling.finished_at)
+                ).update(**{k: F(k) + v for k, v in delta.items()})
         return labeling
 
 

@@ -122,12 +122,17 @@ def snapshot_run(*, snapshot_id: int, progress: Progress | None = None, on_total
         if on_total:
             on_total(total)
         result = write_export_file(
-            target, snapshot.format, labelings, options=options, progress=_Reporter(snapshot_id, progress)
+            target,
+            snapshot.format,
+            labelings,
+            options=options,
+            progress=_Reporter(snapshot_id, progress),
         )
     except Exception as exc:
         log.exception("snapshot %s failed", snapshot_id)
         Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.RUNNING).update(
-            status=Snapshot.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}"[:2000],
+            status=Snapshot.Status.FAILED,
+            error=f"{exc.__class__.__name__}: {exc}"[:2000],
             finished_at=timezone.now(),
         )
         return Snapshot.objects.get(pk=snapshot_id)
@@ -149,10 +154,14 @@ def snapshot_run(*, snapshot_id: int, progress: Progress | None = None, on_total
 def snapshot_file(snapshot: Snapshot, *, verify: bool = True) -> Path:
     """The snapshot's file, checked against its recorded sha256."""
     if snapshot.status != Snapshot.Status.DONE or not snapshot.file_path:
-        raise SnapshotError(f"Snapshot {snapshot.pk} is {snapshot.status}; nothing to download yet.")
+        raise SnapshotError(
+            f"Snapshot {snapshot.pk} is {snapshot.status}; nothing to download yet."
+        )
     path = Path(settings.MEDIA_ROOT) / snapshot.file_path
     if not path.is_file():
         raise SnapshotError(f"Snapshot {snapshot.pk}'s file is missing.")
     if verify and file_sha256(path) != snapshot.sha256:
-        raise SnapshotError(f"Snapshot {snapshot.pk}'s file does not match its sha256; refusing to serve it.")
+        raise SnapshotError(
+            f"Snapshot {snapshot.pk}'s file does not match its sha256; refusing to serve it."
+        )
     return path

@@ -26,5 +26,7 @@ urlpatterns += [
     path("lead/labelers/<int:user_id>/state/", views.labeler_state, name="labeler_state"),
     path("lead/adjudication/", views.adjudication_queue, name="adjudication_queue"),
     path("lead/adjudication/<int:solution_id>/", views.adjudicate, name="adjudicate"),
-    path("lead/labelings/<int:labeling_id>/history/", views.labeling_history, name="labeling_history"),
+    path(
+        "lead/labelings/<int:labeling_id>/history/", views.labeling_history, name="labeling_history"
+    ),
 ]

@@ -82,7 +82,10 @@ def queue(request: HttpRequest) -> HttpResponse:
         request,
         "labeling/queue.html",
         {
-            "batches": batches, "open_labeling": open_labeling, "stats": stats, "recent": recent,
+            "batches": batches,
+            "open_labeling": open_labeling,
+            "stats": stats,
+            "recent": recent,
             "labeler": labeler,
         },
     )
@@ -149,12 +152,16 @@ def _act(request: HttpRequest, labeling_id: int, action) -> HttpResponse:
         status, error = exc.status_code, str(exc)
     if labeling.labeler_id != request.user.pk:
         raise PermissionDenied("This labeling is not yours.")
-    labeling = Labeling.objects.select_related("solution__problem", "solution__batch").get(pk=labeling.pk)
+    labeling = Labeling.objects.select_related("solution__problem", "solution__batch").get(
+        pk=labeling.pk
+    )
     if not request.htmx:
         if error:
             messages.error(request, error)
         return redirect("labeling:labeling", labeling_id=labeling.pk)
-    return render(request, "labeling/labeling.html#panel", _panel_context(labeling, error), status=status)
+    return render(
+        request, "labeling/labeling.html#panel", _panel_context(labeling, error), status=status
+    )
 
 
 @login_required
@@ -176,7 +183,9 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def undo(request: HttpRequest, labeling_id: int) -> HttpResponse:
-    return _act(request, labeling_id, lambda: services.undo_last(labeling_id=labeling_id, user=request.user))
+    return _act(
+        request, labeling_id, lambda: services.undo_last(labeling_id=labeling_id, user=request.user)
+    )
 
 
 @login_required
@@ -193,8 +202,6 @@ def finish(request: HttpRequest, labeling_id: int) -> HttpResponse:
     return _act(request, labeling_id, action)
 
 
-
-
 # --- leads ----------------------------------------------------------------------------------
 
 DEFAULT_GUIDELINES = Path(__file__).resolve().parent / "guidelines_default.txt"
@@ -208,11 +215,15 @@ def _require_lead(request: HttpRequest) -> None:
 @login_required
 def lead_home(request: HttpRequest) -> HttpResponse:
     _require_lead(request)
-    return render(request, "labeling/lead/home.html", {
-        "batches": selectors.batches_overview(),
-        "attention": selectors.labelers_needing_attention(),
-        "adjudication": selectors.adjudication_queue(limit=10),
-    })
+    return render(
+        request,
+        "labeling/lead/home.html",
+        {
+            "batches": selectors.batches_overview(),
+            "attention": selectors.labelers_needing_attention(),
+            "adjudication": selectors.adjudication_queue(limit=10),
+        },
+    )
 
 
 @login_required
@@ -220,7 +231,10 @@ def batch_dashboard(request: HttpRequest, batch_id: int) -> HttpResponse:
     """The live dashboard of one batch; htmx polls the `live` fragment every 5 s."""
     _require_lead(request)
     batch = get_object_or_404(Batch, pk=batch_id)
-    context = {"summary": selectors.batch_summary(batch), "rows": selectors.batch_labeler_rows(batch)}
+    context = {
+        "summary": selectors.batch_summary(batch),
+        "rows": selectors.batch_labeler_rows(batch),
+    }
     template = "labeling/lead/batch.html#live" if request.htmx else "labeling/lead/batch.html"
     return render(request, template, context)
 
@@ -250,8 +264,12 @@ def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpRespons
                     handle.write(chunk)
                 handle.flush()
                 try:
-                    report = import_samples(handle.name, batch_name=batch.name, overlap=batch.overlap,
-                                            generation=batch.generation)
+                    report = import_samples(
+                        handle.name,
+                        batch_name=batch.name,
+                        overlap=batch.overlap,
+                        generation=batch.generation,
+                    )
                     messages.info(request, report.summary().replace(handle.name, upload.name))
                 except (LineError, NoRecords) as exc:
                     messages.error(request, str(exc).replace(handle.name, upload.name))
@@ -272,12 +290,19 @@ def labeler_detail(request: HttpRequest, user_id: int) -> HttpResponse:
     user = get_object_or_404(get_user_model(), pk=user_id)
     labeler = services.ensure_labeler(user)
     rolling, rolling_n = services.rolling_gold_accuracy(labeler)
-    return render(request, "labeling/lead/labeler.html", {
-        "subject": user, "labeler": labeler, "rolling": rolling, "rolling_n": rolling_n,
-        "results": selectors.screening_results(user.pk),
-        "recent": selectors.recent_labelings(user.pk),
-        "states": Labeler.State,
-    })
+    return render(
+        request,
+        "labeling/lead/labeler.html",
+        {
+            "subject": user,
+            "labeler": labeler,
+            "rolling": rolling,
+            "rolling_n": rolling_n,
+            "results": selectors.screening_results(user.pk),
+            "recent": selectors.recent_labelings(user.pk),
+            "states": Labeler.State,
+        },
+    )
 
 
 @login_required
@@ -305,19 +330,26 @@ def labeler_state(request: HttpRequest, user_id: int) -> HttpResponse:
 @login_required
 def adjudication_queue(request: HttpRequest) -> HttpResponse:
     _require_lead(request)
-    return render(request, "labeling/lead/adjudication_queue.html", {"rows": selectors.adjudication_queue()})
+    return render(
+        request, "labeling/lead/adjudication_queue.html", {"rows": selectors.adjudication_queue()}
+    )
 
 
 @login_required
 def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
     _require_lead(request)
-    solution = get_object_or_404(Solution.objects.select_related("problem", "batch"), pk=solution_id)
+    solution = get_object_or_404(
+        Solution.objects.select_related("problem", "batch"), pk=solution_id
+    )
     error = None
     if request.method == "POST":
         try:
             ratings = [int(v) for v in request.POST.getlist("rating") if v != ""]
             services.adjudication_save(
-                solution=solution, lead=request.user, ratings=ratings, note=request.POST.get("note", "")
+                solution=solution,
+                lead=request.user,
+                ratings=ratings,
+                note=request.POST.get("note", ""),
             )
             messages.info(request, f"Final ratings saved for solution {solution.pk}.")
             following = selectors.adjudication_queue(limit=1)
@@ -328,22 +360,38 @@ def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
             error = str(exc)
     labelings, steps, final = selectors.adjudication_view(solution)
     agreement = getattr(solution, "agreement", None)
-    return render(request, "labeling/lead/adjudicate.html", {
-        "solution": solution, "problem": solution.problem, "labelings": labelings, "steps": steps,
-        "final": final, "agreement": agreement, "error": error,
-    }, status=400 if error else 200)
+    return render(
+        request,
+        "labeling/lead/adjudicate.html",
+        {
+            "solution": solution,
+            "problem": solution.problem,
+            "labelings": labelings,
+            "steps": steps,
+            "final": final,
+            "agreement": agreement,
+            "error": error,
+        },
+        status=400 if error else 200,
+    )
 
 
 @login_required
 def labeling_history(request: HttpRequest, labeling_id: int) -> HttpResponse:
     _require_lead(request)
     labeling = get_object_or_404(
-        Labeling.objects.select_related("solution__problem", "solution__batch", "labeler"), pk=labeling_id
+        Labeling.objects.select_related("solution__problem", "solution__batch", "labeler"),
+        pk=labeling_id,
     )
-    return render(request, "labeling/lead/history.html", {
-        "labeling": labeling, "events": selectors.labeling_history(labeling),
-        "steps": services.step_views(labeling),
-    })
+    return render(
+        request,
+        "labeling/lead/history.html",
+        {
+            "labeling": labeling,
+            "events": selectors.labeling_history(labeling),
+            "steps": services.step_views(labeling),
+        },
+    )
 
 
 def current_guidelines() -> tuple[str, Guidelines | None]:
@@ -356,9 +404,15 @@ def current_guidelines() -> tuple[str, Guidelines | None]:
 @login_required
 def guidelines(request: HttpRequest) -> HttpResponse:
     text, version = current_guidelines()
-    return render(request, "labeling/guidelines.html", {
-        "text": text, "version": version, "back": request.GET.get("back", ""),
-    })
+    return render(
+        request,
+        "labeling/guidelines.html",
+        {
+            "text": text,
+            "version": version,
+            "back": request.GET.get("back", ""),
+        },
+    )
 
 
 @login_required
@@ -374,6 +428,12 @@ def guidelines_edit(request: HttpRequest) -> HttpResponse:
         except services.LabelingError as exc:
             form.add_error("text", str(exc))
     history = Guidelines.objects.select_related("created_by").order_by("-version")[:20]
-    return render(request, "labeling/lead/guidelines_edit.html", {
-        "form": form, "version": version, "history": history,
-    })
+    return render(
+        request,
+        "labeling/lead/guidelines_edit.html",
+        {
+            "form": form,
+            "version": version,
+            "history": history,
+        },
+    )

@@ -72,7 +72,9 @@ def service(name: str) -> Callable[..., Any]:
 # --- the candidate pool ----------------------------------------------------------------------
 
 
-def _grade(sample: importers.SampleLine, ground_truth: str | None) -> tuple[str | None, bool | None]:
+def _grade(
+    sample: importers.SampleLine, ground_truth: str | None
+) -> tuple[str | None, bool | None]:
     """The line's own `answer` when given (the generator's final answer), else the steps'."""
     if sample.answer and sample.answer.strip():
         if not ground_truth or not ground_truth.strip():
@@ -87,7 +89,9 @@ def _write_pool_chunk(
 ) -> None:
     by_uid = {
         p.unique_id: p
-        for p in Problem.objects.filter(unique_id__in={s.unique_id for _, _, s in chunk if s.unique_id})
+        for p in Problem.objects.filter(
+            unique_id__in={s.unique_id for _, _, s in chunk if s.unique_id}
+        )
     }
     by_hash = importers._problems_by_hash(
         importers.problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text
@@ -100,7 +104,10 @@ def _write_pool_chunk(
         if problem is None:
             field = "unique_id" if sample.unique_id else "problem"
             raise importers.LineError(
-                report.path, number, field, "no such problem; import the problems (import_math) first"
+                report.path,
+                number,
+                field,
+                "no such problem; import the problems (import_math) first",
             )
         digest = importers.solution_content_hash(
             problem_sha256=problem.text_sha256,
@@ -296,7 +303,9 @@ def start_generation(
                 trigger=trigger,
                 created_by=created_by,
                 current_step=first,
-                steps={GenerationRun.Step.RETRAIN: {"status": "skipped"}} if not params["retrain"] else {},
+                steps={GenerationRun.Step.RETRAIN: {"status": "skipped"}}
+                if not params["retrain"]
+                else {},
             )
             if send:
                 transaction.on_commit(lambda: _send(run.pk, first))
@@ -308,9 +317,9 @@ def start_generation(
 def retry_generation(run: GenerationRun, *, send: bool = True) -> GenerationRun:
     """Re-queue a failed run at the step that failed."""
     with transaction.atomic():
-        updated = GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.FAILED).update(
-            status=GenerationRun.Status.QUEUED, error="", finished_at=None
-        )
+        updated = GenerationRun.objects.filter(
+            pk=run.pk, status=GenerationRun.Status.FAILED
+        ).update(status=GenerationRun.Status.QUEUED, error="", finished_at=None)
         if not updated:
             raise GenerationError(f"{run} is not failed; only a failed run can be retried")
         step = GenerationRun.objects.values_list("current_step", flat=True).get(pk=run.pk)
@@ -326,7 +335,9 @@ def cancel_generation(run: GenerationRun) -> GenerationRun:
         pk=run.pk, status__in=(GenerationRun.Status.QUEUED, GenerationRun.Status.FAILED)
     ).update(status=GenerationRun.Status.CANCELLED, finished_at=timezone.now())
     if not updated:
-        raise GenerationError(f"{run} is {run.status}; only a queued or failed run can be cancelled")
+        raise GenerationError(
+            f"{run} is {run.status}; only a queued or failed run can be cancelled"
+        )
     run.refresh_from_db()
     return run
 
@@ -334,7 +345,11 @@ def cancel_generation(run: GenerationRun) -> GenerationRun:
 def _send(run_id: int, step: str) -> None:
     from modeling import tasks_loop
 
-    task = tasks_loop.gpu_generation_step if step in ("retrain", "score") else tasks_loop.generation_step
+    task = (
+        tasks_loop.gpu_generation_step
+        if step in ("retrain", "score")
+        else tasks_loop.generation_step
+    )
     task.delay(run_id, step)
 
 
@@ -370,7 +385,9 @@ def fail_stale_generations(now=None) -> int:
     now = now or timezone.now()
     stale_before = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
     failed = 0
-    running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING).select_related("training_run")
+    running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING).select_related(
+        "training_run"
+    )
     for run in running:
         step = run.current_step
         if step == GenerationRun.Step.RETRAIN and run.training_run is not None:
@@ -382,7 +399,9 @@ def fail_stale_generations(now=None) -> int:
             seen = state.get("heartbeat") or state.get("started_at")
             dead = seen is None or datetime.fromisoformat(seen) < stale_before
             why = f"no progress from the worker since {seen or 'the step was claimed'}"
-        if dead and GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.RUNNING).update(
+        if dead and GenerationRun.objects.filter(
+            pk=run.pk, status=GenerationRun.Status.RUNNING
+        ).update(
             status=GenerationRun.Status.FAILED, error=f"{step}: {why}"[:10_000], finished_at=now
         ):
             _set_step(run.pk, step, status="failed", error=why[:2000], finished_at=now.isoformat())
@@ -400,7 +419,9 @@ def claim_step(run_id: int, step: str) -> GenerationRun | None:
         if not claimed:
             return None
         GenerationRun.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
-    _set_step(run_id, step, status="running", started_at=now.isoformat(), finished_at=None, error="")
+    _set_step(
+        run_id, step, status="running", started_at=now.isoformat(), finished_at=None, error=""
+    )
     return GenerationRun.objects.get(pk=run_id)
 
 
@@ -414,23 +435,37 @@ def run_step(run_id: int, step: str) -> str | None:
         detail = STEP_FUNCTIONS[step](run)
     except Exception as exc:
         logger.exception("%s: step %s failed", run, step)
-        message = f"{exc.__class__.__name__}: {exc}" if not isinstance(exc, StepFailed) else str(exc)
+        message = (
+            f"{exc.__class__.__name__}: {exc}" if not isinstance(exc, StepFailed) else str(exc)
+        )
         _set_step(
-            run_id, step, status="failed", error=message[:2000],
-            finished_at=timezone.now().isoformat(), seconds=round(time.monotonic() - started, 3),
-        )  # fmt: skip
+            run_id,
+            step,
+            status="failed",
+            error=message[:2000],
+            finished_at=timezone.now().isoformat(),
+            seconds=round(time.monotonic() - started, 3),
+        )
         GenerationRun.objects.filter(pk=run_id).update(
-            status=GenerationRun.Status.FAILED, error=f"{step}: {message}"[:10_000], finished_at=timezone.now()
+            status=GenerationRun.Status.FAILED,
+            error=f"{step}: {message}"[:10_000],
+            finished_at=timezone.now(),
         )
         return None
     _set_step(
-        run_id, step, status="done", detail=detail or {},
-        finished_at=timezone.now().isoformat(), seconds=round(time.monotonic() - started, 3),
-    )  # fmt: skip
+        run_id,
+        step,
+        status="done",
+        detail=detail or {},
+        finished_at=timezone.now().isoformat(),
+        seconds=round(time.monotonic() - started, 3),
+    )
     following = _next_step(step)
     if following == GenerationRun.Step.DONE:
         GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
-            status=GenerationRun.Status.SUCCEEDED, current_step=following, finished_at=timezone.now()
+            status=GenerationRun.Status.SUCCEEDED,
+            current_step=following,
+            finished_at=timezone.now(),
         )
         return None
     GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
@@ -468,7 +503,9 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
     from modeling.models import TrainingRun
 
     params = {**DEFAULT_PARAMS, **run.params}
-    train_config = params["train_config"] or getattr(settings, "STEPWISE_GENERATION_TRAIN_CONFIG", {})
+    train_config = params["train_config"] or getattr(
+        settings, "STEPWISE_GENERATION_TRAIN_CONFIG", {}
+    )
     training = run.training_run
     if training is None:
         training = service("create_training_run")(
@@ -490,7 +527,9 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
     version = service("execute_training_run")(training.pk)
     training.refresh_from_db()
     if training.status != TrainingRun.Status.SUCCEEDED:
-        raise StepFailed(f"training run {training.pk} {training.status}: {training.error or 'no detail'}")
+        raise StepFailed(
+            f"training run {training.pk} {training.status}: {training.error or 'no detail'}"
+        )
     active = ModelVersion.active()
     return {
         "training_run": training.pk,
@@ -579,9 +618,10 @@ def maybe_start_next_generation(*, fraction: float | None = None) -> GenerationR
 
 
 def recent_runs() -> QuerySet[GenerationRun]:
-    return GenerationRun.objects.select_related("batch", "model_version", "training_run", "created_by")
+    return GenerationRun.objects.select_related(
+        "batch", "model_version", "training_run", "created_by"
+    )
 
 
 def selections_of(run: GenerationRun) -> QuerySet[SelectionReason]:
     return run.selections.select_related("solution__problem", "solution__batch", "model_version")
-

@@ -30,9 +30,23 @@ class GenerationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = GenerationRun
-        fields = ["id", "generation", "status", "current_step", "steps", "params", "trigger",
-                  "training_run", "model_version", "batch", "error", "attempts",
-                  "created_at", "started_at", "finished_at"]  # fmt: skip
+        fields = [
+            "id",
+            "generation",
+            "status",
+            "current_step",
+            "steps",
+            "params",
+            "trigger",
+            "training_run",
+            "model_version",
+            "batch",
+            "error",
+            "attempts",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
     def get_steps(self, run: GenerationRun) -> list[dict]:
@@ -65,9 +79,10 @@ class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         start.is_valid(raise_exception=True)
         try:
             run = active_learning.start_generation(
-                params=dict(start.validated_data), created_by=request.user,
+                params=dict(start.validated_data),
+                created_by=request.user,
                 trigger=GenerationRun.Trigger.API,
-            )  # fmt: skip
+            )
         except active_learning.GenerationError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(GenerationSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -26,10 +26,28 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingRun
-        fields = ["id", "name", "status", "phase", "step", "total_steps", "progress_percent", "config",
-                  "dataset_version", "dataset_description", "metrics", "error", "attempts",
-                  "cancel_requested", "model_version", "created_by", "created_at", "started_at",
-                  "finished_at", "heartbeat_at"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "status",
+            "phase",
+            "step",
+            "total_steps",
+            "progress_percent",
+            "config",
+            "dataset_version",
+            "dataset_description",
+            "metrics",
+            "error",
+            "attempts",
+            "cancel_requested",
+            "model_version",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+        ]
         read_only_fields = fields
 
 
@@ -59,8 +77,19 @@ class StartRunSerializer(serializers.Serializer):
 class ModelVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelVersion
-        fields = ["id", "name", "run", "backbone", "artifact_path", "dataset_version", "metrics",
-                  "passed_evaluation", "is_active", "created_at", "activated_at"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "run",
+            "backbone",
+            "artifact_path",
+            "dataset_version",
+            "metrics",
+            "passed_evaluation",
+            "is_active",
+            "created_at",
+            "activated_at",
+        ]
         read_only_fields = fields
 
 

@@ -12,10 +12,14 @@ class GenerationForm(forms.Form):
     convincing_wrong_fraction = forms.FloatField(
         min_value=0, max_value=1, initial=0.8, label="Convincing wrong share"
     )
-    per_problem_cap = forms.IntegerField(min_value=1, required=False, initial=2, label="Cap per problem")
+    per_problem_cap = forms.IntegerField(
+        min_value=1, required=False, initial=2, label="Cap per problem"
+    )
     scope = forms.ChoiceField(choices=[("pool", "across the pool"), ("per_problem", "per problem")])
     per_problem_k = forms.IntegerField(min_value=1, required=False, label="Per problem K")
-    overlap = forms.IntegerField(min_value=1, max_value=10, initial=1, label="Labelings per solution")
+    overlap = forms.IntegerField(
+        min_value=1, max_value=10, initial=1, label="Labelings per solution"
+    )
     retrain = forms.BooleanField(required=False, initial=True, label="Retrain first")
 
     def clean(self) -> dict[str, Any]:

@@ -64,14 +64,18 @@ class TrainingRunForm(forms.Form):
     )
     data = forms.ChoiceField(label="Labels")
     holdout_fraction = forms.FloatField(
-        min_value=0, max_value=0.9, label="Held-out share",
+        min_value=0,
+        max_value=0.9,
+        label="Held-out share",
         help_text="Problems kept out of training to measure the model on.",
-    )  # fmt: skip
+    )
     activate = forms.BooleanField(required=False, initial=True, label="Activate if it passes")
     extra = forms.CharField(
-        required=False, label="Other settings", widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
+        required=False,
+        label="Other settings",
+        widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
         help_text='More TrainConfig fields as JSON, e.g. {"device": "cpu", "seed": 1}.',
-    )  # fmt: skip
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

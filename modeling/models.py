@@ -27,10 +27,16 @@ class TrainingRun(models.Model):
     Status = RunStatus
 
     name = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
     config = models.JSONField(default=dict, help_text="The effective TrainConfig.")
-    dataset_version = models.CharField(max_length=64, blank=True, help_text="sha256 of the training data.")
-    dataset_description = models.JSONField(default=dict, blank=True, help_text="Filters and counts of the data.")
+    dataset_version = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the training data."
+    )
+    dataset_description = models.JSONField(
+        default=dict, blank=True, help_text="Filters and counts of the data."
+    )
     phase = models.CharField(max_length=32, blank=True)
     step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)
@@ -86,7 +92,9 @@ class ModelVersion(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["is_active"], condition=Q(is_active=True), name="one_active_model"),
+            models.UniqueConstraint(
+                fields=["is_active"], condition=Q(is_active=True), name="one_active_model"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -101,7 +109,9 @@ class ModelVersion(models.Model):
         if not self.passed_evaluation:
             raise ValueError(f"{self} did not pass its evaluation and cannot become active")
         with transaction.atomic():
-            ModelVersion.objects.select_for_update().filter(is_active=True).exclude(pk=self.pk).update(is_active=False)
+            ModelVersion.objects.select_for_update().filter(is_active=True).exclude(
+                pk=self.pk
+            ).update(is_active=False)
             self.is_active = True
             self.activated_at = timezone.now()
             self.save(update_fields=["is_active", "activated_at"])
@@ -110,7 +120,9 @@ class ModelVersion(models.Model):
 class SolutionScore(models.Model):
     """A model version's verdict on one solution: per-step probabilities and the aggregate."""
 
-    solution = models.ForeignKey("labeling.Solution", on_delete=models.CASCADE, related_name="scores")
+    solution = models.ForeignKey(
+        "labeling.Solution", on_delete=models.CASCADE, related_name="scores"
+    )
     model_version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="scores")
     score = models.FloatField(help_text="Product over steps of P(+1) + P(0), the paper's best.")
     min_step_score = models.FloatField(null=True, blank=True)
@@ -119,7 +131,9 @@ class SolutionScore(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["solution", "model_version"], name="one_score_per_model"),
+            models.UniqueConstraint(
+                fields=["solution", "model_version"], name="one_score_per_model"
+            ),
         ]
         indexes = [models.Index(fields=["model_version", "-score"], name="score_rank_idx")]
 
@@ -134,8 +148,12 @@ class SolutionScore(models.Model):
 class PoolEntry(models.Model):
     """A candidate solution imported into the pool (not in any queue until selected)."""
 
-    solution = models.OneToOneField("labeling.Solution", on_delete=models.CASCADE, related_name="pool_entry")
-    extracted_answer = models.TextField(null=True, blank=True, help_text="What grading read as the final answer.")
+    solution = models.OneToOneField(
+        "labeling.Solution", on_delete=models.CASCADE, related_name="pool_entry"
+    )
+    extracted_answer = models.TextField(
+        null=True, blank=True, help_text="What grading read as the final answer."
+    )
     source = models.CharField(max_length=500, blank=True, help_text="The file it came from.")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -169,19 +187,37 @@ class GenerationRun(models.Model):
     STEPS = (Step.RETRAIN, Step.SCORE, Step.SELECT, Step.ENQUEUE)
     OPEN = (Status.QUEUED, Status.RUNNING, Status.FAILED)
 
-    generation = models.IntegerField(unique=True, help_text="The generation number this run prepares.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    generation = models.IntegerField(
+        unique=True, help_text="The generation number this run prepares."
+    )
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
     current_step = models.CharField(max_length=16, choices=Step.choices, default=Step.RETRAIN)
-    steps = models.JSONField(default=dict, blank=True, help_text="Per step: status, progress, timings, detail.")
-    params = models.JSONField(default=dict, blank=True, help_text="Selection and training parameters.")
+    steps = models.JSONField(
+        default=dict, blank=True, help_text="Per step: status, progress, timings, detail."
+    )
+    params = models.JSONField(
+        default=dict, blank=True, help_text="Selection and training parameters."
+    )
     trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.PAGE)
-    training_run = models.ForeignKey(TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    training_run = models.ForeignKey(
+        TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     model_version = models.ForeignKey(
-        ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        ModelVersion,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The model whose scores chose this generation (pinned when scoring starts).",
     )
     batch = models.OneToOneField(
-        "labeling.Batch", null=True, blank=True, on_delete=models.SET_NULL, related_name="generation_run"
+        "labeling.Batch",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="generation_run",
     )
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -217,19 +253,29 @@ class GenerationRun(models.Model):
 class SelectionReason(models.Model):
     """Why a solution was put into a generation: the model, its score, rank and rule."""
 
-    generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="selections")
-    solution = models.ForeignKey("labeling.Solution", on_delete=models.CASCADE, related_name="selection_reasons")
-    model_version = models.ForeignKey(ModelVersion, null=True, on_delete=models.SET_NULL, related_name="+")
+    generation_run = models.ForeignKey(
+        GenerationRun, on_delete=models.CASCADE, related_name="selections"
+    )
+    solution = models.ForeignKey(
+        "labeling.Solution", on_delete=models.CASCADE, related_name="selection_reasons"
+    )
+    model_version = models.ForeignKey(
+        ModelVersion, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     score = models.FloatField()
     rank = models.PositiveIntegerField()
     rule = models.CharField(max_length=32, help_text="convincing_wrong, convincing or uniform.")
-    correct = models.BooleanField(null=True, blank=True, help_text="The graded answer when selected.")
+    correct = models.BooleanField(
+        null=True, blank=True, help_text="The graded answer when selected."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["generation_run", "rank"]
         constraints = [
-            models.UniqueConstraint(fields=["generation_run", "solution"], name="one_reason_per_run"),
+            models.UniqueConstraint(
+                fields=["generation_run", "solution"], name="one_reason_per_run"
+            ),
             models.UniqueConstraint(fields=["generation_run", "rank"], name="one_rank_per_run"),
         ]
 

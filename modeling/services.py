@@ -142,7 +142,9 @@ def cancel_training_run(run: TrainingRun) -> TrainingRun:
         run.refresh_from_db()
         return run
     stale = timezone.now() - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
-    if TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale).update(
+    if TrainingRun.objects.filter(
+        pk=run.pk, status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale
+    ).update(
         status=TrainingRun.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
     ):  # its worker is gone: nobody would act on the request
         run.refresh_from_db()
@@ -175,7 +177,9 @@ def fail_stale_runs(now=None) -> int:
     """Mark failed the RUNNING runs whose worker stopped sending heartbeats (killed, lost)."""
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
-    return TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale).update(
+    return TrainingRun.objects.filter(
+        status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale
+    ).update(
         status=TrainingRun.Status.FAILED,
         finished_at=now,
         error=(
@@ -194,8 +198,10 @@ def _claim(run_id: int) -> bool:
     )
     return bool(
         TrainingRun.objects.filter(claimable, pk=run_id).update(
-            status=TrainingRun.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now)),
-            heartbeat_at=now, error="",
+            status=TrainingRun.Status.RUNNING,
+            started_at=Coalesce(F("started_at"), Value(now)),
+            heartbeat_at=now,
+            error="",
         )
     )
 
@@ -325,7 +331,11 @@ def execute_training_run(
 
     if not _claim(run_id):
         run = TrainingRun.objects.get(pk=run_id)
-        return getattr(run, "model_version", None) if run.status == TrainingRun.Status.SUCCEEDED else None
+        return (
+            getattr(run, "model_version", None)
+            if run.status == TrainingRun.Status.SUCCEEDED
+            else None
+        )
     TrainingRun.objects.filter(pk=run_id).update(attempts=F("attempts") + 1)
     run = TrainingRun.objects.get(pk=run_id)
     reporter = RunReporter(run)
@@ -336,7 +346,11 @@ def execute_training_run(
             raise RunError(f"no completed labelings to train on ({lines} selected)")
         folder = run_dir(run)
         config = TrainConfig.from_dict(
-            {**run.config, "output_dir": str(folder / MODEL_DIR), "dataset_version": dataset_version}
+            {
+                **run.config,
+                "output_dir": str(folder / MODEL_DIR),
+                "dataset_version": dataset_version,
+            }
         )
         description = {
             **run.dataset_description,
@@ -346,18 +360,25 @@ def execute_training_run(
             "data_file": str(data_path),
         }
         TrainingRun.objects.filter(pk=run.pk).update(
-            config=config.to_dict(), dataset_version=dataset_version, dataset_description=description,
-            output_dir=str(folder), phase="train",
-        )  # fmt: skip
+            config=config.to_dict(),
+            dataset_version=dataset_version,
+            dataset_description=description,
+            output_dir=str(folder),
+            phase="train",
+        )
         stop = should_stop or (lambda: False)
         report = reporter if progress is None else _both(reporter, progress)
         count = reporter.counter if counter is None else _both_counters(reporter.counter, counter)
-        result = train(config, train_set, progress=report, should_stop=lambda: reporter.should_stop() or stop())
+        result = train(
+            config, train_set, progress=report, should_stop=lambda: reporter.should_stop() or stop()
+        )
         if result.stopped:
             return _stop(run, reporter)
         reporter.write(phase="evaluate", step=result.step, total_steps=result.total_steps)
         metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, count)}
-        metrics.update(evaluate_processbench_files(result.output_dir, description["processbench"], count))
+        metrics.update(
+            evaluate_processbench_files(result.output_dir, description["processbench"], count)
+        )
         return _finish(run, config, result.output_dir, dataset_version, metrics)
     except Exception as exc:
         logger.exception("training run %s failed", run_id)
@@ -389,27 +410,42 @@ def _stop(run: TrainingRun, reporter: RunReporter) -> None:
     """Stopped mid-way: cancelled by a user, or the worker is shutting down (resumable)."""
     reporter.write()
     status = TrainingRun.Status.CANCELLED if reporter.cancelled else TrainingRun.Status.FAILED
-    error = "" if reporter.cancelled else "Stopped before the end (worker shutting down); resume to continue."
-    TrainingRun.objects.filter(pk=run.pk).update(status=status, error=error, finished_at=timezone.now())
+    error = (
+        ""
+        if reporter.cancelled
+        else "Stopped before the end (worker shutting down); resume to continue."
+    )
+    TrainingRun.objects.filter(pk=run.pk).update(
+        status=status, error=error, finished_at=timezone.now()
+    )
     return None
 
 
-def _finish(run: TrainingRun, config: Any, model_dir: str, dataset_version: str, metrics: dict) -> ModelVersion:
+def _finish(
+    run: TrainingRun, config: Any, model_dir: str, dataset_version: str, metrics: dict
+) -> ModelVersion:
     active = ModelVersion.active()
     gate = evaluation_gate(metrics, active)
     metrics = {**metrics, "gate": gate}
     with transaction.atomic():
         version = ModelVersion.objects.create(
-            run=run, name=f"{run.name or 'run'} #{run.pk}", backbone=config.backbone,
-            artifact_path=model_dir, dataset_version=dataset_version, metrics=metrics,
+            run=run,
+            name=f"{run.name or 'run'} #{run.pk}",
+            backbone=config.backbone,
+            artifact_path=model_dir,
+            dataset_version=dataset_version,
+            metrics=metrics,
             passed_evaluation=gate["passed"],
-        )  # fmt: skip
+        )
         if gate["passed"] and run.dataset_description.get("activate", True):
             version.activate()
         TrainingRun.objects.filter(pk=run.pk).update(
-            status=TrainingRun.Status.SUCCEEDED, metrics=metrics, phase="done",
-            finished_at=timezone.now(), heartbeat_at=timezone.now(),
-        )  # fmt: skip
+            status=TrainingRun.Status.SUCCEEDED,
+            metrics=metrics,
+            phase="done",
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+        )
     return version
 
 
@@ -417,7 +453,10 @@ def _finish(run: TrainingRun, config: Any, model_dir: str, dataset_version: str,
 
 
 def evaluate_held_out(
-    model_dir: str, held_out: Sequence, counter: Counter | None = None, max_length: int | None = None
+    model_dir: str,
+    held_out: Sequence,
+    counter: Counter | None = None,
+    max_length: int | None = None,
 ) -> dict[str, Any]:
     """Step metrics of the saved model on the held-out problems' rated steps (those within
     max_length tokens, default the model's; the rest are counted as dropped)."""
@@ -444,7 +483,12 @@ def evaluate_processbench_files(
         progress = counter(f"processbench {Path(path).stem}") if counter else None
         try:
             results.append(evaluate_processbench(model, path, threshold, progress=progress))
-        except (OSError, ValueError, KeyError, TypeError) as exc:  # a bad file costs its row, not the run
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+        ) as exc:  # a bad file costs its row, not the run
             results.append({"subset": Path(path).stem, "error": f"{exc.__class__.__name__}: {exc}"})
     return {"processbench": results}
 
@@ -458,10 +502,22 @@ def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dic
     gate: dict[str, Any] = {"min_auroc": floor, "max_regression": max_regression, "auroc": auroc}
     if auroc is None:
         if floor <= 0:  # the gate is turned off
-            return {**gate, "passed": True, "reason": "not measured (no held-out -1 and non -1 steps)"}
-        return {**gate, "passed": False, "reason": "no held-out -1 and non -1 steps to measure AUROC on"}
+            return {
+                **gate,
+                "passed": True,
+                "reason": "not measured (no held-out -1 and non -1 steps)",
+            }
+        return {
+            **gate,
+            "passed": False,
+            "reason": "no held-out -1 and non -1 steps to measure AUROC on",
+        }
     if auroc < floor:
-        return {**gate, "passed": False, "reason": f"held-out AUROC {auroc:.3f} is under {floor:.3f}"}
+        return {
+            **gate,
+            "passed": False,
+            "reason": f"held-out AUROC {auroc:.3f} is under {floor:.3f}",
+        }
     previous = (active.metrics or {}).get("auroc") if active else None
     gate["active_auroc"] = previous
     if previous is not None and auroc < previous - max_regression:
@@ -484,7 +540,9 @@ def evaluate_model_version(
     if version.run_id and (run_dir(version.run) / DATA_FILE).exists():
         _, held_out = load_split(version.run)
         report.update(evaluate_held_out(version.artifact_path, held_out, counter, max_length))
-    report.update(evaluate_processbench_files(version.artifact_path, processbench, counter, threshold))
+    report.update(
+        evaluate_processbench_files(version.artifact_path, processbench, counter, threshold)
+    )
     if save:
         version.metrics = {**(version.metrics or {}), "evaluation": report}
         version.save(update_fields=["metrics"])
@@ -538,14 +596,19 @@ def score_solutions_with(
         probs = score_solutions(model, [CoreSolution(s.problem.text, list(s.steps)) for s in chunk])
         rows = [
             SolutionScore(
-                solution=s, model_version=model_version, score=_nan_to(solution_score(p, "product"), 0.0),
-                min_step_score=finite(solution_score(p, "min")), step_probs=finite(p.tolist()),
-            )  # fmt: skip
+                solution=s,
+                model_version=model_version,
+                score=_nan_to(solution_score(p, "product"), 0.0),
+                min_step_score=finite(solution_score(p, "min")),
+                step_probs=finite(p.tolist()),
+            )
             for s, p in zip(chunk, probs, strict=True)
         ]
         return len(SolutionScore.objects.bulk_create(rows, ignore_conflicts=True))
 
-    for solution in solutions.select_related("problem").order_by("pk").iterator(chunk_size=batch_size):
+    for solution in (
+        solutions.select_related("problem").order_by("pk").iterator(chunk_size=batch_size)
+    ):
         chunk.append(solution)
         if len(chunk) >= batch_size:
             written += flush()

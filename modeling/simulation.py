@@ -77,15 +77,27 @@ def candidates_from_oracle(examples: Sequence[LabeledSolution]) -> list[OracleCa
     for i, example in enumerate(examples):
         n = len(example.steps)
         if any(r is not None for r in example.ratings):
-            out.append(OracleCandidate(len(out), i, example.problem, list(example.steps),
-                                       list(example.ratings), list(range(n))))  # fmt: skip
+            out.append(
+                OracleCandidate(
+                    len(out),
+                    i,
+                    example.problem,
+                    list(example.steps),
+                    list(example.ratings),
+                    list(range(n)),
+                )
+            )
         for j, alt in enumerate(example.alternatives):
-            out.append(OracleCandidate(
-                len(out), i, example.problem,
-                list(example.steps[: alt.after]) + [alt.text],
-                list(example.ratings[: alt.after]) + [alt.rating],
-                list(range(alt.after)) + [n + j],
-            ))  # fmt: skip
+            out.append(
+                OracleCandidate(
+                    len(out),
+                    i,
+                    example.problem,
+                    list(example.steps[: alt.after]) + [alt.text],
+                    list(example.ratings[: alt.after]) + [alt.rating],
+                    list(range(alt.after)) + [n + j],
+                )
+            )
     return out
 
 
@@ -107,8 +119,13 @@ def backbone_features(
     from modeling.training.data import build_features, collate, length_batches
     from modeling.training.model import ProcessRewardModel
 
-    config = TrainConfig(backbone=backbone, backbone_layers=backbone_layers, mode="head",
-                         max_length=max_length, device="cpu")  # fmt: skip
+    config = TrainConfig(
+        backbone=backbone,
+        backbone_layers=backbone_layers,
+        mode="head",
+        max_length=max_length,
+        device="cpu",
+    )
     model = ProcessRewardModel.from_config(config).eval()
     rows = build_features(examples, model.tokenizer, max_length)
     batches = length_batches([len(r) for r in rows], batch_tokens)
@@ -143,8 +160,15 @@ class FeatureTable:
 # --- the head ---------------------------------------------------------------------------------
 
 
-def train_head(x: torch.Tensor, y: torch.Tensor, *, seed: int, steps: int = 300,
-               lr: float = 0.05, weight_decay: float = 1e-3) -> torch.nn.Linear:  # fmt: skip
+def train_head(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    seed: int,
+    steps: int = 300,
+    lr: float = 0.05,
+    weight_decay: float = 1e-3,
+) -> torch.nn.Linear:
     """A linear 3-class head (classes -1/0/+1) on fixed features: full-batch AdamW."""
     torch.manual_seed(seed)
     head = torch.nn.Linear(x.shape[1], 3)
@@ -157,7 +181,9 @@ def train_head(x: torch.Tensor, y: torch.Tensor, *, seed: int, steps: int = 300,
     return head.eval()
 
 
-def _labeled_xy(table: FeatureTable, labeled: Sequence[OracleCandidate]) -> tuple[torch.Tensor, torch.Tensor]:
+def _labeled_xy(
+    table: FeatureTable, labeled: Sequence[OracleCandidate]
+) -> tuple[torch.Tensor, torch.Tensor]:
     keys, ratings = [], []
     for cand in labeled:
         for slot, rating in zip(cand.slots, cand.ratings, strict=True):
@@ -170,20 +196,25 @@ def _labeled_xy(table: FeatureTable, labeled: Sequence[OracleCandidate]) -> tupl
 
 
 @torch.no_grad()
-def score_candidates(head: torch.nn.Linear, table: FeatureTable,
-                     candidates: Sequence[OracleCandidate]) -> list[float]:  # fmt: skip
+def score_candidates(
+    head: torch.nn.Linear, table: FeatureTable, candidates: Sequence[OracleCandidate]
+) -> list[float]:
     """The paper's solution score: product over steps of P(0) + P(+1)."""
     probs = torch.softmax(head(table.matrix), dim=-1)
     ok = (probs[:, 1] + probs[:, 2]).clamp_min(1e-12).log()
     scores = []
     for cand in candidates:
-        idx = [table.index[(cand.example, s)] for s in cand.slots if (cand.example, s) in table.index]
+        idx = [
+            table.index[(cand.example, s)] for s in cand.slots if (cand.example, s) in table.index
+        ]
         scores.append(float(ok[idx].sum().exp()) if idx else 0.0)
     return scores
 
 
 @torch.no_grad()
-def step_auroc(head: torch.nn.Linear, table: FeatureTable, examples: Sequence[LabeledSolution]) -> dict[str, float]:
+def step_auroc(
+    head: torch.nn.Linear, table: FeatureTable, examples: Sequence[LabeledSolution]
+) -> dict[str, float]:
     from modeling.training.evaluate import step_metrics
 
     keys, ratings = [], []
@@ -196,7 +227,11 @@ def step_auroc(head: torch.nn.Linear, table: FeatureTable, examples: Sequence[La
     y = np.array([r for r, p in zip(ratings, present, strict=True) if p])
     probs = torch.softmax(head(x), dim=-1).numpy()
     metrics = step_metrics(probs, y)
-    return {"auroc": metrics["auroc_negative"], "accuracy": metrics["accuracy"], "n_eval": metrics["n"]}
+    return {
+        "auroc": metrics["auroc_negative"],
+        "accuracy": metrics["accuracy"],
+        "n_eval": metrics["n"],
+    }
 
 
 # --- the experiment ---------------------------------------------------------------------------
@@ -248,7 +283,8 @@ class SimulationResult:
 
 def simulate(
     examples: Sequence[LabeledSolution],
-    features: dict[FeatureKey, torch.Tensor] | Callable[[Sequence[LabeledSolution]], dict[FeatureKey, torch.Tensor]],
+    features: dict[FeatureKey, torch.Tensor]
+    | Callable[[Sequence[LabeledSolution]], dict[FeatureKey, torch.Tensor]],
     config: SimulationConfig,
     log: Callable[[str], None] = lambda line: None,
 ) -> SimulationResult:
@@ -261,18 +297,27 @@ def simulate(
     table = FeatureTable(cache)
     pool = candidates_from_oracle(train_ex)
     test_table_offset = len(train_ex)
-    test_keys = {(i - test_table_offset, s): v for (i, s), v in cache.items() if i >= test_table_offset}
+    test_keys = {
+        (i - test_table_offset, s): v for (i, s), v in cache.items() if i >= test_table_offset
+    }
     test_table = FeatureTable.__new__(FeatureTable)  # same standardization as the pool's
     test_table.index = {key: table.index[(key[0] + test_table_offset, key[1])] for key in test_keys}
     test_table.matrix = table.matrix
     problem_ids = {p: n for n, p in enumerate(sorted({c.problem for c in pool}))}
-    log(f"pool: {len(pool)} candidates from {len(train_ex)} solutions of {len(problem_ids)} problems; "
-        f"{sum(c.wrong for c in pool)} wrong; held out: {len(test_ex)} solutions")  # fmt: skip
+    log(
+        f"pool: {len(pool)} candidates from {len(train_ex)} solutions of {len(problem_ids)} problems; "
+        f"{sum(c.wrong for c in pool)} wrong; held out: {len(test_ex)} solutions"
+    )
 
     seed_size = config.seed_size or config.per_generation
     base = [Candidate(c.id, problem_ids[c.problem], 0.0, not c.wrong) for c in pool]
-    first = select_uniform(base, k=seed_size, per_problem_cap=config.per_problem_cap, seed=config.seed)
-    arms = {"active": config.generations, "uniform": config.uniform_generations or 2 * config.generations}
+    first = select_uniform(
+        base, k=seed_size, per_problem_cap=config.per_problem_cap, seed=config.seed
+    )
+    arms = {
+        "active": config.generations,
+        "uniform": config.uniform_generations or 2 * config.generations,
+    }
     points: list[Point] = []
     for arm, generations in arms.items():
         labeled = [pool[s.solution_id] for s in first]
@@ -281,27 +326,44 @@ def simulate(
             x, y = _labeled_xy(table, labeled)
             head = train_head(x, y, seed=config.seed, steps=config.head_steps, lr=config.head_lr)
             quality = step_auroc(head, test_table, test_ex)
-            point = Point(arm, generation, len(labeled), sum(c.n_labels for c in labeled),
-                          sum(c.wrong for c in picked_now) / max(1, len(picked_now)), **quality)  # fmt: skip
+            point = Point(
+                arm,
+                generation,
+                len(labeled),
+                sum(c.n_labels for c in labeled),
+                sum(c.wrong for c in picked_now) / max(1, len(picked_now)),
+                **quality,
+            )
             points.append(point)
-            log(f"{arm:8s} gen {generation}: {point.solutions} solutions, {point.labels} labels, "
-                f"{point.wrong_share:.0%} wrong picked, AUROC {point.auroc:.4f}")  # fmt: skip
+            log(
+                f"{arm:8s} gen {generation}: {point.solutions} solutions, {point.labels} labels, "
+                f"{point.wrong_share:.0%} wrong picked, AUROC {point.auroc:.4f}"
+            )
             if generation == generations:
                 break
             taken = {c.id for c in labeled}
             if arm == "active":
                 scores = score_candidates(head, table, pool)
-                candidates = [Candidate(c.id, problem_ids[c.problem], s, not c.wrong)
-                              for c, s in zip(pool, scores, strict=True)]  # fmt: skip
+                candidates = [
+                    Candidate(c.id, problem_ids[c.problem], s, not c.wrong)
+                    for c, s in zip(pool, scores, strict=True)
+                ]
                 picks = select_generation(
-                    candidates, k=config.per_generation, exclude_ids=taken,
+                    candidates,
+                    k=config.per_generation,
+                    exclude_ids=taken,
                     convincing_wrong_fraction=config.convincing_wrong_fraction,
-                    per_problem_cap=config.per_problem_cap, seed=config.seed,
-                )  # fmt: skip
+                    per_problem_cap=config.per_problem_cap,
+                    seed=config.seed,
+                )
             else:
-                picks = select_uniform(base, k=config.per_generation, exclude_ids=taken,
-                                       per_problem_cap=config.per_problem_cap,
-                                       seed=config.seed * 1000 + generation + 1)  # fmt: skip
+                picks = select_uniform(
+                    base,
+                    k=config.per_generation,
+                    exclude_ids=taken,
+                    per_problem_cap=config.per_problem_cap,
+                    seed=config.seed * 1000 + generation + 1,
+                )
             picked_now = [pool[p.solution_id] for p in picks]
             labeled = labeled + picked_now
             if not picked_now:
@@ -311,13 +373,18 @@ def simulate(
     ratio, bound, to_match = efficiency_ratio(active_points, uniform_points, "solutions")
     label_ratio = efficiency_ratio(active_points, uniform_points, "labels")
     return SimulationResult(
-        config=config, points=points, ratio=ratio, ratio_bound=bound,
-        uniform_labels_to_match=to_match, pool_size=len(pool),
+        config=config,
+        points=points,
+        ratio=ratio,
+        ratio_bound=bound,
+        uniform_labels_to_match=to_match,
+        pool_size=len(pool),
         pool_wrong_share=sum(c.wrong for c in pool) / max(1, len(pool)),
-        eval_problems=len({e.problem for e in test_ex}), train_problems=len(problem_ids),
+        eval_problems=len({e.problem for e in test_ex}),
+        train_problems=len(problem_ids),
         seconds=round(time.perf_counter() - started, 1),
         extra={"label_ratio": label_ratio[0], "label_ratio_bound": label_ratio[1]},
-    )  # fmt: skip
+    )
 
 
 def efficiency_ratio(
@@ -344,7 +411,9 @@ def efficiency_ratio(
 # --- oracles -----------------------------------------------------------------------------------
 
 
-def load_oracle(source: str, *, max_problems: int | None = None, seed: int = 0) -> list[LabeledSolution]:
+def load_oracle(
+    source: str, *, max_problems: int | None = None, seed: int = 0
+) -> list[LabeledSolution]:
     """A `.parquet` (stepwise-critic), a `.jsonl` (PRM800K labels), or "db" (completed labelings)."""
     from modeling.training.data import (
         examples_from_prm800k,
@@ -369,29 +438,50 @@ def load_oracle(source: str, *, max_problems: int | None = None, seed: int = 0) 
 # --- outputs -----------------------------------------------------------------------------------
 
 
-def write_outputs(result: SimulationResult, out_dir: str | Path, *, command: str = "") -> dict[str, Path]:
+def write_outputs(
+    result: SimulationResult, out_dir: str | Path, *, command: str = ""
+) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"csv": out / "simulation.csv", "markdown": out / "simulation.md", "json": out / "simulation.json"}
+    paths = {
+        "csv": out / "simulation.csv",
+        "markdown": out / "simulation.md",
+        "json": out / "simulation.json",
+    }
     with open(paths["csv"], "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(asdict(result.points[0])))
         writer.writeheader()
         writer.writerows(asdict(p) for p in result.points)
     paths["markdown"].write_text(markdown_table(result, command=command))
-    paths["json"].write_text(json.dumps({
-        "config": asdict(result.config), "points": [asdict(p) for p in result.points],
-        "ratio": result.ratio, "ratio_bound": result.ratio_bound,
-        "uniform_solutions_to_match": result.uniform_labels_to_match, "pool_size": result.pool_size,
-        "pool_wrong_share": result.pool_wrong_share, "train_problems": result.train_problems,
-        "eval_problems": result.eval_problems, "seconds": result.seconds, **result.extra,
-    }, indent=2) + "\n")  # fmt: skip
+    paths["json"].write_text(
+        json.dumps(
+            {
+                "config": asdict(result.config),
+                "points": [asdict(p) for p in result.points],
+                "ratio": result.ratio,
+                "ratio_bound": result.ratio_bound,
+                "uniform_solutions_to_match": result.uniform_labels_to_match,
+                "pool_size": result.pool_size,
+                "pool_wrong_share": result.pool_wrong_share,
+                "train_problems": result.train_problems,
+                "eval_problems": result.eval_problems,
+                "seconds": result.seconds,
+                **result.extra,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     paths["plot"] = write_plot(result, out)
     return paths
 
 
 def ratio_text(result: SimulationResult, axis: str = "solutions") -> str:
-    ratio, bound = (result.ratio, result.ratio_bound) if axis == "solutions" else (
-        result.extra.get("label_ratio"), result.extra.get("label_ratio_bound", "n/a"))  # fmt: skip
+    ratio, bound = (
+        (result.ratio, result.ratio_bound)
+        if axis == "solutions"
+        else (result.extra.get("label_ratio"), result.extra.get("label_ratio_bound", "n/a"))
+    )
     if ratio is None:
         return "n/a"
     prefix = {"=": "", ">": "> ", "<=": "<= "}[bound]
@@ -412,8 +502,10 @@ def markdown_table(result: SimulationResult, *, command: str = "") -> str:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for p in result.points:
-        lines.append(f"| {p.arm} | {p.generation} | {p.solutions} | {p.labels} | {p.wrong_share:.0%} "
-                     f"| {p.auroc:.4f} | {p.accuracy:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {p.arm} | {p.generation} | {p.solutions} | {p.labels} | {p.wrong_share:.0%} "
+            f"| {p.auroc:.4f} | {p.accuracy:.3f} |"
+        )
     if command:
         lines += ["", f"Command: `{command}` ({result.seconds:.0f} s of simulation)."]
     return "\n".join(lines) + "\n"
@@ -421,8 +513,10 @@ def markdown_table(result: SimulationResult, *, command: str = "") -> str:
 
 def write_plot(result: SimulationResult, out: Path) -> Path:
     """PNG with matplotlib when installed, else an SVG drawn by hand."""
-    series = {arm: [(p.solutions, p.auroc) for p in result.arm(arm) if not math.isnan(p.auroc)]
-              for arm in ("active", "uniform")}  # fmt: skip
+    series = {
+        arm: [(p.solutions, p.auroc) for p in result.arm(arm) if not math.isnan(p.auroc)]
+        for arm in ("active", "uniform")
+    }
     title = f"Step AUROC vs labels (ratio {ratio_text(result)}; paper 2.6x)"
     try:
         import matplotlib
@@ -432,7 +526,10 @@ def write_plot(result: SimulationResult, out: Path) -> Path:
     except ImportError:
         return _write_svg(series, title, out / "simulation.svg")
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    styles = {"active": ("#2f5bea", "PRM-selected (convincing wrong first)"), "uniform": ("#999999", "uniform")}
+    styles = {
+        "active": ("#2f5bea", "PRM-selected (convincing wrong first)"),
+        "uniform": ("#999999", "uniform"),
+    }
     for arm, points in series.items():
         if points:
             xs, ys = zip(*points, strict=True)
@@ -462,18 +559,27 @@ def _write_svg(series: dict[str, list[tuple[float, float]]], title: str, path: P
         return f"{x:.1f},{y:.1f}"
 
     colors = {"active": "#2f5bea", "uniform": "#999999"}
-    body = [f'<text x="{pad}" y="25" font-size="14">{title}</text>',
-            f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
-            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
-            f'<text x="{width / 2}" y="{height - 12}" font-size="12">solutions labeled ({x0:.0f} to {x1:.0f})</text>',
-            f'<text x="5" y="{pad - 8}" font-size="12">AUROC {y0:.3f} to {y1:.3f}</text>']  # fmt: skip
+    body = [
+        f'<text x="{pad}" y="25" font-size="14">{title}</text>',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
+        f'<text x="{width / 2}" y="{height - 12}" font-size="12">solutions labeled ({x0:.0f} to {x1:.0f})</text>',
+        f'<text x="5" y="{pad - 8}" font-size="12">AUROC {y0:.3f} to {y1:.3f}</text>',
+    ]
     for n, (arm, pts) in enumerate(series.items()):
         if pts:
-            body.append(f'<polyline fill="none" stroke="{colors[arm]}" stroke-width="2" '
-                        f'points="{" ".join(xy(p) for p in pts)}"/>')  # fmt: skip
-        body.append(f'<text x="{width - 150}" y="{pad + 16 * n}" fill="{colors[arm]}" font-size="12">{arm}</text>')
-    path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">'
-                    + "".join(body) + "</svg>\n")  # fmt: skip
+            body.append(
+                f'<polyline fill="none" stroke="{colors[arm]}" stroke-width="2" '
+                f'points="{" ".join(xy(p) for p in pts)}"/>'
+            )
+        body.append(
+            f'<text x="{width - 150}" y="{pad + 16 * n}" fill="{colors[arm]}" font-size="12">{arm}</text>'
+        )
+    path.write_text(
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">'
+        + "".join(body)
+        + "</svg>\n"
+    )
     return path
 
 
@@ -511,8 +617,11 @@ class HttpLabeler:
 
     def claim(self) -> int | None:
         """POST /label/next/ -> the labeling id it redirects to, or None when nothing waits."""
-        response = self.session.post(f"{self.base}/label/next/", headers={**self._csrf(), "Referer": self.base},
-                                     allow_redirects=False)  # fmt: skip
+        response = self.session.post(
+            f"{self.base}/label/next/",
+            headers={**self._csrf(), "Referer": self.base},
+            allow_redirects=False,
+        )
         location = response.headers.get("Location", "")
         parts = [p for p in location.split("/") if p]
         if response.status_code in (301, 302, 303) and len(parts) >= 2 and parts[-1].isdigit():
@@ -524,13 +633,22 @@ class HttpLabeler:
         response = self.session.post(
             f"{self.base}/label/{labeling_id}/rate/",
             data={"step_index": step_index, "rating": rating, "elapsed_ms": elapsed_ms},
-            headers={**self._csrf(), "HX-Request": "true", "Referer": f"{self.base}/label/{labeling_id}/"},
+            headers={
+                **self._csrf(),
+                "HX-Request": "true",
+                "Referer": f"{self.base}/label/{labeling_id}/",
+            },
         )
         self.timings.append(time.perf_counter() - started)
         return response.status_code
 
-    def label(self, ratings_for: Callable[[int], Sequence[int]], *, max_solutions: int = 1,
-              rng: random.Random | None = None) -> list[int]:  # fmt: skip
+    def label(
+        self,
+        ratings_for: Callable[[int], Sequence[int]],
+        *,
+        max_solutions: int = 1,
+        rng: random.Random | None = None,
+    ) -> list[int]:
         """Claim and rate up to max_solutions solutions; stops rating a solution at its first -1
         (the page then finishes it as "found an error"). Returns the labeling ids."""
         done = []
@@ -539,16 +657,22 @@ class HttpLabeler:
             if labeling_id is None:
                 break
             for index, rating in enumerate(ratings_for(labeling_id)):
-                status = self.rate(labeling_id, index, rating, elapsed_ms=(rng or random).randint(800, 4000))
+                status = self.rate(
+                    labeling_id, index, rating, elapsed_ms=(rng or random).randint(800, 4000)
+                )
                 if status >= 400:
-                    raise RuntimeError(f"rating step {index} of labeling {labeling_id}: HTTP {status}")
+                    raise RuntimeError(
+                        f"rating step {index} of labeling {labeling_id}: HTTP {status}"
+                    )
                 if rating == -1:
                     break
             done.append(labeling_id)
         return done
 
 
-def oracle_ratings(examples: Sequence[LabeledSolution], *, default: int = 1) -> Callable[[int], list[int]]:
+def oracle_ratings(
+    examples: Sequence[LabeledSolution], *, default: int = 1
+) -> Callable[[int], list[int]]:
     """ratings_for(labeling_id) from an oracle: the claimed solution's steps looked up by
     (problem, step texts) among the oracle's candidates; unknown steps get `default`. Reads the
     database, so the client runs beside the server (benchmarks, tests)."""

@@ -16,8 +16,13 @@ from modeling.models import ModelVersion
 RUN_LIMIT_S = 24 * 3600
 
 
-@shared_task(name="modeling.tasks.gpu_train_run", acks_late=True, reject_on_worker_lost=True,
-             time_limit=RUN_LIMIT_S, soft_time_limit=RUN_LIMIT_S - 120)  # fmt: skip
+@shared_task(
+    name="modeling.tasks.gpu_train_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=RUN_LIMIT_S,
+    soft_time_limit=RUN_LIMIT_S - 120,
+)
 def gpu_train_run(run_id: int) -> int | None:
     version = services.execute_training_run(run_id)
     return version.pk if version else None

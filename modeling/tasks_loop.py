@@ -13,7 +13,9 @@ from modeling import active_learning
 STEP_LIMIT_S = 6 * 3600
 
 
-@shared_task(queue="gpu", acks_late=True, time_limit=STEP_LIMIT_S, soft_time_limit=STEP_LIMIT_S - 60)
+@shared_task(
+    queue="gpu", acks_late=True, time_limit=STEP_LIMIT_S, soft_time_limit=STEP_LIMIT_S - 60
+)
 def gpu_generation_step(run_id: int, step: str) -> None:
     """retrain / score: the steps that need the model."""
     active_learning.advance(run_id, step)

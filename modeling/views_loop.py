@@ -46,7 +46,11 @@ def generation_detail(request: HttpRequest, generation: int) -> HttpResponse:
     _require_lead(request)
     run = get_object_or_404(active_learning.recent_runs(), generation=generation)
     context = {"run": run, "selections": active_learning.selections_of(run)}
-    template = "modeling/loop/generation.html#progress" if request.htmx else "modeling/loop/generation.html"
+    template = (
+        "modeling/loop/generation.html#progress"
+        if request.htmx
+        else "modeling/loop/generation.html"
+    )
     return render(request, template, context)
 
 

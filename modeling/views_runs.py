@@ -35,9 +35,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             run = services.start_training_run(
-                config=form.config(), created_by=request.user, name=data["name"], filters=form.filters(),
-                holdout_fraction=data["holdout_fraction"], activate=data["activate"],
-            )  # fmt: skip
+                config=form.config(),
+                created_by=request.user,
+                name=data["name"],
+                filters=form.filters(),
+                holdout_fraction=data["holdout_fraction"],
+                activate=data["activate"],
+            )
         except services.RunError as exc:
             messages.error(request, str(exc))
         else:

@@ -53,7 +53,9 @@ def postgres_problem(url: str) -> str | None:
 def redis_problem(url: str) -> str | None:
     parsed = urlparse(url)
     try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 6379), timeout=3) as sock:
+        with socket.create_connection(
+            (parsed.hostname or "127.0.0.1", parsed.port or 6379), timeout=3
+        ) as sock:
             sock.sendall(b"PING\r\n")
             if not sock.recv(16).startswith(b"+PONG"):
                 return f"Redis at {parsed.hostname}:{parsed.port} did not answer PING"
@@ -86,7 +88,9 @@ def counts(junit: Path) -> dict[str, int]:
     return {"passed": total - failed - skipped, "failed": failed, "skipped": skipped}
 
 
-def run_pytest(label: str, env: dict[str, str], markers: str, args: list[str]) -> tuple[int, dict[str, int]]:
+def run_pytest(
+    label: str, env: dict[str, str], markers: str, args: list[str]
+) -> tuple[int, dict[str, int]]:
     junit = Path(env["STEPWISE_VAR_DIR"]) / f"junit-{label}.xml"
     junit.unlink(missing_ok=True)
     print(f"\n=== {label}: pytest -m {markers!r} {' '.join(args)}", flush=True)
@@ -120,7 +124,10 @@ def main() -> int:
         base["STEPWISE_REQUIRE_ALL"] = "1"
     database_url = base.pop("DATABASE_URL", None) or DEFAULT_DATABASE_URL
 
-    problems = {"postgres": postgres_problem(database_url), "redis": redis_problem(base["REDIS_URL"])}
+    problems = {
+        "postgres": postgres_problem(database_url),
+        "redis": redis_problem(base["REDIS_URL"]),
+    }
     missing = {name: why for name, why in problems.items() if why}
     if missing and ci:
         for why in missing.values():
@@ -132,7 +139,9 @@ def main() -> int:
 
     runs: list[tuple[str, dict[str, str], str]] = []
     if options.db in ("both", "postgres") and not problems["postgres"]:
-        env = dict(base, DATABASE_URL=database_url, STEPWISE_VAR_DIR=str(ROOT / "var" / "test-postgres"))
+        env = dict(
+            base, DATABASE_URL=database_url, STEPWISE_VAR_DIR=str(ROOT / "var" / "test-postgres")
+        )
         runs.append(("postgres", env, markers))
     elif options.db == "postgres":
         print(f"--db postgres: {problems['postgres']}", file=sys.stderr)
@@ -149,13 +158,19 @@ def main() -> int:
     for label, env, run_markers in runs:
         Path(env["STEPWISE_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
         code, figures = run_pytest(label, env, run_markers, pytest_args)
-        print(f"=== {label}: {figures['passed']} passed, {figures['failed']} failed, {figures['skipped']} skipped (exit {code})", flush=True)
+        print(
+            f"=== {label}: {figures['passed']} passed, {figures['failed']} failed, {figures['skipped']} skipped (exit {code})",
+            flush=True,
+        )
         total = {key: total[key] + figures[key] for key in total}
         if code:
             failed_runs.append(label)
     if failed_runs:
         print(f"failed on: {', '.join(failed_runs)}", file=sys.stderr)
-    print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped", flush=True)
+    print(
+        f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped",
+        flush=True,
+    )
     return 1 if failed_runs else 0
 
 

@@ -174,7 +174,9 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
 CELERY_BEAT_SCHEDULE = {
     "expire-leases": {"task": "labeling.expire_leases", "schedule": 60.0},
 }
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7 * 3600)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7 * 3600)
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -226,7 +228,9 @@ STEPWISE_ADJUDICATE_BELOW = env_float("STEPWISE_ADJUDICATE_BELOW", 0.8)
 # (0 turns it off); checked by the periodic task below (run `celery beat`).
 STEPWISE_AUTO_GENERATION_FRACTION = env_float("STEPWISE_AUTO_GENERATION_FRACTION", 0.0)
 # TrainConfig fields (JSON) for a generation's retrain step when the run does not give its own.
-STEPWISE_GENERATION_TRAIN_CONFIG = json.loads(env_str("STEPWISE_GENERATION_TRAIN_CONFIG", "{}") or "{}")
+STEPWISE_GENERATION_TRAIN_CONFIG = json.loads(
+    env_str("STEPWISE_GENERATION_TRAIN_CONFIG", "{}") or "{}"
+)
 # PRM training runs. A run's held-out problems (this share, by problem) measure its step AUROC;
 # it becomes the active model only when that is at least the floor and does not regress more
 # than the margin from the active model's. A RUNNING run whose worker sent no heartbeat for
@@ -243,7 +247,10 @@ STEPWISE_TRAIN_IN_THREAD = env_bool(
 )
 CELERY_BEAT_SCHEDULE |= {
     "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
-    "fail-stale-generations": {"task": "modeling.tasks_loop.fail_stale_generations", "schedule": 60.0},
+    "fail-stale-generations": {
+        "task": "modeling.tasks_loop.fail_stale_generations",
+        "schedule": 60.0,
+    },
 }
 CELERY_BEAT_SCHEDULE |= {
     "check-generation-progress": {

@@ -127,10 +127,29 @@ def celery_worker_process(transactional_db, tmp_path):
     )
     log = open(tmp_path / "worker.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "stepwise", "worker", "-Q", "default,gpu",
-         "--concurrency", "1", "--pool", "solo", "-l", "info", "--without-heartbeat",
-         "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "stepwise",
+            "worker",
+            "-Q",
+            "default,gpu",
+            "--concurrency",
+            "1",
+            "--pool",
+            "solo",
+            "-l",
+            "info",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -200,7 +219,9 @@ def browser():
     # still synchronous, so Django's async guard does not apply to them.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
         yield browser
         browser.close()
 

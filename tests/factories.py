@@ -17,15 +17,23 @@ def make_problem(text: str | None = None, answer: str = "42") -> Problem:
     )
 
 
-def make_batch(name: str | None = None, *, overlap: int = 1, generation: int | None = 1, **extra) -> Batch:
+def make_batch(
+    name: str | None = None, *, overlap: int = 1, generation: int | None = 1, **extra
+) -> Batch:
     return Batch.objects.create(
         name=name or f"batch {next(_counter)}", overlap=overlap, generation=generation, **extra
     )
 
 
-def make_solution(batch: Batch | None = None, *, steps: list[str] | None = None, problem: Problem | None = None) -> Solution:
+def make_solution(
+    batch: Batch | None = None, *, steps: list[str] | None = None, problem: Problem | None = None
+) -> Solution:
     problem = problem or make_problem()
-    steps = steps or ["I add $1 + 1 = 2$.", "Then $2 \\times 21 = 42$.", "So the answer is 42.\n\n# Answer\n\n42"]
+    steps = steps or [
+        "I add $1 + 1 = 2$.",
+        "Then $2 \\times 21 = 42$.",
+        "So the answer is 42.\n\n# Answer\n\n42",
+    ]
     n = next(_counter)
     return Solution.objects.create(
         problem=problem,

@@ -43,7 +43,9 @@ def test_labeler_labels_a_whole_solution_with_the_keyboard(page, live_server, ar
 
     sign_in(page, live_server, "kim")
     open_first_solution(page)  # Enter starts labeling
-    page.wait_for_selector(".problem .katex")  # the math rendered offline (KaTeX runs after the swap)
+    page.wait_for_selector(
+        ".problem .katex"
+    )  # the math rendered offline (KaTeX runs after the swap)
 
     page.keyboard.press("1")
     page.wait_for_selector('.step.rated[data-step="0"]')

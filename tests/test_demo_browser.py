@@ -28,9 +28,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db]
 
 # The demo's own variables: whatever the test run set for itself must not reach it.
 TEST_ONLY_VARIABLES = (
-    "DATABASE_URL", "STEPWISE_TESTING", "STEPWISE_REQUIRE_ALL", "CELERY_BROKER_URL",
-    "CELERY_TASK_ALWAYS_EAGER", "STEPWISE_TRAIN_IN_THREAD", "MEDIA_ROOT", "DJANGO_ALLOW_ASYNC_UNSAFE",
-)  # fmt: skip
+    "DATABASE_URL",
+    "STEPWISE_TESTING",
+    "STEPWISE_REQUIRE_ALL",
+    "CELERY_BROKER_URL",
+    "CELERY_TASK_ALWAYS_EAGER",
+    "STEPWISE_TRAIN_IN_THREAD",
+    "MEDIA_ROOT",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
+)
 
 
 def demo_env(var_dir: Path) -> dict[str, str]:
@@ -75,8 +81,11 @@ def demo_server(tmp_path):
     with open(log, "w") as out:
         server = subprocess.Popen(
             manage + ["runserver", f"127.0.0.1:{port}", "--noreload"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(url, server, log)
@@ -172,7 +181,10 @@ def test_each_demo_account_does_its_job_end_to_end(demo_server, page, artifacts_
     assert sorted(line["label"]["finish_reason"] for line in lines) == sorted(endings)
     by_reason = {line["label"]["finish_reason"]: line for line in lines}
     assert all(s["completions"][0]["rating"] == 1 for s in by_reason["solution"]["label"]["steps"])
-    assert [s["completions"][0]["rating"] for s in by_reason["found_error"]["label"]["steps"]] == [1, -1]
+    assert [s["completions"][0]["rating"] for s in by_reason["found_error"]["label"]["steps"]] == [
+        1,
+        -1,
+    ]
     assert [s["completions"][0]["rating"] for s in by_reason["give_up"]["label"]["steps"]] == [1]
     page.screenshot(path=str(shots / "3-research-export.png"), full_page=True)
 

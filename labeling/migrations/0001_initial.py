@@ -9,7 +9,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -18,165 +17,384 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Problem',
+            name="Problem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('text', models.TextField()),
-                ('text_sha256', models.CharField(max_length=64, unique=True)),
-                ('ground_truth_answer', models.TextField(blank=True, null=True)),
-                ('ground_truth_solution', models.TextField(blank=True, null=True)),
-                ('subject', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('level', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('unique_id', models.CharField(blank=True, max_length=255, null=True, unique=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("text", models.TextField()),
+                ("text_sha256", models.CharField(max_length=64, unique=True)),
+                ("ground_truth_answer", models.TextField(blank=True, null=True)),
+                ("ground_truth_solution", models.TextField(blank=True, null=True)),
+                ("subject", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("level", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("unique_id", models.CharField(blank=True, max_length=255, null=True, unique=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
         ),
         migrations.CreateModel(
-            name='Batch',
+            name="Batch",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('generation', models.IntegerField(blank=True, db_index=True, null=True)),
-                ('overlap', models.PositiveSmallIntegerField(default=1, help_text='Labelings wanted per solution.')),
-                ('priority', models.IntegerField(default=0, help_text='Higher is served first.')),
-                ('is_active', models.BooleanField(default=True)),
-                ('origin', models.CharField(choices=[('import', 'imported labels'), ('samples', 'generator samples'), ('active_learning', 'selected by the PRM'), ('manual', 'created by a lead')], default='manual', max_length=32)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('labelers', models.ManyToManyField(blank=True, help_text='Empty means everyone with the labeler role.', related_name='assigned_batches', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("generation", models.IntegerField(blank=True, db_index=True, null=True)),
+                (
+                    "overlap",
+                    models.PositiveSmallIntegerField(
+                        default=1, help_text="Labelings wanted per solution."
+                    ),
+                ),
+                ("priority", models.IntegerField(default=0, help_text="Higher is served first.")),
+                ("is_active", models.BooleanField(default=True)),
+                (
+                    "origin",
+                    models.CharField(
+                        choices=[
+                            ("import", "imported labels"),
+                            ("samples", "generator samples"),
+                            ("active_learning", "selected by the PRM"),
+                            ("manual", "created by a lead"),
+                        ],
+                        default="manual",
+                        max_length=32,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "labelers",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Empty means everyone with the labeler role.",
+                        related_name="assigned_batches",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'batches',
+                "verbose_name_plural": "batches",
             },
         ),
         migrations.CreateModel(
-            name='Labeler',
+            name="Labeler",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('public_id', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='labeler', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("public_id", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="labeler",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Labeling',
+            name="Labeling",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('in_progress', 'in progress'), ('completed', 'completed'), ('expired', 'lease expired')], default='in_progress', max_length=16)),
-                ('finish_reason', models.CharField(blank=True, choices=[('solution', 'reached the end'), ('found_error', 'found an error'), ('give_up', 'gave up'), ('bad_problem', 'bad problem')], max_length=16, null=True)),
-                ('total_time_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True, db_index=True)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('is_surplus', models.BooleanField(default=False)),
-                ('source_sha256', models.CharField(blank=True, max_length=64, null=True, unique=True)),
-                ('raw_line', models.TextField(blank=True, null=True)),
-                ('labeler', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='labelings', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("in_progress", "in progress"),
+                            ("completed", "completed"),
+                            ("expired", "lease expired"),
+                        ],
+                        default="in_progress",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "finish_reason",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("solution", "reached the end"),
+                            ("found_error", "found an error"),
+                            ("give_up", "gave up"),
+                            ("bad_problem", "bad problem"),
+                        ],
+                        max_length=16,
+                        null=True,
+                    ),
+                ),
+                ("total_time_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True, db_index=True)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("is_surplus", models.BooleanField(default=False)),
+                (
+                    "source_sha256",
+                    models.CharField(blank=True, max_length=64, null=True, unique=True),
+                ),
+                ("raw_line", models.TextField(blank=True, null=True)),
+                (
+                    "labeler",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="labelings",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RatingEvent',
+            name="RatingEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step_index', models.SmallIntegerField(blank=True, null=True)),
-                ('old_rating', models.SmallIntegerField(blank=True, null=True)),
-                ('new_rating', models.SmallIntegerField(blank=True, null=True)),
-                ('detail', models.CharField(blank=True, max_length=200)),
-                ('reason', models.CharField(choices=[('rate', 'rated'), ('undo', 'undone'), ('edit', 'edited by the labeler'), ('adjudication', 'adjudicated by a lead'), ('finish', 'finished')], max_length=16)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('actor', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('labeling', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='labeling.labeling')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("step_index", models.SmallIntegerField(blank=True, null=True)),
+                ("old_rating", models.SmallIntegerField(blank=True, null=True)),
+                ("new_rating", models.SmallIntegerField(blank=True, null=True)),
+                ("detail", models.CharField(blank=True, max_length=200)),
+                (
+                    "reason",
+                    models.CharField(
+                        choices=[
+                            ("rate", "rated"),
+                            ("undo", "undone"),
+                            ("edit", "edited by the labeler"),
+                            ("adjudication", "adjudicated by a lead"),
+                            ("finish", "finished"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "labeling",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="labeling.labeling",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Solution',
+            name="Solution",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('steps', models.JSONField(help_text='Ordered step texts.')),
-                ('final_answer', models.TextField(blank=True, null=True)),
-                ('verifier_score', models.FloatField(blank=True, null=True)),
-                ('generator', models.CharField(blank=True, max_length=200)),
-                ('source_id', models.CharField(blank=True, db_index=True, max_length=255)),
-                ('format', models.CharField(choices=[('phase1', 'PRM800K phase 1 (labeler-chosen path)'), ('phase2', 'pre-generated solution')], default='phase2', max_length=8)),
-                ('generation', models.IntegerField(blank=True, db_index=True, null=True)),
-                ('is_quality_control', models.BooleanField(default=False)),
-                ('is_screening', models.BooleanField(default=False)),
-                ('answer_correct', models.BooleanField(blank=True, null=True)),
-                ('content_sha256', models.CharField(max_length=64, unique=True)),
-                ('question_override', models.JSONField(blank=True, null=True)),
-                ('completed_count', models.PositiveIntegerField(default=0)),
-                ('active_count', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('batch', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='solutions', to='labeling.batch')),
-                ('problem', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='solutions', to='labeling.problem')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("steps", models.JSONField(help_text="Ordered step texts.")),
+                ("final_answer", models.TextField(blank=True, null=True)),
+                ("verifier_score", models.FloatField(blank=True, null=True)),
+                ("generator", models.CharField(blank=True, max_length=200)),
+                ("source_id", models.CharField(blank=True, db_index=True, max_length=255)),
+                (
+                    "format",
+                    models.CharField(
+                        choices=[
+                            ("phase1", "PRM800K phase 1 (labeler-chosen path)"),
+                            ("phase2", "pre-generated solution"),
+                        ],
+                        default="phase2",
+                        max_length=8,
+                    ),
+                ),
+                ("generation", models.IntegerField(blank=True, db_index=True, null=True)),
+                ("is_quality_control", models.BooleanField(default=False)),
+                ("is_screening", models.BooleanField(default=False)),
+                ("answer_correct", models.BooleanField(blank=True, null=True)),
+                ("content_sha256", models.CharField(max_length=64, unique=True)),
+                ("question_override", models.JSONField(blank=True, null=True)),
+                ("completed_count", models.PositiveIntegerField(default=0)),
+                ("active_count", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="solutions",
+                        to="labeling.batch",
+                    ),
+                ),
+                (
+                    "problem",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="solutions",
+                        to="labeling.problem",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='labeling',
-            name='solution',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='labelings', to='labeling.solution'),
+            model_name="labeling",
+            name="solution",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="labelings",
+                to="labeling.solution",
+            ),
         ),
         migrations.CreateModel(
-            name='StepLabel',
+            name="StepLabel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveSmallIntegerField()),
-                ('chosen_completion', models.SmallIntegerField(blank=True, null=True)),
-                ('has_completions', models.BooleanField(default=True)),
-                ('time_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('labeling', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='step_labels', to='labeling.labeling')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("index", models.PositiveSmallIntegerField()),
+                ("chosen_completion", models.SmallIntegerField(blank=True, null=True)),
+                ("has_completions", models.BooleanField(default=True)),
+                ("time_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "labeling",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="step_labels",
+                        to="labeling.labeling",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['labeling', 'index'],
+                "ordering": ["labeling", "index"],
             },
         ),
         migrations.CreateModel(
-            name='Completion',
+            name="Completion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.SmallIntegerField(help_text='Position among the alternatives; -1 for human.')),
-                ('text', models.TextField()),
-                ('rating', models.SmallIntegerField(blank=True, choices=[(1, '+1 correct, moves forward'), (0, '0 correct but unhelpful or ambiguous'), (-1, '-1 wrong, unverifiable or a dead end')], null=True)),
-                ('flagged', models.BooleanField(blank=True, null=True)),
-                ('is_human', models.BooleanField(default=False)),
-                ('source', models.CharField(blank=True, max_length=32)),
-                ('step', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='completions', to='labeling.steplabel')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "index",
+                    models.SmallIntegerField(
+                        help_text="Position among the alternatives; -1 for human."
+                    ),
+                ),
+                ("text", models.TextField()),
+                (
+                    "rating",
+                    models.SmallIntegerField(
+                        blank=True,
+                        choices=[
+                            (1, "+1 correct, moves forward"),
+                            (0, "0 correct but unhelpful or ambiguous"),
+                            (-1, "-1 wrong, unverifiable or a dead end"),
+                        ],
+                        null=True,
+                    ),
+                ),
+                ("flagged", models.BooleanField(blank=True, null=True)),
+                ("is_human", models.BooleanField(default=False)),
+                ("source", models.CharField(blank=True, max_length=32)),
+                (
+                    "step",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="completions",
+                        to="labeling.steplabel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['step', 'index'],
+                "ordering": ["step", "index"],
             },
         ),
         migrations.AddIndex(
-            model_name='solution',
-            index=models.Index(fields=['batch', 'completed_count', 'id'], name='solution_queue_idx'),
+            model_name="solution",
+            index=models.Index(
+                fields=["batch", "completed_count", "id"], name="solution_queue_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='labeling',
-            index=models.Index(fields=['labeler', 'status'], name='labeling_labeler_status_idx'),
+            model_name="labeling",
+            index=models.Index(fields=["labeler", "status"], name="labeling_labeler_status_idx"),
         ),
         migrations.AddIndex(
-            model_name='labeling',
-            index=models.Index(fields=['solution', 'status'], name='labeling_solution_status_idx'),
+            model_name="labeling",
+            index=models.Index(fields=["solution", "status"], name="labeling_solution_status_idx"),
         ),
         migrations.AddIndex(
-            model_name='labeling',
-            index=models.Index(condition=models.Q(('status', 'in_progress')), fields=['lease_expires_at'], name='labeling_open_lease_idx'),
+            model_name="labeling",
+            index=models.Index(
+                condition=models.Q(("status", "in_progress")),
+                fields=["lease_expires_at"],
+                name="labeling_open_lease_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='labeling',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'in_progress')), fields=('solution', 'labeler'), name='one_open_labeling_per_labeler_and_solution'),
+            model_name="labeling",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "in_progress")),
+                fields=("solution", "labeler"),
+                name="one_open_labeling_per_labeler_and_solution",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='steplabel',
-            constraint=models.UniqueConstraint(fields=('labeling', 'index'), name='one_step_label_per_index'),
+            model_name="steplabel",
+            constraint=models.UniqueConstraint(
+                fields=("labeling", "index"), name="one_step_label_per_index"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='completion',
-            constraint=models.UniqueConstraint(fields=('step', 'index'), name='one_completion_per_index'),
+            model_name="completion",
+            constraint=models.UniqueConstraint(
+                fields=("step", "index"), name="one_completion_per_index"
+            ),
         ),
     ]

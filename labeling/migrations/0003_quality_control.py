@@ -12,264 +12,464 @@ def activate_existing_labelers(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('labeling', '0002_roles'),
+        ("labeling", "0002_roles"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='batch',
-            name='gold_rate',
-            field=models.FloatField(blank=True, help_text='Share of claims served a gold solution (0 to 1).', null=True),
+            model_name="batch",
+            name="gold_rate",
+            field=models.FloatField(
+                blank=True, help_text="Share of claims served a gold solution (0 to 1).", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='batch',
-            name='lease_seconds_max',
+            model_name="batch",
+            name="lease_seconds_max",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='batch',
-            name='lease_seconds_min',
+            model_name="batch",
+            name="lease_seconds_min",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='agree_steps_compared',
+            model_name="labeler",
+            name="agree_steps_compared",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='agree_steps_same',
+            model_name="labeler",
+            name="agree_steps_same",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='claims_since_gold',
+            model_name="labeler",
+            name="claims_since_gold",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='gold_first_error_match',
+            model_name="labeler",
+            name="gold_first_error_match",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='gold_first_error_total',
+            model_name="labeler",
+            name="gold_first_error_total",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='gold_labelings',
+            model_name="labeler",
+            name="gold_labelings",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='gold_steps',
+            model_name="labeler",
+            name="gold_steps",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='gold_steps_binary',
+            model_name="labeler",
+            name="gold_steps_binary",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='gold_steps_exact',
+            model_name="labeler",
+            name="gold_steps_exact",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='gold_window_start',
+            model_name="labeler",
+            name="gold_window_start",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='screening_done_at',
+            model_name="labeler",
+            name="screening_done_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='screening_passed',
+            model_name="labeler",
+            name="screening_passed",
             field=models.BooleanField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='screening_score',
+            model_name="labeler",
+            name="screening_score",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='state',
-            field=models.CharField(choices=[('screening', 'screening'), ('active', 'active'), ('paused', 'paused'), ('rejected', 'rejected')], default='screening', max_length=16),
+            model_name="labeler",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("screening", "screening"),
+                    ("active", "active"),
+                    ("paused", "paused"),
+                    ("rejected", "rejected"),
+                ],
+                default="screening",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='state_changed_at',
+            model_name="labeler",
+            name="state_changed_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='state_changed_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="labeler",
+            name="state_changed_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='labeler',
-            name='state_reason',
+            model_name="labeler",
+            name="state_reason",
             field=models.CharField(blank=True, max_length=300),
         ),
         migrations.CreateModel(
-            name='Adjudication',
+            name="Adjudication",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ratings', models.JSONField(help_text='Final rating per step, stopping at the first -1.')),
-                ('note', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('lead', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('solution', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='adjudication', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "ratings",
+                    models.JSONField(help_text="Final rating per step, stopping at the first -1."),
+                ),
+                ("note", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "lead",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "solution",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="adjudication",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='BatchAgreement',
+            name="BatchAgreement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('coincidence', models.JSONField(default=dict)),
-                ('solutions', models.PositiveIntegerField(default=0)),
-                ('flagged', models.PositiveIntegerField(default=0)),
-                ('pairs', models.PositiveIntegerField(default=0)),
-                ('pairs_same', models.PositiveIntegerField(default=0)),
-                ('first_error_pairs', models.PositiveIntegerField(default=0)),
-                ('first_error_same', models.PositiveIntegerField(default=0)),
-                ('batch', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='agreement', to='labeling.batch')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("coincidence", models.JSONField(default=dict)),
+                ("solutions", models.PositiveIntegerField(default=0)),
+                ("flagged", models.PositiveIntegerField(default=0)),
+                ("pairs", models.PositiveIntegerField(default=0)),
+                ("pairs_same", models.PositiveIntegerField(default=0)),
+                ("first_error_pairs", models.PositiveIntegerField(default=0)),
+                ("first_error_same", models.PositiveIntegerField(default=0)),
+                (
+                    "batch",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="agreement",
+                        to="labeling.batch",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='GoldLabel',
+            name="GoldLabel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ratings', models.JSONField(help_text='Reference rating per step, stopping at the first -1.')),
-                ('first_error', models.SmallIntegerField(blank=True, null=True)),
-                ('source', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('solution', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='gold', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "ratings",
+                    models.JSONField(
+                        help_text="Reference rating per step, stopping at the first -1."
+                    ),
+                ),
+                ("first_error", models.SmallIntegerField(blank=True, null=True)),
+                ("source", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "solution",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="gold",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Guidelines',
+            name="Guidelines",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.PositiveIntegerField(unique=True)),
-                ('text', models.TextField(help_text="Plain text: '# ' headings, '- ' bullets, $LaTeX$.")),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.PositiveIntegerField(unique=True)),
+                (
+                    "text",
+                    models.TextField(help_text="Plain text: '# ' headings, '- ' bullets, $LaTeX$."),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'guidelines',
-                'ordering': ['-version'],
+                "verbose_name_plural": "guidelines",
+                "ordering": ["-version"],
             },
         ),
         migrations.CreateModel(
-            name='BatchHourStats',
+            name="BatchHourStats",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('labelings', models.PositiveIntegerField(default=0)),
-                ('surplus', models.PositiveIntegerField(default=0)),
-                ('steps', models.PositiveIntegerField(default=0)),
-                ('time_ms', models.BigIntegerField(default=0)),
-                ('pos', models.PositiveIntegerField(default=0)),
-                ('neu', models.PositiveIntegerField(default=0)),
-                ('neg', models.PositiveIntegerField(default=0)),
-                ('flagged', models.PositiveIntegerField(default=0)),
-                ('fin_solution', models.PositiveIntegerField(default=0)),
-                ('fin_found_error', models.PositiveIntegerField(default=0)),
-                ('fin_give_up', models.PositiveIntegerField(default=0)),
-                ('fin_bad_problem', models.PositiveIntegerField(default=0)),
-                ('solutions_done', models.IntegerField(default=0)),
-                ('hour', models.DateTimeField()),
-                ('batch', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='hour_stats', to='labeling.batch')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("labelings", models.PositiveIntegerField(default=0)),
+                ("surplus", models.PositiveIntegerField(default=0)),
+                ("steps", models.PositiveIntegerField(default=0)),
+                ("time_ms", models.BigIntegerField(default=0)),
+                ("pos", models.PositiveIntegerField(default=0)),
+                ("neu", models.PositiveIntegerField(default=0)),
+                ("neg", models.PositiveIntegerField(default=0)),
+                ("flagged", models.PositiveIntegerField(default=0)),
+                ("fin_solution", models.PositiveIntegerField(default=0)),
+                ("fin_found_error", models.PositiveIntegerField(default=0)),
+                ("fin_give_up", models.PositiveIntegerField(default=0)),
+                ("fin_bad_problem", models.PositiveIntegerField(default=0)),
+                ("solutions_done", models.IntegerField(default=0)),
+                ("hour", models.DateTimeField()),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="hour_stats",
+                        to="labeling.batch",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('batch', 'hour'), name='one_stats_row_per_batch_hour')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("batch", "hour"), name="one_stats_row_per_batch_hour"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='BatchLabelerStats',
+            name="BatchLabelerStats",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('labelings', models.PositiveIntegerField(default=0)),
-                ('surplus', models.PositiveIntegerField(default=0)),
-                ('steps', models.PositiveIntegerField(default=0)),
-                ('time_ms', models.BigIntegerField(default=0)),
-                ('pos', models.PositiveIntegerField(default=0)),
-                ('neu', models.PositiveIntegerField(default=0)),
-                ('neg', models.PositiveIntegerField(default=0)),
-                ('flagged', models.PositiveIntegerField(default=0)),
-                ('fin_solution', models.PositiveIntegerField(default=0)),
-                ('fin_found_error', models.PositiveIntegerField(default=0)),
-                ('fin_give_up', models.PositiveIntegerField(default=0)),
-                ('fin_bad_problem', models.PositiveIntegerField(default=0)),
-                ('solutions_done', models.IntegerField(default=0)),
-                ('last_finished_at', models.DateTimeField(blank=True, null=True)),
-                ('batch', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='labeler_stats', to='labeling.batch')),
-                ('labeler', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("labelings", models.PositiveIntegerField(default=0)),
+                ("surplus", models.PositiveIntegerField(default=0)),
+                ("steps", models.PositiveIntegerField(default=0)),
+                ("time_ms", models.BigIntegerField(default=0)),
+                ("pos", models.PositiveIntegerField(default=0)),
+                ("neu", models.PositiveIntegerField(default=0)),
+                ("neg", models.PositiveIntegerField(default=0)),
+                ("flagged", models.PositiveIntegerField(default=0)),
+                ("fin_solution", models.PositiveIntegerField(default=0)),
+                ("fin_found_error", models.PositiveIntegerField(default=0)),
+                ("fin_give_up", models.PositiveIntegerField(default=0)),
+                ("fin_bad_problem", models.PositiveIntegerField(default=0)),
+                ("solutions_done", models.IntegerField(default=0)),
+                ("last_finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="labeler_stats",
+                        to="labeling.batch",
+                    ),
+                ),
+                (
+                    "labeler",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('batch', 'labeler'), name='one_stats_row_per_batch_labeler')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("batch", "labeler"), name="one_stats_row_per_batch_labeler"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='GoldResult',
+            name="GoldResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('is_screening', models.BooleanField(default=False)),
-                ('steps_compared', models.PositiveSmallIntegerField(default=0)),
-                ('steps_exact', models.PositiveSmallIntegerField(default=0)),
-                ('steps_binary', models.PositiveSmallIntegerField(default=0)),
-                ('first_error_match', models.BooleanField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('labeler', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='gold_results', to=settings.AUTH_USER_MODEL)),
-                ('labeling', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='gold_result', to='labeling.labeling')),
-                ('solution', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("is_screening", models.BooleanField(default=False)),
+                ("steps_compared", models.PositiveSmallIntegerField(default=0)),
+                ("steps_exact", models.PositiveSmallIntegerField(default=0)),
+                ("steps_binary", models.PositiveSmallIntegerField(default=0)),
+                ("first_error_match", models.BooleanField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "labeler",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="gold_results",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "labeling",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="gold_result",
+                        to="labeling.labeling",
+                    ),
+                ),
+                (
+                    "solution",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['labeler', '-created_at'], name='goldresult_labeler_idx')],
+                "indexes": [
+                    models.Index(fields=["labeler", "-created_at"], name="goldresult_labeler_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='PairAgreement',
+            name="PairAgreement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('solutions', models.PositiveIntegerField(default=0)),
-                ('steps_compared', models.PositiveIntegerField(default=0)),
-                ('steps_same', models.PositiveIntegerField(default=0)),
-                ('first_error_same', models.PositiveIntegerField(default=0)),
-                ('coincidence', models.JSONField(default=dict)),
-                ('labeler_a', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('labeler_b', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("solutions", models.PositiveIntegerField(default=0)),
+                ("steps_compared", models.PositiveIntegerField(default=0)),
+                ("steps_same", models.PositiveIntegerField(default=0)),
+                ("first_error_same", models.PositiveIntegerField(default=0)),
+                ("coincidence", models.JSONField(default=dict)),
+                (
+                    "labeler_a",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "labeler_b",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('labeler_a', 'labeler_b'), name='one_row_per_labeler_pair')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("labeler_a", "labeler_b"), name="one_row_per_labeler_pair"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SolutionAgreement',
+            name="SolutionAgreement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('labelings', models.PositiveSmallIntegerField(default=0)),
-                ('steps_compared', models.PositiveSmallIntegerField(default=0)),
-                ('alpha', models.FloatField(blank=True, null=True)),
-                ('raw', models.FloatField(blank=True, null=True)),
-                ('first_error_agree', models.BooleanField(default=True)),
-                ('needs_adjudication', models.BooleanField(default=False)),
-                ('contribution', models.JSONField(default=dict)),
-                ('computed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('batch', models.ForeignKey(null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='labeling.batch')),
-                ('solution', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='agreement', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("labelings", models.PositiveSmallIntegerField(default=0)),
+                ("steps_compared", models.PositiveSmallIntegerField(default=0)),
+                ("alpha", models.FloatField(blank=True, null=True)),
+                ("raw", models.FloatField(blank=True, null=True)),
+                ("first_error_agree", models.BooleanField(default=True)),
+                ("needs_adjudication", models.BooleanField(default=False)),
+                ("contribution", models.JSONField(default=dict)),
+                ("computed_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="labeling.batch",
+                    ),
+                ),
+                (
+                    "solution",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="agreement",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('needs_adjudication', True)), fields=['batch', 'computed_at'], name='agreement_adjudication_idx')],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("needs_adjudication", True)),
+                        fields=["batch", "computed_at"],
+                        name="agreement_adjudication_idx",
+                    )
+                ],
             },
         ),
         migrations.RunPython(activate_existing_labelers, migrations.RunPython.noop),

@@ -4,14 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('labeling', '0003_quality_control'),
+        ("labeling", "0003_quality_control"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='solution',
-            index=models.Index(condition=models.Q(('is_quality_control', True)), fields=['is_screening', 'completed_count', 'id'], name='solution_gold_idx'),
+            model_name="solution",
+            index=models.Index(
+                condition=models.Q(("is_quality_control", True)),
+                fields=["is_screening", "completed_count", "id"],
+                name="solution_gold_idx",
+            ),
         ),
     ]

@@ -7,38 +7,86 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('labeling', '0004_gold_pool_index'),
+        ("labeling", "0004_gold_pool_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Snapshot',
+            name="Snapshot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('format', models.CharField(choices=[('prm800k', 'PRM800K JSONL (release format)'), ('stepwise_jsonl', 'stepwise supervision, JSONL'), ('stepwise_parquet', 'stepwise supervision, Parquet')], default='prm800k', max_length=24)),
-                ('filters', models.JSONField(blank=True, default=dict)),
-                ('options', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('pending', 'waiting for a worker'), ('running', 'writing'), ('done', 'done'), ('failed', 'failed')], default='pending', max_length=8)),
-                ('total', models.PositiveIntegerField(blank=True, help_text='Labelings to export.', null=True)),
-                ('processed', models.PositiveIntegerField(default=0)),
-                ('row_count', models.PositiveIntegerField(blank=True, null=True)),
-                ('step_label_count', models.PositiveIntegerField(blank=True, null=True)),
-                ('size_bytes', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('sha256', models.CharField(blank=True, max_length=64)),
-                ('file_path', models.CharField(blank=True, help_text='Relative to MEDIA_ROOT.', max_length=500)),
-                ('error', models.TextField(blank=True)),
-                ('cutoff_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='snapshots', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "format",
+                    models.CharField(
+                        choices=[
+                            ("prm800k", "PRM800K JSONL (release format)"),
+                            ("stepwise_jsonl", "stepwise supervision, JSONL"),
+                            ("stepwise_parquet", "stepwise supervision, Parquet"),
+                        ],
+                        default="prm800k",
+                        max_length=24,
+                    ),
+                ),
+                ("filters", models.JSONField(blank=True, default=dict)),
+                ("options", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "waiting for a worker"),
+                            ("running", "writing"),
+                            ("done", "done"),
+                            ("failed", "failed"),
+                        ],
+                        default="pending",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "total",
+                    models.PositiveIntegerField(
+                        blank=True, help_text="Labelings to export.", null=True
+                    ),
+                ),
+                ("processed", models.PositiveIntegerField(default=0)),
+                ("row_count", models.PositiveIntegerField(blank=True, null=True)),
+                ("step_label_count", models.PositiveIntegerField(blank=True, null=True)),
+                ("size_bytes", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("sha256", models.CharField(blank=True, max_length=64)),
+                (
+                    "file_path",
+                    models.CharField(
+                        blank=True, help_text="Relative to MEDIA_ROOT.", max_length=500
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("cutoff_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="snapshots",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
     ]

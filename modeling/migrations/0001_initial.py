@@ -7,80 +7,168 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('labeling', '0002_roles'),
+        ("labeling", "0002_roles"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TrainingRun',
+            name="TrainingRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('succeeded', 'succeeded'), ('failed', 'failed'), ('cancelled', 'cancelled')], db_index=True, default='queued', max_length=16)),
-                ('config', models.JSONField(default=dict, help_text='The effective TrainConfig.')),
-                ('dataset_version', models.CharField(blank=True, help_text='sha256 of the training data.', max_length=64)),
-                ('dataset_description', models.JSONField(blank=True, default=dict, help_text='Filters and counts of the data.')),
-                ('phase', models.CharField(blank=True, max_length=32)),
-                ('step', models.PositiveIntegerField(default=0)),
-                ('total_steps', models.PositiveIntegerField(default=0)),
-                ('loss_curve', models.JSONField(blank=True, default=list, help_text='[[step, loss], ...]')),
-                ('metrics', models.JSONField(blank=True, default=dict)),
-                ('output_dir', models.CharField(blank=True, max_length=500)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(blank=True, max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("config", models.JSONField(default=dict, help_text="The effective TrainConfig.")),
+                (
+                    "dataset_version",
+                    models.CharField(
+                        blank=True, help_text="sha256 of the training data.", max_length=64
+                    ),
+                ),
+                (
+                    "dataset_description",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="Filters and counts of the data."
+                    ),
+                ),
+                ("phase", models.CharField(blank=True, max_length=32)),
+                ("step", models.PositiveIntegerField(default=0)),
+                ("total_steps", models.PositiveIntegerField(default=0)),
+                (
+                    "loss_curve",
+                    models.JSONField(blank=True, default=list, help_text="[[step, loss], ...]"),
+                ),
+                ("metrics", models.JSONField(blank=True, default=dict)),
+                ("output_dir", models.CharField(blank=True, max_length=500)),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ModelVersion',
+            name="ModelVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('backbone', models.CharField(max_length=300)),
-                ('artifact_path', models.CharField(max_length=500)),
-                ('dataset_version', models.CharField(blank=True, max_length=64)),
-                ('metrics', models.JSONField(blank=True, default=dict)),
-                ('passed_evaluation', models.BooleanField(default=False)),
-                ('is_active', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('activated_at', models.DateTimeField(blank=True, null=True)),
-                ('run', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='model_version', to='modeling.trainingrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("backbone", models.CharField(max_length=300)),
+                ("artifact_path", models.CharField(max_length=500)),
+                ("dataset_version", models.CharField(blank=True, max_length=64)),
+                ("metrics", models.JSONField(blank=True, default=dict)),
+                ("passed_evaluation", models.BooleanField(default=False)),
+                ("is_active", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("activated_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "run",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="model_version",
+                        to="modeling.trainingrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='SolutionScore',
+            name="SolutionScore",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('score', models.FloatField(help_text="Product over steps of P(+1) + P(0), the paper's best.")),
-                ('min_step_score', models.FloatField(blank=True, null=True)),
-                ('step_probs', models.JSONField(help_text='Per step [P(-1), P(0), P(+1)].')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('model_version', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='scores', to='modeling.modelversion')),
-                ('solution', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='scores', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "score",
+                    models.FloatField(
+                        help_text="Product over steps of P(+1) + P(0), the paper's best."
+                    ),
+                ),
+                ("min_step_score", models.FloatField(blank=True, null=True)),
+                ("step_probs", models.JSONField(help_text="Per step [P(-1), P(0), P(+1)].")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "model_version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="scores",
+                        to="modeling.modelversion",
+                    ),
+                ),
+                (
+                    "solution",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="scores",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['model_version', '-score'], name='score_rank_idx')],
-                'constraints': [models.UniqueConstraint(fields=('solution', 'model_version'), name='one_score_per_model')],
+                "indexes": [
+                    models.Index(fields=["model_version", "-score"], name="score_rank_idx")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("solution", "model_version"), name="one_score_per_model"
+                    )
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='modelversion',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_active', True)), fields=('is_active',), name='one_active_model'),
+            model_name="modelversion",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_active", True)),
+                fields=("is_active",),
+                name="one_active_model",
+            ),
         ),
     ]

@@ -7,67 +7,230 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('labeling', '0002_roles'),
-        ('modeling', '0001_initial'),
+        ("labeling", "0002_roles"),
+        ("modeling", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='GenerationRun',
+            name="GenerationRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('generation', models.IntegerField(help_text='The generation number this run prepares.', unique=True)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('succeeded', 'succeeded'), ('failed', 'failed'), ('cancelled', 'cancelled')], db_index=True, default='queued', max_length=16)),
-                ('current_step', models.CharField(choices=[('retrain', 'retrain on all labels'), ('score', 'score the pool'), ('select', 'select solutions'), ('enqueue', 'enqueue the batch'), ('done', 'done')], default='retrain', max_length=16)),
-                ('steps', models.JSONField(blank=True, default=dict, help_text='Per step: status, progress, timings, detail.')),
-                ('params', models.JSONField(blank=True, default=dict, help_text='Selection and training parameters.')),
-                ('trigger', models.CharField(choices=[('page', 'page'), ('api', 'API'), ('cli', 'command line'), ('auto', 'labeled to the set fraction')], default='page', max_length=8)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('batch', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='generation_run', to='labeling.batch')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('model_version', models.ForeignKey(blank=True, help_text='The model whose scores chose this generation (pinned when scoring starts).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='modeling.modelversion')),
-                ('training_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='modeling.trainingrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "generation",
+                    models.IntegerField(
+                        help_text="The generation number this run prepares.", unique=True
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "current_step",
+                    models.CharField(
+                        choices=[
+                            ("retrain", "retrain on all labels"),
+                            ("score", "score the pool"),
+                            ("select", "select solutions"),
+                            ("enqueue", "enqueue the batch"),
+                            ("done", "done"),
+                        ],
+                        default="retrain",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "steps",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="Per step: status, progress, timings, detail.",
+                    ),
+                ),
+                (
+                    "params",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="Selection and training parameters."
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.CharField(
+                        choices=[
+                            ("page", "page"),
+                            ("api", "API"),
+                            ("cli", "command line"),
+                            ("auto", "labeled to the set fraction"),
+                        ],
+                        default="page",
+                        max_length=8,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "batch",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="generation_run",
+                        to="labeling.batch",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "model_version",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The model whose scores chose this generation (pinned when scoring starts).",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="modeling.modelversion",
+                    ),
+                ),
+                (
+                    "training_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="modeling.trainingrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-generation'],
+                "ordering": ["-generation"],
             },
         ),
         migrations.CreateModel(
-            name='PoolEntry',
+            name="PoolEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('extracted_answer', models.TextField(blank=True, help_text='What grading read as the final answer.', null=True)),
-                ('source', models.CharField(blank=True, help_text='The file it came from.', max_length=500)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('solution', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='pool_entry', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "extracted_answer",
+                    models.TextField(
+                        blank=True, help_text="What grading read as the final answer.", null=True
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        blank=True, help_text="The file it came from.", max_length=500
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "solution",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="pool_entry",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'pool entries',
+                "verbose_name_plural": "pool entries",
             },
         ),
         migrations.CreateModel(
-            name='SelectionReason',
+            name="SelectionReason",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('score', models.FloatField()),
-                ('rank', models.PositiveIntegerField()),
-                ('rule', models.CharField(help_text='convincing_wrong, convincing or uniform.', max_length=32)),
-                ('correct', models.BooleanField(blank=True, help_text='The graded answer when selected.', null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('generation_run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='selections', to='modeling.generationrun')),
-                ('model_version', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='modeling.modelversion')),
-                ('solution', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='selection_reasons', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("score", models.FloatField()),
+                ("rank", models.PositiveIntegerField()),
+                (
+                    "rule",
+                    models.CharField(
+                        help_text="convincing_wrong, convincing or uniform.", max_length=32
+                    ),
+                ),
+                (
+                    "correct",
+                    models.BooleanField(
+                        blank=True, help_text="The graded answer when selected.", null=True
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "generation_run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="selections",
+                        to="modeling.generationrun",
+                    ),
+                ),
+                (
+                    "model_version",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="modeling.modelversion",
+                    ),
+                ),
+                (
+                    "solution",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="selection_reasons",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['generation_run', 'rank'],
-                'constraints': [models.UniqueConstraint(fields=('generation_run', 'solution'), name='one_reason_per_run'), models.UniqueConstraint(fields=('generation_run', 'rank'), name='one_rank_per_run')],
+                "ordering": ["generation_run", "rank"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("generation_run", "solution"), name="one_reason_per_run"
+                    ),
+                    models.UniqueConstraint(
+                        fields=("generation_run", "rank"), name="one_rank_per_run"
+                    ),
+                ],
             },
         ),
     ]

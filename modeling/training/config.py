@@ -72,13 +72,22 @@ class TrainConfig:
             raise ValueError(f"decay must be one of {DECAYS}, not {self.decay!r}")
         if self.bf16 not in ("auto", "true", "false"):
             raise ValueError(f"bf16 must be auto, true or false, not {self.bf16!r}")
-        positive = {"lr": self.lr, "epochs": self.epochs, "batch_tokens": self.batch_tokens,
-                    "grad_accum": self.grad_accum, "max_length": self.max_length,
-                    "checkpoint_every": self.checkpoint_every, "lora_r": self.lora_r}  # fmt: skip
+        positive = {
+            "lr": self.lr,
+            "epochs": self.epochs,
+            "batch_tokens": self.batch_tokens,
+            "grad_accum": self.grad_accum,
+            "max_length": self.max_length,
+            "checkpoint_every": self.checkpoint_every,
+            "lora_r": self.lora_r,
+        }
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"{name} must be positive, not {value!r}")
-        for name, value in (("max_steps", self.max_steps), ("backbone_layers", self.backbone_layers)):
+        for name, value in (
+            ("max_steps", self.max_steps),
+            ("backbone_layers", self.backbone_layers),
+        ):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1 (or unset), not {value!r}")
         if not 0 <= self.warmup_ratio < 1:

@@ -258,10 +258,19 @@ FEATURES_FILE = "features.pt"
 def features_key(config: TrainConfig, rows: Sequence[Row], batches: Sequence[Sequence[int]]) -> str:
     """What the cached features depend on: the backbone and the exact token rows and batches."""
     digest = hashlib.sha256(
-        json.dumps([config.backbone, config.backbone_layers, config.max_length, config.batch_tokens]).encode()
+        json.dumps(
+            [config.backbone, config.backbone_layers, config.max_length, config.batch_tokens]
+        ).encode()
     )
     for row in rows:
-        for part in (row.input_ids, row.position_ids, row.segment, row.visible, row.ends, row.labels):
+        for part in (
+            row.input_ids,
+            row.position_ids,
+            row.segment,
+            row.visible,
+            row.ends,
+            row.labels,
+        ):
             digest.update(array("q", part).tobytes())
     digest.update(json.dumps([list(b) for b in batches]).encode())
     return digest.hexdigest()
@@ -274,7 +283,9 @@ def save_features(out: Path, key: str, cached: list[tuple[torch.Tensor, torch.Te
     tmp.replace(out / FEATURES_FILE)
 
 
-def load_features(out: Path, key: str, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+def load_features(
+    out: Path, key: str, device: torch.device
+) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     path = out / FEATURES_FILE
     if not path.exists():
         return None

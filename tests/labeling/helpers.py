@@ -7,7 +7,10 @@ from labeling.models import Labeling
 def label(labeling: Labeling, ratings: list[int], *, elapsed_ms: int = 1000) -> Labeling:
     for step, rating in enumerate(ratings):
         labeling = services.rate_step(
-            labeling_id=labeling.pk, user=labeling.labeler, step_index=step, rating=rating,
+            labeling_id=labeling.pk,
+            user=labeling.labeler,
+            step_index=step,
+            rating=rating,
             elapsed_ms=elapsed_ms,
         )
     labeling.refresh_from_db()

@@ -54,35 +54,45 @@ def test_agreement_is_computed_only_once_a_solution_has_its_n(labeler):
     assert not SolutionAgreement.objects.filter(solution=solution).exists()
 
 
-def test_a_lead_adjudicates_side_by_side_and_the_final_is_audited(client, disputed, lead, labeler, labeler2):
+def test_a_lead_adjudicates_side_by_side_and_the_final_is_audited(
+    client, disputed, lead, labeler, labeler2
+):
     client.force_login(lead)
     page = client.get(reverse("labeling:adjudicate", args=[disputed.pk])).content.decode()
     assert "lena" in page and "lars" in page and page.count('name="rating"') == 3
-    response = client.post(reverse("labeling:adjudicate", args=[disputed.pk]), {"rating": ["1", "0", "1"]})
+    response = client.post(
+        reverse("labeling:adjudicate", args=[disputed.pk]), {"rating": ["1", "0", "1"]}
+    )
     assert response.status_code == 302
     assert Adjudication.objects.get(solution=disputed).ratings == [1, 0, 1]
     final = selectors.final_step_ratings(disputed)
     assert (final.ratings, final.source) == ([1, 0, 1], "adjudication")
     assert not SolutionAgreement.objects.get(solution=disputed).needs_adjudication
     events = RatingEvent.objects.filter(reason="adjudication")
-    by_labeler = {(e.labeling.labeler.username, e.step_index, e.old_rating, e.new_rating) for e in events}
+    by_labeler = {
+        (e.labeling.labeler.username, e.step_index, e.old_rating, e.new_rating) for e in events
+    }
     assert ("lena", 1, 1, 0) in by_labeler
     assert ("lars", 1, -1, 0) in by_labeler and ("lars", 2, None, 1) in by_labeler
     assert all(e.actor == lead for e in events)
     # the labelers' own ratings are untouched
-    assert selectors.labeling_step_ratings(
-        [Labeling.objects.get(labeler=labeler2).pk]
-    ) == {Labeling.objects.get(labeler=labeler2).pk: [1, -1]}
+    assert selectors.labeling_step_ratings([Labeling.objects.get(labeler=labeler2).pk]) == {
+        Labeling.objects.get(labeler=labeler2).pk: [1, -1]
+    }
 
 
 def test_an_adjudication_with_steps_after_a_minus_one_is_refused(client, disputed, lead):
     client.force_login(lead)
-    response = client.post(reverse("labeling:adjudicate", args=[disputed.pk]), {"rating": ["-1", "1", "1"]})
+    response = client.post(
+        reverse("labeling:adjudicate", args=[disputed.pk]), {"rating": ["-1", "1", "1"]}
+    )
     assert response.status_code == 400
     assert not Adjudication.objects.exists()
 
 
-def test_final_ratings_single_labeling_and_majority_with_ties_taking_the_lower(labeler, labeler2, lead):
+def test_final_ratings_single_labeling_and_majority_with_ties_taking_the_lower(
+    labeler, labeler2, lead
+):
     single = make_solution(make_batch(overlap=1, gold_rate=0))
     claim_and_label(labeler, [1, 0, 1])
     assert selectors.final_step_ratings(single).ratings == [1, 0, 1]
@@ -113,7 +123,9 @@ def test_history_shows_every_change_and_only_leads_read_it(client, lead, labeler
     assert client.get(reverse("labeling:labeling_history", args=[labeling.pk])).status_code == 403
     client.force_login(lead)
     page = client.get(reverse("labeling:labeling_history", args=[labeling.pk])).content.decode()
-    assert "edited by the labeler" in page and "undone" in page and solution.problem.text[:20] in page
+    assert (
+        "edited by the labeler" in page and "undone" in page and solution.problem.text[:20] in page
+    )
 
 
 def test_an_edit_cannot_move_a_minus_one(labeler):

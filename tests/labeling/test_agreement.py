@@ -12,16 +12,20 @@ from labeling.agreement import (
 
 N = None
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", 4 coders x 12 units.
-TEXTBOOK = list(zip(
-    [1, 2, 3, 3, 2, 1, 4, 1, 2, N, N, N],
-    [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, N, 3],
-    [N, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, N],
-    [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, N],
-    strict=True,
-))
+TEXTBOOK = list(
+    zip(
+        [1, 2, 3, 3, 2, 1, 4, 1, 2, N, N, N],
+        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, N, 3],
+        [N, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, N],
+        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, N],
+        strict=True,
+    )
+)
 
 
-@pytest.mark.parametrize("metric, expected", [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849)])
+@pytest.mark.parametrize(
+    "metric, expected", [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849)]
+)
 def test_alpha_matches_krippendorffs_published_example(metric, expected):
     assert krippendorff_alpha(TEXTBOOK, metric) == pytest.approx(expected, abs=5e-4)
 
@@ -43,7 +47,9 @@ def test_alpha_is_zero_when_disagreement_equals_chance_and_one_when_all_agree():
 def test_coincidence_matrices_add_up_to_the_alpha_of_all_units():
     first, second = TEXTBOOK[:6], TEXTBOOK[6:]
     total = add_coincidence(coincidence(first), coincidence(second))
-    assert alpha_from_coincidence(total, "ordinal") == pytest.approx(krippendorff_alpha(TEXTBOOK, "ordinal"))
+    assert alpha_from_coincidence(total, "ordinal") == pytest.approx(
+        krippendorff_alpha(TEXTBOOK, "ordinal")
+    )
     back = add_coincidence(total, coincidence(second), sign=-1)
     assert alpha_from_coincidence(back) == pytest.approx(krippendorff_alpha(first))
 

@@ -66,7 +66,12 @@ def test_labelers_and_outsiders_cannot_read_problems_or_import(labeler, outsider
         client = api_client_for(user)
         assert client.get("/api/problems/").status_code == 403
         upload = _upload("x.jsonl", b"{}\n")
-        assert client.post("/api/solutions/import-prm800k/", {"file": upload}, format="multipart").status_code == 403
+        assert (
+            client.post(
+                "/api/solutions/import-prm800k/", {"file": upload}, format="multipart"
+            ).status_code
+            == 403
+        )
     assert api_client_for(outsider).get("/api/labelings/").status_code == 403
 
 
@@ -85,10 +90,14 @@ def test_cursor_pagination_walks_every_row(api, samples):
 
 def test_filters(api, samples):
     assert len(api.get("/api/labelings/?finish_reason=give_up").json()["results"]) == 1
-    assert [row["generation"] for row in api.get("/api/solutions/?generation=6").json()["results"]] == [6]
+    assert [
+        row["generation"] for row in api.get("/api/solutions/?generation=6").json()["results"]
+    ] == [6]
     batch = Batch.objects.get(generation=6)
     assert len(api.get(f"/api/labelings/?batch={batch.pk}").json()["results"]) == 1
-    assert api.get("/api/batches/?generation=6").json()["results"][0]["name"] == "PRM800K generation 6"
+    assert (
+        api.get("/api/batches/?generation=6").json()["results"][0]["name"] == "PRM800K generation 6"
+    )
 
 
 def test_labeling_detail_has_steps_and_completions(api, samples):
@@ -101,9 +110,13 @@ def test_labeling_detail_has_steps_and_completions(api, samples):
 # --- uploads ----------------------------------------------------------------------------------
 
 
-def test_prm800k_upload_imports_and_round_trips_through_the_api(api, shared_data, media_root, eager_tasks):
+def test_prm800k_upload_imports_and_round_trips_through_the_api(
+    api, shared_data, media_root, eager_tasks
+):
     content = (shared_data / "prm800k" / "samples.jsonl").read_bytes()
-    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("s.jsonl", content)}, format="multipart")
+    response = api.post(
+        "/api/solutions/import-prm800k/", {"file": _upload("s.jsonl", content)}, format="multipart"
+    )
     assert response.status_code == 201, response.json()
     assert response.json()["created"]["labelings"] == 6
     with eager_tasks():
@@ -142,25 +155,39 @@ def test_bad_upload_names_every_bad_line_and_writes_nothing(api, shared_data):
     lines[4] = lines[4][:-3]
     response = api.post(
         "/api/solutions/import-prm800k/",
-        {"file": _upload("bad.jsonl", ("\n".join(lines) + "\n").encode())}, format="multipart",
+        {"file": _upload("bad.jsonl", ("\n".join(lines) + "\n").encode())},
+        format="multipart",
     )
     assert response.status_code == 400
     body = response.json()
     assert "nothing was imported" in body["detail"]
     assert [(e["line"], e["field"]) for e in body["errors"]] == [
-        (3, "label.steps[0].completions[0].rating"), (5, "line")
+        (3, "label.steps[0].completions[0].rating"),
+        (5, "line"),
     ]
     assert Labeling.objects.count() == 0 and Problem.objects.count() == 0
 
 
 def test_sample_upload_into_a_batch(api):
     content = (
-        json.dumps({"problem": "2+2?", "ground_truth_answer": "4", "steps": ["2+2=4.", "# Answer\n\n4"], "answer": "4"})
+        json.dumps(
+            {
+                "problem": "2+2?",
+                "ground_truth_answer": "4",
+                "steps": ["2+2=4.", "# Answer\n\n4"],
+                "answer": "4",
+            }
+        )
         + "\n"
     ).encode()
     response = api.post(
         "/api/solutions/import-samples/",
-        {"file": _upload("samples.jsonl", content), "batch_name": "gen 2", "overlap": 3, "generation": 2},
+        {
+            "file": _upload("samples.jsonl", content),
+            "batch_name": "gen 2",
+            "overlap": 3,
+            "generation": 2,
+        },
         format="multipart",
     )
     assert response.status_code == 201 and response.json()["created"]["solutions"] == 1
@@ -171,23 +198,34 @@ def test_sample_upload_errors_name_line_and_field(api):
     content = b'{"problem": "p", "steps": ["ok"]}\n{"unique_id": "nope/1.json", "steps": ["x"]}\n'
     response = api.post(
         "/api/solutions/import-samples/",
-        {"file": _upload("s.jsonl", content), "batch_name": "b"}, format="multipart",
+        {"file": _upload("s.jsonl", content), "batch_name": "b"},
+        format="multipart",
     )
     assert response.status_code == 400
-    assert response.json()["errors"] == [{"line": 2, "field": "unique_id", "message": "no problem 'nope/1.json'; import it first"}]
+    assert response.json()["errors"] == [
+        {"line": 2, "field": "unique_id", "message": "no problem 'nope/1.json'; import it first"}
+    ]
     assert not Batch.objects.filter(name="b").exists() and Problem.objects.count() == 0
 
 
 def test_bad_json_upload_names_line_and_column_like_the_command(api):
     content = b'{"problem": "1+1?"}\n{"problem": "2+2?\n'
-    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart")
+    response = api.post(
+        "/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart"
+    )
     assert response.status_code == 400
     assert response.json()["errors"][1] == {
-        "line": 2, "field": "line", "message": "not valid JSON: Unterminated string starting at column 13"
+        "line": 2,
+        "field": "line",
+        "message": "not valid JSON: Unterminated string starting at column 13",
     }
     pretty = _upload("p.jsonl", b'{\n  "problem": "1+1?"\n}\n')
     response = api.post("/api/solutions/import-prm800k/", {"file": pretty}, format="multipart")
-    assert response.status_code == 400 and "looks pretty-printed; one JSON object per line" in response.json()["errors"][0]["message"]
+    assert (
+        response.status_code == 400
+        and "looks pretty-printed; one JSON object per line"
+        in response.json()["errors"][0]["message"]
+    )
     assert Problem.objects.count() == 0
 
 
@@ -196,13 +234,19 @@ def test_bad_json_upload_names_line_and_column_like_the_command(api):
     [(b"", "empty"), (b"\n\n", "no records"), (b"\xff\xfe{}\n", "not UTF-8")],
 )
 def test_empty_blank_and_binary_uploads_are_400(api, content, message):
-    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart")
+    response = api.post(
+        "/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart"
+    )
     assert response.status_code == 400 and message in json.dumps(response.json())
 
 
 def test_huge_upload_is_refused(api, settings):
     settings.STEPWISE_UPLOAD_MAX_BYTES = 10
-    response = api.post("/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", b"{}" * 20)}, format="multipart")
+    response = api.post(
+        "/api/solutions/import-prm800k/",
+        {"file": _upload("f.jsonl", b"{}" * 20)},
+        format="multipart",
+    )
     assert response.status_code == 400 and "limit is 10" in response.json()["detail"]
 
 
@@ -242,8 +286,13 @@ def test_wrong_types_and_unknown_ids_are_400_naming_the_field(api, body, field):
 
 
 def test_unknown_and_malformed_ids_are_404(api):
-    for url in ("/api/snapshots/999/", "/api/snapshots/abc/", "/api/labelings/999/", "/api/problems/x/",
-                "/api/snapshots/999/download/"):
+    for url in (
+        "/api/snapshots/999/",
+        "/api/snapshots/abc/",
+        "/api/labelings/999/",
+        "/api/problems/x/",
+        "/api/snapshots/999/download/",
+    ):
         assert api.get(url).status_code == 404, url
 
 
@@ -262,7 +311,10 @@ def test_downloading_an_unfinished_snapshot_is_409(api):
 def test_snapshots_cannot_be_changed_or_deleted(api, samples):
     snapshot = Snapshot.objects.create(status=Snapshot.Status.DONE)
     for method in ("put", "patch", "delete"):
-        assert getattr(api, method)(f"/api/snapshots/{snapshot.pk}/", {}, format="json").status_code == 405
+        assert (
+            getattr(api, method)(f"/api/snapshots/{snapshot.pk}/", {}, format="json").status_code
+            == 405
+        )
 
 
 # --- OpenAPI ----------------------------------------------------------------------------------
@@ -278,7 +330,11 @@ def test_schema_is_valid_and_covers_every_endpoint(tmp_path):
     expected = {"/api/export/"}
     for prefix, _, _ in router.registry:
         expected |= {f"/api/{prefix}/", f"/api/{prefix}/{{id}}/"}
-    expected |= {"/api/solutions/import-samples/", "/api/solutions/import-prm800k/", "/api/snapshots/{id}/download/"}
+    expected |= {
+        "/api/solutions/import-samples/",
+        "/api/solutions/import-prm800k/",
+        "/api/snapshots/{id}/download/",
+    }
     assert expected <= paths, expected - paths
 
 
@@ -289,7 +345,12 @@ def test_docs_page_renders_from_our_static_files(client, researcher):
     html = page.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
     assert "cdn" not in html.lower() and "unpkg" not in html
-    assert client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").status_code == 200
+    assert (
+        client.get(
+            "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"
+        ).status_code
+        == 200
+    )
     schema = client.get(reverse("api-schema"))
     assert schema.status_code == 200
 

@@ -42,7 +42,12 @@ def test_a_labeler_cannot_open_object_lead_pages_or_change_states(client, labele
         reverse("labeling:adjudicate", args=[solution.pk]),
     ):
         assert client.get(url).status_code == 403, url
-    assert client.post(reverse("labeling:labeler_state", args=[labeler2.pk]), {"state": "paused"}).status_code == 403
+    assert (
+        client.post(
+            reverse("labeling:labeler_state", args=[labeler2.pk]), {"state": "paused"}
+        ).status_code
+        == 403
+    )
 
 
 def test_counters_follow_finishes_and_undo(labeler, labeler2):
@@ -63,7 +68,9 @@ def test_counters_follow_finishes_and_undo(labeler, labeler2):
     assert (hour.labelings, hour.solutions_done) == (2, 1)
 
 
-def test_batch_dashboard_shows_the_figures_and_htmx_gets_only_the_live_fragment(client, lead, labeler):
+def test_batch_dashboard_shows_the_figures_and_htmx_gets_only_the_live_fragment(
+    client, lead, labeler
+):
     batch = make_batch("Gen 7", overlap=1, gold_rate=0)
     make_solutions(batch, 4)
     claim_and_label(labeler, [1, 0, 1])
@@ -75,10 +82,14 @@ def test_batch_dashboard_shows_the_figures_and_htmx_gets_only_the_live_fragment(
     assert '<span class="kpi-value" id="kpi-done">2</span>' in page
     assert '<span class="kpi-value" id="kpi-progress">1</span>' in page
     assert "lena" in page
-    fragment = client.get(reverse("labeling:batch_dashboard", args=[batch.pk]), HTTP_HX_REQUEST="true")
+    fragment = client.get(
+        reverse("labeling:batch_dashboard", args=[batch.pk]), HTTP_HX_REQUEST="true"
+    )
     body = fragment.content.decode()
     assert body.lstrip().startswith('<div id="live"') and "<html" not in body
-    data = json.loads(body.split('id="chart-data" type="application/json">')[1].split("</script>")[0])
+    data = json.loads(
+        body.split('id="chart-data" type="application/json">')[1].split("</script>")[0]
+    )
     assert data["ratings"] == [2, 1, 1] and data["finish"] == [1, 1, 0, 0]
     assert sum(h["labelings"] for h in data["hours"]) == 2
 
@@ -89,7 +100,9 @@ def _grow(batch, labelers, solutions):
         claim_and_label(user, [1, 1, 1])
 
 
-def test_dashboard_query_count_does_not_grow_with_labels(client, lead, django_assert_max_num_queries):
+def test_dashboard_query_count_does_not_grow_with_labels(
+    client, lead, django_assert_max_num_queries
+):
     batch = make_batch(overlap=2, gold_rate=0)
     users = [make_user(f"q{i}", "labeler") for i in range(6)]
     _grow(batch, users, 6)
@@ -115,17 +128,31 @@ def test_queue_page_query_count_is_bounded(client, labeler, django_assert_max_nu
     assert page.status_code == 200 and "4 solutions, 12 steps rated" in page.content.decode()
 
 
-def test_a_lead_creates_a_batch_with_labelers_and_solutions_from_another_batch(client, lead, labeler):
+def test_a_lead_creates_a_batch_with_labelers_and_solutions_from_another_batch(
+    client, lead, labeler
+):
     source = make_batch("old", gold_rate=0)
     make_solutions(source, 5)
     started = services.claim_next(labeler, batch=source).solution  # a started one stays behind
     client.force_login(lead)
-    response = client.post(reverse("labeling:batch_new"), {
-        "name": "Gen 2", "generation": 2, "overlap": 3, "priority": 4, "is_active": "on",
-        "gold_rate": "0.2", "labelers": [labeler.pk], "take_from": source.pk, "take_limit": 3,
-    })
+    response = client.post(
+        reverse("labeling:batch_new"),
+        {
+            "name": "Gen 2",
+            "generation": 2,
+            "overlap": 3,
+            "priority": 4,
+            "is_active": "on",
+            "gold_rate": "0.2",
+            "labelers": [labeler.pk],
+            "take_from": source.pk,
+            "take_limit": 3,
+        },
+    )
     batch = Batch.objects.get(name="Gen 2")
-    assert response.status_code == 302 and response["Location"].endswith(f"/lead/batches/{batch.pk}/")
+    assert response.status_code == 302 and response["Location"].endswith(
+        f"/lead/batches/{batch.pk}/"
+    )
     assert (batch.overlap, batch.priority, batch.gold_rate, batch.created_by) == (3, 4, 0.2, lead)
     assert list(batch.labelers.all()) == [labeler]
     assert batch.solutions.count() == 3 and not batch.solutions.filter(pk=started.pk).exists()
@@ -140,17 +167,25 @@ def test_a_lead_uploads_samples_into_a_new_batch_and_edits_it(client, lead):
     upload = io.BytesIO("\n".join(lines).encode())
     upload.name = "samples.jsonl"
     client.force_login(lead)
-    client.post(reverse("labeling:batch_new"), {"name": "Uploaded", "overlap": 1, "priority": 0, "upload": upload})
+    client.post(
+        reverse("labeling:batch_new"),
+        {"name": "Uploaded", "overlap": 1, "priority": 0, "upload": upload},
+    )
     batch = Batch.objects.get(name="Uploaded")
     assert batch.solutions.count() == 4
-    client.post(reverse("labeling:batch_edit", args=[batch.pk]), {"name": "Uploaded", "overlap": 2, "priority": 9})
+    client.post(
+        reverse("labeling:batch_edit", args=[batch.pk]),
+        {"name": "Uploaded", "overlap": 2, "priority": 9},
+    )
     batch.refresh_from_db()
     assert (batch.overlap, batch.priority, batch.is_active) == (2, 9, False)
 
 
 def test_invalid_overlap_is_refused(client, lead):
     client.force_login(lead)
-    response = client.post(reverse("labeling:batch_new"), {"name": "bad", "overlap": 0, "priority": 0})
+    response = client.post(
+        reverse("labeling:batch_new"), {"name": "bad", "overlap": 0, "priority": 0}
+    )
     assert response.status_code == 200 and not Batch.objects.filter(name="bad").exists()
 
 
@@ -163,7 +198,9 @@ def test_guidelines_open_from_the_labeling_page_and_leads_edit_versions(client, 
     default = client.get(reverse("labeling:guidelines")).content.decode()
     assert "<h2>The three ratings</h2>" in default and "$|2x - 5| = 9$" in default
     client.force_login(lead)
-    client.post(reverse("labeling:guidelines_edit"), {"text": "# Rules\n- +1 is good <script>x</script>"})
+    client.post(
+        reverse("labeling:guidelines_edit"), {"text": "# Rules\n- +1 is good <script>x</script>"}
+    )
     client.post(reverse("labeling:guidelines_edit"), {"text": "# Rules v2\n$x^2$"})
     assert list(Guidelines.objects.values_list("version", flat=True)) == [2, 1]
     client.force_login(labeler)
@@ -172,7 +209,9 @@ def test_guidelines_open_from_the_labeling_page_and_leads_edit_versions(client, 
     first = Guidelines.objects.get(version=1)
     from labeling.templatetags.stepwise import plain_markup
 
-    assert "&lt;script&gt;" in plain_markup(first.text) and "<script>" not in plain_markup(first.text)
+    assert "&lt;script&gt;" in plain_markup(first.text) and "<script>" not in plain_markup(
+        first.text
+    )
 
 
 def test_expire_leases_task_returns_claims_to_the_pool(settings, labeler):
@@ -197,7 +236,9 @@ def test_per_batch_lease_bounds_apply(labeler):
 def _stats(batch):
     fields = ("labeler_id", "last_finished_at", *BatchLabelerStats.TALLY_FIELDS)
     per_labeler = sorted(BatchLabelerStats.objects.filter(batch=batch).values_list(*fields))
-    per_hour = sorted(BatchHourStats.objects.filter(batch=batch).values_list("hour", *BatchHourStats.TALLY_FIELDS))
+    per_hour = sorted(
+        BatchHourStats.objects.filter(batch=batch).values_list("hour", *BatchHourStats.TALLY_FIELDS)
+    )
     return per_labeler, per_hour
 
 

@@ -51,8 +51,12 @@ def test_adjudication_page_by_keyboard(page, live_server, artifacts_dir):
     a, b = make_user("lena", "labeler"), make_user("lars", "labeler")
     solution = make_solution(
         make_batch(overlap=2, gold_rate=0),
-        steps=["Since $x^2 = 9$, we have $x = 3$ or $x = -3$.", "So $x + 5$ is $8$ or $2$.",
-               "The product of the two values is $8 \\cdot 2 = 18$.", "# Answer\n\n18"],
+        steps=[
+            "Since $x^2 = 9$, we have $x = 3$ or $x = -3$.",
+            "So $x + 5$ is $8$ or $2$.",
+            "The product of the two values is $8 \\cdot 2 = 18$.",
+            "# Answer\n\n18",
+        ],
     )
     claim_and_label(a, [1, 1, 1, 1])
     claim_and_label(b, [1, 0, -1])

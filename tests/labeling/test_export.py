@@ -69,18 +69,34 @@ def test_cli_refuses_a_format_its_output_extension_contradicts_and_writes_nothin
     samples, tmp_path, media_root, fmt, name, snapshot
 ):
     out = tmp_path / name
-    with pytest.raises(CommandError, match=rf"--format {fmt} does not fit --output .*{name}: .*nothing was written"):
+    with pytest.raises(
+        CommandError, match=rf"--format {fmt} does not fit --output .*{name}: .*nothing was written"
+    ):
         call_command("export_prm800k", "--format", fmt, "-o", str(out), "--no-progress", *snapshot)
     assert list(tmp_path.iterdir()) == [] and not Snapshot.objects.exists()
 
 
 @pytest.mark.parametrize("snapshot", [[], ["--snapshot"]])
-def test_stepwise_export_summary_counts_the_labels_written_not_the_source_steps(samples, tmp_path, media_root, snapshot):
+def test_stepwise_export_summary_counts_the_labels_written_not_the_source_steps(
+    samples, tmp_path, media_root, snapshot
+):
     out, summary = tmp_path / "train.jsonl", io.StringIO()
-    call_command("export_prm800k", "--format", "stepwise_jsonl", "-o", str(out), "--no-progress", *snapshot, stdout=summary)
+    call_command(
+        "export_prm800k",
+        "--format",
+        "stepwise_jsonl",
+        "-o",
+        str(out),
+        "--no-progress",
+        *snapshot,
+        stdout=summary,
+    )
     written = sum(len(json.loads(line)["labels"]) for line in out.read_text().splitlines())
     assert written != 46  # the PRM800K steps of the six labelings: not what the file holds
-    assert f"36 rows{'' if snapshot else ' from 6 labelings'}, {written} step labels" in summary.getvalue()
+    assert (
+        f"36 rows{'' if snapshot else ' from 6 labelings'}, {written} step labels"
+        in summary.getvalue()
+    )
     if snapshot:
         assert Snapshot.objects.get().step_label_count == written
 
@@ -92,8 +108,13 @@ def test_cli_rejects_bad_filters_by_name(samples, tmp_path):
         call_command("export_prm800k", "-o", str(tmp_path / "x"), "--batch", "999")
     with pytest.raises(CommandError, match="finished_before: Must be later"):
         call_command(
-            "export_prm800k", "-o", str(tmp_path / "x"),
-            "--finished-after", "2023-01-01", "--finished-before", "2022-01-01",
+            "export_prm800k",
+            "-o",
+            str(tmp_path / "x"),
+            "--finished-after",
+            "2023-01-01",
+            "--finished-before",
+            "2022-01-01",
         )
     assert not (tmp_path / "x").exists()
 
@@ -102,7 +123,10 @@ def test_filter_by_generation_batch_and_finish_reason(samples):
     assert [line["generation"] for line in _lines(ExportFilters(generations=[6]))] == [6]
     batch_id = Solution.objects.get(generation=6).batch_id
     assert len(_lines(ExportFilters(batches=[batch_id]))) == 1
-    reasons = [line["label"]["finish_reason"] for line in _lines(ExportFilters(finish_reasons=["give_up", "found_error"]))]
+    reasons = [
+        line["label"]["finish_reason"]
+        for line in _lines(ExportFilters(finish_reasons=["give_up", "found_error"]))
+    ]
     assert sorted(reasons) == ["found_error", "give_up"]
 
 
@@ -134,7 +158,9 @@ def test_filter_by_labeler_public_id_or_username(samples):
 
 def test_only_complete_labelings_by_default(samples, labeler):
     solution = make_solution(make_batch())
-    open_pass = Labeling.objects.create(solution=solution, labeler=labeler, lease_expires_at=timezone.now())
+    open_pass = Labeling.objects.create(
+        solution=solution, labeler=labeler, lease_expires_at=timezone.now()
+    )
     assert len(_lines(ExportFilters())) == 6
     everything = _lines(ExportFilters(complete_only=False))
     assert len(everything) == 7
@@ -198,22 +224,30 @@ def test_stored_release_lines_export_verbatim_with_their_step_count(samples):
 
 def _write(tmp_path, fmt, **options):
     path = tmp_path / f"out.{'parquet' if fmt.endswith('parquet') else 'jsonl'}"
-    result = write_export_file(path, fmt, select_labelings(ExportFilters()), options=StepwiseOptions(**options))
+    result = write_export_file(
+        path, fmt, select_labelings(ExportFilters()), options=StepwiseOptions(**options)
+    )
     return path, result
 
 
-@pytest.mark.parametrize("fmt,builder", [("stepwise_jsonl", "json"), ("stepwise_parquet", "parquet")])
+@pytest.mark.parametrize(
+    "fmt,builder", [("stepwise_jsonl", "json"), ("stepwise_parquet", "parquet")]
+)
 def test_stepwise_files_load_with_datasets(samples, tmp_path, fmt, builder):
     import datasets
 
     path, result = _write(tmp_path, fmt)
-    dataset = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
+    dataset = datasets.load_dataset(
+        builder, data_files=str(path), split="train", cache_dir=str(tmp_path / "hf")
+    )
     assert len(dataset) == result.rows == 36
     assert {"prompt", "completions", "labels", "split"} <= set(dataset.column_names)
     row = dataset[0]
     assert isinstance(row["completions"], list) and isinstance(row["labels"][0], bool)
     assert len(row["completions"]) == len(row["labels"])
-    assert result.labelings == 6 and result.step_labels == sum(len(labels) for labels in dataset["labels"])
+    assert result.labelings == 6 and result.step_labels == sum(
+        len(labels) for labels in dataset["labels"]
+    )
 
 
 def test_jsonl_and_parquet_hold_the_same_rows(samples, tmp_path):
@@ -221,7 +255,9 @@ def test_jsonl_and_parquet_hold_the_same_rows(samples, tmp_path):
 
     jsonl, _ = _write(tmp_path, "stepwise_jsonl", neutral="negative", test_fraction=0.5, seed=3)
     parquet, _ = _write(tmp_path, "stepwise_parquet", neutral="negative", test_fraction=0.5, seed=3)
-    assert [json.loads(line) for line in jsonl.read_text().splitlines()] == pq.read_table(parquet).to_pylist()
+    assert [json.loads(line) for line in jsonl.read_text().splitlines()] == pq.read_table(
+        parquet
+    ).to_pylist()
 
 
 def test_split_is_by_problem_seeded_and_never_leaks(samples, tmp_path):
@@ -262,14 +298,22 @@ def test_timestamps_are_naive_utc_like_the_release(labeler, db):
     solution = make_solution(make_batch(generation=None))
     Solution.objects.filter(pk=solution.pk).update(format=Solution.Format.PHASE1)
     labeling = Labeling.objects.create(
-        solution=solution, labeler=labeler, status=Labeling.Status.COMPLETED, finish_reason="solution",
-        finished_at=datetime(2024, 5, 1, 12, 0, 0, 5, tzinfo=UTC), total_time_ms=10,
+        solution=solution,
+        labeler=labeler,
+        status=Labeling.Status.COMPLETED,
+        finish_reason="solution",
+        finished_at=datetime(2024, 5, 1, 12, 0, 0, 5, tzinfo=UTC),
+        total_time_ms=10,
     )
-    StepLabel.objects.create(labeling=labeling, index=0, chosen_completion=None, has_completions=False)
+    StepLabel.objects.create(
+        labeling=labeling, index=0, chosen_completion=None, has_completions=False
+    )
     (line,) = _lines(ExportFilters())
     assert line["timestamp"] == "2024-05-01T12:00:00.000005"
     assert line["labeler"] == str(labeler.pk)  # no Labeler identity yet: the user id
-    assert line["label"]["steps"] == [{"completions": None, "human_completion": None, "chosen_completion": None}]
+    assert line["label"]["steps"] == [
+        {"completions": None, "human_completion": None, "chosen_completion": None}
+    ]
     assert list(line["question"]) == ["problem", "ground_truth_answer"]
 
 
@@ -285,12 +329,17 @@ def test_escaping_matches_json_dumps(labeler, db):
     tricky = 'a "quote" \\ back\tslash\n\x01\x1f\x7f é ∑ 𝔼 \u2028 </script>'
     solution = make_solution(make_batch(), steps=[tricky])
     labeling = Labeling.objects.create(
-        solution=solution, labeler=labeler, status=Labeling.Status.COMPLETED, finish_reason="solution",
+        solution=solution,
+        labeler=labeler,
+        status=Labeling.Status.COMPLETED,
+        finish_reason="solution",
         finished_at=timezone.now(),
     )
     step = StepLabel.objects.create(labeling=labeling, index=0, chosen_completion=0)
     Completion.objects.create(step=step, index=0, text=tricky, rating=0, flagged=True)
-    Completion.objects.create(step=step, index=-1, text=tricky, rating=None, is_human=True, source="")
+    Completion.objects.create(
+        step=step, index=-1, text=tricky, rating=None, is_human=True, source=""
+    )
     (line,) = iter_prm800k_lines()
     obj = json.loads(line)
     assert obj["label"]["steps"][0]["completions"][0]["text"] == tricky
@@ -314,15 +363,23 @@ def test_final_labels_give_a_multiply_labeled_solution_one_row(labeler, labeler2
     claim_and_label(labeler2, [1, 0, 1])
 
     every_path, every = _write(tmp_path, "stepwise_jsonl", labels="every", neutral="negative")
-    assert every.rows == 2 and sorted(r["labels"] for r in _rows(every_path)) == [[True, False, True], [True, True, True]]
-    final_path, final = _write(tmp_path, "stepwise_jsonl", neutral="negative")  # "final" is the default
+    assert every.rows == 2 and sorted(r["labels"] for r in _rows(every_path)) == [
+        [True, False, True],
+        [True, True, True],
+    ]
+    final_path, final = _write(
+        tmp_path, "stepwise_jsonl", neutral="negative"
+    )  # "final" is the default
     (row,) = _rows(final_path)
     assert row["labels"] == [True, False, True]  # a tied step takes the lower rating
     assert row["completions"] == solution.steps and final.labelings == 2
 
     services.adjudication_save(solution=solution, lead=lead, ratings=[1, -1])
     (row,) = _rows(_write(tmp_path, "stepwise_jsonl")[0])
-    assert row["completions"] == solution.steps[:2] and row["labels"] == [True, False]  # the lead's verdict
+    assert row["completions"] == solution.steps[:2] and row["labels"] == [
+        True,
+        False,
+    ]  # the lead's verdict
     parquet_path, parquet = _write(tmp_path, "stepwise_parquet")
     assert parquet.rows == 1
     prm800k_lines = _write(tmp_path, "prm800k")[1]
@@ -333,5 +390,14 @@ def test_labels_choice_is_validated_and_reaches_the_cli(samples, tmp_path):
     bad = ExportRequestSerializer(data={"format": "stepwise_jsonl", "labels": "some"})
     assert not bad.is_valid() and "labels" in bad.errors
     out = tmp_path / "every.jsonl"
-    call_command("export_prm800k", "--format", "stepwise_jsonl", "--labels", "every", "--output", str(out), "--no-progress")
+    call_command(
+        "export_prm800k",
+        "--format",
+        "stepwise_jsonl",
+        "--labels",
+        "every",
+        "--output",
+        str(out),
+        "--no-progress",
+    )
     assert len(out.read_text().splitlines()) == 36  # the six sample lines, one labeling each

@@ -22,7 +22,10 @@ def test_prm800k_samples_import_field_by_field(shared_data):
     report = import_prm800k(samples_path(shared_data))
     assert report.created["labelings"] == 6 and not report.errors
     first = Labeling.objects.get(solution__problem__text__startswith="Three pencils")
-    assert str(Labeler.objects.get(user=first.labeler).public_id) == "e90a38f3-3135-4465-87af-3e6322e3d772"
+    assert (
+        str(Labeler.objects.get(user=first.labeler).public_id)
+        == "e90a38f3-3135-4465-87af-3e6322e3d772"
+    )
     assert first.finished_at.isoformat() == "2022-07-30T23:23:32.118856+00:00"
     assert first.total_time_ms == 293250 and first.finish_reason == "solution"
     assert first.solution.format == Solution.Format.PHASE1 and first.solution.generation is None
@@ -34,7 +37,10 @@ def test_prm800k_samples_import_field_by_field(shared_data):
     assert [c.rating for c in rated] == [-1] * 5 and rated[0].flagged is False
     human = second.completions.get(is_human=True)
     assert (human.text, human.rating, human.source, human.flagged) == (
-        "We have $3p+e=1.24$ and $5p+e=1.82$.", None, "human", False
+        "We have $3p+e=1.24$ and $5p+e=1.82$.",
+        None,
+        "human",
+        False,
     )
     # The phase-1 solution is the path the labeler walked, human step included.
     assert first.solution.steps[1] == human.text
@@ -46,7 +52,10 @@ def test_prm800k_samples_import_field_by_field(shared_data):
     assert solution.verifier_score == pytest.approx(0.0011546110201324836)
     assert solution.problem.ground_truth_answer == "28800"
     assert phase2.finish_reason == "found_error" and phase2.total_time_ms == 164458
-    assert Completion.objects.filter(step__labeling=phase2, index=0, step__index=0).get().flagged is None
+    assert (
+        Completion.objects.filter(step__labeling=phase2, index=0, step__index=0).get().flagged
+        is None
+    )
 
     gave_up = Labeling.objects.get(finish_reason="give_up")
     last = gave_up.step_labels.order_by("-index").first()
@@ -54,7 +63,8 @@ def test_prm800k_samples_import_field_by_field(shared_data):
 
     screening = Solution.objects.get(is_screening=True)
     assert screening.generation == -1 and screening.question_override == {
-        "ground_truth_answer": None, "ground_truth_solution": None
+        "ground_truth_answer": None,
+        "ground_truth_solution": None,
     }
     assert Batch.objects.filter(name="PRM800K generation 6", is_active=False).exists()
 
@@ -69,10 +79,20 @@ def test_prm800k_round_trip_is_byte_exact(shared_data):
 
 def test_reimport_adds_nothing(shared_data):
     import_prm800k(samples_path(shared_data))
-    counts = (Problem.objects.count(), Solution.objects.count(), Labeling.objects.count(), StepLabel.objects.count())
+    counts = (
+        Problem.objects.count(),
+        Solution.objects.count(),
+        Labeling.objects.count(),
+        StepLabel.objects.count(),
+    )
     report = import_prm800k(samples_path(shared_data))
     assert report.duplicates == 6 and sum(report.created.values()) == 0
-    assert counts == (Problem.objects.count(), Solution.objects.count(), Labeling.objects.count(), StepLabel.objects.count())
+    assert counts == (
+        Problem.objects.count(),
+        Solution.objects.count(),
+        Labeling.objects.count(),
+        StepLabel.objects.count(),
+    )
 
 
 def test_solution_counters_follow_imported_labelings(shared_data):
@@ -99,7 +119,11 @@ def test_malformed_line_names_file_line_and_field_and_writes_nothing(shared_data
     with pytest.raises(LineError) as caught:
         import_prm800k(path)
     error = caught.value
-    assert (error.path, error.line, error.field) == (str(path), 4, "label.steps[2].completions[0].rating")
+    assert (error.path, error.line, error.field) == (
+        str(path),
+        4,
+        "label.steps[2].completions[0].rating",
+    )
     assert Labeling.objects.count() == 0 and Problem.objects.count() == 0
 
 
@@ -134,15 +158,25 @@ def test_invalid_json_line_is_named_with_its_line_and_column(tmp_path):
 
 def test_pretty_printed_json_file_is_named_as_such(tmp_path):
     path = _math_lines(tmp_path, "{", '  "problem": "1+1?"', "}")
-    with pytest.raises(CommandError, match=r"line 1: not valid JSON: the file starts with a lone '\{' line, "
-                       r"so it looks pretty-printed; one JSON object per line \(JSONL\) is expected"):  # fmt: skip
+    with pytest.raises(
+        CommandError,
+        match=r"line 1: not valid JSON: the file starts with a lone '\{' line, "
+        r"so it looks pretty-printed; one JSON object per line \(JSONL\) is expected",
+    ):
         call_command("import_math", str(path))
     assert not Problem.objects.exists()
 
 
 def test_import_command_fails_clearly(shared_data, tmp_path):
-    path = _broken_copy(shared_data, tmp_path, 3, lambda line: line.replace('"finish_reason": "solution"', '"finish_reason": "nope"'))
-    with pytest.raises(CommandError, match=r"line 3: label.finish_reason: .*nothing from .* was written"):
+    path = _broken_copy(
+        shared_data,
+        tmp_path,
+        3,
+        lambda line: line.replace('"finish_reason": "solution"', '"finish_reason": "nope"'),
+    )
+    with pytest.raises(
+        CommandError, match=r"line 3: label.finish_reason: .*nothing from .* was written"
+    ):
         call_command("import_prm800k", str(path))
     with pytest.raises(CommandError, match="no such file"):
         call_command("import_prm800k", str(tmp_path / "missing.jsonl"))
@@ -154,15 +188,24 @@ def test_import_command_fails_clearly(shared_data, tmp_path):
 )
 @pytest.mark.parametrize(
     "content,message",
-    [("", "is empty; nothing was imported."), ("\n  \n\r\n", "has no records (only blank lines); nothing was imported.")],
+    [
+        ("", "is empty; nothing was imported."),
+        ("\n  \n\r\n", "has no records (only blank lines); nothing was imported."),
+    ],
 )
-def test_import_commands_fail_on_an_empty_or_blank_file_and_write_nothing(tmp_path, command, options, content, message):
+def test_import_commands_fail_on_an_empty_or_blank_file_and_write_nothing(
+    tmp_path, command, options, content, message
+):
     path = tmp_path / "empty.jsonl"
     path.write_text(content)
     with pytest.raises(CommandError) as caught:
         call_command(command, str(path), *options)
     assert str(caught.value) == f"{path} {message}"
-    assert not Batch.objects.exists() and not Problem.objects.exists() and not Solution.objects.exists()
+    assert (
+        not Batch.objects.exists()
+        and not Problem.objects.exists()
+        and not Solution.objects.exists()
+    )
 
 
 def test_import_samples_skip_invalid_of_a_blank_file_fails_and_creates_no_batch(tmp_path):
@@ -178,11 +221,15 @@ def test_math500_import_field_by_field(shared_data):
     report = import_math(path)
     assert report.created["problems"] == 500 and report.lines == 500
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    for row in rows[:: 25]:
+    for row in rows[::25]:
         problem = Problem.objects.get(unique_id=row["unique_id"])
-        assert (problem.text, problem.ground_truth_answer, problem.ground_truth_solution, problem.subject, problem.level) == (
-            row["problem"], row["answer"], row["solution"], row["subject"], row["level"]
-        )
+        assert (
+            problem.text,
+            problem.ground_truth_answer,
+            problem.ground_truth_solution,
+            problem.subject,
+            problem.level,
+        ) == (row["problem"], row["answer"], row["solution"], row["subject"], row["level"])
     again = import_math(path)
     assert again.created["problems"] == 0 and again.duplicates == 500
 
@@ -205,12 +252,35 @@ def test_math_import_fills_gaps_left_by_a_label_import(shared_data):
 
 def test_import_samples_into_a_batch(tmp_path):
     problem_path = tmp_path / "problems.jsonl"
-    problem_path.write_text(json.dumps({"problem": "2+2?", "solution": "4", "answer": "4", "subject": "Prealgebra", "level": 1, "unique_id": "t/1.json"}) + "\n")
+    problem_path.write_text(
+        json.dumps(
+            {
+                "problem": "2+2?",
+                "solution": "4",
+                "answer": "4",
+                "subject": "Prealgebra",
+                "level": 1,
+                "unique_id": "t/1.json",
+            }
+        )
+        + "\n"
+    )
     import_math(problem_path)
     samples = tmp_path / "samples.jsonl"
     samples.write_text(
-        json.dumps({"unique_id": "t/1.json", "steps": ["2+2=4.", "# Answer\n\n4"], "answer": "4", "generator": "g"}) + "\n"
-        + json.dumps({"problem": "3+3?", "ground_truth_answer": "6", "steps": ["It is 6."], "answer": "6"}) + "\n"
+        json.dumps(
+            {
+                "unique_id": "t/1.json",
+                "steps": ["2+2=4.", "# Answer\n\n4"],
+                "answer": "4",
+                "generator": "g",
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {"problem": "3+3?", "ground_truth_answer": "6", "steps": ["It is 6."], "answer": "6"}
+        )
+        + "\n"
     )
     report = import_samples(samples, batch_name="gen 1", overlap=3, generation=1)
     assert report.created["solutions"] == 2 and report.created["problems"] == 1

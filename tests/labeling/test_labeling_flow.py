@@ -20,7 +20,9 @@ def claim(user, **kwargs) -> Labeling:
 
 
 def rate(labeling, step, rating, **kwargs):
-    return services.rate_step(labeling_id=labeling.pk, user=labeling.labeler, step_index=step, rating=rating, **kwargs)
+    return services.rate_step(
+        labeling_id=labeling.pk, user=labeling.labeler, step_index=step, rating=rating, **kwargs
+    )
 
 
 def test_claim_takes_a_slot_and_resumes_the_same_labeling(labeler):
@@ -39,7 +41,9 @@ def test_second_labeler_never_gets_a_claimed_solution_when_one_label_is_wanted(l
     assert services.claim_next(labeler2) is None
 
 
-def test_overlap_two_gives_the_same_solution_to_two_labelers_but_not_a_third(labeler, labeler2, lead):
+def test_overlap_two_gives_the_same_solution_to_two_labelers_but_not_a_third(
+    labeler, labeler2, lead
+):
     batch = make_batch(overlap=2)
     solution = make_solution(batch)
     assert claim(labeler).solution == solution
@@ -98,7 +102,11 @@ def test_undo_takes_back_the_last_rating_and_reopens_a_finished_labeling(labeler
     assert labeling.step_labels.count() == 1
     solution = Solution.objects.get(pk=labeling.solution_id)
     assert (solution.completed_count, solution.active_count) == (0, 1)
-    reasons = list(RatingEvent.objects.filter(labeling=labeling).values_list("reason", "old_rating", "new_rating"))
+    reasons = list(
+        RatingEvent.objects.filter(labeling=labeling).values_list(
+            "reason", "old_rating", "new_rating"
+        )
+    )
     assert ("undo", -1, None) in reasons and ("rate", None, 1) in reasons
     rate(labeling, 1, 1)
     assert labeling.step_labels.count() == 2
@@ -145,7 +153,9 @@ def test_expired_lease_returns_to_the_pool_and_a_late_submit_is_kept_as_surplus(
     make_solution(make_batch(overlap=1))
     late = claim(labeler)
     rate(late, 0, 1)
-    Labeling.objects.filter(pk=late.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    Labeling.objects.filter(pk=late.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
     taken = claim(labeler2)  # the expired claim went back to the pool
     assert taken.solution_id == late.solution_id
     assert Labeling.objects.get(pk=late.pk).status == Labeling.Status.EXPIRED
@@ -162,7 +172,9 @@ def test_expired_lease_returns_to_the_pool_and_a_late_submit_is_kept_as_surplus(
 def test_expired_lease_submitted_while_there_is_room_counts(labeler):
     make_solution(make_batch(overlap=1))
     labeling = claim(labeler)
-    Labeling.objects.filter(pk=labeling.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    Labeling.objects.filter(pk=labeling.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
     services.expire_stale_leases()
     for step in range(3):
         rate(labeling, step, 1)
@@ -196,14 +208,29 @@ def test_a_labeled_solution_exports_as_a_phase2_line(labeler):
     out = io.StringIO()
     write_prm800k(out, Labeling.objects.filter(pk=labeling.pk))
     line = json.loads(out.getvalue())
-    assert list(line) == ["labeler", "timestamp", "generation", "is_quality_control_question",
-                          "is_initial_screening_question", "question", "label"]
+    assert list(line) == [
+        "labeler",
+        "timestamp",
+        "generation",
+        "is_quality_control_question",
+        "is_initial_screening_question",
+        "question",
+        "label",
+    ]
     assert line["generation"] == 3 and line["label"]["finish_reason"] == "found_error"
     assert line["label"]["total_time"] == 2000
     assert line["question"]["pre_generated_steps"] == solution.steps
     assert line["label"]["steps"] == [
-        {"completions": [{"text": solution.steps[0], "rating": 1, "flagged": False}], "human_completion": None, "chosen_completion": 0},
-        {"completions": [{"text": solution.steps[1], "rating": -1, "flagged": False}], "human_completion": None, "chosen_completion": None},
+        {
+            "completions": [{"text": solution.steps[0], "rating": 1, "flagged": False}],
+            "human_completion": None,
+            "chosen_completion": 0,
+        },
+        {
+            "completions": [{"text": solution.steps[1], "rating": -1, "flagged": False}],
+            "human_completion": None,
+            "chosen_completion": None,
+        },
     ]
 
 

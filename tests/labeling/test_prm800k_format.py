@@ -43,7 +43,13 @@ def _line(**changes):
         "is_initial_screening_question": False,
         "question": {"problem": "1+1?", "ground_truth_answer": "2"},
         "label": {
-            "steps": [{"completions": [{"text": "2", "rating": 1, "flagged": False}], "human_completion": None, "chosen_completion": 0}],
+            "steps": [
+                {
+                    "completions": [{"text": "2", "rating": 1, "flagged": False}],
+                    "human_completion": None,
+                    "chosen_completion": 0,
+                }
+            ],
             "total_time": 10,
             "finish_reason": "solution",
         },
@@ -60,9 +66,21 @@ def _line(**changes):
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
-        ({"label__steps__0__completions__0__rating": 2}, "label.steps[0].completions[0].rating", "must be -1, 0, 1 or null"),
-        ({"label__steps__0__completions__0__rating": True}, "label.steps[0].completions[0].rating", "must be -1, 0, 1"),
-        ({"label__steps__0__chosen_completion": 3}, "label.steps[0].chosen_completion", "has no completion"),
+        (
+            {"label__steps__0__completions__0__rating": 2},
+            "label.steps[0].completions[0].rating",
+            "must be -1, 0, 1 or null",
+        ),
+        (
+            {"label__steps__0__completions__0__rating": True},
+            "label.steps[0].completions[0].rating",
+            "must be -1, 0, 1",
+        ),
+        (
+            {"label__steps__0__chosen_completion": 3},
+            "label.steps[0].chosen_completion",
+            "has no completion",
+        ),
         ({"label__finish_reason": "done"}, "label.finish_reason", "must be one of"),
         ({"timestamp": "yesterday"}, "timestamp", "not an ISO 8601 time"),
         ({"question__problem": ""}, "question.problem", "is empty"),

@@ -127,7 +127,9 @@ def test_without_a_screening_set_a_new_labeler_starts_regular_work():
     assert Labeler.objects.get(user=user).state == "active"
 
 
-def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(client, settings, labeler, lead):
+def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(
+    client, settings, labeler, lead
+):
     settings.STEPWISE_GOLD_MIN_RESULTS = 2
     settings.STEPWISE_PAUSE_BELOW = 0.7
     batch = make_batch(gold_rate=1.0)

@@ -94,7 +94,9 @@ def test_leases_expiring_mid_run_keep_every_rating_and_never_overshoot(settings,
             if labeling is None:
                 return
             for step in range(3):
-                services.rate_step(labeling_id=labeling.pk, user=user, step_index=step, rating=(1, 0, 1)[step])
+                services.rate_step(
+                    labeling_id=labeling.pk, user=user, step_index=step, rating=(1, 0, 1)[step]
+                )
             with lock:
                 submitted.append((labeling.solution_id, user.pk))
 
@@ -115,4 +117,9 @@ def test_leases_expiring_mid_run_keep_every_rating_and_never_overshoot(settings,
     assert done.filter(is_surplus=True).count() == len(submitted) - 10 * overlap
     # every acknowledged rating is stored, in order
     assert sum(d.step_labels.count() for d in done) == 3 * len(submitted)
-    assert Solution.objects.filter(pk__in=[s.pk for s in solutions], completed_count__gt=overlap).count() == 0
+    assert (
+        Solution.objects.filter(
+            pk__in=[s.pk for s in solutions], completed_count__gt=overlap
+        ).count()
+        == 0
+    )

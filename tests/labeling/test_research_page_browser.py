@@ -14,7 +14,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-def test_research_page_in_chromium(live_server, page, artifacts_dir, shared_data, settings, tmp_path):
+def test_research_page_in_chromium(
+    live_server, page, artifacts_dir, shared_data, settings, tmp_path
+):
     from labeling import snapshots
     from labeling.exporters import ExportFilters, StepwiseOptions
     from labeling.importers import import_prm800k
@@ -26,7 +28,9 @@ def test_research_page_in_chromium(live_server, page, artifacts_dir, shared_data
         user=None, fmt="prm800k", filters=ExportFilters(), options=StepwiseOptions(), enqueue=False
     )
     snapshots.snapshot_run(snapshot_id=done.pk)
-    running = Snapshot.objects.create(format="stepwise_parquet", status="running", total=100, processed=40)
+    running = Snapshot.objects.create(
+        format="stepwise_parquet", status="running", total=100, processed=40
+    )
 
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", "rhea")
@@ -53,7 +57,10 @@ def test_api_docs_render_offline_in_chromium(live_server, page, artifacts_dir):
     page.fill("input[name=password]", "rhea-pw")
     page.click("button[type=submit]")
     external = []
-    page.on("request", lambda r: external.append(r.url) if not r.url.startswith(live_server.url) else None)
+    page.on(
+        "request",
+        lambda r: external.append(r.url) if not r.url.startswith(live_server.url) else None,
+    )
     page.goto(f"{live_server.url}/api/docs/")
     page.wait_for_selector(".opblock-summary-path")
     paths = page.locator(".opblock-summary-path").all_inner_texts()

@@ -18,7 +18,11 @@ pytestmark = pytest.mark.django_db
 
 def _create(user=None, fmt="prm800k", enqueue=False, **filters) -> Snapshot:
     return snapshots.snapshot_create(
-        user=user, fmt=fmt, filters=ExportFilters(**filters), options=StepwiseOptions(), enqueue=enqueue
+        user=user,
+        fmt=fmt,
+        filters=ExportFilters(**filters),
+        options=StepwiseOptions(),
+        enqueue=enqueue,
     )
 
 
@@ -65,7 +69,9 @@ def test_a_stale_running_snapshot_is_taken_over(samples, media_root):
     )
     assert snapshots.snapshot_run(snapshot_id=snapshot.pk).status == Snapshot.Status.DONE
     live = _create()
-    Snapshot.objects.filter(pk=live.pk).update(status=Snapshot.Status.RUNNING, heartbeat_at=timezone.now())
+    Snapshot.objects.filter(pk=live.pk).update(
+        status=Snapshot.Status.RUNNING, heartbeat_at=timezone.now()
+    )
     assert snapshots.snapshot_run(snapshot_id=live.pk).status == Snapshot.Status.RUNNING
 
 
@@ -88,7 +94,9 @@ def test_a_tampered_file_is_refused(samples, media_root):
         snapshots.snapshot_file(done)
 
 
-def test_create_enqueues_after_commit(samples, media_root, django_capture_on_commit_callbacks, monkeypatch):
+def test_create_enqueues_after_commit(
+    samples, media_root, django_capture_on_commit_callbacks, monkeypatch
+):
     sent = []
     monkeypatch.setattr(tasks.run_snapshot, "delay", lambda pk: sent.append(pk))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -118,7 +126,11 @@ def test_changes_since_a_snapshot(samples, media_root):
     assert request.is_valid(), request.errors
     delta = snapshots.snapshot_run(
         snapshot_id=snapshots.snapshot_create(
-            user=None, fmt="prm800k", filters=request.export_filters(), options=StepwiseOptions(), enqueue=False
+            user=None,
+            fmt="prm800k",
+            filters=request.export_filters(),
+            options=StepwiseOptions(),
+            enqueue=False,
         ).pk
     )
     expected = samples.read_text().splitlines()[1] + "\n"
@@ -136,7 +148,12 @@ def test_page_lists_snapshots_and_creates_one(samples, media_root, client, resea
     with eager_tasks():
         response = client.post(
             reverse("research:create"),
-            {"format": "prm800k", "complete_only": ["false", "true"], "alternatives": "false", "labeler": ""},
+            {
+                "format": "prm800k",
+                "complete_only": ["false", "true"],
+                "alternatives": "false",
+                "labeler": "",
+            },
         )
     assert response.status_code == 302
     snapshot = Snapshot.objects.get()
@@ -158,7 +175,9 @@ def test_page_polls_while_a_snapshot_runs(samples, client, researcher):
 
 def test_page_shows_form_errors_with_400(samples, client, researcher):
     client.force_login(researcher)
-    response = client.post(reverse("research:create"), {"labeler": "nobody", "format": "csv"}, HTTP_HX_REQUEST="true")
+    response = client.post(
+        reverse("research:create"), {"labeler": "nobody", "format": "csv"}, HTTP_HX_REQUEST="true"
+    )
     assert response.status_code == 400
     assert b"Unknown labeler(s): nobody" in response.content and b"format" in response.content
     assert Snapshot.objects.count() == 0
@@ -169,7 +188,11 @@ def test_download_now_streams_the_export(samples, client, researcher):
     response = client.get(reverse("research:export"), {"format": "prm800k", "screening": "exclude"})
     assert response.streaming
     body = b"".join(response.streaming_content)
-    assert body.splitlines() == [line for line in samples.read_bytes().splitlines() if b'"is_initial_screening_question": true' not in line]
+    assert body.splitlines() == [
+        line
+        for line in samples.read_bytes().splitlines()
+        if b'"is_initial_screening_question": true' not in line
+    ]
 
 
 @pytest.mark.parametrize("persona", ["labeler", "lead", "outsider"])
@@ -177,7 +200,11 @@ def test_only_researchers_and_admins_reach_the_page(samples, media_root, client,
     user = request.getfixturevalue(persona)
     done = snapshots.snapshot_run(snapshot_id=_create().pk)
     client.force_login(user)
-    for url in (reverse("research:index"), reverse("research:download", args=[done.pk]), reverse("research:export")):
+    for url in (
+        reverse("research:index"),
+        reverse("research:download", args=[done.pk]),
+        reverse("research:export"),
+    ):
         assert client.get(url).status_code == 403
     assert client.post(reverse("research:create"), {"format": "prm800k"}).status_code == 403
     admin = make_user("ada", "admin")
@@ -197,7 +224,9 @@ def test_nav_link_only_for_researchers(client, researcher, labeler):
 
 @pytest.mark.redis
 @pytest.mark.postgres
-def test_snapshot_through_a_real_worker(celery_worker_process, celery_live, settings, tmp_path, shared_data):
+def test_snapshot_through_a_real_worker(
+    celery_worker_process, celery_live, settings, tmp_path, shared_data
+):
     from labeling.importers import import_prm800k
 
     # the worker's MEDIA_ROOT is its STEPWISE_VAR_DIR (tmp_path)/media: read the file there
@@ -216,10 +245,14 @@ def test_snapshot_through_a_real_worker(celery_worker_process, celery_live, sett
     assert "labeling.tasks.run_snapshot" in (tmp_path / "worker.log").read_text()
 
 
-def test_htmx_create_swaps_the_form_and_the_table(samples, media_root, client, researcher, eager_tasks):
+def test_htmx_create_swaps_the_form_and_the_table(
+    samples, media_root, client, researcher, eager_tasks
+):
     client.force_login(researcher)
     with eager_tasks():
-        response = client.post(reverse("research:create"), {"format": "stepwise_jsonl"}, HTTP_HX_REQUEST="true")
+        response = client.post(
+            reverse("research:create"), {"format": "stepwise_jsonl"}, HTTP_HX_REQUEST="true"
+        )
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="export-form"' in html and 'hx-swap-oob="outerHTML:#snapshots"' in html

@@ -19,7 +19,9 @@ def _line(steps):
 
 def _step(ratings, chosen=0, human=None):
     return {
-        "completions": None if ratings is None else [{"text": f"s{i}:{r}", "rating": r, "flagged": False} for i, r in enumerate(ratings)],
+        "completions": None
+        if ratings is None
+        else [{"text": f"s{i}:{r}", "rating": r, "flagged": False} for i, r in enumerate(ratings)],
         "human_completion": human,
         "chosen_completion": chosen,
     }
@@ -28,7 +30,9 @@ def _step(ratings, chosen=0, human=None):
 def test_main_row_is_the_chosen_path_up_to_and_including_the_first_mistake():
     line = _line([_step([1]), _step([0]), _step([-1], chosen=0), _step([1])])
     main = stepwise_rows(line, alternatives=False)
-    assert main == [{"prompt": "P", "completions": ["s0:1", "s0:0", "s0:-1"], "labels": [True, True, False]}]
+    assert main == [
+        {"prompt": "P", "completions": ["s0:1", "s0:0", "s0:-1"], "labels": [True, True, False]}
+    ]
 
 
 def test_neutral_mapping_choices():

@@ -15,5 +15,9 @@ def test_durations_read_naturally():
     from labeling.templatetags.stepwise import duration_ms
 
     assert [duration_ms(v) for v in (None, 950, 42_000, 185_000, 7_800_000)] == [
-        "—", "950 ms", "42 s", "3 min 5 s", "2 h 10 min"
+        "—",
+        "950 ms",
+        "42 s",
+        "3 min 5 s",
+        "2 h 10 min",
     ]

@@ -77,7 +77,9 @@ def test_double_submit_returns_the_same_state(client, labeling):
         ({"step_index": 9, "rating": 1}, 400, "This solution has no step 10."),
     ],
 )
-def test_invalid_ratings_get_a_clear_error_and_change_nothing(client, labeling, data, status, message):
+def test_invalid_ratings_get_a_clear_error_and_change_nothing(
+    client, labeling, data, status, message
+):
     client.force_login(labeling.labeler)
     response = htmx_post(client, reverse("labeling:rate", args=[labeling.pk]), data)
     assert response.status_code == status
@@ -88,7 +90,9 @@ def test_invalid_ratings_get_a_clear_error_and_change_nothing(client, labeling, 
 def test_a_labeler_sees_only_their_own_labelings(client, labeling, labeler2):
     client.force_login(labeler2)
     assert client.get(reverse("labeling:labeling", args=[labeling.pk])).status_code == 403
-    response = htmx_post(client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1})
+    response = htmx_post(
+        client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1}
+    )
     assert response.status_code == 403
     assert labeling.step_labels.count() == 0
 
@@ -114,12 +118,16 @@ def test_finish_and_undo_through_the_page(client, labeling):
     assert response.status_code == 200 and labeling.status == "in_progress"
 
 
-def test_labeling_page_and_rating_use_a_bounded_number_of_queries(client, labeling, django_assert_max_num_queries):
+def test_labeling_page_and_rating_use_a_bounded_number_of_queries(
+    client, labeling, django_assert_max_num_queries
+):
     client.force_login(labeling.labeler)
     with django_assert_max_num_queries(6):
         client.get(reverse("labeling:labeling", args=[labeling.pk]))
     with django_assert_max_num_queries(15):
-        htmx_post(client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1})
+        htmx_post(
+            client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1}
+        )
 
 
 def test_the_demo_brings_reference_labels_to_train_on(db):
@@ -127,9 +135,14 @@ def test_the_demo_brings_reference_labels_to_train_on(db):
     from labeling.models import Labeling
 
     load_sample_data()
-    labelings = Labeling.objects.filter(solution__batch__name=REFERENCE_BATCH, status=Labeling.Status.COMPLETED)
+    labelings = Labeling.objects.filter(
+        solution__batch__name=REFERENCE_BATCH, status=Labeling.Status.COMPLETED
+    )
     assert labelings.count() == 63
-    assert labelings.filter(finish_reason="found_error").exists() and labelings.filter(finish_reason="solution").exists()
+    assert (
+        labelings.filter(finish_reason="found_error").exists()
+        and labelings.filter(finish_reason="solution").exists()
+    )
     load_sample_data()  # running setup_demo again adds nothing
     assert labelings.count() == 63
 

@@ -19,8 +19,15 @@ def load_pool_and_labels(shared_data: Path) -> None:
 
 
 def tiny_train_config(backbone: str) -> dict:
-    return {"backbone": backbone, "mode": "head", "max_steps": 3, "device": "cpu",
-            "batch_tokens": 4096, "max_length": 512, "checkpoint_every": 1000}  # fmt: skip
+    return {
+        "backbone": backbone,
+        "mode": "head",
+        "max_steps": 3,
+        "device": "cpu",
+        "batch_tokens": 4096,
+        "max_length": 512,
+        "checkpoint_every": 1000,
+    }
 
 
 def make_tiny_backbone(folder: Path) -> str:

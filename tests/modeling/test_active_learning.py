@@ -44,8 +44,9 @@ def demo_pool(db):
 
 
 def active_model(name: str = "prm-1") -> ModelVersion:
-    version = ModelVersion.objects.create(name=name, backbone="tiny", artifact_path="/nonexistent",
-                                          passed_evaluation=True)  # fmt: skip
+    version = ModelVersion.objects.create(
+        name=name, backbone="tiny", artifact_path="/nonexistent", passed_evaluation=True
+    )
     version.activate()
     return version
 
@@ -82,26 +83,35 @@ def test_import_pool_twice_adds_nothing(demo_pool):
 
 def test_import_pool_grades_from_steps_when_the_line_has_no_answer(db, tmp_path):
     problem = make_problem("What is 6 times 7?", answer="42")
-    path = write_jsonl(tmp_path / "pool.jsonl", [
-        {"problem": problem.text, "steps": ["6 * 7 = 42.", "# Answer\n\n42"]},
-        {"problem": problem.text, "steps": ["6 * 7 = 48.", "# Answer\n\n48"]},
-        {"problem": problem.text, "steps": ["I am not sure.", "# Answer"], "generator": "g"},
-    ])  # fmt: skip
+    path = write_jsonl(
+        tmp_path / "pool.jsonl",
+        [
+            {"problem": problem.text, "steps": ["6 * 7 = 42.", "# Answer\n\n42"]},
+            {"problem": problem.text, "steps": ["6 * 7 = 48.", "# Answer\n\n48"]},
+            {"problem": problem.text, "steps": ["I am not sure.", "# Answer"], "generator": "g"},
+        ],
+    )
     import_pool(path)
     verdicts = sorted(
         (s.steps[0], s.answer_correct, s.pool_entry.extracted_answer)
         for s in Solution.objects.select_related("pool_entry")
     )
-    assert verdicts == [("6 * 7 = 42.", True, "42"), ("6 * 7 = 48.", False, "48"),
-                        ("I am not sure.", None, None)]  # fmt: skip
+    assert verdicts == [
+        ("6 * 7 = 42.", True, "42"),
+        ("6 * 7 = 48.", False, "48"),
+        ("I am not sure.", None, None),
+    ]
 
 
 def test_import_pool_bad_line_names_line_and_field_and_writes_nothing(db, tmp_path):
     problem = make_problem("What is 1 + 1?", answer="2")
-    path = write_jsonl(tmp_path / "pool.jsonl", [
-        {"problem": problem.text, "steps": ["1 + 1 = 2", "# Answer\n\n2"]},
-        {"problem": problem.text, "steps": ["ok", ""]},
-    ])  # fmt: skip
+    path = write_jsonl(
+        tmp_path / "pool.jsonl",
+        [
+            {"problem": problem.text, "steps": ["1 + 1 = 2", "# Answer\n\n2"]},
+            {"problem": problem.text, "steps": ["ok", ""]},
+        ],
+    )
     with pytest.raises(LineError) as error:
         import_pool(path)
     assert (error.value.line, error.value.field) == (2, "steps[1]")
@@ -123,7 +133,9 @@ def test_import_pool_command_reports(db, capsys):
 def test_import_pool_command_fails_on_a_blank_file_and_writes_nothing(db, tmp_path):
     path = tmp_path / "pool.jsonl"
     path.write_text("\n\n")
-    with pytest.raises(CommandError, match=r"pool.jsonl has no records \(only blank lines\); nothing was imported"):
+    with pytest.raises(
+        CommandError, match=r"pool.jsonl has no records \(only blank lines\); nothing was imported"
+    ):
         call_command("import_pool", str(path))
     assert not Solution.objects.exists()
 
@@ -131,7 +143,9 @@ def test_import_pool_command_fails_on_a_blank_file_and_writes_nothing(db, tmp_pa
 # --- selection into a batch --------------------------------------------------------------------
 
 
-def test_generation_without_retraining_queues_convincing_wrong_answers_with_reasons(demo_pool, lead):
+def test_generation_without_retraining_queues_convincing_wrong_answers_with_reasons(
+    demo_pool, lead
+):
     version = active_model()
     score_pool_by_id(version)
     make_batch("PRM800K generation 3", generation=3, origin=Batch.Origin.IMPORT)
@@ -143,7 +157,11 @@ def test_generation_without_retraining_queues_convincing_wrong_answers_with_reas
     assert run.status == GenerationRun.Status.SUCCEEDED
     assert run.generation == 4  # previous max + 1
     batch = run.batch
-    assert (batch.generation, batch.origin, batch.is_active) == (4, Batch.Origin.ACTIVE_LEARNING, True)
+    assert (batch.generation, batch.origin, batch.is_active) == (
+        4,
+        Batch.Origin.ACTIVE_LEARNING,
+        True,
+    )
     reasons = list(run.selections.select_related("solution"))
     assert [r.rank for r in reasons] == list(range(1, 11))
     assert [r.rule for r in reasons] == ["convincing_wrong"] * 8 + ["convincing"] * 2
@@ -167,9 +185,16 @@ def test_selection_excludes_labeled_and_queued_solutions(demo_pool, labeler):
     other = make_batch("elsewhere")
     Solution.objects.filter(pk=top[0].pk).update(batch=other)
     Labeling.objects.create(solution=top[1], labeler=labeler, status=Labeling.Status.EXPIRED)
-    run = run_generation_inline(active_learning.start_generation(
-        params={"k": 63, "per_problem_cap": None, "convincing_wrong_fraction": 0, "retrain": False}
-    ))  # fmt: skip
+    run = run_generation_inline(
+        active_learning.start_generation(
+            params={
+                "k": 63,
+                "per_problem_cap": None,
+                "convincing_wrong_fraction": 0,
+                "retrain": False,
+            }
+        )
+    )
     chosen = set(run.selections.values_list("solution_id", flat=True))
     assert top[0].pk not in chosen and top[1].pk not in chosen and top[2].pk in chosen
     assert len(chosen) == 61
@@ -179,10 +204,17 @@ def test_selection_excludes_labeled_and_queued_solutions(demo_pool, labeler):
 def test_per_problem_scope(demo_pool):
     version = active_model()
     score_pool_by_id(version)
-    run = run_generation_inline(active_learning.start_generation(
-        params={"k": 100, "scope": "per_problem", "per_problem_k": 1, "per_problem_cap": None,
-                "retrain": False}
-    ))  # fmt: skip
+    run = run_generation_inline(
+        active_learning.start_generation(
+            params={
+                "k": 100,
+                "scope": "per_problem",
+                "per_problem_k": 1,
+                "per_problem_cap": None,
+                "retrain": False,
+            }
+        )
+    )
     problems = list(run.selections.values_list("solution__problem_id", flat=True))
     assert len(problems) == len(set(problems)) == 21
 
@@ -225,8 +257,13 @@ def fake_services(monkeypatch, *, train_fails: bool = False, score_fails: bool =
         if train_fails:
             run.mark_failed("CUDA out of memory")
             return None
-        version = ModelVersion.objects.create(run=run, name=f"prm-{run_id}", backbone="tiny",
-                                              artifact_path="/x", passed_evaluation=True)  # fmt: skip
+        version = ModelVersion.objects.create(
+            run=run,
+            name=f"prm-{run_id}",
+            backbone="tiny",
+            artifact_path="/x",
+            passed_evaluation=True,
+        )
         version.activate()
         run.status = TrainingRun.Status.SUCCEEDED
         run.save(update_fields=["status"])
@@ -238,14 +275,23 @@ def fake_services(monkeypatch, *, train_fails: bool = False, score_fails: bool =
             raise RuntimeError("scoring worker lost")
         rows = list(solutions)
         SolutionScore.objects.bulk_create(
-            [SolutionScore(solution=s, model_version=model_version, score=s.pk / 1000, step_probs=[])
-             for s in rows], ignore_conflicts=True)  # fmt: skip
+            [
+                SolutionScore(
+                    solution=s, model_version=model_version, score=s.pk / 1000, step_probs=[]
+                )
+                for s in rows
+            ],
+            ignore_conflicts=True,
+        )
         if progress:
             progress(len(rows), len(rows))
         return len(rows)
 
-    fakes = {"create_training_run": create_training_run, "execute_training_run": execute_training_run,
-             "score_solutions_with": score_solutions_with}  # fmt: skip
+    fakes = {
+        "create_training_run": create_training_run,
+        "execute_training_run": execute_training_run,
+        "score_solutions_with": score_solutions_with,
+    }
     monkeypatch.setattr(active_learning, "service", lambda name: fakes[name])
     return calls
 
@@ -315,7 +361,10 @@ def test_a_failed_step_keeps_the_previous_generation_and_model_and_retries_from_
     if failing == "retrain":
         assert ModelVersion.active() == model_before
     if failing != "enqueue":
-        assert set(Solution.objects.filter(batch__isnull=False).values_list("pk", "batch_id")) == queued_before
+        assert (
+            set(Solution.objects.filter(batch__isnull=False).values_list("pk", "batch_id"))
+            == queued_before
+        )
         assert Batch.objects.filter(generation=run.generation).count() == 0
     assert previous.batch.solutions.count() == 3
     with pytest.raises(GenerationError):
@@ -387,9 +436,16 @@ def test_lead_starts_a_generation_from_the_page(client, lead, demo_pool, eager_t
     response = client.get(reverse("modeling_loop:generations"))
     assert response.status_code == 200 and b"Start generation" in response.content
     with eager_tasks():
-        response = client.post(reverse("modeling_loop:generations"),
-                               {"k": 6, "convincing_wrong_fraction": 0.5, "per_problem_cap": 2,
-                                "scope": "pool", "overlap": 1})  # fmt: skip
+        response = client.post(
+            reverse("modeling_loop:generations"),
+            {
+                "k": 6,
+                "convincing_wrong_fraction": 0.5,
+                "per_problem_cap": 2,
+                "scope": "pool",
+                "overlap": 1,
+            },
+        )
     run = GenerationRun.objects.get()
     assert response.status_code == 302 and response.url.endswith(f"/generations/{run.generation}/")
     run.refresh_from_db()
@@ -408,10 +464,14 @@ def test_generation_pages_are_for_leads_and_researchers(client, labeler, researc
     assert client.get(reverse("modeling_loop:generations")).status_code == 200
 
 
-def test_generation_detail_query_count_is_flat(client, lead, demo_pool, django_assert_max_num_queries):
+def test_generation_detail_query_count_is_flat(
+    client, lead, demo_pool, django_assert_max_num_queries
+):
     version = active_model()
     score_pool_by_id(version)
-    run = run_generation_inline(active_learning.start_generation(params={"k": 30, "retrain": False}))
+    run = run_generation_inline(
+        active_learning.start_generation(params={"k": 30, "retrain": False})
+    )
     client.force_login(lead)
     with django_assert_max_num_queries(12):
         client.get(reverse("modeling_loop:generation", args=[run.generation]))
@@ -420,14 +480,19 @@ def test_generation_detail_query_count_is_flat(client, lead, demo_pool, django_a
 def test_api_starts_lists_and_retries(client, researcher, demo_pool, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = True
     client.force_login(researcher)
-    response = client.post("/api/generations/", {"k": 3, "retrain": False}, content_type="application/json")
+    response = client.post(
+        "/api/generations/", {"k": 3, "retrain": False}, content_type="application/json"
+    )
     assert response.status_code == 201
     generation = response.json()["generation"]
     run = GenerationRun.objects.get(generation=generation)
     run_generation_inline(run)  # no worker in this test: run the queued steps here
     data = client.get(f"/api/generations/{generation}/").json()
     assert data["status"] == "failed" and data["current_step"] == "score"  # no active model
-    assert client.post("/api/generations/", {"k": 3}, content_type="application/json").status_code == 409
+    assert (
+        client.post("/api/generations/", {"k": 3}, content_type="application/json").status_code
+        == 409
+    )
     version = active_model()
     score_pool_by_id(version)
     assert client.post(f"/api/generations/{generation}/retry/").status_code == 200
@@ -439,7 +504,10 @@ def test_api_starts_lists_and_retries(client, researcher, demo_pool, settings):
 
 def test_api_refuses_labelers(client, labeler, db):
     client.force_login(labeler)
-    assert client.post("/api/generations/", {"k": 3}, content_type="application/json").status_code == 403
+    assert (
+        client.post("/api/generations/", {"k": 3}, content_type="application/json").status_code
+        == 403
+    )
 
 
 def test_run_generation_command(demo_pool, capsys, settings):
@@ -461,19 +529,35 @@ def test_a_generation_whose_worker_died_is_failed_and_can_be_retried(db, setting
     settings.STEPWISE_RUN_STALE_SECONDS = 600
     old = (timezone.now() - timedelta(seconds=601)).isoformat()
     fresh = timezone.now().isoformat()
-    dead = GenerationRun.objects.create(generation=1, status=GenerationRun.Status.RUNNING, current_step="score",
-                                        steps={"score": {"status": "running", "started_at": old, "heartbeat": old}})  # fmt: skip
-    alive = GenerationRun.objects.create(generation=2, status=GenerationRun.Status.RUNNING, current_step="score",
-                                         steps={"score": {"status": "running", "started_at": old, "heartbeat": fresh}})  # fmt: skip
-    training = TrainingRun.objects.create(status=TrainingRun.Status.FAILED, error="The worker stopped reporting")
-    retraining = GenerationRun.objects.create(generation=3, status=GenerationRun.Status.RUNNING,
-                                              current_step="retrain", training_run=training)  # fmt: skip
+    dead = GenerationRun.objects.create(
+        generation=1,
+        status=GenerationRun.Status.RUNNING,
+        current_step="score",
+        steps={"score": {"status": "running", "started_at": old, "heartbeat": old}},
+    )
+    alive = GenerationRun.objects.create(
+        generation=2,
+        status=GenerationRun.Status.RUNNING,
+        current_step="score",
+        steps={"score": {"status": "running", "started_at": old, "heartbeat": fresh}},
+    )
+    training = TrainingRun.objects.create(
+        status=TrainingRun.Status.FAILED, error="The worker stopped reporting"
+    )
+    retraining = GenerationRun.objects.create(
+        generation=3,
+        status=GenerationRun.Status.RUNNING,
+        current_step="retrain",
+        training_run=training,
+    )
     assert active_learning.fail_stale_generations() == 2
     for run in (dead, alive, retraining):
         run.refresh_from_db()
     assert dead.status == GenerationRun.Status.FAILED and "no progress" in dead.error
     assert dead.steps["score"]["status"] == "failed"
     assert alive.status == GenerationRun.Status.RUNNING
-    assert retraining.status == GenerationRun.Status.FAILED and "stopped reporting" in retraining.error
+    assert (
+        retraining.status == GenerationRun.Status.FAILED and "stopped reporting" in retraining.error
+    )
     retried = active_learning.retry_generation(dead, send=False)
     assert retried.status == GenerationRun.Status.QUEUED and retried.current_step == "score"

@@ -24,10 +24,19 @@ def eager_celery(settings):
 
 
 def test_lead_runs_a_generation_from_the_browser(
-    page, live_server, artifacts_dir, shared_data, tmp_path, settings, eager_celery, open_evaluation_gate
+    page,
+    live_server,
+    artifacts_dir,
+    shared_data,
+    tmp_path,
+    settings,
+    eager_celery,
+    open_evaluation_gate,
 ):
     load_pool_and_labels(shared_data)
-    settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(make_tiny_backbone(tmp_path / "tiny"))
+    settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(
+        make_tiny_backbone(tmp_path / "tiny")
+    )
     settings.MEDIA_ROOT = str(tmp_path / "media")
     make_user("lea", "lead", "labeler")
 
@@ -50,7 +59,11 @@ def test_lead_runs_a_generation_from_the_browser(
     rows = page.locator("#selections tbody tr")
     assert rows.count() == 8
     text = page.inner_text("#selections")
-    assert text.count("convincing wrong") == 6 and "wrong" in text and f"Generation {run.generation}" in text
+    assert (
+        text.count("convincing wrong") == 6
+        and "wrong" in text
+        and f"Generation {run.generation}" in text
+    )
     page.screenshot(path=str(artifacts_dir / "generation-page.png"), full_page=True)
 
     page.click("#batch-link")

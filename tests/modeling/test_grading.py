@@ -317,7 +317,9 @@ def test_pathological_input_is_refused_by_the_guards_on_either_side(
     assert verify_calls == []  # refused before math-verify: no parse, no time limit needed
 
 
-def test_pathological_input_is_refused_by_the_guards_from_a_worker_thread(verify_calls: list[str]) -> None:
+def test_pathological_input_is_refused_by_the_guards_from_a_worker_thread(
+    verify_calls: list[str],
+) -> None:
     assert run_in_thread(lambda: [is_equivalent(p, "5") for p in PATHOLOGICAL]) == [False] * len(
         PATHOLOGICAL
     )

@@ -38,13 +38,26 @@ def labels(db, shared_data):
 
 
 def tiny(backbone: str, **overrides) -> dict:
-    return {"backbone": backbone, "mode": "head", "max_steps": 4, "device": "cpu", "lr": 1e-2,
-            "batch_tokens": 4096, "max_length": 512, "checkpoint_every": 1000, **overrides}  # fmt: skip
+    return {
+        "backbone": backbone,
+        "mode": "head",
+        "max_steps": 4,
+        "device": "cpu",
+        "lr": 1e-2,
+        "batch_tokens": 4096,
+        "max_length": 512,
+        "checkpoint_every": 1000,
+        **overrides,
+    }
 
 
 def previous_active() -> ModelVersion:
     version = ModelVersion.objects.create(
-        name="previous", backbone="x", artifact_path="/nowhere", passed_evaluation=True, metrics={"auroc": 0.5}
+        name="previous",
+        backbone="x",
+        artifact_path="/nowhere",
+        passed_evaluation=True,
+        metrics={"auroc": 0.5},
     )
     version.activate()
     return version
@@ -65,7 +78,11 @@ def test_a_run_trains_evaluates_and_activates(labels, backbone, open_evaluation_
     assert version.is_active and version == ModelVersion.active() and version.run == run
     assert run.step == run.total_steps == 4 and [p[0] for p in run.loss_curve] == [1, 2, 3, 4]
     data = Path(run.output_dir) / services.DATA_FILE
-    assert run.dataset_version == hashlib.sha256(data.read_bytes()).hexdigest() == version.dataset_version
+    assert (
+        run.dataset_version
+        == hashlib.sha256(data.read_bytes()).hexdigest()
+        == version.dataset_version
+    )
     assert len(data.read_text().splitlines()) == run.dataset_description["labelings"] == 6
     described = run.dataset_description
     assert described["train_solutions"] + described["held_out_solutions"] == 6
@@ -92,7 +109,13 @@ def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, set
 
 @pytest.mark.parametrize(
     ("auroc", "active", "passed"),
-    [(0.7, None, True), (0.55, None, False), (None, None, False), (0.70, 0.71, True), (0.70, 0.75, False)],
+    [
+        (0.7, None, True),
+        (0.55, None, False),
+        (None, None, False),
+        (0.70, 0.71, True),
+        (0.70, 0.75, False),
+    ],
 )
 def test_evaluation_gate(settings, auroc, active, passed):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
@@ -113,7 +136,9 @@ def test_a_second_delivery_trains_nothing(labels, backbone, open_evaluation_gate
 
 def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
     before = previous_active()
-    run = services.create_training_run(config={"backbone": str(tmp_path / "no-such-model"), "device": "cpu"})
+    run = services.create_training_run(
+        config={"backbone": str(tmp_path / "no-such-model"), "device": "cpu"}
+    )
     assert services.execute_training_run(run.pk) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no-such-model" in run.error
@@ -149,7 +174,11 @@ def test_filters_pick_the_labelings(labels, backbone, open_evaluation_gate):
     from labeling.models import Labeling
 
     first_two = Labeling.objects.order_by("pk")[:2]
-    run = services.create_training_run(config=tiny(backbone), holdout_fraction=0.0, labelings=Labeling.objects.filter(pk__in=first_two.values("pk")))
+    run = services.create_training_run(
+        config=tiny(backbone),
+        holdout_fraction=0.0,
+        labelings=Labeling.objects.filter(pk__in=first_two.values("pk")),
+    )
     services.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
@@ -202,9 +231,13 @@ def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
     settings.STEPWISE_RUN_STALE_SECONDS = 600
     run = services.create_training_run(config={})
     old = timezone.now() - timedelta(seconds=601)
-    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=old, started_at=old)
+    TrainingRun.objects.filter(pk=run.pk).update(
+        status=TrainingRun.Status.RUNNING, heartbeat_at=old, started_at=old
+    )
     fresh = services.create_training_run(config={})
-    TrainingRun.objects.filter(pk=fresh.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=timezone.now())
+    TrainingRun.objects.filter(pk=fresh.pk).update(
+        status=TrainingRun.Status.RUNNING, heartbeat_at=timezone.now()
+    )
     assert services._claim(fresh.pk) is False  # its worker is alive: a redelivery does nothing
     assert services._claim(run.pk) is True  # a redelivery takes over the dead worker's run
     run.refresh_from_db()
@@ -218,7 +251,9 @@ def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
 def test_cancelling_a_run_whose_worker_died_cancels_it_at_once(db, settings):
     run = services.create_training_run(config={})
     old = timezone.now() - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS + 1)
-    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.RUNNING, heartbeat_at=old)
+    TrainingRun.objects.filter(pk=run.pk).update(
+        status=TrainingRun.Status.RUNNING, heartbeat_at=old
+    )
     assert services.cancel_training_run(run).status == TrainingRun.Status.CANCELLED
 
 
@@ -230,8 +265,12 @@ def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, op
     version = services.execute_training_run(services.create_training_run(config=tiny(backbone)).pk)
     solutions = Solution.objects.all()
     seen = []
-    services.score_solutions_with(model_version=version, solutions=solutions, batch_size=4,
-                                  progress=lambda done, total: seen.append((done, total)))  # fmt: skip
+    services.score_solutions_with(
+        model_version=version,
+        solutions=solutions,
+        batch_size=4,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     scores = SolutionScore.objects.filter(model_version=version)
     assert scores.count() == solutions.count() == 6 and seen[-1] == (6, 6)
     for score in scores.select_related("solution"):
@@ -266,19 +305,35 @@ def test_train_prm_help_states_each_config_default_once(monkeypatch):
 
 
 def test_train_and_evaluate_commands(labels, backbone, open_evaluation_gate, capsys, tmp_path):
-    flags = ["--backbone", backbone, "--mode", "head", "--max-steps", "3", "--device", "cpu",
-             "--max-length", "512", "--batch-tokens", "4096"]  # fmt: skip
+    flags = [
+        "--backbone",
+        backbone,
+        "--mode",
+        "head",
+        "--max-steps",
+        "3",
+        "--device",
+        "cpu",
+        "--max-length",
+        "512",
+        "--batch-tokens",
+        "4096",
+    ]
     call_command("train_prm", *flags, "--name", "cli", "--holdout-fraction", "0.3")
     out = capsys.readouterr().out
-    summary = json.loads(out[out.index("{"):])
+    summary = json.loads(out[out.index("{") :])
     run = TrainingRun.objects.get(pk=summary["run"])
     assert run.name == "cli" and run.status == TrainingRun.Status.SUCCEEDED and summary["active"]
 
     bench = tmp_path / "bench.json"
-    bench.write_text(json.dumps([
-        {"problem": "1+1?", "steps": ["1+1=2.", "So 2."], "label": -1},
-        {"problem": "2+2?", "steps": ["2+2=5.", "So 5."], "label": 0},
-    ]))  # fmt: skip
+    bench.write_text(
+        json.dumps(
+            [
+                {"problem": "1+1?", "steps": ["1+1=2.", "So 2."], "label": -1},
+                {"problem": "2+2?", "steps": ["2+2=5.", "So 5."], "label": 0},
+            ]
+        )
+    )
     call_command("evaluate_prm", "--processbench", str(bench))
     captured = capsys.readouterr()
     report = json.loads(captured.out)
@@ -313,7 +368,9 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
     settings.MEDIA_ROOT = tmp_path / "media"  # the worker's: its STEPWISE_VAR_DIR is tmp_path
     before = previous_active()
     config = tiny(backbone, mode="full", max_steps=400, checkpoint_every=5, lr=1e-3)
-    run = services.start_training_run(config=config, holdout_fraction=0.3)  # committed: on the broker
+    run = services.start_training_run(
+        config=config, holdout_fraction=0.3
+    )  # committed: on the broker
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         run.refresh_from_db()
@@ -345,7 +402,9 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_embedded_default_trains_in_a_thread_and_answers_at_once(shared_data, backbone, settings, open_evaluation_gate):
+def test_the_embedded_default_trains_in_a_thread_and_answers_at_once(
+    shared_data, backbone, settings, open_evaluation_gate
+):
     settings.STEPWISE_TRAIN_IN_THREAD = True  # what the demo does (no broker, no worker)
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     run = services.start_training_run(config=tiny(backbone, max_steps=3))

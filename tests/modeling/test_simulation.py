@@ -16,8 +16,9 @@ from tests.modeling.loop_helpers import SAMPLE_DIR
 
 
 def test_candidates_are_every_rated_path_and_wrong_means_an_oracle_minus_one():
-    example = LabeledSolution("P", ["a", "b", "c"], [1, 0, 1],
-                              [Alternative(1, "b'", -1), Alternative(2, "c'", 1)])  # fmt: skip
+    example = LabeledSolution(
+        "P", ["a", "b", "c"], [1, 0, 1], [Alternative(1, "b'", -1), Alternative(2, "c'", 1)]
+    )
     cands = candidates_from_oracle([example])
     assert [(c.steps, c.ratings, c.slots, c.wrong) for c in cands] == [
         (["a", "b", "c"], [1, 0, 1], [0, 1, 2], False),
@@ -54,16 +55,21 @@ def critic_slice():
 
     table = pq.read_table(PARQUET)
     problems = sorted(set(table.column("instruction").to_pylist()))[:16]
-    rows = table.filter(pc.is_in(table.column("instruction"), value_set=pa.array(problems))).to_pylist()
+    rows = table.filter(
+        pc.is_in(table.column("instruction"), value_set=pa.array(problems))
+    ).to_pylist()
     return examples_from_critic_rows(rows)
 
 
-def test_simulation_runs_both_arms_at_equal_budgets_and_writes_table_and_plot(critic_slice, tmp_path):
+def test_simulation_runs_both_arms_at_equal_budgets_and_writes_table_and_plot(
+    critic_slice, tmp_path
+):
     from tests.modeling.training.conftest import save_tiny_llama
 
     backbone = save_tiny_llama(tmp_path / "tiny")
-    config = SimulationConfig(generations=2, per_generation=8, uniform_generations=3,
-                              holdout_fraction=0.25, head_steps=50)  # fmt: skip
+    config = SimulationConfig(
+        generations=2, per_generation=8, uniform_generations=3, holdout_fraction=0.25, head_steps=50
+    )
 
     def featurize(ordered):
         return simulation.backbone_features(ordered, backbone=backbone, max_length=512)
@@ -77,7 +83,9 @@ def test_simulation_runs_both_arms_at_equal_budgets_and_writes_table_and_plot(cr
     assert all(0 <= p.auroc <= 1 for p in result.points if not math.isnan(p.auroc))
     assert result.ratio_bound in ("=", ">", "<=")
     again = simulation.simulate(critic_slice, featurize, config)
-    assert [p.auroc for p in again.points] == [p.auroc for p in result.points]  # same seed, same run
+    assert [p.auroc for p in again.points] == [
+        p.auroc for p in result.points
+    ]  # same seed, same run
 
     paths = simulation.write_outputs(result, tmp_path / "out", command="test")
     assert paths["plot"].exists() and paths["plot"].stat().st_size > 1000
@@ -87,7 +95,9 @@ def test_simulation_runs_both_arms_at_equal_budgets_and_writes_table_and_plot(cr
 
 
 def test_svg_plot_when_matplotlib_is_missing(tmp_path):
-    path = simulation._write_svg({"active": [(1, 0.5), (2, 0.6)], "uniform": [(1, 0.5)]}, "t", tmp_path / "p.svg")
+    path = simulation._write_svg(
+        {"active": [(1, 0.5), (2, 0.6)], "uniform": [(1, 0.5)]}, "t", tmp_path / "p.svg"
+    )
     assert path.read_text().startswith("<svg") and "polyline" in path.read_text()
 
 
@@ -97,9 +107,23 @@ def test_simulate_command_on_cached_features(critic_slice, tmp_path, capsys, mon
     from tests.modeling.training.conftest import PARQUET, save_tiny_llama
 
     backbone = save_tiny_llama(tmp_path / "tiny")
-    args = ["simulate_active_learning", "--oracle", str(PARQUET), "--max-problems", "10",
-            "--generations", "1", "--per-generation", "5", "--backbone", backbone,
-            "--feature-cache", str(tmp_path / "f.pt"), "--out", str(tmp_path / "out")]  # fmt: skip
+    args = [
+        "simulate_active_learning",
+        "--oracle",
+        str(PARQUET),
+        "--max-problems",
+        "10",
+        "--generations",
+        "1",
+        "--per-generation",
+        "5",
+        "--backbone",
+        backbone,
+        "--feature-cache",
+        str(tmp_path / "f.pt"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     call_command(*args)
     assert (tmp_path / "f.pt").exists()
     call_command(*args)
@@ -114,7 +138,9 @@ def test_simulate_command_on_cached_features(critic_slice, tmp_path, capsys, mon
 def demo_oracle() -> list[LabeledSolution]:
     """The demo's reference step labels as an oracle."""
     problem_rows = [json.loads(x) for x in (SAMPLE_DIR / "problems.jsonl").read_text().splitlines()]
-    label_rows = [json.loads(x) for x in (SAMPLE_DIR / "reference_labels.jsonl").read_text().splitlines()]
+    label_rows = [
+        json.loads(x) for x in (SAMPLE_DIR / "reference_labels.jsonl").read_text().splitlines()
+    ]
     problems = {row["unique_id"]: row["problem"] for row in problem_rows}
     ratings = {row["source_id"]: row["ratings"] for row in label_rows}
     out = []
@@ -157,7 +183,11 @@ def test_features_cover_every_path_step_and_alternative(critic_slice, tmp_path):
     from tests.modeling.training.conftest import save_tiny_llama
 
     examples = critic_slice[:3]
-    features = simulation.backbone_features(examples, backbone=save_tiny_llama(tmp_path / "t"), max_length=4096)
-    expected = {(i, s) for i, e in enumerate(examples) for s in range(len(e.steps) + len(e.alternatives))}
+    features = simulation.backbone_features(
+        examples, backbone=save_tiny_llama(tmp_path / "t"), max_length=4096
+    )
+    expected = {
+        (i, s) for i, e in enumerate(examples) for s in range(len(e.steps) + len(e.alternatives))
+    }
     assert set(features) == expected
     assert all(v.dtype == torch.float32 for v in features.values())

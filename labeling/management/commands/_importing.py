@@ -7,7 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from labeling.importers import ImportReport, LineError, NoRecords
 
 
-def run_import(command: BaseCommand, paths: list[str], do_import: Callable[[str], ImportReport]) -> None:
+def run_import(
+    command: BaseCommand, paths: list[str], do_import: Callable[[str], ImportReport]
+) -> None:
     for path in paths:
         try:
             report = do_import(path)

@@ -16,13 +16,19 @@ class Command(BaseCommand):
         parser.add_argument("--batch", required=True, help="Batch name (created if new).")
         parser.add_argument("--overlap", type=int, default=1, help="Labels wanted per solution.")
         parser.add_argument("--generation", type=int, default=None)
-        parser.add_argument("--skip-invalid", action="store_true", help="Skip and report bad lines.")
+        parser.add_argument(
+            "--skip-invalid", action="store_true", help="Skip and report bad lines."
+        )
 
     def handle(self, *args, paths, batch, overlap, generation, skip_invalid, **options):
         run_import(
             self,
             paths,
             lambda p: import_samples(
-                p, batch_name=batch, overlap=overlap, generation=generation, skip_invalid=skip_invalid
+                p,
+                batch_name=batch,
+                overlap=overlap,
+                generation=generation,
+                skip_invalid=skip_invalid,
             ),
         )

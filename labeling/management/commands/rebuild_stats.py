@@ -11,7 +11,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--batch", type=int, action="append", default=[], help="Batch id (repeat; default all).")
+        parser.add_argument(
+            "--batch", type=int, action="append", default=[], help="Batch id (repeat; default all)."
+        )
 
     def handle(self, *args, batch, **options):
         batches = Batch.objects.filter(pk__in=batch) if batch else Batch.objects.all()

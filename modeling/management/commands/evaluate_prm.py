@@ -16,13 +16,26 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--model-version", type=int, help="ModelVersion id (default: the active model).")
-        parser.add_argument("--processbench", action="append", default=[], help="ProcessBench JSON (repeat).")
-        parser.add_argument("--threshold", type=float, default=0.5,
-                            help="First error = first step with P(+1)+P(0) under this.")  # fmt: skip
-        parser.add_argument("--max-length", type=positive_int,
-                            help="Tokens per packed row; labels past it are dropped (default: the model's).")  # fmt: skip
-        parser.add_argument("--no-save", action="store_true", help="Print only; do not store the report.")
+        parser.add_argument(
+            "--model-version", type=int, help="ModelVersion id (default: the active model)."
+        )
+        parser.add_argument(
+            "--processbench", action="append", default=[], help="ProcessBench JSON (repeat)."
+        )
+        parser.add_argument(
+            "--threshold",
+            type=float,
+            default=0.5,
+            help="First error = first step with P(+1)+P(0) under this.",
+        )
+        parser.add_argument(
+            "--max-length",
+            type=positive_int,
+            help="Tokens per packed row; labels past it are dropped (default: the model's).",
+        )
+        parser.add_argument(
+            "--no-save", action="store_true", help="Print only; do not store the report."
+        )
 
     def handle(self, *args, **o):
         version = (
@@ -34,9 +47,13 @@ class Command(BaseCommand):
             raise CommandError("no such model version" if o["model_version"] else "no active model")
         try:
             report = services.evaluate_model_version(
-                version, processbench=o["processbench"], threshold=o["threshold"],
-                save=not o["no_save"], counter=tqdm_counter, max_length=o["max_length"],
-            )  # fmt: skip
+                version,
+                processbench=o["processbench"],
+                threshold=o["threshold"],
+                save=not o["no_save"],
+                counter=tqdm_counter,
+                max_length=o["max_length"],
+            )
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot evaluate {version}: {exc}") from None
         if report.get("held_out"):

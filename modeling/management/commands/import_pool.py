@@ -13,7 +13,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+")
-        parser.add_argument("--skip-invalid", action="store_true", help="Skip and report bad lines.")
+        parser.add_argument(
+            "--skip-invalid", action="store_true", help="Skip and report bad lines."
+        )
 
     def handle(self, *args, paths, skip_invalid, **options):
         run_import(self, paths, lambda p: import_pool(p, skip_invalid=skip_invalid))

@@ -15,18 +15,28 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--k", type=int, default=50, help="Solutions to select.")
-        parser.add_argument("--fraction", type=float, default=0.8, help="Convincing wrong-answer share.")
+        parser.add_argument(
+            "--fraction", type=float, default=0.8, help="Convincing wrong-answer share."
+        )
         parser.add_argument("--per-problem-cap", type=int, default=2, help="0: no cap.")
         parser.add_argument("--scope", choices=["pool", "per_problem"], default="pool")
         parser.add_argument("--per-problem-k", type=int, default=None)
         parser.add_argument("--overlap", type=int, default=1, help="Labelings wanted per solution.")
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--no-retrain", action="store_true", help="Score with the active model as is.")
+        parser.add_argument(
+            "--no-retrain", action="store_true", help="Score with the active model as is."
+        )
         parser.add_argument("--train-config", default="{}", help="TrainConfig fields as JSON.")
-        parser.add_argument("--retry", type=int, metavar="GENERATION", help="Retry this failed generation.")
+        parser.add_argument(
+            "--retry", type=int, metavar="GENERATION", help="Retry this failed generation."
+        )
         parser.add_argument("--inline", action="store_true", help="Run the steps in this process.")
-        parser.add_argument("--wait", action="store_true", help="Wait until the run ends; print progress.")
-        parser.add_argument("--timeout", type=float, default=24 * 3600, help="Seconds --wait waits.")
+        parser.add_argument(
+            "--wait", action="store_true", help="Wait until the run ends; print progress."
+        )
+        parser.add_argument(
+            "--timeout", type=float, default=24 * 3600, help="Seconds --wait waits."
+        )
 
     def handle(self, *args, **o):
         try:
@@ -36,15 +46,24 @@ class Command(BaseCommand):
                 )
             else:
                 params = {
-                    "k": o["k"], "convincing_wrong_fraction": o["fraction"],
-                    "per_problem_cap": o["per_problem_cap"] or None, "scope": o["scope"],
-                    "per_problem_k": o["per_problem_k"], "overlap": o["overlap"], "seed": o["seed"],
-                    "retrain": not o["no_retrain"], "train_config": json.loads(o["train_config"]),
-                }  # fmt: skip
+                    "k": o["k"],
+                    "convincing_wrong_fraction": o["fraction"],
+                    "per_problem_cap": o["per_problem_cap"] or None,
+                    "scope": o["scope"],
+                    "per_problem_k": o["per_problem_k"],
+                    "overlap": o["overlap"],
+                    "seed": o["seed"],
+                    "retrain": not o["no_retrain"],
+                    "train_config": json.loads(o["train_config"]),
+                }
                 run = active_learning.start_generation(
                     params=params, trigger=GenerationRun.Trigger.CLI, send=not o["inline"]
                 )
-        except (active_learning.GenerationError, GenerationRun.DoesNotExist, json.JSONDecodeError) as exc:
+        except (
+            active_learning.GenerationError,
+            GenerationRun.DoesNotExist,
+            json.JSONDecodeError,
+        ) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{run}: {run.status} at {run.current_step}")
         if o["inline"]:
@@ -52,14 +71,23 @@ class Command(BaseCommand):
         if o["wait"] or o["inline"]:
             run = self._wait(run, o["timeout"])
         if run.status == GenerationRun.Status.FAILED:
-            raise CommandError(f"{run} failed: {run.error} (retry: run_generation --retry {run.generation})")
+            raise CommandError(
+                f"{run} failed: {run.error} (retry: run_generation --retry {run.generation})"
+            )
 
     def _wait(self, run: GenerationRun, timeout: float) -> GenerationRun:
         deadline, last = time.monotonic() + timeout, None
         while True:
             run.refresh_from_db()
-            line = " | ".join(f"{s['name']}: {s['status']}" + (f" {s['percent']}%" if s.get("percent") is not None and s["status"] == "running" else "")
-                              for s in run.step_rows())  # fmt: skip
+            line = " | ".join(
+                f"{s['name']}: {s['status']}"
+                + (
+                    f" {s['percent']}%"
+                    if s.get("percent") is not None and s["status"] == "running"
+                    else ""
+                )
+                for s in run.step_rows()
+            )
             if line != last:
                 self.stdout.write(line)
                 last = line
@@ -69,7 +97,9 @@ class Command(BaseCommand):
                 raise CommandError(f"{run} still {run.status} after {timeout:.0f} s")
             time.sleep(1.0)
         if run.batch_id:
-            self.stdout.write(self.style.SUCCESS(
-                f"{run}: {run.selections.count()} solutions queued in batch {run.batch.name!r}"
-            ))  # fmt: skip
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"{run}: {run.selections.count()} solutions queued in batch {run.batch.name!r}"
+                )
+            )
         return run

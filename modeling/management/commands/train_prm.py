@@ -23,30 +23,51 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         add_config_arguments(parser)
         parser.add_argument("--name", default="", help="A name for the run.")
-        parser.add_argument("--batch", type=int, action="append", default=[], help="Batch id (repeat).")
-        parser.add_argument("--generation", type=int, action="append", default=[], help="Generation (repeat).")
         parser.add_argument(
-            "--holdout-fraction", type=float, default=None,
+            "--batch", type=int, action="append", default=[], help="Batch id (repeat)."
+        )
+        parser.add_argument(
+            "--generation", type=int, action="append", default=[], help="Generation (repeat)."
+        )
+        parser.add_argument(
+            "--holdout-fraction",
+            type=float,
+            default=None,
             help="Share of problems held out for evaluation (default STEPWISE_PRM_HOLDOUT_FRACTION).",
-        )  # fmt: skip
-        parser.add_argument("--processbench", action="append", default=[], help="ProcessBench JSON (repeat).")
-        parser.add_argument("--no-activate", action="store_true", help="Never make it the active model.")
-        parser.add_argument("--queue", action="store_true", help="Send it to the gpu worker and return.")
-        parser.add_argument("--resume", type=int, metavar="RUN", help="Resume this failed or cancelled run.")
+        )
+        parser.add_argument(
+            "--processbench", action="append", default=[], help="ProcessBench JSON (repeat)."
+        )
+        parser.add_argument(
+            "--no-activate", action="store_true", help="Never make it the active model."
+        )
+        parser.add_argument(
+            "--queue", action="store_true", help="Send it to the gpu worker and return."
+        )
+        parser.add_argument(
+            "--resume", type=int, metavar="RUN", help="Resume this failed or cancelled run."
+        )
 
     def handle(self, *args, **o):
         try:
             if o["resume"] is not None:
-                run = services.resume_training_run(TrainingRun.objects.get(pk=o["resume"]), send=o["queue"])
+                run = services.resume_training_run(
+                    TrainingRun.objects.get(pk=o["resume"]), send=o["queue"]
+                )
             else:
                 config = {
-                    f.name: o[f.name] for f in dataclasses.fields(TrainConfig) if o.get(f.name) is not None
+                    f.name: o[f.name]
+                    for f in dataclasses.fields(TrainConfig)
+                    if o.get(f.name) is not None
                 }
                 kwargs = dict(
-                    config=config, name=o["name"], holdout_fraction=o["holdout_fraction"],
+                    config=config,
+                    name=o["name"],
+                    holdout_fraction=o["holdout_fraction"],
                     filters={"batches": o["batch"], "generations": o["generation"]},
-                    processbench=o["processbench"], activate=not o["no_activate"],
-                )  # fmt: skip
+                    processbench=o["processbench"],
+                    activate=not o["no_activate"],
+                )
                 start = services.start_training_run if o["queue"] else services.create_training_run
                 run = start(**kwargs)
         except (services.RunError, TrainingRun.DoesNotExist) as exc:
@@ -54,14 +75,20 @@ class Command(BaseCommand):
         self.stdout.write(f"training run {run.pk}: {run.status}")
         if o["queue"]:
             return
-        version = services.execute_training_run(run.pk, progress=tqdm_progress(), counter=tqdm_counter)
+        version = services.execute_training_run(
+            run.pk, progress=tqdm_progress(), counter=tqdm_counter
+        )
         run.refresh_from_db()
         if run.status != TrainingRun.Status.SUCCEEDED:
             raise CommandError(f"training run {run.pk} {run.status}: {run.error}")
         gate = run.metrics.get("gate", {})
         summary = {
-            "run": run.pk, "model_version": version.pk, "active": version.is_active,
-            "dataset_version": run.dataset_version, "final_loss": run.metrics.get("final_loss"),
-            "held_out_auroc": run.metrics.get("auroc"), "gate": gate,
-        }  # fmt: skip
+            "run": run.pk,
+            "model_version": version.pk,
+            "active": version.is_active,
+            "dataset_version": run.dataset_version,
+            "final_loss": run.metrics.get("final_loss"),
+            "held_out_auroc": run.metrics.get("auroc"),
+            "gate": gate,
+        }
         self.stdout.write(json.dumps(summary, indent=2))

@@ -26,9 +26,20 @@ def strict_json(text: str):
     return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
 
 
-def test_evaluate_output_writes_null_not_nan_in_empty_reliability_bins(saved_model, tmp_path, capsys):
+def test_evaluate_output_writes_null_not_nan_in_empty_reliability_bins(
+    saved_model, tmp_path, capsys
+):
     out = tmp_path / "report.json"
-    argv = ["evaluate", "--model", saved_model, "--prm800k", str(SAMPLES), "--all", "--device", "cpu"]
+    argv = [
+        "evaluate",
+        "--model",
+        saved_model,
+        "--prm800k",
+        str(SAMPLES),
+        "--all",
+        "--device",
+        "cpu",
+    ]
     assert cli.main([*argv, "--output", str(out)]) == 0
     report = strict_json(out.read_text())
     empty = [b for b in report["steps"]["reliability_negative"] if b["count"] == 0]
@@ -46,7 +57,16 @@ def test_evaluate_prints_how_many_labels_lie_past_max_length_and_takes_max_lengt
     carried = sum(
         label != IGNORE for row in build_features(examples, tokenizer, 150) for label in row.labels
     )
-    argv = ["evaluate", "--model", saved_model, "--prm800k", str(SAMPLES), "--all", "--device", "cpu"]
+    argv = [
+        "evaluate",
+        "--model",
+        saved_model,
+        "--prm800k",
+        str(SAMPLES),
+        "--all",
+        "--device",
+        "cpu",
+    ]
 
     assert cli.main([*argv, "--max-length", "150"]) == 0
     out, err = capsys.readouterr()

@@ -116,28 +116,48 @@ def test_cached_head_training_matches_running_the_backbone_every_step(
         assert a == pytest.approx(b, rel=1e-5)
 
 
-def test_a_resumed_head_run_reuses_its_backbone_features(tiny_llama, make_config, samples, tmp_path):
+def test_a_resumed_head_run_reuses_its_backbone_features(
+    tiny_llama, make_config, samples, tmp_path
+):
     import shutil
 
     from modeling.training.train import FEATURES_FILE
 
     config = make_config(tiny_llama, mode="head", max_steps=6, batch_tokens=1024, max_length=512)
     first: list[Progress] = []
-    stopped = train(config, samples, progress=first.append, should_stop=lambda: any(p.phase == "train" and p.step == 3 for p in first))
+    stopped = train(
+        config,
+        samples,
+        progress=first.append,
+        should_stop=lambda: any(p.phase == "train" and p.step == 3 for p in first),
+    )
     assert stopped.stopped and stopped.step == 3
     computed = [p for p in first if p.phase == "features"]
     assert len(computed) > 1  # one report per backbone batch
 
     again: list[Progress] = []
     resumed = train(config, samples, progress=again.append)
-    assert [p.step for p in again if p.phase == "features"] == [computed[-1].total]  # loaded, not run
+    assert [p.step for p in again if p.phase == "features"] == [
+        computed[-1].total
+    ]  # loaded, not run
     assert resumed.step == 6 and [s for s, _ in resumed.loss_curve] == list(range(1, 7))
 
     # Features of other rows (here: another max_length) are never taken for these.
-    other = make_config(tiny_llama, mode="head", max_steps=6, batch_tokens=1024, max_length=256,
-                        output_dir=str(tmp_path / "other"))  # fmt: skip
+    other = make_config(
+        tiny_llama,
+        mode="head",
+        max_steps=6,
+        batch_tokens=1024,
+        max_length=256,
+        output_dir=str(tmp_path / "other"),
+    )
     (tmp_path / "other").mkdir()
     shutil.copy(f"{config.output_dir}/{FEATURES_FILE}", tmp_path / "other" / FEATURES_FILE)
     fresh: list[Progress] = []
-    train(other, samples, progress=fresh.append, should_stop=lambda: any(p.phase == "train" for p in fresh))
+    train(
+        other,
+        samples,
+        progress=fresh.append,
+        should_stop=lambda: any(p.phase == "train" for p in fresh),
+    )
     assert len([p for p in fresh if p.phase == "features"]) > 1
