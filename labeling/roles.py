@@ -1,6 +1,15 @@
-"""Roles are Django groups. A superuser holds every role."""
+"""Roles are Django groups. A superuser holds every role.
+
+One check for pages (`require`) and one DRF permission class (`HasRole`, reading the
+view's `required_roles`), so who may do what reads the same everywhere.
+"""
+
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+from rest_framework import permissions
 
 LABELER = "labeler"
 LEAD = "lead"
@@ -19,9 +28,32 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> set[str]:
         cached = set(user.groups.values_list("name", flat=True)) & set(ALL_ROLES)
         if ADMIN in cached:
             cached = set(ALL_ROLES)
-        user._stepwise_roles = cached  # type: ignore[attr-defined]
+        user._stepwise_roles = cached  # type: ignore[union-attr]
     return cached
 
 
 def has_role(user: AbstractBaseUser | AnonymousUser, *roles: str) -> bool:
     return bool(user_roles(user) & set(roles))
+
+
+def require(
+    request: HttpRequest, *roles: str, message: str = "Your role does not allow this."
+) -> None:
+    """Refuse the request (403) unless its user holds one of `roles`."""
+    if not has_role(request.user, *roles):
+        raise PermissionDenied(message)
+
+
+class HasRole(permissions.BasePermission):
+    """DRF: the user holds one of the view's `required_roles` (and the view's `role_message`)."""
+
+    message = "Your role does not allow this."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        roles = getattr(view, "required_roles", ())
+        if not roles:
+            raise AssertionError(f"{type(view).__name__} uses HasRole without required_roles")
+        self.message = getattr(view, "role_message", self.message)
+        return bool(
+            request.user and request.user.is_authenticated and has_role(request.user, *roles)
+        )
