@@ -133,7 +133,7 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
     assert Labeling.objects.count() == labelings
     print(f"seeded rows in {time.perf_counter() - started:.1f} s", flush=True)
     # As import and submission do: each completed labeling keeps its rendered release line.
-    from labeling.exporters import store_release_lines
+    from labeling.services.exporting import store_release_lines
 
     started = time.perf_counter()
     store_release_lines()
@@ -193,9 +193,9 @@ def naive_export(limit: int, out_path: str) -> int:
 
 
 def iter_export_items_from_columns(labelings):
-    from labeling.exporters import _render_from_columns
+    from labeling.services.exporting import render_from_columns
 
-    return _render_from_columns(labelings)
+    return render_from_columns(labelings)
 
 
 def main() -> None:
@@ -213,7 +213,7 @@ def main() -> None:
     django_on(args.database)
     seed(args.step_labels, reseed=args.reseed)
 
-    from labeling.exporters import ExportFilters, select_labelings, write_export_file
+    from labeling.services.exporting import ExportFilters, select_labelings, write_export_file
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "export.out")

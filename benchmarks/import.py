@@ -5,7 +5,7 @@
 Writes a synthetic PRM800K-shaped JSONL file (phase-2 lines, 10 steps each, one rated
 completion per step and two rated alternatives on every fifth step, distinct problems), then
 imports it into an emptied database of its own (`stepwise_bench_import`, or
-BENCH_DATABASE_URL) with `labeling.importers.import_prm800k` (validation, byte-exact check,
+BENCH_DATABASE_URL) with `labeling.services.importing.import_prm800k` (validation, byte-exact check,
 dedupe and one transaction included), and imports the first --naive-lines lines again, after
 emptying, through a naive loop that saves every row with the ORM. Prints step labels/s for
 both and the ratio. Not a test: run it by hand.
@@ -85,8 +85,8 @@ def naive_import(path: Path, limit: int) -> int:
     from django.db import transaction
 
     from labeling import prm800k
-    from labeling.importers import labeler_uuid, problem_hash, sha256_text
     from labeling.models import Batch, Completion, Labeler, Labeling, Problem, Solution, StepLabel
+    from labeling.services.importing import labeler_uuid, problem_hash, sha256_text
 
     steps_saved = 0
     with transaction.atomic(), open(path) as handle:
@@ -166,7 +166,7 @@ def main() -> None:
     args = parser.parse_args()
     django_on(args.database)
 
-    from labeling.importers import import_prm800k
+    from labeling.services.importing import import_prm800k
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "synthetic.jsonl"

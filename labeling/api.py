@@ -25,8 +25,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labeling import importers, snapshots
-from labeling.exporters import ExportFormat, iter_prm800k_lines, select_labelings, write_export
 from labeling.models import Batch, Completion, Labeling, Problem, Snapshot, Solution, StepLabel
 from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER, has_role
 from labeling.serializers import (
@@ -41,6 +39,13 @@ from labeling.serializers import (
     SampleUploadSerializer,
     SnapshotSerializer,
     SolutionSerializer,
+)
+from labeling.services import importing, snapshots
+from labeling.services.exporting import (
+    ExportFormat,
+    iter_prm800k_lines,
+    select_labelings,
+    write_export,
 )
 
 # --- permissions and paging -------------------------------------------------------------------
@@ -141,10 +146,10 @@ _upload_errors = OpenApiResponse(
 
 def _import_response(uploaded, run) -> Response:
     try:
-        report = importers.import_uploaded(
+        report = importing.import_uploaded(
             uploaded, run, max_bytes=settings.STEPWISE_UPLOAD_MAX_BYTES
         )
-    except importers.UploadRejected as rejected:
+    except importing.UploadRejected as rejected:
         errors = [{"line": e.line, "field": e.field, "message": e.message} for e in rejected.errors]
         return Response(
             {"detail": rejected.message, "errors": errors}, status=status.HTTP_400_BAD_REQUEST
@@ -179,7 +184,7 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         data = form.validated_data
         return _import_response(
             data["file"],
-            lambda path: importers.import_samples(
+            lambda path: importing.import_samples(
                 path,
                 batch_name=data["batch_name"],
                 overlap=data["overlap"],
@@ -204,7 +209,7 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         form.is_valid(raise_exception=True)
         return _import_response(
             form.validated_data["file"],
-            lambda path: importers.import_prm800k(path, skip_invalid=True),
+            lambda path: importing.import_prm800k(path, skip_invalid=True),
         )
 
 

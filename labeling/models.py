@@ -508,7 +508,7 @@ class Guidelines(models.Model):
 class Snapshot(models.Model):
     """An export written once to a file and never changed: its sha256 says so.
 
-    Created pending by `labeling.snapshots.snapshot_create`, written by a Celery task through
+    Created pending by `labeling.services.snapshots.snapshot_create`, written by a Celery task through
     `snapshot_run`. There is no update path: the only writes are the claim, progress while
     running, and the final done/failed transition, all conditional on the current status.
     """

@@ -10,8 +10,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from statistics import median
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
@@ -26,6 +28,7 @@ from labeling.models import (
     BatchLabelerStats,
     Completion,
     GoldResult,
+    Guidelines,
     Labeler,
     Labeling,
     RatingEvent,
@@ -175,6 +178,14 @@ def solution_counts(batch_ids: list[int]) -> dict[int, int]:
         for b in missing:
             _COUNT_CACHE[b] = (now, fresh.get(b, 0))
     return {b: _COUNT_CACHE[b][1] for b in batch_ids}
+
+
+def clear_count_cache(*batch_ids: int) -> None:
+    """Forget cached solution counts (of these batches, or all): after a move, and in tests."""
+    if not batch_ids:
+        _COUNT_CACHE.clear()
+    for batch_id in batch_ids:
+        _COUNT_CACHE.pop(batch_id, None)
 
 
 def _sum_tally(rows) -> dict[str, int]:
@@ -477,3 +488,61 @@ def adjudication_view(
 
 
 __all__ = ["FinalRatings", "final_step_ratings", "first_error"]
+
+
+# --- one labeling's steps, screening size -----------------------------------------------------
+
+
+def screening_size() -> int:
+    """Solutions in a screening: the setting, or fewer when fewer screening solutions exist."""
+    available = Solution.objects.filter(
+        is_screening=True, is_quality_control=True, gold__isnull=False
+    )
+    return min(settings.STEPWISE_SCREENING_SIZE, available.count())
+
+
+@dataclass(frozen=True)
+class StepView:
+    index: int
+    text: str
+    rating: int | None
+    flagged: bool | None
+
+
+def step_views(labeling: Labeling) -> list[StepView]:
+    """Each solution step with this labeling's rating so far (None where not rated yet)."""
+    ratings = {
+        c.step.index: c
+        for c in Completion.objects.filter(step__labeling=labeling, index=0).select_related("step")
+    }
+    return [
+        StepView(
+            index=i,
+            text=text,
+            rating=ratings[i].rating if i in ratings else None,
+            flagged=ratings[i].flagged if i in ratings else None,
+        )
+        for i, text in enumerate(labeling.solution.steps)
+    ]
+
+
+def labeling_ratings(labeling: Labeling) -> list[tuple[int, bool]]:
+    """(rating, flagged) per rated step, in step order."""
+    rows = (
+        Completion.objects.filter(step__labeling=labeling, index=0)
+        .order_by("step__index")
+        .values_list("rating", "flagged")
+    )
+    return [(r, bool(f)) for r, f in rows]
+
+
+# --- guidelines -------------------------------------------------------------------------------
+
+DEFAULT_GUIDELINES = Path(__file__).resolve().parent / "guidelines_default.txt"
+
+
+def current_guidelines() -> tuple[str, Guidelines | None]:
+    latest = Guidelines.objects.order_by("-version").first()
+    if latest is not None:
+        return latest.text, latest
+    return DEFAULT_GUIDELINES.read_text(encoding="utf-8"), None

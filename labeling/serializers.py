@@ -14,7 +14,6 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from rest_framework import serializers
 
-from labeling.exporters import LABEL_CHOICES, ExportFilters, ExportFormat, StepwiseOptions
 from labeling.models import (
     Batch,
     Completion,
@@ -26,6 +25,7 @@ from labeling.models import (
     StepLabel,
 )
 from labeling.prm800k import NEUTRAL_MAPPINGS
+from labeling.services.exporting import LABEL_CHOICES, ExportFilters, ExportFormat, StepwiseOptions
 
 THREE_WAY = ("include", "exclude", "only")
 

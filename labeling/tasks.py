@@ -5,13 +5,13 @@ Progress and results go to rows that pages poll, not to the result backend.
 
 from celery import shared_task
 
-from labeling import services, snapshots
+from labeling.services import queue, snapshots
 
 
 @shared_task(name="labeling.expire_leases", acks_late=True, time_limit=120, soft_time_limit=100)
 def expire_leases() -> int:
     """Return expired claims to the pool (periodic, every minute via beat). Safe to run twice."""
-    return services.expire_stale_leases()
+    return queue.expire_stale_leases()
 
 
 @shared_task(acks_late=True, time_limit=2 * 3600, soft_time_limit=2 * 3600 - 60)

@@ -1,32 +1,62 @@
-from django.urls import path
+"""Every route of the app: labeler and lead pages (`labeling:`), the researchers' page
+(`research:`) and the REST API (route names `api-*` and the router's `<basename>-list/detail`)."""
 
-from labeling import views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
 
-app_name = "labeling"
+from labeling import api
+from labeling.views import labeler, lead, research
 
-urlpatterns = [
-    path("", views.queue, name="queue"),
-    path("next/", views.claim, name="claim"),
-    path("<int:labeling_id>/", views.labeling_page, name="labeling"),
-    path("<int:labeling_id>/rate/", views.rate, name="rate"),
-    path("<int:labeling_id>/undo/", views.undo, name="undo"),
-    path("<int:labeling_id>/finish/", views.finish, name="finish"),
+labeler_patterns = [
+    path("", labeler.queue, name="queue"),
+    path("next/", labeler.claim, name="claim"),
+    path("<int:labeling_id>/", labeler.labeling_page, name="labeling"),
+    path("<int:labeling_id>/rate/", labeler.rate, name="rate"),
+    path("<int:labeling_id>/undo/", labeler.undo, name="undo"),
+    path("<int:labeling_id>/finish/", labeler.finish, name="finish"),
+    path("guidelines/", labeler.guidelines, name="guidelines"),
+    # Leads: dashboard, batches, labelers, adjudication, audit, guidelines.
+    path("guidelines/edit/", lead.guidelines_edit, name="guidelines_edit"),
+    path("lead/", lead.lead_home, name="lead_home"),
+    path("lead/batches/new/", lead.batch_edit, name="batch_new"),
+    path("lead/batches/<int:batch_id>/", lead.batch_dashboard, name="batch_dashboard"),
+    path("lead/batches/<int:batch_id>/edit/", lead.batch_edit, name="batch_edit"),
+    path("lead/labelers/", lead.labelers_page, name="labelers"),
+    path("lead/labelers/<int:user_id>/", lead.labeler_detail, name="labeler_detail"),
+    path("lead/labelers/<int:user_id>/state/", lead.labeler_state, name="labeler_state"),
+    path("lead/adjudication/", lead.adjudication_queue, name="adjudication_queue"),
+    path("lead/adjudication/<int:solution_id>/", lead.adjudicate, name="adjudicate"),
+    path(
+        "lead/labelings/<int:labeling_id>/history/", lead.labeling_history, name="labeling_history"
+    ),
 ]
 
-# Leads: dashboard, batches, labelers, adjudication, audit; guidelines for everyone.
-urlpatterns += [
-    path("guidelines/", views.guidelines, name="guidelines"),
-    path("guidelines/edit/", views.guidelines_edit, name="guidelines_edit"),
-    path("lead/", views.lead_home, name="lead_home"),
-    path("lead/batches/new/", views.batch_edit, name="batch_new"),
-    path("lead/batches/<int:batch_id>/", views.batch_dashboard, name="batch_dashboard"),
-    path("lead/batches/<int:batch_id>/edit/", views.batch_edit, name="batch_edit"),
-    path("lead/labelers/", views.labelers_page, name="labelers"),
-    path("lead/labelers/<int:user_id>/", views.labeler_detail, name="labeler_detail"),
-    path("lead/labelers/<int:user_id>/state/", views.labeler_state, name="labeler_state"),
-    path("lead/adjudication/", views.adjudication_queue, name="adjudication_queue"),
-    path("lead/adjudication/<int:solution_id>/", views.adjudicate, name="adjudicate"),
-    path(
-        "lead/labelings/<int:labeling_id>/history/", views.labeling_history, name="labeling_history"
-    ),
+research_patterns = [
+    path("", research.index, name="index"),
+    path("snapshots/", research.snapshot_list, name="snapshots"),
+    path("snapshots/new/", research.snapshot_create, name="create"),
+    path("snapshots/<int:snapshot_id>/download/", research.snapshot_download, name="download"),
+    path("export/", research.export_now, name="export"),
+]
+
+router = DefaultRouter()
+router.register("problems", api.ProblemViewSet, basename="problem")
+router.register("batches", api.BatchViewSet, basename="batch")
+router.register("solutions", api.SolutionViewSet, basename="solution")
+router.register("labelings", api.LabelingViewSet, basename="labeling")
+router.register("snapshots", api.SnapshotViewSet, basename="snapshot")
+
+api_patterns = [
+    path("export/", api.ExportView.as_view(), name="api-export"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("", include(router.urls)),
+]
+
+urlpatterns = [
+    path("label/", include((labeler_patterns, "labeling"))),
+    path("research/", include((research_patterns, "research"))),
+    path("api/", include(api_patterns)),
 ]

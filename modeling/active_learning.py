@@ -28,8 +28,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, Max, OuterRef, QuerySet
 from django.utils import timezone
 
-from labeling import importers
 from labeling.models import Batch, Labeling, Problem, Solution
+from labeling.services import importing
 from modeling.grading import grade_solution, is_equivalent
 from modeling.models import GenerationRun, ModelVersion, PoolEntry, SelectionReason, SolutionScore
 from modeling.selection import Candidate, select_generation
@@ -73,7 +73,7 @@ def service(name: str) -> Callable[..., Any]:
 
 
 def _grade(
-    sample: importers.SampleLine, ground_truth: str | None
+    sample: importing.SampleLine, ground_truth: str | None
 ) -> tuple[str | None, bool | None]:
     """The line's own `answer` when given (the generator's final answer), else the steps'."""
     if sample.answer and sample.answer.strip():
@@ -85,7 +85,7 @@ def _grade(
 
 
 def _write_pool_chunk(
-    chunk: list[tuple[int, str, importers.SampleLine]], report: importers.ImportReport
+    chunk: list[tuple[int, str, importing.SampleLine]], report: importing.ImportReport
 ) -> None:
     by_uid = {
         p.unique_id: p
@@ -93,23 +93,23 @@ def _write_pool_chunk(
             unique_id__in={s.unique_id for _, _, s in chunk if s.unique_id}
         )
     }
-    by_hash = importers._problems_by_hash(
-        importers.problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text
+    by_hash = importing._problems_by_hash(
+        importing.problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text
     )
     rows: dict[str, tuple[Solution, PoolEntry]] = {}
     for number, _, sample in chunk:
         problem = by_uid.get(sample.unique_id) if sample.unique_id else None
         if problem is None and sample.problem_text:
-            problem = by_hash.get(importers.problem_hash(sample.problem_text))
+            problem = by_hash.get(importing.problem_hash(sample.problem_text))
         if problem is None:
             field = "unique_id" if sample.unique_id else "problem"
-            raise importers.LineError(
+            raise importing.LineError(
                 report.path,
                 number,
                 field,
                 "no such problem; import the problems (import_math) first",
             )
-        digest = importers.solution_content_hash(
+        digest = importing.solution_content_hash(
             problem_sha256=problem.text_sha256,
             fmt=Solution.Format.PHASE2,
             steps=sample.steps,
@@ -151,13 +151,13 @@ def _write_pool_chunk(
     report.created["graded wrong"] += sum(s.answer_correct is False for s, _ in new)
 
 
-def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importers.ImportReport:
+def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importing.ImportReport:
     """Import candidate solutions (JSONL, one per line: `unique_id` or `problem`, `steps`, and
     optionally `answer`, `generator`, `source_id`, `score`) into the pool, grading each against
     its problem's ground truth. Streamed in chunks; all-or-nothing unless skip_invalid;
     re-importing adds nothing twice (solutions by content hash)."""
-    return importers._run_import(
-        path, importers.parse_sample_line, _write_pool_chunk, skip_invalid=skip_invalid
+    return importing._run_import(
+        path, importing.parse_sample_line, _write_pool_chunk, skip_invalid=skip_invalid
     )
 
 

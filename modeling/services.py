@@ -34,8 +34,8 @@ from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from labeling.exporters import ExportFilters, iter_prm800k_lines, select_labelings
 from labeling.models import Labeling, Solution
+from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
 
 logger = logging.getLogger(__name__)

@@ -423,7 +423,7 @@ def load_oracle(
     )
 
     if source == "db":
-        from labeling.exporters import iter_prm800k_lines
+        from labeling.services.exporting import iter_prm800k_lines
 
         examples = examples_from_prm800k(json.loads(line) for line in iter_prm800k_lines())
     elif source.endswith(".parquet"):

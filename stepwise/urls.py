@@ -2,15 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from labeling import views as labeling_views
+from labeling.views import labeler as labeling_views
 
 urlpatterns = [
     path("", labeling_views.home, name="home"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("label/", include("labeling.urls")),
-    path("research/", include("labeling.research_urls")),
-    path("api/", include("labeling.api_urls")),
+    path("", include("labeling.urls")),  # /label/, /research/, /api/
     path("", include("modeling.urls_loop")),  # /generations/ pages, /api/generations/
     path("", include("modeling.urls_runs")),  # /modeling/ pages, /api/runs/, /api/models/
     path("admin/", admin.site.urls),

@@ -6,16 +6,17 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from labeling.importers import import_prm800k
+from labeling.services.importing import import_prm800k
 
 
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
     """Per-process caches (solution counts, lease medians) must not leak between tests."""
-    from labeling import selectors, services
+    from labeling import selectors
+    from labeling.services import queue
 
-    selectors._COUNT_CACHE.clear()
-    services._MEDIAN_CACHE.clear()
+    selectors.clear_count_cache()
+    queue.clear_median_cache()
     yield
 
 

@@ -1,12 +1,13 @@
 """Shared steps for the quality-control tests: label a solution with given ratings."""
 
-from labeling import services
 from labeling.models import Labeling
+from labeling.services import queue
+from labeling.services.rating import rate_step
 
 
 def label(labeling: Labeling, ratings: list[int], *, elapsed_ms: int = 1000) -> Labeling:
     for step, rating in enumerate(ratings):
-        labeling = services.rate_step(
+        labeling = rate_step(
             labeling_id=labeling.pk,
             user=labeling.labeler,
             step_index=step,
@@ -18,6 +19,6 @@ def label(labeling: Labeling, ratings: list[int], *, elapsed_ms: int = 1000) -> 
 
 
 def claim_and_label(user, ratings: list[int], **kwargs) -> Labeling:
-    labeling = services.claim_next(user, **kwargs)
+    labeling = queue.claim_next(user, **kwargs)
     assert labeling is not None, f"{user} got nothing to label"
     return label(labeling, ratings)

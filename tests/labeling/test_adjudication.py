@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from labeling import selectors, services
+from labeling import selectors
 from labeling.models import (
     Adjudication,
     BatchAgreement,
@@ -13,6 +13,7 @@ from labeling.models import (
     RatingEvent,
     SolutionAgreement,
 )
+from labeling.services import errors, queue, rating
 from tests.factories import make_batch, make_solution
 from tests.labeling.helpers import claim_and_label
 
@@ -112,11 +113,11 @@ def test_majority_tie_on_two_labelers_takes_the_lower_rating(disputed):
 
 def test_history_shows_every_change_and_only_leads_read_it(client, lead, labeler):
     solution = make_solution(make_batch(gold_rate=0))
-    labeling = services.claim_next(labeler)
-    services.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
-    services.undo_last(labeling_id=labeling.pk, user=labeler)
+    labeling = queue.claim_next(labeler)
+    rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
+    rating.undo_last(labeling_id=labeling.pk, user=labeler)
     claim_and_label(labeler, [1, 1, 1])
-    services.rating_edit(labeling_id=labeling.pk, user=lead, step_index=1, rating=0)
+    rating.rating_edit(labeling_id=labeling.pk, user=lead, step_index=1, rating=0)
     reasons = list(Labeling.objects.get(pk=labeling.pk).events.values_list("reason", flat=True))
     assert reasons == ["rate", "undo", "rate", "rate", "rate", "finish", "edit"]
     client.force_login(labeler)
@@ -131,7 +132,7 @@ def test_history_shows_every_change_and_only_leads_read_it(client, lead, labeler
 def test_an_edit_cannot_move_a_minus_one(labeler):
     make_solution(make_batch(gold_rate=0))
     labeling = claim_and_label(labeler, [1, -1])
-    with pytest.raises(services.LabelingError):
-        services.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=1, rating=1)
-    with pytest.raises(services.LabelingError):
-        services.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)
+    with pytest.raises(errors.LabelingError):
+        rating.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=1, rating=1)
+    with pytest.raises(errors.LabelingError):
+        rating.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)

@@ -325,7 +325,7 @@ def test_schema_is_valid_and_covers_every_endpoint(tmp_path):
     # --fail-on-warn turns any schema warning (an undocumentable view) into an error
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
     paths = set(yaml.safe_load(out.read_text())["paths"])
-    from labeling.api_urls import router
+    from labeling.urls import router
 
     expected = {"/api/export/"}
     for prefix, _, _ in router.registry:

@@ -6,8 +6,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from labeling import services
 from labeling.models import Batch, BatchHourStats, BatchLabelerStats, Guidelines
+from labeling.services import counters, queue, rating
 from labeling.tasks import expire_leases
 from tests.conftest import make_user
 from tests.factories import make_batch, make_solution, make_solutions
@@ -61,7 +61,7 @@ def test_counters_follow_finishes_and_undo(labeler, labeler2):
     assert (row.fin_solution, row.fin_found_error, row.time_ms) == (1, 1, 5000)
     hour = BatchHourStats.objects.get(batch=batch)
     assert (hour.labelings, hour.steps, hour.solutions_done) == (3, 8, 1)
-    services.undo_last(labeling_id=last.pk, user=labeler)  # reopen: counters give it back
+    rating.undo_last(labeling_id=last.pk, user=labeler)  # reopen: counters give it back
     row.refresh_from_db()
     hour.refresh_from_db()
     assert (row.labelings, row.steps, row.neg, row.fin_found_error) == (1, 3, 0, 0)
@@ -75,7 +75,7 @@ def test_batch_dashboard_shows_the_figures_and_htmx_gets_only_the_live_fragment(
     make_solutions(batch, 4)
     claim_and_label(labeler, [1, 0, 1])
     claim_and_label(labeler, [-1])
-    services.claim_next(labeler)
+    queue.claim_next(labeler)
     client.force_login(lead)
     page = client.get(reverse("labeling:batch_dashboard", args=[batch.pk])).content.decode()
     assert "Gen 7" in page and 'hx-trigger="every 5s"' in page and "chart.umd.min.js" in page
@@ -133,7 +133,7 @@ def test_a_lead_creates_a_batch_with_labelers_and_solutions_from_another_batch(
 ):
     source = make_batch("old", gold_rate=0)
     make_solutions(source, 5)
-    started = services.claim_next(labeler, batch=source).solution  # a started one stays behind
+    started = queue.claim_next(labeler, batch=source).solution  # a started one stays behind
     client.force_login(lead)
     response = client.post(
         reverse("labeling:batch_new"),
@@ -159,8 +159,8 @@ def test_a_lead_creates_a_batch_with_labelers_and_solutions_from_another_batch(
 
 
 def test_a_lead_uploads_samples_into_a_new_batch_and_edits_it(client, lead):
-    from labeling.demo import SAMPLE_DIR
-    from labeling.importers import import_math
+    from labeling.services.demo import SAMPLE_DIR
+    from labeling.services.importing import import_math
 
     import_math(SAMPLE_DIR / "problems.jsonl")
     lines = (SAMPLE_DIR / "solutions.jsonl").read_text().splitlines()[:4]
@@ -191,7 +191,7 @@ def test_invalid_overlap_is_refused(client, lead):
 
 def test_guidelines_open_from_the_labeling_page_and_leads_edit_versions(client, labeler, lead):
     make_solution(make_batch(gold_rate=0))
-    labeling = services.claim_next(labeler)
+    labeling = queue.claim_next(labeler)
     client.force_login(labeler)
     page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
     assert reverse("labeling:guidelines") in page and "<kbd>?</kbd>" in page
@@ -218,7 +218,7 @@ def test_expire_leases_task_returns_claims_to_the_pool(settings, labeler):
     settings.STEPWISE_LEASE_SECONDS_MIN = 0
     settings.STEPWISE_LEASE_SECONDS_MAX = 0
     solution = make_solution(make_batch(gold_rate=0))
-    services.claim_next(labeler)
+    queue.claim_next(labeler)
     assert expire_leases.apply().result == 1
     solution.refresh_from_db()
     assert solution.active_count == 0
@@ -228,7 +228,7 @@ def test_expire_leases_task_returns_claims_to_the_pool(settings, labeler):
 def test_per_batch_lease_bounds_apply(labeler):
     batch = make_batch(gold_rate=0, lease_seconds_min=30, lease_seconds_max=30)
     make_solution(batch)
-    labeling = services.claim_next(labeler)
+    labeling = queue.claim_next(labeler)
     seconds = (labeling.lease_expires_at - labeling.started_at).total_seconds()
     assert 29 <= seconds <= 31
 
@@ -251,17 +251,17 @@ def test_a_rebuild_recounts_exactly_what_the_live_counters_hold(labeler, labeler
     claim_and_label(labeler2, [0, 1, -1])
     live = _stats(batch)
     assert live[0] and live[1]
-    assert services.rebuild_batch_stats(batch) == 4
+    assert counters.rebuild_batch_stats(batch) == 4
     assert _stats(batch) == live
     BatchLabelerStats.objects.filter(batch=batch).update(steps=999)  # damaged by hand
-    services.rebuild_batch_stats(batch)
+    counters.rebuild_batch_stats(batch)
     assert _stats(batch) == live
 
 
 def test_imported_labelings_show_on_the_dashboard(shared_data, capsys):
     from django.core.management import call_command
 
-    from labeling.importers import import_prm800k
+    from labeling.services.importing import import_prm800k
 
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     batches = Batch.objects.filter(origin=Batch.Origin.IMPORT)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from labeling import services
+from labeling.services import queue
 from tests.conftest import make_user
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.labeling.helpers import claim_and_label
@@ -73,4 +73,4 @@ def test_adjudication_page_by_keyboard(page, live_server, artifacts_dir):
 
     assert final_step_ratings(solution).ratings == [1, 0, -1]
     assert re.search(r"Final ratings saved", page.content())
-    assert services.claim_next(a) is None
+    assert queue.claim_next(a) is None

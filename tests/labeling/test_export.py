@@ -10,8 +10,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from labeling import exporters
-from labeling.exporters import (
+from labeling.models import Labeler, Labeling, Snapshot, Solution
+from labeling.serializers import ExportRequestSerializer
+from labeling.services import exporting
+from labeling.services.exporting import (
     ExportFilters,
     StepwiseOptions,
     iter_prm800k_lines,
@@ -19,8 +21,6 @@ from labeling.exporters import (
     split_of,
     write_export_file,
 )
-from labeling.models import Labeler, Labeling, Snapshot, Solution
-from labeling.serializers import ExportRequestSerializer
 from tests.factories import make_batch, make_solution
 
 pytestmark = pytest.mark.django_db
@@ -188,7 +188,7 @@ def test_since_snapshot_must_be_a_done_snapshot(db):
 
 
 def test_queries_do_not_grow_with_labelings(samples, monkeypatch):
-    monkeypatch.setattr(exporters, "CHUNK", 2)  # 6 labelings: 3 chunks
+    monkeypatch.setattr(exporting, "CHUNK", 2)  # 6 labelings: 3 chunks
     with CaptureQueriesContext(connection) as queries:
         assert len(list(iter_prm800k_lines())) == 6
     # stored release lines: one cursor over one column, nothing per chunk or per labeling
@@ -202,8 +202,8 @@ def test_queries_do_not_grow_with_labelings(samples, monkeypatch):
 
 
 def test_reading_is_chunked(samples, monkeypatch):
-    monkeypatch.setattr(exporters, "CHUNK", 4)
-    sizes = [len(chunk) for chunk in exporters._stream(Labeling.objects.all())]
+    monkeypatch.setattr(exporting, "CHUNK", 4)
+    sizes = [len(chunk) for chunk in exporting.stream_chunks(Labeling.objects.all())]
     assert sizes == [4, 2]
 
 
@@ -214,7 +214,7 @@ def test_stored_release_lines_export_verbatim_with_their_step_count(samples):
         '[{"chosen_completion": 0}, {"chosen_completion": null}]}}'
     )
     Labeling.objects.filter(pk=labeling.pk).update(release_line=line)
-    first = next(exporters.iter_export_items())
+    first = next(exporting.iter_export_items())
     assert first.as_line() == line and first.step_count == 2
     assert first.as_dict()["kept"] == "as is"
 
@@ -286,7 +286,7 @@ def test_export_file_never_leaves_half_a_file(samples, tmp_path, monkeypatch):
         yield from ()
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(exporters, "iter_export_items", boom)
+    monkeypatch.setattr(exporting, "iter_export_items", boom)
     with pytest.raises(RuntimeError):
         _write(tmp_path, "prm800k")
     assert list(tmp_path.iterdir()) == []
@@ -318,7 +318,7 @@ def test_timestamps_are_naive_utc_like_the_release(labeler, db):
 
 
 def test_spread_out_step_ids_take_the_join_path_with_the_same_bytes(samples, monkeypatch):
-    monkeypatch.setattr(exporters, "DENSE_STEP_IDS", 0)  # never "dense": completions by join
+    monkeypatch.setattr(exporting, "DENSE_STEP_IDS", 0)  # never "dense": completions by join
     assert "".join(line + "\n" for line in iter_prm800k_lines()) == samples.read_text()
 
 
@@ -351,7 +351,7 @@ def _rows(path) -> list[dict]:
 
 
 def test_final_labels_give_a_multiply_labeled_solution_one_row(labeler, labeler2, lead, tmp_path):
-    from labeling import services
+    from labeling.services import adjudication
     from tests.factories import make_solutions
     from tests.labeling.helpers import claim_and_label
 
@@ -374,7 +374,7 @@ def test_final_labels_give_a_multiply_labeled_solution_one_row(labeler, labeler2
     assert row["labels"] == [True, False, True]  # a tied step takes the lower rating
     assert row["completions"] == solution.steps and final.labelings == 2
 
-    services.adjudication_save(solution=solution, lead=lead, ratings=[1, -1])
+    adjudication.adjudication_save(solution=solution, lead=lead, ratings=[1, -1])
     (row,) = _rows(_write(tmp_path, "stepwise_jsonl")[0])
     assert row["completions"] == solution.steps[:2] and row["labels"] == [
         True,

@@ -6,10 +6,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from labeling import prm800k
-from labeling.exporters import write_prm800k
-from labeling.importers import LineError, import_math, import_prm800k, import_samples
 from labeling.models import Batch, Completion, Labeler, Labeling, Problem, Solution, StepLabel
 from labeling.selectors import release_record
+from labeling.services.exporting import write_prm800k
+from labeling.services.importing import LineError, import_math, import_prm800k, import_samples
 
 pytestmark = pytest.mark.django_db
 

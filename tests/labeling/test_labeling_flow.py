@@ -5,22 +5,23 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from labeling import services
-from labeling.exporters import write_prm800k
 from labeling.models import Labeling, RatingEvent, Solution
+from labeling.services import errors, queue, rating
+from labeling.services.exporting import write_prm800k
+from labeling.services.rating import rate_step
 from tests.factories import make_batch, make_solution, make_solutions
 
 pytestmark = pytest.mark.django_db
 
 
 def claim(user, **kwargs) -> Labeling:
-    labeling = services.claim_next(user, **kwargs)
+    labeling = queue.claim_next(user, **kwargs)
     assert labeling is not None
     return labeling
 
 
 def rate(labeling, step, rating, **kwargs):
-    return services.rate_step(
+    return rate_step(
         labeling_id=labeling.pk, user=labeling.labeler, step_index=step, rating=rating, **kwargs
     )
 
@@ -38,7 +39,7 @@ def test_second_labeler_never_gets_a_claimed_solution_when_one_label_is_wanted(l
     batch = make_batch(overlap=1)
     make_solution(batch)
     claim(labeler)
-    assert services.claim_next(labeler2) is None
+    assert queue.claim_next(labeler2) is None
 
 
 def test_overlap_two_gives_the_same_solution_to_two_labelers_but_not_a_third(
@@ -48,7 +49,7 @@ def test_overlap_two_gives_the_same_solution_to_two_labelers_but_not_a_third(
     solution = make_solution(batch)
     assert claim(labeler).solution == solution
     assert claim(labeler2).solution == solution
-    assert services.claim_next(lead) is None
+    assert queue.claim_next(lead) is None
 
 
 def test_positive_ratings_to_the_end_finish_with_solution(labeler):
@@ -82,11 +83,11 @@ def test_double_submit_is_harmless_and_a_different_rating_conflicts(labeler):
     rate(labeling, 0, 1)
     rate(labeling, 0, 1)  # the same request again: a no-op
     assert labeling.step_labels.count() == 1
-    with pytest.raises(services.Conflict, match="already rated"):
+    with pytest.raises(errors.Conflict, match="already rated"):
         rate(labeling, 0, -1)
-    with pytest.raises(services.Conflict, match="Rate step 2 first"):
+    with pytest.raises(errors.Conflict, match="Rate step 2 first"):
         rate(labeling, 2, 1)
-    with pytest.raises(services.LabelingError, match="-1, 0 or \\+1"):
+    with pytest.raises(errors.LabelingError, match="-1, 0 or \\+1"):
         rate(labeling, 1, 7)
     assert labeling.step_labels.count() == 1
 
@@ -96,7 +97,7 @@ def test_undo_takes_back_the_last_rating_and_reopens_a_finished_labeling(labeler
     labeling = claim(labeler)
     rate(labeling, 0, 1, elapsed_ms=500)
     rate(labeling, 1, -1, elapsed_ms=700)
-    labeling = services.undo_last(labeling_id=labeling.pk, user=labeler)
+    labeling = rating.undo_last(labeling_id=labeling.pk, user=labeler)
     labeling.refresh_from_db()
     assert labeling.status == Labeling.Status.IN_PROGRESS and labeling.total_time_ms == 500
     assert labeling.step_labels.count() == 1
@@ -117,8 +118,8 @@ def test_undo_is_refused_long_after_submission(labeler, settings):
     labeling = claim(labeler)
     rate(labeling, 0, -1)
     Labeling.objects.filter(pk=labeling.pk).update(finished_at=timezone.now() - timedelta(hours=1))
-    with pytest.raises(services.Conflict, match="too long ago"):
-        services.undo_last(labeling_id=labeling.pk, user=labeler)
+    with pytest.raises(errors.Conflict, match="too long ago"):
+        rating.undo_last(labeling_id=labeling.pk, user=labeler)
 
 
 @pytest.mark.parametrize("reason", ["give_up", "bad_problem"])
@@ -126,27 +127,27 @@ def test_give_up_and_bad_problem_end_the_labeling(labeler, reason):
     make_solution(make_batch())
     labeling = claim(labeler)
     rate(labeling, 0, 1)
-    services.finish_labeling(labeling_id=labeling.pk, user=labeler, reason=reason)
-    services.finish_labeling(labeling_id=labeling.pk, user=labeler, reason=reason)  # repeat: no-op
+    rating.finish_labeling(labeling_id=labeling.pk, user=labeler, reason=reason)
+    rating.finish_labeling(labeling_id=labeling.pk, user=labeler, reason=reason)  # repeat: no-op
     labeling.refresh_from_db()
     assert labeling.finish_reason == reason and labeling.status == "completed"
     assert Solution.objects.get(pk=labeling.solution_id).completed_count == 1
-    with pytest.raises(services.LabelingError):
-        services.finish_labeling(labeling_id=labeling.pk, user=labeler, reason="solution")
+    with pytest.raises(errors.LabelingError):
+        rating.finish_labeling(labeling_id=labeling.pk, user=labeler, reason="solution")
 
 
 def test_someone_elses_labeling_cannot_be_rated(labeler, labeler2):
     make_solution(make_batch())
     labeling = claim(labeler)
-    with pytest.raises(services.LabelingError, match="not yours"):
-        services.rate_step(labeling_id=labeling.pk, user=labeler2, step_index=0, rating=1)
+    with pytest.raises(errors.LabelingError, match="not yours"):
+        rating.rate_step(labeling_id=labeling.pk, user=labeler2, step_index=0, rating=1)
 
 
 def test_users_without_the_labeler_role_cannot_claim(outsider, researcher):
     make_solution(make_batch())
     for user in (outsider, researcher):
-        with pytest.raises(services.LabelingError):
-            services.claim_next(user)
+        with pytest.raises(errors.LabelingError):
+            queue.claim_next(user)
 
 
 def test_expired_lease_returns_to_the_pool_and_a_late_submit_is_kept_as_surplus(labeler, labeler2):
@@ -175,7 +176,7 @@ def test_expired_lease_submitted_while_there_is_room_counts(labeler):
     Labeling.objects.filter(pk=labeling.pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    services.expire_stale_leases()
+    queue.expire_stale_leases()
     for step in range(3):
         rate(labeling, step, 1)
     labeling.refresh_from_db()
@@ -196,7 +197,7 @@ def test_batches_assigned_to_others_are_not_served(labeler, labeler2):
     batch = make_batch()
     batch.labelers.add(labeler2)
     make_solution(batch)
-    assert services.claim_next(labeler) is None
+    assert queue.claim_next(labeler) is None
     assert claim(labeler2).solution.batch == batch
 
 
@@ -235,7 +236,7 @@ def test_a_labeled_solution_exports_as_a_phase2_line(labeler):
 
 
 def test_a_submitted_labeling_stores_its_release_line_and_undo_clears_it(labeler):
-    from labeling.exporters import render_release_line
+    from labeling.services.exporting import render_release_line
 
     make_solution(make_batch())
     labeling = claim(labeler)
@@ -244,7 +245,7 @@ def test_a_submitted_labeling_stores_its_release_line_and_undo_clears_it(labeler
     labeling.refresh_from_db()
     assert labeling.release_line == render_release_line(labeling.pk)
     assert json.loads(labeling.release_line)["label"]["finish_reason"] == "found_error"
-    services.undo_last(labeling_id=labeling.pk, user=labeler)
+    rating.undo_last(labeling_id=labeling.pk, user=labeler)
     labeling.refresh_from_db()
     assert labeling.release_line is None
     rate(labeling, 1, 1)
@@ -258,7 +259,7 @@ def test_an_edit_after_submission_renders_the_line_again(labeler):
     labeling = claim(labeler)
     for step in range(3):
         rate(labeling, step, 1)
-    services.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=1, rating=0)
+    rating.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=1, rating=0)
     labeling.refresh_from_db()
     steps = json.loads(labeling.release_line)["label"]["steps"]
     assert [s["completions"][0]["rating"] for s in steps] == [1, 0, 1]

@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from labeling import services
 from labeling.models import GoldResult, Labeler, Labeling
+from labeling.services import quality, queue, rating
 from tests.conftest import make_user
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.labeling.helpers import claim_and_label, label
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 def make_gold(ratings, *, screening=False, batch=None):
     solution = make_solution(batch)
-    services.gold_label_set(solution=solution, ratings=ratings, screening=screening)
+    quality.gold_label_set(solution=solution, ratings=ratings, screening=screening)
     return solution
 
 
@@ -22,17 +22,17 @@ def test_gold_is_mixed_in_at_the_batch_rate_and_looks_like_any_solution(client, 
     batch = make_batch(gold_rate=0.5)
     regular = make_solutions(batch, 4)
     gold = make_gold([1, 1, 1])
-    first = services.claim_next(labeler)
+    first = queue.claim_next(labeler)
     assert first.solution in regular
     label(first, [1, 1, 1])
-    second = services.claim_next(labeler)
+    second = queue.claim_next(labeler)
     assert second.solution == gold  # every 2nd claim at rate 0.5
     client.force_login(labeler)
     page = client.get(reverse("labeling:labeling", args=[second.pk])).content.decode()
     for tell in ("gold", "quality", "screening", "reference"):
         assert tell not in page.lower()
     label(second, [1, 1, 1])
-    assert services.claim_next(labeler).solution in regular  # gold served once per labeler
+    assert queue.claim_next(labeler).solution in regular  # gold served once per labeler
 
 
 def test_gold_rate_zero_never_serves_gold_and_gold_is_not_regular_work(labeler):
@@ -41,7 +41,7 @@ def test_gold_rate_zero_never_serves_gold_and_gold_is_not_regular_work(labeler):
     regular = make_solutions(batch, 3)
     got = [claim_and_label(labeler, [1, 1, 1]).solution for _ in range(3)]
     assert sorted(s.pk for s in got) == sorted(s.pk for s in regular)
-    assert services.claim_next(labeler) is None
+    assert queue.claim_next(labeler) is None
 
 
 def test_gold_accuracy_is_measured_per_step_exact_binary_and_first_error(labeler):
@@ -75,7 +75,7 @@ def screening_set(settings):
 
 def new_labeler(name="nina"):
     user = make_user(name, "labeler")
-    services.ensure_labeler(user)  # created in screening, as any new labeler
+    queue.ensure_labeler(user)  # created in screening, as any new labeler
     return user
 
 
@@ -90,7 +90,7 @@ def test_a_new_labeler_gets_only_screening_until_they_pass(screening_set):
     assert second.solution in screening_set
     me = Labeler.objects.get(user=user)
     assert (me.state, me.screening_passed, me.screening_score) == ("active", True, 1.0)
-    assert services.claim_next(user).solution in regular
+    assert queue.claim_next(user).solution in regular
 
 
 def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set, lead):
@@ -100,7 +100,7 @@ def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set
     claim_and_label(user, [-1])
     me = Labeler.objects.get(user=user)
     assert me.state == "screening" and me.screening_passed is False
-    assert services.claim_next(user) is None  # no third screening solution, no regular work
+    assert queue.claim_next(user) is None  # no third screening solution, no regular work
     client.force_login(user)
     assert "a lead will review" in client.get(reverse("labeling:queue")).content.decode()
     client.force_login(lead)
@@ -108,7 +108,7 @@ def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set
     assert "under the bar" in detail
     client.post(reverse("labeling:labeler_state", args=[user.pk]), {"state": "active"})
     assert Labeler.objects.get(user=user).state == "active"
-    assert services.claim_next(user) is not None
+    assert queue.claim_next(user) is not None
 
 
 def test_a_rejected_labeler_gets_nothing(client, screening_set, lead):
@@ -116,14 +116,14 @@ def test_a_rejected_labeler_gets_nothing(client, screening_set, lead):
     user = new_labeler()
     client.force_login(lead)
     client.post(reverse("labeling:labeler_state", args=[user.pk]), {"state": "rejected"})
-    assert services.claim_next(user) is None
+    assert queue.claim_next(user) is None
 
 
 def test_without_a_screening_set_a_new_labeler_starts_regular_work():
     batch = make_batch()
     solution = make_solution(batch)
     user = new_labeler()
-    assert services.claim_next(user).solution == solution
+    assert queue.claim_next(user).solution == solution
     assert Labeler.objects.get(user=user).state == "active"
 
 
@@ -141,14 +141,14 @@ def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(
     claim_and_label(labeler, [-1])  # gold, 0/1 right: rolling 2/4 = 50%
     me = Labeler.objects.get(user=labeler)
     assert me.state == "paused" and "50%" in me.state_reason
-    assert services.claim_next(labeler) is None
+    assert queue.claim_next(labeler) is None
     client.force_login(labeler)
-    queue = client.get(reverse("labeling:queue")).content.decode()
-    assert "Your queue is paused" in queue and "50%" in queue
+    page = client.get(reverse("labeling:queue")).content.decode()
+    assert "Your queue is paused" in page and "50%" in page
     client.force_login(lead)
     client.post(reverse("labeling:labeler_state", args=[labeler.pk]), {"state": "active"})
-    assert services.claim_next(labeler) is not None  # reinstated: the old window is forgotten
-    assert services.rolling_gold_accuracy(Labeler.objects.get(user=labeler)) == (None, 0)
+    assert queue.claim_next(labeler) is not None  # reinstated: the old window is forgotten
+    assert quality.rolling_gold_accuracy(Labeler.objects.get(user=labeler)) == (None, 0)
 
 
 def test_good_gold_work_does_not_pause(settings, labeler):
@@ -165,7 +165,7 @@ def test_undo_of_a_finished_gold_labeling_takes_its_result_back(labeler):
     make_solutions(make_batch(gold_rate=1.0), 2)
     make_gold([1, 1, 1])
     labeling = claim_and_label(labeler, [1, 1, 1])
-    services.undo_last(labeling_id=labeling.pk, user=labeler)
+    rating.undo_last(labeling_id=labeling.pk, user=labeler)
     me = Labeler.objects.get(user=labeler)
     assert (me.gold_labelings, me.gold_steps) == (0, 0)
     assert not GoldResult.objects.exists()

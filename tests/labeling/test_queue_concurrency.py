@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 from django.db import connection, connections
 
-from labeling import services
 from labeling.models import Labeling, Solution
+from labeling.services import queue, rating
 from tests.conftest import make_user
 from tests.factories import make_batch, make_solutions
 
@@ -46,11 +46,11 @@ def test_concurrent_labelers_never_overshoot_or_double_claim(overlap):
 
     def label_until_empty(user):
         while True:
-            labeling = services.claim_next(user)
+            labeling = queue.claim_next(user)
             if labeling is None:
                 return
             for step in range(len(labeling.solution.steps)):
-                services.rate_step(labeling_id=labeling.pk, user=user, step_index=step, rating=1)
+                rating.rate_step(labeling_id=labeling.pk, user=user, step_index=step, rating=1)
             with lock:
                 submitted.append((labeling.solution_id, user.pk))
 
@@ -82,7 +82,7 @@ def test_leases_expiring_mid_run_keep_every_rating_and_never_overshoot(settings,
 
     def sweep():
         while not stop.is_set():
-            services.expire_stale_leases()
+            queue.expire_stale_leases()
         connections.close_all()
 
     sweeper = threading.Thread(target=sweep)
@@ -90,11 +90,11 @@ def test_leases_expiring_mid_run_keep_every_rating_and_never_overshoot(settings,
 
     def label_until_empty(user):
         for _ in range(20):  # bounded: a labeler gets each solution at most once
-            labeling = services.claim_next(user)
+            labeling = queue.claim_next(user)
             if labeling is None:
                 return
             for step in range(3):
-                services.rate_step(
+                rating.rate_step(
                     labeling_id=labeling.pk, user=user, step_index=step, rating=(1, 0, 1)[step]
                 )
             with lock:

@@ -17,9 +17,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 def test_research_page_in_chromium(
     live_server, page, artifacts_dir, shared_data, settings, tmp_path
 ):
-    from labeling import snapshots
-    from labeling.exporters import ExportFilters, StepwiseOptions
-    from labeling.importers import import_prm800k
+    from labeling.services import snapshots
+    from labeling.services.exporting import ExportFilters, StepwiseOptions
+    from labeling.services.importing import import_prm800k
 
     settings.MEDIA_ROOT = tmp_path / "media"
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")

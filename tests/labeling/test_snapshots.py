@@ -8,9 +8,10 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from labeling import snapshots, tasks
-from labeling.exporters import ExportFilters, StepwiseOptions
+from labeling import tasks
 from labeling.models import Snapshot
+from labeling.services import snapshots
+from labeling.services.exporting import ExportFilters, StepwiseOptions
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -98,7 +99,9 @@ def test_create_enqueues_after_commit(
     samples, media_root, django_capture_on_commit_callbacks, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr(tasks.run_snapshot, "delay", lambda pk: sent.append(pk))
+    monkeypatch.setattr(
+        tasks.run_snapshot, "apply_async", lambda args, **options: sent.extend(args)
+    )
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         snapshot = _create(enqueue=True)
         assert sent == []
@@ -227,7 +230,7 @@ def test_nav_link_only_for_researchers(client, researcher, labeler):
 def test_snapshot_through_a_real_worker(
     celery_worker_process, celery_live, settings, tmp_path, shared_data
 ):
-    from labeling.importers import import_prm800k
+    from labeling.services.importing import import_prm800k
 
     # the worker's MEDIA_ROOT is its STEPWISE_VAR_DIR (tmp_path)/media: read the file there
     settings.MEDIA_ROOT = tmp_path / "media"

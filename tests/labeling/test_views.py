@@ -1,8 +1,8 @@
 import pytest
 from django.urls import reverse
 
-from labeling import services
 from labeling.models import Labeling
+from labeling.services import queue
 from tests.factories import make_batch, make_solution
 
 pytestmark = pytest.mark.django_db
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def labeling(labeler) -> Labeling:
     make_solution(make_batch(), steps=["Let $x = 2$.", "Then $x^2 = 4$.", "# Answer\n\n4"])
-    return services.claim_next(labeler)
+    return queue.claim_next(labeler)
 
 
 def htmx_post(client, url, data):
@@ -131,8 +131,8 @@ def test_labeling_page_and_rating_use_a_bounded_number_of_queries(
 
 
 def test_the_demo_brings_reference_labels_to_train_on(db):
-    from labeling.demo import REFERENCE_BATCH, load_sample_data
     from labeling.models import Labeling
+    from labeling.services.demo import REFERENCE_BATCH, load_sample_data
 
     load_sample_data()
     labelings = Labeling.objects.filter(

@@ -14,8 +14,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from labeling.importers import LineError, import_math
 from labeling.models import Batch, Labeling, Solution
+from labeling.services.importing import LineError, import_math
 from modeling import active_learning
 from modeling.active_learning import GenerationError, import_pool, run_generation_inline, run_step
 from modeling.models import (
@@ -220,17 +220,17 @@ def test_per_problem_scope(demo_pool):
 
 
 def test_generation_number_shows_in_the_export(demo_pool, labeler):
-    from labeling import services
-    from labeling.exporters import iter_prm800k_lines
+    from labeling.services import queue, rating
+    from labeling.services.exporting import iter_prm800k_lines
 
     version = active_model()
     score_pool_by_id(version)
     run = run_generation_inline(active_learning.start_generation(params={"k": 1, "retrain": False}))
     labeler.groups.add(*lead_groups())
-    labeling = services.claim_next(labeler)
+    labeling = queue.claim_next(labeler)
     assert labeling.solution.batch == run.batch
     for index in range(len(labeling.solution.steps)):
-        services.rate_step(labeling_id=labeling.pk, user=labeler, step_index=index, rating=1)
+        rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=index, rating=1)
     [line] = list(iter_prm800k_lines(Labeling.objects.filter(pk=labeling.pk)))
     assert json.loads(line)["generation"] == run.generation
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from labeling.importers import import_prm800k
+from labeling.services.importing import import_prm800k
 from modeling.models import ModelVersion, TrainingRun
 from tests.conftest import make_user
 from tests.modeling.loop_helpers import make_tiny_backbone

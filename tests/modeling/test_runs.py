@@ -19,8 +19,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from labeling.importers import import_math, import_prm800k
 from labeling.models import Solution
+from labeling.services.importing import import_math, import_prm800k
 from modeling import services
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
 from tests.modeling.loop_helpers import SAMPLE_DIR, make_tiny_backbone

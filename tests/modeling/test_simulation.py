@@ -153,8 +153,8 @@ def demo_oracle() -> list[LabeledSolution]:
 
 @pytest.mark.django_db(transaction=True)
 def test_http_labelers_label_through_the_real_endpoints(live_server):
-    from labeling.importers import import_math, import_samples
     from labeling.models import Labeling
+    from labeling.services.importing import import_math, import_samples
     from tests.conftest import make_user
 
     import_math(SAMPLE_DIR / "problems.jsonl")

@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.importers import ImportReport, LineError, NoRecords
+from labeling.services.importing import ImportReport, LineError, NoRecords
 
 
 def run_import(

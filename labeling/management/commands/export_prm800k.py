@@ -5,11 +5,16 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from labeling import snapshots
-from labeling.exporters import LABEL_CHOICES, export_format_for, select_labelings, write_export_file
 from labeling.models import FinishReason, Snapshot
 from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.serializers import ExportRequestSerializer
+from labeling.services import snapshots
+from labeling.services.exporting import (
+    LABEL_CHOICES,
+    export_format_for,
+    select_labelings,
+    write_export_file,
+)
 
 
 class Command(BaseCommand):

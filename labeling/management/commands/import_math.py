@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from labeling.importers import import_math
+from labeling.services.importing import import_math
 
 from ._importing import run_import
 

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from labeling.importers import import_prm800k
+from labeling.services.importing import import_prm800k
 
 from ._importing import run_import
 

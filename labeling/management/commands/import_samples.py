@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from labeling.importers import import_samples
+from labeling.services.importing import import_samples
 
 from ._importing import run_import
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from labeling.models import Batch
-from labeling.services import rebuild_batch_stats
+from labeling.services.counters import rebuild_batch_stats
 
 
 class Command(BaseCommand):

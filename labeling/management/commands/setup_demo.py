@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from labeling.demo import create_demo_accounts, load_sample_data
+from labeling.services.demo import create_demo_accounts, load_sample_data
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
-from labeling.exporters import store_release_lines
+from labeling.services.exporting import store_release_lines
 
 
 class Command(BaseCommand):

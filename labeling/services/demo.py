@@ -1,17 +1,19 @@
 """The demo: the project's own sample problems and solutions, and one account per role."""
 
 import json
+import tempfile
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from labeling.importers import import_math, import_samples
-from labeling.models import Labeler, Solution
+from labeling.models import Batch, Labeler, Solution
 from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
+from labeling.services.importing import import_math, import_prm800k, import_samples
+from labeling.services.quality import gold_label_set
 
-SAMPLE_DIR = Path(__file__).resolve().parent / "sample_data"
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
 DEMO_BATCH = "Demo generation 1"
 DEMO_ACCOUNTS = (
     # username, password, roles
@@ -44,8 +46,6 @@ def mark_demo_gold() -> str:
 
     Idempotent: the same solutions are chosen every time (by position in the file).
     """
-    from labeling.services import gold_label_set
-
     lines = (SAMPLE_DIR / "reference_labels.jsonl").read_text(encoding="utf-8").splitlines()
     references = [json.loads(line) for line in lines if line.strip()]
     by_source = {
@@ -129,11 +129,6 @@ def reference_label_lines() -> list[str]:
 
 def load_reference_labelings() -> str:
     """Import the reference labels as completed labelings of their own inactive batch."""
-    import tempfile
-
-    from labeling.importers import import_prm800k
-    from labeling.models import Batch
-
     batch, _ = Batch.objects.get_or_create(
         name=REFERENCE_BATCH,
         defaults={"generation": 1, "origin": Batch.Origin.IMPORT, "is_active": False},

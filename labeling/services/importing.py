@@ -40,6 +40,7 @@ from labeling.models import (
     Solution,
     StepLabel,
 )
+from labeling.services.counters import rebuild_batch_stats
 
 Item = TypeVar("Item")
 
@@ -671,8 +672,6 @@ def import_prm800k(
         skip_invalid=skip_invalid,
     )
     if report.created["labelings"]:  # imported labelings bypass the live counters: recount
-        from labeling.services import rebuild_batch_stats
-
         for touched in {*cache.values(), *([batch] if batch else [])}:
             rebuild_batch_stats(touched)
     return report

@@ -32,6 +32,7 @@ from django.db.models import Q, QuerySet
 
 from labeling import prm800k
 from labeling.models import Completion, Labeling, Solution, StepLabel
+from labeling.selectors import final_step_ratings
 
 CHUNK = 2000
 PARQUET_ROWS_PER_GROUP = 20_000
@@ -311,7 +312,7 @@ def _chunk_steps(labeling_ids: list[int]) -> dict[int, tuple[str, int]]:
     return {lid: (f"[{', '.join(items)}]", len(items)) for lid, items in parts.items()}
 
 
-def _stream(labelings: QuerySet[Labeling]) -> Iterator[list[tuple]]:
+def stream_chunks(labelings: QuerySet[Labeling]) -> Iterator[list[tuple]]:
     """Labeling rows in id order, CHUNK at a time, through a server-side cursor."""
     rows = labelings.order_by("pk").values_list(*_LABELING_COLUMNS).iterator(chunk_size=CHUNK)
     chunk: list[tuple] = []
@@ -355,7 +356,7 @@ def _items_of(chunk: list[tuple[int, str | None, str]]) -> Iterator[ExportItem]:
     rendered = (
         {
             item.labeling_id: item
-            for item in _render_from_columns(Labeling.objects.filter(pk__in=missing))
+            for item in render_from_columns(Labeling.objects.filter(pk__in=missing))
         }
         if missing
         else {}
@@ -382,7 +383,7 @@ def store_release_lines(labelings: QuerySet[Labeling] | None = None, *, progress
         part = ids[start : start + CHUNK]
         rows = [
             Labeling(pk=item.labeling_id, release_line=item.line)
-            for item in _render_from_columns(Labeling.objects.filter(pk__in=part))
+            for item in render_from_columns(Labeling.objects.filter(pk__in=part))
         ]
         Labeling.objects.bulk_update(rows, ["release_line"], batch_size=500)
         if progress:
@@ -392,10 +393,10 @@ def store_release_lines(labelings: QuerySet[Labeling] | None = None, *, progress
 
 def render_release_line(labeling_id: int) -> str:
     """One labeling rendered from its columns (what `Labeling.release_line` stores)."""
-    return next(_render_from_columns(Labeling.objects.filter(pk=labeling_id))).line
+    return next(render_from_columns(Labeling.objects.filter(pk=labeling_id))).line
 
 
-def _render_from_columns(labelings: QuerySet[Labeling]) -> Iterator[ExportItem]:
+def render_from_columns(labelings: QuerySet[Labeling]) -> Iterator[ExportItem]:
     """Labelings without a stored release line, rendered from their columns, in id order.
 
     Per chunk: the labeling rows from the cursor, one query for their solutions, two for
@@ -403,7 +404,7 @@ def _render_from_columns(labelings: QuerySet[Labeling]) -> Iterator[ExportItem]:
     same encoder json.dumps uses, in the key order of `prm800k.record_to_dict`.
     """
     dumps = json.dumps
-    for chunk in _stream(labelings):
+    for chunk in stream_chunks(labelings):
         solutions = {
             row[0]: row
             for row in Solution.objects.filter(pk__in={r[1] for r in chunk}).values_list(
@@ -471,8 +472,6 @@ def final_rows(
     """
     if options.labels != "final":
         return {}
-    from labeling.selectors import final_step_ratings
-
     first_labeling: dict[int, int] = {}
     solution_of: dict[int, int] = {}
     for labeling_id, solution_id in labelings.order_by("id").values_list("id", "solution_id"):

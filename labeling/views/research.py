@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from labeling import snapshots
 from labeling.api import export_response
 from labeling.models import Batch, FinishReason, Snapshot
 from labeling.prm800k import NEUTRAL_MAPPINGS
-from labeling.roles import ADMIN, RESEARCHER, has_role
+from labeling.roles import ADMIN, RESEARCHER, require
 from labeling.serializers import ExportRequestSerializer
+from labeling.services import snapshots
 
 RECENT = 50
-
-
-def _require_researcher(request: HttpRequest) -> None:
-    if not has_role(request.user, RESEARCHER, ADMIN):
-        raise PermissionDenied("Only researchers and admins can export.")
+RESEARCHERS_ONLY = "Only researchers and admins can export."
 
 
 def _context(request: HttpRequest, form_errors=None, form_data=None) -> dict:
@@ -42,7 +37,7 @@ def _context(request: HttpRequest, form_errors=None, form_data=None) -> dict:
 
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
-    _require_researcher(request)
+    require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     return render(request, "labeling/research.html", _context(request))
 
 
@@ -50,14 +45,14 @@ def index(request: HttpRequest) -> HttpResponse:
 @require_GET
 def snapshot_list(request: HttpRequest) -> HttpResponse:
     """The snapshot table alone: htmx polls it while a snapshot is being written."""
-    _require_researcher(request)
+    require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     return render(request, "labeling/research.html#snapshots", _context(request))
 
 
 @login_required
 @require_POST
 def snapshot_create(request: HttpRequest) -> HttpResponse:
-    _require_researcher(request)
+    require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     data = ExportRequestSerializer.from_query(request.POST)
     if not data.is_valid():
         context = _context(request, form_errors=data.errors, form_data=request.POST)
@@ -77,7 +72,7 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
-    _require_researcher(request)
+    require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     snapshot = get_object_or_404(Snapshot, pk=snapshot_id)
     try:
         path = snapshots.snapshot_file(snapshot)
@@ -94,7 +89,7 @@ def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
 @require_GET
 def export_now(request: HttpRequest) -> HttpResponse:
     """Stream an export straight away (nothing recorded): same filters as a snapshot."""
-    _require_researcher(request)
+    require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     data = ExportRequestSerializer.from_query(request.GET)
     if not data.is_valid():
         return render(

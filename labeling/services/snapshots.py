@@ -20,7 +20,8 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from labeling.exporters import (
+from labeling.models import Snapshot
+from labeling.services.exporting import (
     ExportFilters,
     Progress,
     StepwiseOptions,
@@ -28,7 +29,7 @@ from labeling.exporters import (
     select_labelings,
     write_export_file,
 )
-from labeling.models import Snapshot
+from stepwise.celery import enqueue_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,6 @@ def snapshot_create(
 
     `enqueue=False` leaves it for the caller to run (the CLI writes it in-process).
     """
-    from labeling import tasks
-
     with transaction.atomic():
         snapshot = Snapshot.objects.create(
             format=fmt,
@@ -75,7 +74,7 @@ def snapshot_create(
             created_by=user if user is not None and user.is_authenticated else None,
         )
         if enqueue:
-            tasks.run_snapshot.delay_on_commit(snapshot.pk)
+            enqueue_on_commit("labeling.tasks.run_snapshot", snapshot.pk)
     return snapshot
 
 

@@ -1,0 +1,180 @@
+"""Agreement between labelers of a solution, and the lead's adjudication of it."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from labeling import agreement as agreement_math
+from labeling import selectors
+from labeling.models import (
+    Adjudication,
+    BatchAgreement,
+    Completion,
+    Labeler,
+    Labeling,
+    PairAgreement,
+    RatingEvent,
+    Solution,
+    SolutionAgreement,
+)
+from labeling.services.errors import LabelingError
+from labeling.services.quality import reached_verdict
+
+
+def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
+    return list(
+        Labeling.objects.filter(
+            solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False
+        ).order_by("id")
+    )
+
+
+def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
+    """Compute a solution's agreement and fold it into the batch and pair counters.
+
+    Called when a solution reaches N; a recompute first takes back what it added before.
+    """
+    labelings = _labelings_for_agreement(solution)
+    if len(labelings) < 2:
+        return None
+    ratings: dict[int, list[int]] = {}
+    verdicts: dict[int, bool] = {}
+    by_step = Completion.objects.filter(step__labeling__in=labelings, index=0).order_by(
+        "step__index"
+    )
+    for labeling_id, rating in by_step.values_list("step__labeling_id", "rating"):
+        ratings.setdefault(labeling_id, []).append(rating)
+    owner = {lab.pk: lab.labeler_id for lab in labelings}
+    for lab in labelings:
+        ratings.setdefault(lab.pk, [])
+        verdicts[lab.pk] = reached_verdict(lab)
+    result = agreement_math.solution_agreement(ratings, verdicts)
+    needs = not result.first_error_agree or (
+        result.raw is not None and result.raw < settings.STEPWISE_ADJUDICATE_BELOW
+    )
+    contribution = {
+        "coincidence": result.coincidence,
+        "pairs": [
+            {
+                "a": min(owner[p.a], owner[p.b]),
+                "b": max(owner[p.a], owner[p.b]),
+                "compared": p.compared,
+                "same": p.same,
+                "fe_same": p.first_error_same,
+                "coincidence": p.coincidence,
+            }
+            for p in result.pairs
+        ],
+        "needs": needs,
+    }
+    existing = SolutionAgreement.objects.select_for_update().filter(solution=solution).first()
+    if existing is not None:
+        _fold_agreement(solution.batch_id, existing.contribution, sign=-1)
+    _fold_agreement(solution.batch_id, contribution, sign=1)
+    row, _ = SolutionAgreement.objects.update_or_create(
+        solution=solution,
+        defaults={
+            "batch_id": solution.batch_id,
+            "labelings": len(labelings),
+            "steps_compared": result.steps_compared,
+            "alpha": result.alpha,
+            "raw": result.raw,
+            "first_error_agree": result.first_error_agree,
+            "needs_adjudication": needs
+            and not Adjudication.objects.filter(solution=solution).exists(),
+            "contribution": contribution,
+            "computed_at": timezone.now(),
+        },
+    )
+    return row
+
+
+def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> None:
+    if not contribution:
+        return
+    pairs = contribution.get("pairs", [])
+    if batch_id is not None:
+        BatchAgreement.objects.get_or_create(batch_id=batch_id)
+        row = BatchAgreement.objects.select_for_update().get(batch_id=batch_id)
+        row.coincidence = agreement_math.add_coincidence(
+            row.coincidence, contribution["coincidence"], sign
+        )
+        row.solutions += sign
+        row.flagged += sign * int(contribution.get("needs", False))
+        row.pairs += sign * sum(p["compared"] for p in pairs)
+        row.pairs_same += sign * sum(p["same"] for p in pairs)
+        row.first_error_pairs += sign * sum(1 for p in pairs if p["fe_same"] is not None)
+        row.first_error_same += sign * sum(1 for p in pairs if p["fe_same"])
+        row.save()
+    for p in pairs:
+        PairAgreement.objects.get_or_create(labeler_a_id=p["a"], labeler_b_id=p["b"])
+        pair = PairAgreement.objects.select_for_update().get(
+            labeler_a_id=p["a"], labeler_b_id=p["b"]
+        )
+        pair.coincidence = agreement_math.add_coincidence(pair.coincidence, p["coincidence"], sign)
+        pair.solutions += sign
+        pair.steps_compared += sign * p["compared"]
+        pair.steps_same += sign * p["same"]
+        pair.first_error_same += sign * int(bool(p["fe_same"]))
+        pair.save()
+        Labeler.objects.filter(user_id__in=(p["a"], p["b"])).update(
+            agree_steps_compared=F("agree_steps_compared") + sign * p["compared"],
+            agree_steps_same=F("agree_steps_same") + sign * p["same"],
+        )
+
+
+def adjudication_save(
+    *, solution: Solution, lead: AbstractBaseUser, ratings: list[int], note: str = ""
+) -> Adjudication:
+    """Store a lead's final ratings and record, per labeling, every step the final changes."""
+    if not ratings or any(r not in (-1, 0, 1) for r in ratings):
+        raise LabelingError("Final ratings are -1, 0 or +1 for each step.")
+    first = agreement_math.first_error(ratings)
+    if first is not None and first != len(ratings) - 1:
+        raise LabelingError("A -1 ends the solution: no step after it can be rated.")
+    if first is None and len(ratings) != len(solution.steps):
+        raise LabelingError(f"Rate all {len(solution.steps)} steps or end with a -1.")
+    with transaction.atomic():
+        Solution.objects.select_for_update().filter(pk=solution.pk).first()
+        adjudication, _ = Adjudication.objects.update_or_create(
+            solution=solution, defaults={"ratings": ratings, "lead": lead, "note": note}
+        )
+        now = timezone.now()
+        events = []
+        for labeling in _labelings_for_agreement(solution):
+            own = [r for r, _ in selectors.labeling_ratings(labeling)]
+            changed = False
+            for index in range(max(len(own), len(ratings))):
+                old = own[index] if index < len(own) else None
+                new = ratings[index] if index < len(ratings) else None
+                if old != new:
+                    changed = True
+                    events.append(
+                        RatingEvent(
+                            labeling=labeling,
+                            step_index=index,
+                            old_rating=old,
+                            new_rating=new,
+                            reason=RatingEvent.Reason.ADJUDICATION,
+                            actor=lead,
+                            created_at=now,
+                            detail=note[:200],
+                        )
+                    )
+            if not changed:
+                events.append(
+                    RatingEvent(
+                        labeling=labeling,
+                        reason=RatingEvent.Reason.ADJUDICATION,
+                        actor=lead,
+                        created_at=now,
+                        detail="adjudicated: final agrees with this labeling",
+                    )
+                )
+        RatingEvent.objects.bulk_create(events)
+        SolutionAgreement.objects.filter(solution=solution).update(needs_adjudication=False)
+    return adjudication

@@ -1,0 +1,15 @@
+"""Errors a labeling service raises; views and the API show the message."""
+
+from __future__ import annotations
+
+
+class LabelingError(Exception):
+    """A request the labeling cannot accept; the message is shown to the labeler."""
+
+    status_code = 400
+
+
+class Conflict(LabelingError):
+    """The request disagrees with the saved state (stale page, double submit of an old step)."""
+
+    status_code = 409

@@ -1,0 +1,252 @@
+"""Claiming solutions: labelers, leases, the claim under concurrency.
+
+The queue invariant, held under the solution's row lock, for every regular (non-gold) solution:
+
+    solution.completed_count + solution.active_count <= batch.overlap
+
+where active_count counts in-progress labelings with a live lease and completed_count counts
+completed labelings that are not surplus (so completed_count <= N always). A claim takes the row with
+`select_for_update(skip_locked=True)` (PostgreSQL; other labelers skip it instead of waiting)
+and then increments through a conditional UPDATE on the counters it read, so even a backend
+without row locks (SQLite, the demo) cannot hand out more than N. A submit after the lease
+expired is kept: counted if the solution still has room, else kept and marked surplus.
+
+Gold solutions (is_quality_control, with a GoldLabel) sit outside the invariant: every labeler
+may label each once, so their counters are unbounded and never mark surplus. Which work a
+labeler may claim follows Labeler.state: screening -> screening gold only; active -> regular
+work with gold mixed in at the batch's gold rate; paused/rejected -> nothing new.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from labeling import selectors
+from labeling.models import (
+    Batch,
+    GoldResult,
+    Labeler,
+    Labeling,
+    Solution,
+)
+from labeling.roles import LABELER, has_role
+from labeling.services.errors import LabelingError
+from labeling.services.quality import labeler_set_state
+
+
+def ensure_labeler(user: AbstractBaseUser) -> Labeler:
+    labeler, _ = Labeler.objects.get_or_create(user=user)
+    return labeler
+
+
+_MEDIAN_CACHE: dict[int | None, tuple[float, float | None]] = {}
+
+
+MEDIAN_CACHE_SECONDS = 30.0
+
+
+def _median_solution_ms(batch_id: int | None) -> float | None:
+    """Median time of the last 200 finished labelings (of a batch), cached for 30 s per process."""
+    hit = _MEDIAN_CACHE.get(batch_id)
+    if hit is not None and time.monotonic() - hit[0] < MEDIAN_CACHE_SECONDS:
+        return hit[1]
+    recent = Labeling.objects.filter(status=Labeling.Status.COMPLETED, total_time_ms__isnull=False)
+    if batch_id is not None:
+        recent = recent.filter(solution__batch_id=batch_id)
+    values = sorted(recent.order_by("-finished_at").values_list("total_time_ms", flat=True)[:200])
+    median = values[len(values) // 2] if values else None
+    _MEDIAN_CACHE[batch_id] = (time.monotonic(), median)
+    return median
+
+
+def clear_median_cache() -> None:
+    """Forget the cached median times (tests; a process sees new ones within 30 s anyway)."""
+    _MEDIAN_CACHE.clear()
+
+
+def lease_duration(batch: Batch | None = None) -> timedelta:
+    """A lease lasts about three times the median time per solution, within configured bounds.
+
+    The bounds are the batch's own (lease_seconds_min/max) where set, else the settings.
+    """
+    floor = settings.STEPWISE_LEASE_SECONDS_MIN
+    ceiling = settings.STEPWISE_LEASE_SECONDS_MAX
+    if batch is not None:
+        floor = batch.lease_seconds_min or floor
+        ceiling = max(batch.lease_seconds_max or ceiling, floor)
+    median = _median_solution_ms(batch.pk if batch is not None else None)
+    seconds = floor if median is None else 3 * median / 1000
+    return timedelta(seconds=min(max(seconds, floor), ceiling))
+
+
+def expire_stale_leases(now=None) -> int:
+    """Return expired claims to the pool. Safe to run concurrently with claims and submits.
+
+    Locks in the same order as a submit (labeling, then solution) so the two cannot deadlock;
+    a labeling locked by a submit in flight is skipped (it is being finished anyway).
+    """
+    now = now or timezone.now()
+    expired = 0
+    stale = Labeling.objects.filter(status=Labeling.Status.IN_PROGRESS, lease_expires_at__lt=now)
+    for labeling_id, solution_id in stale.values_list("id", "solution_id")[:1000]:
+        with transaction.atomic():
+            labeling = (
+                Labeling.objects.select_for_update(skip_locked=True)
+                .filter(
+                    pk=labeling_id, status=Labeling.Status.IN_PROGRESS, lease_expires_at__lt=now
+                )
+                .first()
+            )
+            if labeling is None:
+                continue
+            Solution.objects.select_for_update().filter(pk=solution_id).first()
+            Labeling.objects.filter(pk=labeling_id).update(status=Labeling.Status.EXPIRED)
+            Solution.objects.filter(pk=solution_id, active_count__gt=0).update(
+                active_count=F("active_count") - 1
+            )
+            expired += 1
+    return expired
+
+
+def batches_for(user: AbstractBaseUser) -> QuerySet[Batch]:
+    """Active batches this user may label: assigned to them, or open to every labeler."""
+    assigned = Batch.labelers.through.objects.filter(batch_id=OuterRef("pk"))
+    return (
+        Batch.objects.filter(is_active=True).filter(Q(labelers=user) | ~Exists(assigned)).distinct()
+    )
+
+
+def _open_solutions(user: AbstractBaseUser, batch: Batch) -> QuerySet[Solution]:
+    """Regular solutions of one batch this user may claim, closest to their N first.
+
+    Filters on literal N so PostgreSQL walks solution_queue_idx (batch, completed_count, id)
+    backwards and stops at the first unlocked row instead of sorting the batch.
+    """
+    mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler=user)
+    return (
+        Solution.objects.filter(batch_id=batch.pk, completed_count__lt=batch.overlap)
+        .filter(active_count__lt=batch.overlap - F("completed_count"))
+        .filter(is_quality_control=False)
+        .exclude(Exists(mine))
+        .order_by("-completed_count", "-id")
+    )
+
+
+def _gold_pool(user: AbstractBaseUser, *, screening: bool) -> QuerySet[Solution]:
+    mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler=user)
+    pool = Solution.objects.filter(is_quality_control=True, gold__isnull=False).exclude(
+        Exists(mine)
+    )
+    return pool.filter(is_screening=screening)
+
+
+def _start(solution: Solution, user: AbstractBaseUser, batch: Batch | None) -> Labeling:
+    now = timezone.now()
+    return Labeling.objects.create(
+        solution=solution,
+        labeler=user,
+        started_at=now,
+        lease_expires_at=now + lease_duration(batch),
+    )
+
+
+def _claim_gold(user: AbstractBaseUser, *, screening: bool) -> Labeling | None:
+    """Start a gold labeling. Gold has no overlap limit: each labeler labels each gold once."""
+    solution = _gold_pool(user, screening=screening).order_by("completed_count", "id").first()
+    if solution is None:
+        return None
+    Solution.objects.filter(pk=solution.pk).update(active_count=F("active_count") + 1)
+    return _start(solution, user, solution.batch)
+
+
+def _claim_screening(user: AbstractBaseUser, labeler: Labeler) -> Labeling | None:
+    size = selectors.screening_size()
+    if size == 0:
+        # No screening set configured: nothing to pass, so the labeler starts regular work.
+        labeler_set_state(labeler=labeler, state=Labeler.State.ACTIVE, reason="no screening set")
+        return None
+    done = GoldResult.objects.filter(labeler=user, is_screening=True).count()
+    if done >= size:
+        return None  # screened, failed the threshold: waiting for a lead to admit or reject
+    with transaction.atomic():
+        return _claim_gold(user, screening=True)
+
+
+def _gold_due(labeler: Labeler, batch: Batch) -> bool:
+    rate = settings.STEPWISE_GOLD_RATE if batch.gold_rate is None else batch.gold_rate
+    if rate <= 0:
+        return False
+    return labeler.claims_since_gold + 1 >= round(1 / min(rate, 1.0))
+
+
+def claim_next(user: AbstractBaseUser, *, batch: Batch | None = None) -> Labeling | None:
+    """The labeling this user should work on now: their open one, else a newly claimed one.
+
+    Screening labelers get screening gold; paused and rejected ones get nothing new; active
+    ones get the highest-priority batch's solution closest to N, with a gold solution instead
+    every 1/gold_rate claims (gold looks like any other solution to the labeler).
+    """
+    if not has_role(user, LABELER):
+        raise LabelingError("Only labelers can claim solutions.")
+    labeler = ensure_labeler(user)
+    current = (
+        Labeling.objects.filter(labeler=user, status=Labeling.Status.IN_PROGRESS)
+        .order_by("started_at")
+        .first()
+    )
+    if current is not None:
+        return current
+    if labeler.state == Labeler.State.SCREENING:
+        claimed = _claim_screening(user, labeler)
+        if claimed is not None or labeler.state != Labeler.State.ACTIVE:
+            return claimed
+    if labeler.state != Labeler.State.ACTIVE:
+        return None
+    expire_stale_leases()
+    batches = batches_for(user).order_by("-priority", "id")
+    if batch is not None:
+        batches = batches.filter(pk=batch.pk)
+    for candidate_batch in batches:
+        claimed = _claim_in_batch(user, labeler, candidate_batch)
+        if claimed is not None:
+            return claimed
+    return None
+
+
+def _claim_in_batch(user: AbstractBaseUser, labeler: Labeler, batch: Batch) -> Labeling | None:
+    for _attempt in range(5):
+        with transaction.atomic():
+            candidate = (
+                _open_solutions(user, batch)
+                .select_for_update(skip_locked=True, of=("self",))
+                .first()
+            )
+            if candidate is None:
+                return None
+            if _gold_due(labeler, batch):
+                gold = _claim_gold(user, screening=False)
+                if gold is not None:
+                    labeler.claims_since_gold = 0
+                    labeler.save(update_fields=["claims_since_gold"])
+                    return gold
+            # Conditional update on the counters we read: a racing claim makes this a no-op.
+            took = Solution.objects.filter(
+                pk=candidate.pk,
+                completed_count=candidate.completed_count,
+                active_count=candidate.active_count,
+            ).update(active_count=F("active_count") + 1)
+            if not took:
+                continue
+            Labeler.objects.filter(pk=labeler.pk).update(
+                claims_since_gold=F("claims_since_gold") + 1
+            )
+            labeler.claims_since_gold += 1
+            return _start(candidate, user, batch)
+    return None

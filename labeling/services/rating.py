@@ -1,0 +1,325 @@
+"""Rating steps as they are made, finishing, undoing and editing a labeling.
+
+A finished labeling updates the lead counters, gold results and agreement in the transaction
+that finishes it, and stores its PRM800K release line once.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from labeling import prm800k, selectors
+from labeling.models import (
+    BatchHourStats,
+    BatchLabelerStats,
+    Completion,
+    FinishReason,
+    GoldLabel,
+    Labeling,
+    RatingEvent,
+    Solution,
+    StepLabel,
+)
+from labeling.roles import LEAD, has_role
+from labeling.services import adjudication, counters, quality
+from labeling.services.errors import Conflict, LabelingError
+from labeling.services.queue import lease_duration
+
+MAX_STEP_TIME_MS = 60 * 60 * 1000  # a step shown for over an hour was a tab left open
+
+
+def labeling_for_update(labeling_id: int, user: AbstractBaseUser) -> Labeling:
+    labeling = (
+        Labeling.objects.select_for_update(of=("self",))
+        .select_related("solution__batch")
+        .filter(pk=labeling_id)
+        .first()
+    )
+    if labeling is None or labeling.labeler_id != user.pk:
+        raise LabelingError("This labeling is not yours.")
+    return labeling
+
+
+def rated_steps(labeling: Labeling) -> list[StepLabel]:
+    return list(labeling.step_labels.prefetch_related("completions").order_by("index"))
+
+
+def _renew_lease(labeling: Labeling, now) -> None:
+    labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
+
+
+def rate_step(
+    *,
+    labeling_id: int,
+    user: AbstractBaseUser,
+    step_index: int,
+    rating: int,
+    flagged: bool = False,
+    elapsed_ms: int | None = None,
+) -> Labeling:
+    """Save one step's rating as it is made. Re-sending the same rating is a no-op."""
+    if rating not in (-1, 0, 1):
+        raise LabelingError("A rating is -1, 0 or +1.")
+    with transaction.atomic():
+        labeling = labeling_for_update(labeling_id, user)
+        steps = labeling.solution.steps
+        if not 0 <= step_index < len(steps):
+            raise LabelingError(f"This solution has no step {step_index + 1}.")
+        # One read gives both the saved rating of this step (a retry?) and the next step due.
+        saved = dict(
+            (index, (saved_rating, saved_flag))
+            for index, saved_rating, saved_flag in Completion.objects.filter(
+                step__labeling=labeling, index=0
+            ).values_list("step__index", "rating", "flagged")
+        )
+        if step_index in saved:
+            saved_rating, saved_flag = saved[step_index]
+            if saved_rating == rating and bool(saved_flag) == flagged:
+                return labeling  # a retry or double submit of a saved rating
+            raise Conflict(
+                f"Step {step_index + 1} is already rated {saved_rating:+d}; undo to change it."
+            )
+        if labeling.status == Labeling.Status.COMPLETED:
+            raise Conflict("This labeling is already submitted.")
+        next_index = len(saved)
+        if step_index != next_index:
+            raise Conflict(f"Rate step {next_index + 1} first (the page was out of date).")
+        now = timezone.now()
+        step_time = None if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
+        step = StepLabel.objects.create(
+            labeling=labeling,
+            index=step_index,
+            # PRM800K's chosen_completion is null at the step that ends the solution with -1.
+            chosen_completion=None if rating == -1 else 0,
+            time_ms=step_time,
+            created_at=now,
+        )
+        Completion.objects.create(
+            step=step, index=0, text=steps[step_index], rating=rating, flagged=flagged
+        )
+        RatingEvent.objects.create(
+            labeling=labeling,
+            step_index=step_index,
+            new_rating=rating,
+            reason=RatingEvent.Reason.RATE,
+            detail="flagged" if flagged else "",
+            actor=user,
+            created_at=now,
+        )
+        labeling.total_time_ms = (labeling.total_time_ms or 0) + (step_time or 0)
+        if rating == -1:
+            _finish(labeling, FinishReason.FOUND_ERROR, user, now)
+        elif step_index == len(steps) - 1:
+            _finish(labeling, FinishReason.SOLUTION, user, now)
+        else:
+            _renew_lease(labeling, now)
+            labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        return labeling
+
+
+def finish_labeling(
+    *, labeling_id: int, user: AbstractBaseUser, reason: str, elapsed_ms: int | None = None
+) -> Labeling:
+    """Give up or report a bad problem. Repeating the same request is a no-op."""
+    if reason not in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM):
+        raise LabelingError("Only give_up and bad_problem end a labeling by hand.")
+    with transaction.atomic():
+        labeling = labeling_for_update(labeling_id, user)
+        if labeling.status == Labeling.Status.COMPLETED:
+            if labeling.finish_reason == reason:
+                return labeling
+            raise Conflict(f"This labeling already ended ({labeling.get_finish_reason_display()}).")
+        step_time = 0 if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
+        labeling.total_time_ms = (labeling.total_time_ms or 0) + step_time
+        _finish(labeling, reason, user, timezone.now())
+        return labeling
+
+
+def _finish(labeling: Labeling, reason: str, user: AbstractBaseUser, now) -> None:
+    """Complete the labeling, move it from active to completed, and update the lead counters."""
+    solution = (
+        Solution.objects.select_for_update(of=("self",))
+        .select_related("batch")
+        .get(pk=labeling.solution_id)
+    )
+    was_active = labeling.status == Labeling.Status.IN_PROGRESS
+    overlap = solution.batch.overlap if solution.batch else 1
+    room = solution.completed_count + solution.active_count - (1 if was_active else 0) < overlap
+    labeling.status = Labeling.Status.COMPLETED
+    labeling.finish_reason = reason
+    labeling.finished_at = now
+    labeling.lease_expires_at = None
+    labeling.is_surplus = not room and not solution.is_quality_control
+    labeling.save(
+        update_fields=[
+            "status",
+            "finish_reason",
+            "finished_at",
+            "lease_expires_at",
+            "is_surplus",
+            "total_time_ms",
+            "updated_at",
+        ]
+    )
+    moved = {"completed_count": F("completed_count") + (0 if labeling.is_surplus else 1)}
+    if was_active:
+        moved["active_count"] = F("active_count") - 1
+    Solution.objects.filter(pk=solution.pk).update(**moved)
+    RatingEvent.objects.create(
+        labeling=labeling,
+        reason=RatingEvent.Reason.FINISH,
+        detail=reason,
+        actor=user,
+        created_at=now,
+    )
+    _store_release_line(labeling)
+    ratings = selectors.labeling_ratings(labeling)
+    if solution.is_quality_control:
+        gold = GoldLabel.objects.filter(solution=solution).first()
+        if gold is not None:
+            quality.gold_result_record(
+                labeling=labeling, gold=gold, ratings=ratings, solution=solution
+            )
+        return
+    reached_n = not labeling.is_surplus and solution.completed_count + 1 == overlap
+    if solution.batch is not None:
+        counters.tally(labeling, solution.batch, ratings, sign=1, solutions_done=int(reached_n))
+    if reached_n and overlap >= 2:
+        adjudication.agreement_record(solution=solution)
+
+
+def _store_release_line(labeling: Labeling) -> None:
+    """Render the submitted labeling once, so exports stream it instead of rebuilding it."""
+    labeling.release_line = prm800k.render_record(selectors.release_record(labeling.pk))
+    Labeling.objects.filter(pk=labeling.pk).update(release_line=labeling.release_line)
+
+
+def undo_last(*, labeling_id: int, user: AbstractBaseUser) -> Labeling:
+    """Take back the last rating; a labeling finished moments ago is reopened."""
+    with transaction.atomic():
+        labeling = labeling_for_update(labeling_id, user)
+        now = timezone.now()
+        if labeling.status == Labeling.Status.COMPLETED:
+            window = timedelta(seconds=settings.STEPWISE_UNDO_WINDOW_SECONDS)
+            if labeling.finished_at is None or now - labeling.finished_at > window:
+                raise Conflict("This labeling was submitted too long ago to undo.")
+            _reopen(labeling, user, now)
+        elif labeling.status == Labeling.Status.EXPIRED:
+            raise Conflict("The claim on this solution expired; open the queue again.")
+        last = labeling.step_labels.order_by("-index").prefetch_related("completions").first()
+        if last is None:
+            return labeling
+        completion = next((c for c in last.completions.all() if c.index == 0), None)
+        RatingEvent.objects.create(
+            labeling=labeling,
+            step_index=last.index,
+            old_rating=completion.rating if completion else None,
+            reason=RatingEvent.Reason.UNDO,
+            actor=user,
+            created_at=now,
+        )
+        labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - (last.time_ms or 0))
+        last.delete()
+        _renew_lease(labeling, now)
+        labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        return labeling
+
+
+def _reopen(labeling: Labeling, user: AbstractBaseUser, now) -> None:
+    solution = (
+        Solution.objects.select_for_update(of=("self",))
+        .select_related("batch")
+        .get(pk=labeling.solution_id)
+    )
+    overlap = solution.batch.overlap if solution.batch else 1
+    if solution.is_quality_control:
+        quality.gold_result_forget(labeling=labeling)
+    elif solution.batch is not None:
+        was_done = not labeling.is_surplus and solution.completed_count == overlap
+        counters.tally(
+            labeling,
+            solution.batch,
+            selectors.labeling_ratings(labeling),
+            sign=-1,
+            solutions_done=int(was_done),
+        )
+    moved = {"active_count": F("active_count") + 1}
+    if not labeling.is_surplus:
+        moved["completed_count"] = F("completed_count") - 1
+    Solution.objects.filter(pk=solution.pk).update(**moved)
+    RatingEvent.objects.create(
+        labeling=labeling,
+        reason=RatingEvent.Reason.UNDO,
+        detail=f"reopened ({labeling.finish_reason})",
+        actor=user,
+        created_at=now,
+    )
+    labeling.status = Labeling.Status.IN_PROGRESS
+    labeling.finish_reason = None
+    labeling.finished_at = None
+    labeling.is_surplus = False
+    labeling.release_line = None
+    labeling.save(
+        update_fields=[
+            "status",
+            "finish_reason",
+            "finished_at",
+            "is_surplus",
+            "release_line",
+            "updated_at",
+        ]
+    )
+
+
+def rating_edit(
+    *, labeling_id: int, user: AbstractBaseUser, step_index: int, rating: int
+) -> Labeling:
+    """Change a finished labeling's rating between 0 and +1 (where it stops stays the same).
+
+    The labeler may edit their own labeling; a lead may edit anyone's. Recorded as 'edit'.
+    """
+    if rating not in (0, 1):
+        raise LabelingError("An edit changes a rating between 0 and +1; use undo to move a -1.")
+    with transaction.atomic():
+        labeling = Labeling.objects.select_for_update().filter(pk=labeling_id).first()
+        if labeling is None or (labeling.labeler_id != user.pk and not has_role(user, LEAD)):
+            raise LabelingError("This labeling is not yours.")
+        completion = Completion.objects.filter(
+            step__labeling=labeling, step__index=step_index, index=0
+        ).first()
+        if completion is None:
+            raise LabelingError(f"Step {step_index + 1} is not rated.")
+        if completion.rating == -1:
+            raise LabelingError("A -1 ends the solution: undo it instead.")
+        if completion.rating == rating:
+            return labeling
+        old = completion.rating
+        completion.rating = rating
+        completion.save(update_fields=["rating"])
+        RatingEvent.objects.create(
+            labeling=labeling,
+            step_index=step_index,
+            old_rating=old,
+            new_rating=rating,
+            reason=RatingEvent.Reason.EDIT,
+            actor=user,
+        )
+        if labeling.release_line is not None:
+            _store_release_line(labeling)
+        if labeling.status == Labeling.Status.COMPLETED and labeling.solution.batch_id:
+            delta = {"pos": 1 if rating == 1 else -1, "neu": 1 if rating == 0 else -1}
+            batch_id = labeling.solution.batch_id
+            BatchLabelerStats.objects.filter(
+                batch_id=batch_id, labeler_id=labeling.labeler_id
+            ).update(**{k: F(k) + v for k, v in delta.items()})
+            if labeling.finished_at:
+                BatchHourStats.objects.filter(
+                    batch_id=batch_id, hour=counters.hour_start(labeling.finished_at)
+                ).update(**{k: F(k) + v for k, v in delta.items()})
+        return labeling

@@ -1,0 +1,230 @@
+"""Lead pages: dashboard, batches, labelers, adjudication, audit history, guidelines editing."""
+
+from __future__ import annotations
+
+import tempfile
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from labeling import selectors
+from labeling.forms import BatchForm, GuidelinesForm
+from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
+from labeling.roles import LEAD, require
+from labeling.services import adjudication, batches, quality
+from labeling.services.errors import LabelingError
+from labeling.services.importing import LineError, NoRecords, import_samples
+from labeling.services.queue import ensure_labeler
+
+LEADS_ONLY = "This page is for leads."
+
+
+@login_required
+def lead_home(request: HttpRequest) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    return render(
+        request,
+        "labeling/lead/home.html",
+        {
+            "batches": selectors.batches_overview(),
+            "attention": selectors.labelers_needing_attention(),
+            "adjudication": selectors.adjudication_queue(limit=10),
+        },
+    )
+
+
+@login_required
+def batch_dashboard(request: HttpRequest, batch_id: int) -> HttpResponse:
+    """The live dashboard of one batch; htmx polls the `live` fragment every 5 s."""
+    require(request, LEAD, message=LEADS_ONLY)
+    batch = get_object_or_404(Batch, pk=batch_id)
+    context = {
+        "summary": selectors.batch_summary(batch),
+        "rows": selectors.batch_labeler_rows(batch),
+    }
+    template = "labeling/lead/batch.html#live" if request.htmx else "labeling/lead/batch.html"
+    return render(request, template, context)
+
+
+@login_required
+def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    batch = get_object_or_404(Batch, pk=batch_id) if batch_id else None
+    form = BatchForm(request.POST or None, request.FILES or None, instance=batch)
+    if request.method == "POST" and form.is_valid():
+        creating = batch is None
+        batch = form.save(commit=False)
+        if creating:
+            batch.created_by = request.user
+        batch.save()
+        form.save_m2m()
+        source = form.cleaned_data.get("take_from")
+        if source is not None:
+            moved = batches.batch_move_solutions(
+                batch=batch, source=source, limit=form.cleaned_data.get("take_limit")
+            )
+            messages.info(request, f"Moved {moved} unlabeled solutions from {source.name}.")
+        upload = form.cleaned_data.get("upload")
+        if upload is not None:
+            with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
+                for chunk in upload.chunks():
+                    handle.write(chunk)
+                handle.flush()
+                try:
+                    report = import_samples(
+                        handle.name,
+                        batch_name=batch.name,
+                        overlap=batch.overlap,
+                        generation=batch.generation,
+                    )
+                    messages.info(request, report.summary().replace(handle.name, upload.name))
+                except (LineError, NoRecords) as exc:
+                    messages.error(request, str(exc).replace(handle.name, upload.name))
+        messages.info(request, f"Batch “{batch.name}” {'created' if creating else 'saved'}.")
+        return redirect("labeling:batch_dashboard", batch_id=batch.pk)
+    return render(request, "labeling/lead/batch_form.html", {"form": form, "batch": batch})
+
+
+@login_required
+def labelers_page(request: HttpRequest) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    return render(request, "labeling/lead/labelers.html", {"labelers": selectors.all_labelers()})
+
+
+@login_required
+def labeler_detail(request: HttpRequest, user_id: int) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    labeler = ensure_labeler(user)
+    rolling, rolling_n = quality.rolling_gold_accuracy(labeler)
+    return render(
+        request,
+        "labeling/lead/labeler.html",
+        {
+            "subject": user,
+            "labeler": labeler,
+            "rolling": rolling,
+            "rolling_n": rolling_n,
+            "results": selectors.screening_results(user.pk),
+            "recent": selectors.recent_labelings(user.pk),
+            "states": Labeler.State,
+        },
+    )
+
+
+@login_required
+@require_POST
+def labeler_state(request: HttpRequest, user_id: int) -> HttpResponse:
+    """Admit or reject after screening, pause, or reinstate."""
+    require(request, LEAD, message=LEADS_ONLY)
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    labeler = ensure_labeler(user)
+    state = request.POST.get("state", "")
+    reason = request.POST.get("reason", "").strip() or {
+        Labeler.State.ACTIVE: f"admitted by {request.user.username}",
+        Labeler.State.REJECTED: f"not admitted by {request.user.username}",
+        Labeler.State.PAUSED: f"paused by {request.user.username}",
+        Labeler.State.SCREENING: f"sent back to screening by {request.user.username}",
+    }.get(state, "")
+    try:
+        quality.labeler_set_state(labeler=labeler, state=state, reason=reason, actor=request.user)
+        messages.info(request, f"{user.username} is now {labeler.get_state_display()}.")
+    except LabelingError as exc:
+        messages.error(request, str(exc))
+    return redirect(request.POST.get("next") or reverse("labeling:labeler_detail", args=[user.pk]))
+
+
+@login_required
+def adjudication_queue(request: HttpRequest) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    return render(
+        request, "labeling/lead/adjudication_queue.html", {"rows": selectors.adjudication_queue()}
+    )
+
+
+@login_required
+def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    solution = get_object_or_404(
+        Solution.objects.select_related("problem", "batch"), pk=solution_id
+    )
+    error = None
+    if request.method == "POST":
+        try:
+            ratings = [int(v) for v in request.POST.getlist("rating") if v != ""]
+            adjudication.adjudication_save(
+                solution=solution,
+                lead=request.user,
+                ratings=ratings,
+                note=request.POST.get("note", ""),
+            )
+            messages.info(request, f"Final ratings saved for solution {solution.pk}.")
+            following = selectors.adjudication_queue(limit=1)
+            if following:
+                return redirect("labeling:adjudicate", solution_id=following[0].solution_id)
+            return redirect("labeling:adjudication_queue")
+        except (ValueError, LabelingError) as exc:
+            error = str(exc)
+    labelings, steps, final = selectors.adjudication_view(solution)
+    agreement = getattr(solution, "agreement", None)
+    return render(
+        request,
+        "labeling/lead/adjudicate.html",
+        {
+            "solution": solution,
+            "problem": solution.problem,
+            "labelings": labelings,
+            "steps": steps,
+            "final": final,
+            "agreement": agreement,
+            "error": error,
+        },
+        status=400 if error else 200,
+    )
+
+
+@login_required
+def labeling_history(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    labeling = get_object_or_404(
+        Labeling.objects.select_related("solution__problem", "solution__batch", "labeler"),
+        pk=labeling_id,
+    )
+    return render(
+        request,
+        "labeling/lead/history.html",
+        {
+            "labeling": labeling,
+            "events": selectors.labeling_history(labeling),
+            "steps": selectors.step_views(labeling),
+        },
+    )
+
+
+@login_required
+def guidelines_edit(request: HttpRequest) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    text, version = selectors.current_guidelines()
+    form = GuidelinesForm(request.POST or None, initial={"text": text})
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = batches.guidelines_save(text=form.cleaned_data["text"], user=request.user)
+            messages.info(request, f"Guidelines saved as version {saved.version}.")
+            return redirect("labeling:guidelines")
+        except LabelingError as exc:
+            form.add_error("text", str(exc))
+    history = Guidelines.objects.select_related("created_by").order_by("-version")[:20]
+    return render(
+        request,
+        "labeling/lead/guidelines_edit.html",
+        {
+            "form": form,
+            "version": version,
+            "history": history,
+        },
+    )
