@@ -15,7 +15,7 @@ from django.http import FileResponse, StreamingHttpResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.models import Batch, Completion, Labeling, Problem, Snapshot, Solution, StepLabel
-from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER, has_role
+from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER, HasRole, has_role
 from labeling.serializers import (
     BatchSerializer,
     ExportRequestSerializer,
@@ -51,29 +51,13 @@ from labeling.services.exporting import (
 # --- permissions and paging -------------------------------------------------------------------
 
 
-class _RolePermission(permissions.BasePermission):
-    roles: tuple[str, ...] = ()
-    message = "Your role does not allow this."
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        return bool(
-            request.user and request.user.is_authenticated and has_role(request.user, *self.roles)
-        )
-
-
-class IsResearcher(_RolePermission):
-    roles = (RESEARCHER, ADMIN)
-    message = "Only researchers and admins can export."
-
-
-class IsStaffReader(_RolePermission):
-    roles = (LEAD, RESEARCHER, ADMIN)
-    message = "Only leads, researchers and admins can use this endpoint."
-
-
-class HasAnyRole(_RolePermission):
-    roles = (LABELER, LEAD, RESEARCHER, ADMIN)
-    message = "You have no role in Stepwise yet."
+# Who may use what: HasRole reads each view's required_roles and role_message.
+STAFF_READERS = (LEAD, RESEARCHER, ADMIN)
+STAFF_ONLY = "Only leads, researchers and admins can use this endpoint."
+EXPORTERS = (RESEARCHER, ADMIN)
+EXPORTERS_ONLY = "Only researchers and admins can export."
+ANY_ROLE = (LABELER, LEAD, RESEARCHER, ADMIN)
+NO_ROLE = "You have no role in Stepwise yet."
 
 
 class IdCursorPagination(CursorPagination):
@@ -107,7 +91,8 @@ class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = Problem.objects.all()
     serializer_class = ProblemSerializer
-    permission_classes = [IsStaffReader]
+    permission_classes = [HasRole]
+    required_roles, role_message = STAFF_READERS, STAFF_ONLY
     pagination_class = IdCursorPagination
     filterset_class = ProblemFilter
 
@@ -117,7 +102,8 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = Batch.objects.all()
     serializer_class = BatchSerializer
-    permission_classes = [IsStaffReader]
+    permission_classes = [HasRole]
+    required_roles, role_message = STAFF_READERS, STAFF_ONLY
     pagination_class = IdCursorPagination
     filterset_fields = {"generation": ["exact"], "is_active": ["exact"], "origin": ["exact"]}
 
@@ -163,7 +149,8 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = Solution.objects.all()
     serializer_class = SolutionSerializer
-    permission_classes = [IsStaffReader]
+    permission_classes = [HasRole]
+    required_roles, role_message = STAFF_READERS, STAFF_ONLY
     pagination_class = IdCursorPagination
     filterset_class = SolutionFilter
 
@@ -228,7 +215,8 @@ class LabelingViewSet(viewsets.ReadOnlyModelViewSet):
     """Labelings: leads, researchers and admins see all; a labeler only their own."""
 
     serializer_class = LabelingSerializer
-    permission_classes = [HasAnyRole]
+    permission_classes = [HasRole]
+    required_roles, role_message = ANY_ROLE, NO_ROLE
     pagination_class = IdCursorPagination
     filterset_class = LabelingFilter
 
@@ -292,7 +280,8 @@ class ExportNegotiation(DefaultContentNegotiation):
 class ExportView(APIView):
     """Stream an export now (no snapshot is recorded): PRM800K JSONL, stepwise JSONL or Parquet."""
 
-    permission_classes = [IsResearcher]
+    permission_classes = [HasRole]
+    required_roles, role_message = EXPORTERS, EXPORTERS_ONLY
     content_negotiation_class = ExportNegotiation
 
     @extend_schema(
@@ -313,7 +302,8 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     queryset = Snapshot.objects.select_related("created_by")
     serializer_class = SnapshotSerializer
-    permission_classes = [IsResearcher]
+    permission_classes = [HasRole]
+    required_roles, role_message = EXPORTERS, EXPORTERS_ONLY
     pagination_class = IdCursorPagination
     filterset_fields = {"status": ["exact"], "format": ["exact"]}
 

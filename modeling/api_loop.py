@@ -7,14 +7,9 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from labeling.roles import LEAD, RESEARCHER, has_role
+from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling import active_learning
 from modeling.models import GenerationRun, SelectionReason
-
-
-class IsLeadOrResearcher(permissions.BasePermission):
-    def has_permission(self, request, view) -> bool:
-        return has_role(request.user, LEAD, RESEARCHER)
 
 
 class SelectionSerializer(serializers.ModelSerializer):
@@ -68,7 +63,9 @@ class StartSerializer(serializers.Serializer):
 
 class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = GenerationSerializer
-    permission_classes = [permissions.IsAuthenticated, IsLeadOrResearcher]
+    permission_classes = [permissions.IsAuthenticated, HasRole]
+    required_roles = (LEAD, RESEARCHER)
+    role_message = "You do not have permission to perform this action."
     lookup_field = "generation"
 
     def get_queryset(self):

@@ -12,8 +12,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling import services
-from modeling.api_loop import IsLeadOrResearcher
 from modeling.models import ModelVersion, TrainingRun
 
 
@@ -98,7 +98,9 @@ def _conflict(exc: services.RunError) -> Response:
 
 
 class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    permission_classes = [IsAuthenticated, IsLeadOrResearcher]
+    permission_classes = [IsAuthenticated, HasRole]
+    required_roles = (LEAD, RESEARCHER)
+    role_message = "You do not have permission to perform this action."
 
     def get_queryset(self):
         return TrainingRun.objects.select_related("created_by", "model_version")
@@ -139,7 +141,9 @@ class ModelVersionViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
     serializer_class = ModelVersionSerializer
-    permission_classes = [IsAuthenticated, IsLeadOrResearcher]
+    permission_classes = [IsAuthenticated, HasRole]
+    required_roles = (LEAD, RESEARCHER)
+    role_message = "You do not have permission to perform this action."
 
     def get_queryset(self):
         return ModelVersion.objects.all()

@@ -4,25 +4,21 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from labeling.roles import LEAD, RESEARCHER, has_role
+from labeling.roles import LEAD, RESEARCHER, require
 from modeling import active_learning
 from modeling.forms_loop import GenerationForm
 from modeling.models import GenerationRun, ModelVersion
 
-
-def _require_lead(request: HttpRequest) -> None:
-    if not has_role(request.user, LEAD, RESEARCHER):
-        raise PermissionDenied("Generations are for leads and researchers.")
+GENERATIONS_REFUSED = "Generations are for leads and researchers."
 
 
 @login_required
 def generation_list(request: HttpRequest) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     form = GenerationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -43,7 +39,7 @@ def generation_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def generation_detail(request: HttpRequest, generation: int) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(active_learning.recent_runs(), generation=generation)
     context = {"run": run, "selections": active_learning.selections_of(run)}
     template = (
@@ -57,7 +53,7 @@ def generation_detail(request: HttpRequest, generation: int) -> HttpResponse:
 @login_required
 @require_POST
 def generation_retry(request: HttpRequest, generation: int) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(GenerationRun, generation=generation)
     try:
         active_learning.retry_generation(run)
@@ -69,7 +65,7 @@ def generation_retry(request: HttpRequest, generation: int) -> HttpResponse:
 @login_required
 @require_POST
 def generation_cancel(request: HttpRequest, generation: int) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(GenerationRun, generation=generation)
     try:
         active_learning.cancel_generation(run)

@@ -7,13 +7,12 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from labeling.roles import LEAD, RESEARCHER, has_role
+from labeling.roles import LEAD, RESEARCHER, require
 from modeling import services
 from modeling.forms_runs import TrainingRunForm
 from modeling.models import ModelVersion, TrainingRun
@@ -22,14 +21,12 @@ RECENT_RUNS = 50
 RUN_SET_FIELDS = ("output_dir", "dataset_version")
 
 
-def _require_lead(request: HttpRequest) -> None:
-    if not has_role(request.user, LEAD, RESEARCHER):
-        raise PermissionDenied("Training runs are for leads and researchers.")
+RUNS_REFUSED = "Training runs are for leads and researchers."
 
 
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     form = TrainingRunForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -56,7 +53,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(
         TrainingRun.objects.select_related("created_by", "model_version"), pk=run_id
     )
@@ -67,7 +64,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(TrainingRun, pk=run_id)
     try:
         services.cancel_training_run(run)
@@ -79,7 +76,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(TrainingRun, pk=run_id)
     try:
         services.resume_training_run(run)
@@ -90,14 +87,14 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @login_required
 def model_list(request: HttpRequest) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     return render(request, "modeling/runs/models.html", {"versions": ModelVersion.objects.all()})
 
 
 @login_required
 @require_POST
 def model_activate(request: HttpRequest, version_id: int) -> HttpResponse:
-    _require_lead(request)
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     version = get_object_or_404(ModelVersion, pk=version_id)
     try:
         services.activate_model_version(version)
