@@ -8,8 +8,8 @@ only their own. Exports and snapshots: researchers and admins only.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 
-from django.conf import settings
 from django.db.models import Prefetch
 from django.http import FileResponse, StreamingHttpResponse
 from django_filters import rest_framework as filters
@@ -130,11 +130,9 @@ _upload_errors = OpenApiResponse(
 )
 
 
-def _import_response(uploaded, run) -> Response:
+def _import_response(upload: Callable[[], importing.ImportReport]) -> Response:
     try:
-        report = importing.import_uploaded(
-            uploaded, run, max_bytes=settings.STEPWISE_UPLOAD_MAX_BYTES
-        )
+        report = upload()
     except importing.UploadRejected as rejected:
         errors = [{"line": e.line, "field": e.field, "message": e.message} for e in rejected.errors]
         return Response(
@@ -170,14 +168,12 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         form.is_valid(raise_exception=True)
         data = form.validated_data
         return _import_response(
-            data["file"],
-            lambda path: importing.import_samples(
-                path,
+            lambda: importing.samples_upload(
+                data["file"],
                 batch_name=data["batch_name"],
                 overlap=data["overlap"],
                 generation=data["generation"],
-                skip_invalid=True,
-            ),
+            )
         )
 
     @extend_schema(
@@ -194,10 +190,7 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         """Upload PRM800K label lines (JSONL); all or nothing. Re-uploads add nothing twice."""
         form = ImportUploadSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        return _import_response(
-            form.validated_data["file"],
-            lambda path: importing.import_prm800k(path, skip_invalid=True),
-        )
+        return _import_response(lambda: importing.prm800k_upload(form.validated_data["file"]))
 
 
 class LabelingFilter(filters.FilterSet):

@@ -870,3 +870,29 @@ def import_uploaded(
             raise UploadRejected(f"{name} is not UTF-8 text; nothing was imported.") from None
     report.path = name
     return report
+
+
+def samples_upload(
+    uploaded: Any, *, batch_name: str, overlap: int = 1, generation: int | None = None
+) -> ImportReport:
+    """Uploaded generator samples into a batch: size limit, all or nothing (API and lead page)."""
+    return import_uploaded(
+        uploaded,
+        lambda path: import_samples(
+            path,
+            batch_name=batch_name,
+            overlap=overlap,
+            generation=generation,
+            skip_invalid=True,
+        ),
+        max_bytes=settings.STEPWISE_UPLOAD_MAX_BYTES,
+    )
+
+
+def prm800k_upload(uploaded: Any) -> ImportReport:
+    """Uploaded PRM800K label lines: size limit, all or nothing."""
+    return import_uploaded(
+        uploaded,
+        lambda path: import_prm800k(path, skip_invalid=True),
+        max_bytes=settings.STEPWISE_UPLOAD_MAX_BYTES,
+    )

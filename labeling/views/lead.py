@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import tempfile
-
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,9 +15,8 @@ from labeling import selectors
 from labeling.forms import BatchForm, GuidelinesForm
 from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
 from labeling.roles import LEAD, require
-from labeling.services import adjudication, batches, quality
+from labeling.services import adjudication, batches, importing, quality
 from labeling.services.errors import LabelingError
-from labeling.services.importing import LineError, NoRecords, import_samples
 from labeling.services.queue import ensure_labeler
 
 LEADS_ONLY = "This page is for leads."
@@ -53,40 +51,49 @@ def batch_dashboard(request: HttpRequest, batch_id: int) -> HttpResponse:
 
 @login_required
 def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpResponse:
+    """Create or edit a batch; take solutions from another batch or upload samples into it.
+
+    One transaction: an upload the import service rejects (size, a bad line, not UTF-8)
+    leaves nothing behind, not even a new batch, and shows its errors on the form.
+    """
     require(request, LEAD, message=LEADS_ONLY)
     batch = get_object_or_404(Batch, pk=batch_id) if batch_id else None
     form = BatchForm(request.POST or None, request.FILES or None, instance=batch)
     if request.method == "POST" and form.is_valid():
         creating = batch is None
-        batch = form.save(commit=False)
-        if creating:
-            batch.created_by = request.user
-        batch.save()
-        form.save_m2m()
-        source = form.cleaned_data.get("take_from")
-        if source is not None:
-            moved = batches.batch_move_solutions(
-                batch=batch, source=source, limit=form.cleaned_data.get("take_limit")
-            )
-            messages.info(request, f"Moved {moved} unlabeled solutions from {source.name}.")
-        upload = form.cleaned_data.get("upload")
-        if upload is not None:
-            with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
-                for chunk in upload.chunks():
-                    handle.write(chunk)
-                handle.flush()
-                try:
-                    report = import_samples(
-                        handle.name,
-                        batch_name=batch.name,
-                        overlap=batch.overlap,
-                        generation=batch.generation,
+        notes = []
+        try:
+            with transaction.atomic():
+                saved = form.save(commit=False)
+                if creating:
+                    saved.created_by = request.user
+                saved.save()
+                form.save_m2m()
+                source = form.cleaned_data.get("take_from")
+                if source is not None:
+                    moved = batches.batch_move_solutions(
+                        batch=saved, source=source, limit=form.cleaned_data.get("take_limit")
                     )
-                    messages.info(request, report.summary().replace(handle.name, upload.name))
-                except (LineError, NoRecords) as exc:
-                    messages.error(request, str(exc).replace(handle.name, upload.name))
-        messages.info(request, f"Batch “{batch.name}” {'created' if creating else 'saved'}.")
-        return redirect("labeling:batch_dashboard", batch_id=batch.pk)
+                    notes.append(f"Moved {moved} unlabeled solutions from {source.name}.")
+                upload = form.cleaned_data.get("upload")
+                if upload is not None:
+                    report = importing.samples_upload(
+                        upload,
+                        batch_name=saved.name,
+                        overlap=saved.overlap,
+                        generation=saved.generation,
+                    )
+                    notes.append(report.summary())
+        except importing.UploadRejected as rejected:
+            form.add_error("upload", rejected.message)
+            for error in rejected.errors:
+                form.add_error("upload", str(error))
+            context = {"form": form, "batch": batch}
+            return render(request, "labeling/lead/batch_form.html", context, status=400)
+        for note in notes:
+            messages.info(request, note)
+        messages.info(request, f"Batch “{saved.name}” {'created' if creating else 'saved'}.")
+        return redirect("labeling:batch_dashboard", batch_id=saved.pk)
     return render(request, "labeling/lead/batch_form.html", {"form": form, "batch": batch})
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from labeling.models import Batch, BatchHourStats, BatchLabelerStats, Guidelines
+from labeling.models import Batch, BatchHourStats, BatchLabelerStats, Guidelines, Solution
 from labeling.services import counters, queue, rating
 from labeling.tasks import expire_leases
 from tests.conftest import make_user
@@ -270,3 +270,25 @@ def test_imported_labelings_show_on_the_dashboard(shared_data, capsys):
     assert sum(h.steps for b in batches for h in b.hour_stats.all()) > 0
     call_command("rebuild_stats")
     assert "labelings counted" in capsys.readouterr().out
+
+
+def test_a_rejected_upload_on_the_batch_page_writes_nothing_and_shows_why(client, lead):
+    from labeling.services.demo import SAMPLE_DIR
+    from labeling.services.importing import import_math
+
+    import_math(SAMPLE_DIR / "problems.jsonl")
+    good = (SAMPLE_DIR / "solutions.jsonl").read_text().splitlines()[0]
+    client.force_login(lead)
+    for name, content, why in (
+        ("binary.jsonl", b"\xff\xfe\x00 not text", "is not UTF-8 text"),
+        ("bad.jsonl", f'{good}\n{{"steps": []}}\n'.encode(), "line 2"),
+    ):
+        upload = io.BytesIO(content)
+        upload.name = name
+        response = client.post(
+            reverse("labeling:batch_new"),
+            {"name": "Rejected", "overlap": 1, "priority": 0, "upload": upload},
+        )
+        assert response.status_code == 400 and why in response.content.decode()
+        assert not Batch.objects.filter(name="Rejected").exists()
+    assert not Solution.objects.filter(source_id__startswith="demo-").exists()
