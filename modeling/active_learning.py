@@ -28,7 +28,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, Max, OuterRef, QuerySet
 from django.utils import timezone
 
-from labeling.models import Batch, Labeling, Problem, Solution
+from labeling.models import Batch, Labeling, Solution
 from labeling.services import importing
 from modeling.grading import grade_solution, is_equivalent
 from modeling.models import GenerationRun, ModelVersion, PoolEntry, SelectionReason, SolutionScore
@@ -84,71 +84,21 @@ def _grade(
     return result.answer, result.correct
 
 
-def _write_pool_chunk(
-    chunk: list[tuple[int, str, importing.SampleLine]], report: importing.ImportReport
+def _grade_pool_solution(sample: importing.SampleLine, solution: Solution) -> PoolEntry:
+    answer, correct = _grade(sample, solution.problem.ground_truth_answer)
+    solution.answer_correct = correct
+    return PoolEntry(extracted_answer=answer)
+
+
+def _write_pool_entries(
+    created: list[tuple[Solution, PoolEntry]], report: importing.ImportReport
 ) -> None:
-    by_uid = {
-        p.unique_id: p
-        for p in Problem.objects.filter(
-            unique_id__in={s.unique_id for _, _, s in chunk if s.unique_id}
-        )
-    }
-    by_hash = importing._problems_by_hash(
-        importing.problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text
-    )
-    rows: dict[str, tuple[Solution, PoolEntry]] = {}
-    for number, _, sample in chunk:
-        problem = by_uid.get(sample.unique_id) if sample.unique_id else None
-        if problem is None and sample.problem_text:
-            problem = by_hash.get(importing.problem_hash(sample.problem_text))
-        if problem is None:
-            field = "unique_id" if sample.unique_id else "problem"
-            raise importing.LineError(
-                report.path,
-                number,
-                field,
-                "no such problem; import the problems (import_math) first",
-            )
-        digest = importing.solution_content_hash(
-            problem_sha256=problem.text_sha256,
-            fmt=Solution.Format.PHASE2,
-            steps=sample.steps,
-            final_answer=sample.answer,
-            verifier_score=sample.score,
-            generation=None,
-            is_quality_control=False,
-            is_screening=False,
-            question_override=None,
-            generator=sample.generator,
-        )
-        if digest in rows:
-            continue
-        answer, correct = _grade(sample, problem.ground_truth_answer)
-        solution = Solution(
-            problem=problem,
-            batch=None,
-            steps=sample.steps,
-            final_answer=sample.answer,
-            verifier_score=sample.score,
-            generator=sample.generator,
-            source_id=sample.source_id,
-            format=Solution.Format.PHASE2,
-            answer_correct=correct,
-            content_sha256=digest,
-        )
-        rows[digest] = (solution, PoolEntry(extracted_answer=answer, source=Path(report.path).name))
-    existing = set(
-        Solution.objects.filter(content_sha256__in=rows).values_list("content_sha256", flat=True)
-    )
-    report.duplicates += len(chunk) - len(rows) + len(existing)
-    new = [pair for digest, pair in rows.items() if digest not in existing]
-    Solution.objects.bulk_create([solution for solution, _ in new])
-    for solution, entry in new:
+    for solution, entry in created:
         entry.solution_id = solution.pk
-    PoolEntry.objects.bulk_create([entry for _, entry in new])
-    report.created["pool solutions"] += len(new)
-    report.created["graded correct"] += sum(s.answer_correct is True for s, _ in new)
-    report.created["graded wrong"] += sum(s.answer_correct is False for s, _ in new)
+        entry.source = Path(report.path).name
+    PoolEntry.objects.bulk_create([entry for _, entry in created])
+    report.created["graded correct"] += sum(s.answer_correct is True for s, _ in created)
+    report.created["graded wrong"] += sum(s.answer_correct is False for s, _ in created)
 
 
 def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importing.ImportReport:
@@ -156,8 +106,14 @@ def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importing.Im
     optionally `answer`, `generator`, `source_id`, `score`) into the pool, grading each against
     its problem's ground truth. Streamed in chunks; all-or-nothing unless skip_invalid;
     re-importing adds nothing twice (solutions by content hash)."""
-    return importing._run_import(
-        path, importing.parse_sample_line, _write_pool_chunk, skip_invalid=skip_invalid
+    return importing.import_solutions(
+        path,
+        batch=None,
+        create_problems=False,
+        skip_invalid=skip_invalid,
+        counted_as="pool solutions",
+        prepare=_grade_pool_solution,
+        after_create=_write_pool_entries,
     )
 
 

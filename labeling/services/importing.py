@@ -719,8 +719,19 @@ def parse_sample_line(obj: Any, line: str = "") -> SampleLine:
     )
 
 
-def _write_samples_chunk(
-    chunk: list[tuple[int, str, SampleLine]], report: ImportReport, *, batch: Batch
+PrepareSolution = Callable[[SampleLine, Solution], Any]
+AfterCreate = Callable[[list[tuple[Solution, Any]], ImportReport], None]
+
+
+def _write_solutions_chunk(
+    chunk: list[tuple[int, str, SampleLine]],
+    report: ImportReport,
+    *,
+    batch: Batch | None,
+    create_problems: bool,
+    counted_as: str,
+    prepare: PrepareSolution | None,
+    after_create: AfterCreate | None,
 ) -> None:
     by_uid = {
         p.unique_id: p
@@ -729,13 +740,14 @@ def _write_samples_chunk(
         )
     }
     by_hash = _problems_by_hash(problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text)
-    solutions: dict[str, Solution] = {}
+    generation = batch.generation if batch is not None else None
+    solutions: dict[str, tuple[Solution, Any]] = {}
     for number, _, sample in chunk:
         problem = by_uid.get(sample.unique_id) if sample.unique_id else None
         if problem is None and sample.problem_text:
             digest = problem_hash(sample.problem_text)
             problem = by_hash.get(digest)
-            if problem is None:
+            if problem is None and create_problems:
                 problem = Problem.objects.create(
                     text=sample.problem_text,
                     text_sha256=digest,
@@ -744,12 +756,19 @@ def _write_samples_chunk(
                 )
                 by_hash[digest] = problem
                 report.created["problems"] += 1
-        if problem is None:
+        if problem is None and create_problems:
             raise LineError(
                 report.path,
                 number,
                 "unique_id",
                 f"no problem {sample.unique_id!r}; import it first",
+            )
+        if problem is None:
+            raise LineError(
+                report.path,
+                number,
+                "unique_id" if sample.unique_id else "problem",
+                "no such problem; import the problems (import_math) first",
             )
         digest = solution_content_hash(
             problem_sha256=problem.text_sha256,
@@ -757,35 +776,73 @@ def _write_samples_chunk(
             steps=sample.steps,
             final_answer=sample.answer,
             verifier_score=sample.score,
-            generation=batch.generation,
+            generation=generation,
             is_quality_control=False,
             is_screening=False,
             question_override=None,
             generator=sample.generator,
         )
-        solutions.setdefault(
-            digest,
-            Solution(
-                problem=problem,
-                batch=batch,
-                steps=sample.steps,
-                final_answer=sample.answer,
-                verifier_score=sample.score,
-                generator=sample.generator,
-                source_id=sample.source_id,
-                format=Solution.Format.PHASE2,
-                generation=batch.generation,
-                content_sha256=digest,
-            ),
+        if digest in solutions:
+            continue
+        solution = Solution(
+            problem=problem,
+            batch=batch,
+            steps=sample.steps,
+            final_answer=sample.answer,
+            verifier_score=sample.score,
+            generator=sample.generator,
+            source_id=sample.source_id,
+            format=Solution.Format.PHASE2,
+            generation=generation,
+            content_sha256=digest,
         )
+        solutions[digest] = (solution, prepare(sample, solution) if prepare else None)
     existing = set(
         Solution.objects.filter(content_sha256__in=solutions).values_list(
             "content_sha256", flat=True
         )
     )
     report.duplicates += len(chunk) - len(solutions) + len(existing)
-    created = Solution.objects.bulk_create([s for d, s in solutions.items() if d not in existing])
-    report.created["solutions"] += len(created)
+    new = [pair for digest, pair in solutions.items() if digest not in existing]
+    Solution.objects.bulk_create([solution for solution, _ in new])
+    report.created[counted_as] += len(new)
+    if after_create is not None:
+        after_create(new, report)
+
+
+def import_solutions(
+    path: str | Path,
+    *,
+    batch: Batch | None = None,
+    create_problems: bool = True,
+    skip_invalid: bool = False,
+    counted_as: str = "solutions",
+    prepare: PrepareSolution | None = None,
+    after_create: AfterCreate | None = None,
+) -> ImportReport:
+    """Solutions from generator samples (JSONL: `unique_id` or `problem`, `steps`, optionally
+    `answer`, `generator`, `source_id`, `score`), in chunks; all-or-nothing unless skip_invalid;
+    re-importing adds nothing twice (solutions by content hash).
+
+    `batch` None leaves them outside any batch (the candidate pool). With `create_problems` a
+    problem given by unknown text is created, else such a line is an error. `prepare(sample,
+    solution)` runs once per solution before it is written (may set fields) and its result is
+    handed with the written solution to `after_create(pairs, report)` (rows pointing at them).
+    """
+    return _run_import(
+        path,
+        parse_sample_line,
+        lambda chunk, report: _write_solutions_chunk(
+            chunk,
+            report,
+            batch=batch,
+            create_problems=create_problems,
+            counted_as=counted_as,
+            prepare=prepare,
+            after_create=after_create,
+        ),
+        skip_invalid=skip_invalid,
+    )
 
 
 def import_samples(
@@ -802,12 +859,7 @@ def import_samples(
             name=batch_name,
             defaults={"overlap": overlap, "generation": generation, "origin": Batch.Origin.SAMPLES},
         )
-        return _run_import(
-            path,
-            parse_sample_line,
-            lambda chunk, report: _write_samples_chunk(chunk, report, batch=batch),
-            skip_invalid=skip_invalid,
-        )
+        return import_solutions(path, batch=batch, skip_invalid=skip_invalid)
 
 
 # --- uploads (API) --------------------------------------------------------------------------
