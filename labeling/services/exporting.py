@@ -565,7 +565,7 @@ class _HashingWriter:
 
 
 def _stepwise_schema():
-    import pyarrow as pa
+    import pyarrow as pa  # heavy and only for Parquet: loaded when a Parquet export runs
 
     return pa.schema(
         [
@@ -623,7 +623,7 @@ def write_export(
                 result.rows += len(rows)
                 result.step_labels += sum(len(row["labels"]) for row in rows)
     elif fmt == ExportFormat.STEPWISE_PARQUET:
-        import pyarrow as pa
+        import pyarrow as pa  # heavy and only for Parquet: loaded when a Parquet export runs
         import pyarrow.parquet as pq
 
         schema = _stepwise_schema()

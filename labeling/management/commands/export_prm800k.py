@@ -1,5 +1,6 @@
 """Export labelings (PRM800K JSONL or stepwise training rows) to a file, with a progress bar."""
 
+import shutil
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
@@ -137,8 +138,6 @@ class Command(BaseCommand):
                     )
                 path = snapshots.snapshot_file(snapshot)
                 if opts["output"]:
-                    import shutil
-
                     shutil.copyfile(path, opts["output"])
                 summary = (
                     f"snapshot {snapshot.pk}: {snapshot.row_count} rows, "

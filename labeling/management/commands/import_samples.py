@@ -1,8 +1,7 @@
 from django.core.management.base import BaseCommand
 
+from labeling.management.importing import run_import
 from labeling.services.importing import import_samples
-
-from ._importing import run_import
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from labeling.management.commands._importing import run_import
+from labeling.management.importing import run_import
 from modeling.active_learning import import_pool
 
 
