@@ -68,7 +68,7 @@ def main() -> None:
         )
         for p in problems
     )
-    with connection.cursor() as cursor:  # as an import does (importers.refresh_planner_statistics)
+    with connection.cursor() as cursor:  # as an import does (importing.refresh_planner_statistics)
         cursor.execute("ANALYZE")
     group = Group.objects.get(name="labeler")
     clients = []

@@ -1,7 +1,7 @@
 """Inter-labeler agreement: Krippendorff's alpha from a coincidence matrix, raw pair agreement.
 
 Pure functions, no Django. The coincidence matrix is additive over units, so batch and labeler
-pair alphas are kept current by adding each solution's matrix to a stored one (labeling.services)
+pair alphas are kept current by adding each solution's matrix to a stored one (labeling.services.adjudication)
 instead of rescanning labels. Reference: K. Krippendorff, "Computing Krippendorff's
 Alpha-Reliability" (2011).
 """
