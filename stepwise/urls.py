@@ -11,7 +11,8 @@ urlpatterns = [
     path("label/", include("labeling.urls")),
     path("research/", include("labeling.research_urls")),
     path("api/", include("labeling.api_urls")),
-    path("", include("modeling.urls_loop")),  # /generations/ pages, /api/generations/
-    path("", include("modeling.urls_runs")),  # /modeling/ pages, /api/runs/, /api/models/
+    path(
+        "", include("modeling.urls")
+    ),  # /modeling/, /generations/, /api/{runs,models,generations}/
     path("admin/", admin.site.urls),
 ]
