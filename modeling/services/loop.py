@@ -39,8 +39,8 @@ from modeling.models import (
     SolutionScore,
     TrainingRun,
 )
-from modeling.selection import Candidate, select_generation
 from modeling.services import runs
+from modeling.training.selection import Candidate, select_generation
 from stepwise.celery import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
