@@ -1,19 +1,27 @@
-"""Celery tasks of PRM training: thin wrappers over `modeling.services`.
+"""Celery tasks of the modeling app: thin wrappers over `modeling.services.runs` (training) and
+`modeling.services.loop` (the active-learning loop). Services send them by dotted path after
+commit (`stepwise.celery.enqueue_on_commit`); tasks import services, never the reverse.
 
 `gpu_*` tasks are routed to the `gpu` queue (settings.CELERY_TASK_ROUTES), served by one worker
 with concurrency 1. Late acks plus `reject_on_worker_lost` put a killed worker's task back on the
-queue; `services.execute_training_run` claims a run with a conditional update, so a second
-delivery does nothing while the first worker lives and takes over once its heartbeat is stale.
+queue; `runs.execute_training_run` claims a run with a conditional update, so a second delivery
+does nothing while the first worker lives and takes over once its heartbeat is stale. Each
+generation task runs one step and queues the next after commit; a redelivered task finds the
+step already claimed or done and does nothing.
 """
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from modeling import services
 from modeling.models import ModelVersion
+from modeling.services import loop, runs
 
 RUN_LIMIT_S = 24 * 3600
+STEP_LIMIT_S = 6 * 3600
+
+
+# --- training runs -----------------------------------------------------------------------------
 
 
 @shared_task(
@@ -24,17 +32,52 @@ RUN_LIMIT_S = 24 * 3600
     soft_time_limit=RUN_LIMIT_S - 120,
 )
 def gpu_train_run(run_id: int) -> int | None:
-    version = services.execute_training_run(run_id)
+    version = runs.execute_training_run(run_id)
     return version.pk if version else None
 
 
 @shared_task(name="modeling.tasks.gpu_evaluate_model", acks_late=True, time_limit=6 * 3600)
 def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -> dict:
     version = ModelVersion.objects.get(pk=version_id)
-    return services.evaluate_model_version(version, processbench=processbench or [])
+    return runs.evaluate_model_version(version, processbench=processbench or [])
 
 
 @shared_task(name="modeling.tasks.fail_stale_runs", time_limit=60)
 def fail_stale_runs() -> int:
     """Periodic (beat): runs whose worker died are marked failed, and can be resumed."""
-    return services.fail_stale_runs()
+    return runs.fail_stale_runs()
+
+
+# --- the active-learning loop ------------------------------------------------------------------
+
+
+@shared_task(
+    name="modeling.tasks.gpu_generation_step",
+    acks_late=True,
+    time_limit=STEP_LIMIT_S,
+    soft_time_limit=STEP_LIMIT_S - 60,
+)
+def gpu_generation_step(run_id: int, step: str) -> None:
+    """retrain / score: the steps that need the model."""
+    loop.advance(run_id, step)
+
+
+@shared_task(
+    name="modeling.tasks.generation_step", acks_late=True, time_limit=600, soft_time_limit=540
+)
+def generation_step(run_id: int, step: str) -> None:
+    """select / enqueue: database work only."""
+    loop.advance(run_id, step)
+
+
+@shared_task(name="modeling.tasks.check_generation_progress", acks_late=True, time_limit=120)
+def check_generation_progress() -> int | None:
+    """Periodic (beat): start the next generation once the last is labeled to the set fraction."""
+    run = loop.maybe_start_next_generation()
+    return run.pk if run else None
+
+
+@shared_task(name="modeling.tasks.fail_stale_generations", acks_late=True, time_limit=120)
+def fail_stale_generations() -> int:
+    """Periodic (beat): a generation whose worker died is marked failed, to be retried."""
+    return loop.fail_stale_generations()

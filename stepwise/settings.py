@@ -248,13 +248,13 @@ STEPWISE_TRAIN_IN_THREAD = env_bool(
 CELERY_BEAT_SCHEDULE |= {
     "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
     "fail-stale-generations": {
-        "task": "modeling.tasks_loop.fail_stale_generations",
+        "task": "modeling.tasks.fail_stale_generations",
         "schedule": 60.0,
     },
 }
 CELERY_BEAT_SCHEDULE |= {
     "check-generation-progress": {
-        "task": "modeling.tasks_loop.check_generation_progress",
+        "task": "modeling.tasks.check_generation_progress",
         "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),
     },
 }

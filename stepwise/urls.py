@@ -9,7 +9,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("labeling.urls")),  # /label/, /research/, /api/
-    path("", include("modeling.urls_loop")),  # /generations/ pages, /api/generations/
-    path("", include("modeling.urls_runs")),  # /modeling/ pages, /api/runs/, /api/models/
+    path(
+        "", include("modeling.urls")
+    ),  # /modeling/, /generations/, /api/{runs,models,generations}/
     path("admin/", admin.site.urls),
 ]

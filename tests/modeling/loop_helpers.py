@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from labeling.services.importing import import_math, import_prm800k
-from modeling.active_learning import import_pool
+from modeling.services.loop import import_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_DIR = ROOT / "labeling" / "sample_data"

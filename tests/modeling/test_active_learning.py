@@ -16,8 +16,6 @@ from django.urls import reverse
 
 from labeling.models import Batch, Labeling, Solution
 from labeling.services.importing import LineError, import_math
-from modeling import active_learning
-from modeling.active_learning import GenerationError, import_pool, run_generation_inline, run_step
 from modeling.models import (
     GenerationRun,
     ModelVersion,
@@ -26,6 +24,8 @@ from modeling.models import (
     SolutionScore,
     TrainingRun,
 )
+from modeling.services import loop, runs
+from modeling.services.loop import GenerationError, import_pool, run_generation_inline, run_step
 from tests.factories import make_batch, make_problem
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "labeling" / "sample_data"
@@ -149,7 +149,7 @@ def test_generation_without_retraining_queues_convincing_wrong_answers_with_reas
     version = active_model()
     score_pool_by_id(version)
     make_batch("PRM800K generation 3", generation=3, origin=Batch.Origin.IMPORT)
-    run = active_learning.start_generation(
+    run = loop.start_generation(
         params={"k": 10, "per_problem_cap": 1, "retrain": False}, created_by=lead
     )
     run = run_generation_inline(run)
@@ -186,7 +186,7 @@ def test_selection_excludes_labeled_and_queued_solutions(demo_pool, labeler):
     Solution.objects.filter(pk=top[0].pk).update(batch=other)
     Labeling.objects.create(solution=top[1], labeler=labeler, status=Labeling.Status.EXPIRED)
     run = run_generation_inline(
-        active_learning.start_generation(
+        loop.start_generation(
             params={
                 "k": 63,
                 "per_problem_cap": None,
@@ -205,7 +205,7 @@ def test_per_problem_scope(demo_pool):
     version = active_model()
     score_pool_by_id(version)
     run = run_generation_inline(
-        active_learning.start_generation(
+        loop.start_generation(
             params={
                 "k": 100,
                 "scope": "per_problem",
@@ -225,7 +225,7 @@ def test_generation_number_shows_in_the_export(demo_pool, labeler):
 
     version = active_model()
     score_pool_by_id(version)
-    run = run_generation_inline(active_learning.start_generation(params={"k": 1, "retrain": False}))
+    run = run_generation_inline(loop.start_generation(params={"k": 1, "retrain": False}))
     labeler.groups.add(*lead_groups())
     labeling = queue.claim_next(labeler)
     assert labeling.solution.batch == run.batch
@@ -287,18 +287,15 @@ def fake_services(monkeypatch, *, train_fails: bool = False, score_fails: bool =
             progress(len(rows), len(rows))
         return len(rows)
 
-    fakes = {
-        "create_training_run": create_training_run,
-        "execute_training_run": execute_training_run,
-        "score_solutions_with": score_solutions_with,
-    }
-    monkeypatch.setattr(active_learning, "service", lambda name: fakes[name])
+    monkeypatch.setattr(runs, "create_training_run", create_training_run)
+    monkeypatch.setattr(runs, "execute_training_run", execute_training_run)
+    monkeypatch.setattr(runs, "score_solutions_with", score_solutions_with)
     return calls
 
 
 def test_full_generation_with_retraining(demo_pool, monkeypatch):
     calls = fake_services(monkeypatch)
-    run = run_generation_inline(active_learning.start_generation(params={"k": 5}))
+    run = run_generation_inline(loop.start_generation(params={"k": 5}))
     assert run.status == GenerationRun.Status.SUCCEEDED
     assert run.training_run.status == TrainingRun.Status.SUCCEEDED
     assert run.model_version == ModelVersion.active()
@@ -311,7 +308,7 @@ def test_full_generation_with_retraining(demo_pool, monkeypatch):
 
 def test_each_step_runs_once_when_its_task_is_delivered_twice(demo_pool, monkeypatch):
     calls = fake_services(monkeypatch)
-    run = active_learning.start_generation(params={"k": 5})
+    run = loop.start_generation(params={"k": 5})
     for step in ("retrain", "score", "select", "enqueue"):
         assert run_step(run.pk, step) is not None or step == "enqueue"
         assert run_step(run.pk, step) is None  # the redelivery finds it done
@@ -325,14 +322,14 @@ def test_each_step_runs_once_when_its_task_is_delivered_twice(demo_pool, monkeyp
 def test_select_and_enqueue_are_idempotent_functions(demo_pool):
     version = active_model()
     score_pool_by_id(version)
-    run = active_learning.start_generation(params={"k": 4, "retrain": False})
+    run = loop.start_generation(params={"k": 4, "retrain": False})
     run_step(run.pk, "score")
     run.refresh_from_db()
-    first = [(r.solution_id, r.rank, r.rule) for r in active_learning.select_for_run(run)]
-    second = [(r.solution_id, r.rank, r.rule) for r in active_learning.select_for_run(run)]
+    first = [(r.solution_id, r.rank, r.rule) for r in loop.select_for_run(run)]
+    second = [(r.solution_id, r.rank, r.rule) for r in loop.select_for_run(run)]
     assert first == second and SelectionReason.objects.count() == 4
-    batch = active_learning.enqueue_selection(run)
-    assert active_learning.enqueue_selection(run) == batch
+    batch = loop.enqueue_selection(run)
+    assert loop.enqueue_selection(run) == batch
     assert batch.solutions.count() == 4
 
 
@@ -341,19 +338,19 @@ def test_a_failed_step_keeps_the_previous_generation_and_model_and_retries_from_
     demo_pool, monkeypatch, failing
 ):
     calls = fake_services(monkeypatch)
-    previous = run_generation_inline(active_learning.start_generation(params={"k": 3}))
+    previous = run_generation_inline(loop.start_generation(params={"k": 3}))
     model_before = ModelVersion.active()
     queued_before = set(Solution.objects.filter(batch__isnull=False).values_list("pk", "batch_id"))
 
-    real = active_learning.STEP_FUNCTIONS[failing]
+    real = loop.STEP_FUNCTIONS[failing]
 
     def boom(run):
         if failing == "enqueue":  # fail after the batch was written: the transaction undoes it
             real(run)
         raise RuntimeError(f"injected failure in {failing}")
 
-    monkeypatch.setitem(active_learning.STEP_FUNCTIONS, failing, boom)
-    run = run_generation_inline(active_learning.start_generation(params={"k": 3}))
+    monkeypatch.setitem(loop.STEP_FUNCTIONS, failing, boom)
+    run = run_generation_inline(loop.start_generation(params={"k": 3}))
     assert run.status == GenerationRun.Status.FAILED
     assert run.current_step == failing
     assert f"injected failure in {failing}" in run.error
@@ -368,11 +365,11 @@ def test_a_failed_step_keeps_the_previous_generation_and_model_and_retries_from_
         assert Batch.objects.filter(generation=run.generation).count() == 0
     assert previous.batch.solutions.count() == 3
     with pytest.raises(GenerationError):
-        active_learning.start_generation(params={"k": 3})  # retry or cancel it first
+        loop.start_generation(params={"k": 3})  # retry or cancel it first
 
-    monkeypatch.setitem(active_learning.STEP_FUNCTIONS, failing, real)
+    monkeypatch.setitem(loop.STEP_FUNCTIONS, failing, real)
     trains_before = calls["train"]
-    active_learning.retry_generation(run)
+    loop.retry_generation(run)
     run = run_generation_inline(run)
     assert run.status == GenerationRun.Status.SUCCEEDED
     assert run.attempts == 5  # four steps, the failed one twice
@@ -384,7 +381,7 @@ def test_a_failed_step_keeps_the_previous_generation_and_model_and_retries_from_
 def test_training_that_fails_fails_the_step_and_keeps_the_active_model(demo_pool, monkeypatch):
     fake_services(monkeypatch, train_fails=True)
     before = active_model()
-    run = run_generation_inline(active_learning.start_generation(params={"k": 3}))
+    run = run_generation_inline(loop.start_generation(params={"k": 3}))
     assert run.status == GenerationRun.Status.FAILED and run.current_step == "retrain"
     assert "CUDA out of memory" in run.error
     assert ModelVersion.active() == before
@@ -392,22 +389,22 @@ def test_training_that_fails_fails_the_step_and_keeps_the_active_model(demo_pool
 
 
 def test_scoring_with_no_active_model_fails_clearly(demo_pool):
-    run = run_generation_inline(active_learning.start_generation(params={"k": 3, "retrain": False}))
+    run = run_generation_inline(loop.start_generation(params={"k": 3, "retrain": False}))
     assert run.status == GenerationRun.Status.FAILED
     assert "no active model" in run.error
 
 
 def test_cancel_lets_a_new_generation_start(demo_pool):
-    run = run_generation_inline(active_learning.start_generation(params={"k": 3, "retrain": False}))
-    active_learning.cancel_generation(run)
-    assert active_learning.start_generation(params={"k": 3}).generation == run.generation + 1
+    run = run_generation_inline(loop.start_generation(params={"k": 3, "retrain": False}))
+    loop.cancel_generation(run)
+    assert loop.start_generation(params={"k": 3}).generation == run.generation + 1
 
 
 def test_bad_parameters_are_refused(db):
     with pytest.raises(GenerationError, match="per_problem_k"):
-        active_learning.start_generation(params={"scope": "per_problem"})
+        loop.start_generation(params={"scope": "per_problem"})
     with pytest.raises(GenerationError, match="unknown"):
-        active_learning.start_generation(params={"kk": 3})
+        loop.start_generation(params={"kk": 3})
 
 
 # --- the automatic trigger ---------------------------------------------------------------------
@@ -415,15 +412,15 @@ def test_bad_parameters_are_refused(db):
 
 def test_next_generation_starts_once_the_last_is_labeled_to_the_fraction(demo_pool, monkeypatch):
     fake_services(monkeypatch)
-    first = run_generation_inline(active_learning.start_generation(params={"k": 4}))
-    assert active_learning.maybe_start_next_generation(fraction=0.5) is None
+    first = run_generation_inline(loop.start_generation(params={"k": 4}))
+    assert loop.maybe_start_next_generation(fraction=0.5) is None
     ids = list(first.batch.solutions.values_list("pk", flat=True)[:2])
     Solution.objects.filter(pk__in=ids).update(completed_count=1)
-    assert active_learning.maybe_start_next_generation(fraction=0) is None  # off
-    second = active_learning.maybe_start_next_generation(fraction=0.5)
+    assert loop.maybe_start_next_generation(fraction=0) is None  # off
+    second = loop.maybe_start_next_generation(fraction=0.5)
     assert second is not None and second.trigger == GenerationRun.Trigger.AUTO
     assert second.generation == first.generation + 1
-    assert active_learning.maybe_start_next_generation(fraction=0.5) is None  # one open run
+    assert loop.maybe_start_next_generation(fraction=0.5) is None  # one open run
 
 
 # --- pages, API, CLI ---------------------------------------------------------------------------
@@ -469,9 +466,7 @@ def test_generation_detail_query_count_is_flat(
 ):
     version = active_model()
     score_pool_by_id(version)
-    run = run_generation_inline(
-        active_learning.start_generation(params={"k": 30, "retrain": False})
-    )
+    run = run_generation_inline(loop.start_generation(params={"k": 30, "retrain": False}))
     client.force_login(lead)
     with django_assert_max_num_queries(12):
         client.get(reverse("modeling_loop:generation", args=[run.generation]))
@@ -550,7 +545,7 @@ def test_a_generation_whose_worker_died_is_failed_and_can_be_retried(db, setting
         current_step="retrain",
         training_run=training,
     )
-    assert active_learning.fail_stale_generations() == 2
+    assert loop.fail_stale_generations() == 2
     for run in (dead, alive, retraining):
         run.refresh_from_db()
     assert dead.status == GenerationRun.Status.FAILED and "no progress" in dead.error
@@ -559,5 +554,5 @@ def test_a_generation_whose_worker_died_is_failed_and_can_be_retried(db, setting
     assert (
         retraining.status == GenerationRun.Status.FAILED and "stopped reporting" in retraining.error
     )
-    retried = active_learning.retry_generation(dead, send=False)
+    retried = loop.retry_generation(dead, send=False)
     assert retried.status == GenerationRun.Status.QUEUED and retried.current_step == "score"

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from labeling.models import Batch
-from modeling import active_learning
 from modeling.models import GenerationRun, ModelVersion, SolutionScore
+from modeling.services import loop
 from tests.modeling.loop_helpers import load_pool_and_labels, make_tiny_backbone, tiny_train_config
 
 
@@ -21,7 +21,7 @@ def test_a_generation_runs_through_the_real_worker(
     settings.MEDIA_ROOT = tmp_path / "media"  # the worker's (its STEPWISE_VAR_DIR is tmp_path)
     load_pool_and_labels(shared_data)
     backbone = make_tiny_backbone(tmp_path / "tiny")
-    run = active_learning.start_generation(
+    run = loop.start_generation(
         params={"k": 6, "per_problem_cap": 1, "train_config": tiny_train_config(backbone)}
     )  # committed (transactional test): the first task is on the broker now
     deadline = time.monotonic() + 240

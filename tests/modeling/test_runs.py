@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from labeling.models import Solution
 from labeling.services.importing import import_math, import_prm800k
-from modeling import services
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
+from modeling.services import runs
 from tests.modeling.loop_helpers import SAMPLE_DIR, make_tiny_backbone
 
 
@@ -67,17 +67,17 @@ def previous_active() -> ModelVersion:
 
 
 def test_a_run_trains_evaluates_and_activates(labels, backbone, open_evaluation_gate):
-    run = services.create_training_run(config=tiny(backbone), name="first", holdout_fraction=0.25)
+    run = runs.create_training_run(config=tiny(backbone), name="first", holdout_fraction=0.25)
     assert run.status == TrainingRun.Status.QUEUED and run.config["lr"] == 1e-2
     assert run.config["warmup_ratio"] == 0.05  # the effective config: defaults filled in
 
-    version = services.execute_training_run(run.pk)
+    version = runs.execute_training_run(run.pk)
 
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert version.is_active and version == ModelVersion.active() and version.run == run
     assert run.step == run.total_steps == 4 and [p[0] for p in run.loss_curve] == [1, 2, 3, 4]
-    data = Path(run.output_dir) / services.DATA_FILE
+    data = Path(run.output_dir) / runs.DATA_FILE
     assert (
         run.dataset_version
         == hashlib.sha256(data.read_bytes()).hexdigest()
@@ -96,15 +96,15 @@ def test_a_run_trains_evaluates_and_activates(labels, backbone, open_evaluation_
 def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, settings):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 1.01  # unreachable
     before = previous_active()
-    run = services.create_training_run(config=tiny(backbone), holdout_fraction=0.5)
-    version = services.execute_training_run(run.pk)
+    run = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.5)
+    version = runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED
     assert not version.passed_evaluation and not version.is_active
     assert ModelVersion.active() == before
     assert run.metrics["gate"]["reason"]
-    with pytest.raises(services.RunError, match="did not pass"):
-        services.activate_model_version(version)
+    with pytest.raises(runs.RunError, match="did not pass"):
+        runs.activate_model_version(version)
 
 
 @pytest.mark.parametrize(
@@ -121,52 +121,52 @@ def test_evaluation_gate(settings, auroc, active, passed):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
     settings.STEPWISE_PRM_EVAL_MAX_REGRESSION = 0.02
     current = ModelVersion(metrics={"auroc": active}) if active is not None else None
-    gate = services.evaluation_gate({"auroc": auroc}, current)
+    gate = runs.evaluation_gate({"auroc": auroc}, current)
     assert gate["passed"] is passed
     assert bool(gate["reason"]) is not passed
 
 
 def test_a_second_delivery_trains_nothing(labels, backbone, open_evaluation_gate):
-    run = services.create_training_run(config=tiny(backbone))
-    first = services.execute_training_run(run.pk)
-    second = services.execute_training_run(run.pk)
+    run = runs.create_training_run(config=tiny(backbone))
+    first = runs.execute_training_run(run.pk)
+    second = runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert first == second and run.attempts == 1 and ModelVersion.objects.count() == 1
 
 
 def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
     before = previous_active()
-    run = services.create_training_run(
+    run = runs.create_training_run(
         config={"backbone": str(tmp_path / "no-such-model"), "device": "cpu"}
     )
-    assert services.execute_training_run(run.pk) is None
+    assert runs.execute_training_run(run.pk) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no-such-model" in run.error
     assert ModelVersion.active() == before and ModelVersion.objects.count() == 1
 
 
 def test_no_labelings_is_a_clear_failure(db, backbone):
-    run = services.create_training_run(config=tiny(backbone))
-    services.execute_training_run(run.pk)
+    run = runs.create_training_run(config=tiny(backbone))
+    runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no completed labelings" in run.error
 
 
 def test_bad_config_and_filters_are_refused_before_anything_is_queued(db):
-    with pytest.raises(services.RunError, match="mode must be one of"):
-        services.create_training_run(config={"mode": "everything"})
-    with pytest.raises(services.RunError, match="unknown TrainConfig fields"):
-        services.create_training_run(config={"learning_rate": 1})
-    with pytest.raises(services.RunError, match="data filters"):
-        services.create_training_run(config={}, filters={"colour": "red"})
-    with pytest.raises(services.RunError, match="holdout"):
-        services.create_training_run(config={}, holdout_fraction=1.0)
-    with pytest.raises(services.RunError, match="lr must be positive"):
-        services.create_training_run(config={"lr": 0})
-    with pytest.raises(services.RunError, match="max_steps must be at least 1"):
-        services.create_training_run(config={"max_steps": 0})
-    with pytest.raises(services.RunError, match="ProcessBench file not found"):
-        services.create_training_run(config={}, processbench=["/no/such/gsm8k.json"])
+    with pytest.raises(runs.RunError, match="mode must be one of"):
+        runs.create_training_run(config={"mode": "everything"})
+    with pytest.raises(runs.RunError, match="unknown TrainConfig fields"):
+        runs.create_training_run(config={"learning_rate": 1})
+    with pytest.raises(runs.RunError, match="data filters"):
+        runs.create_training_run(config={}, filters={"colour": "red"})
+    with pytest.raises(runs.RunError, match="holdout"):
+        runs.create_training_run(config={}, holdout_fraction=1.0)
+    with pytest.raises(runs.RunError, match="lr must be positive"):
+        runs.create_training_run(config={"lr": 0})
+    with pytest.raises(runs.RunError, match="max_steps must be at least 1"):
+        runs.create_training_run(config={"max_steps": 0})
+    with pytest.raises(runs.RunError, match="ProcessBench file not found"):
+        runs.create_training_run(config={}, processbench=["/no/such/gsm8k.json"])
     assert not TrainingRun.objects.exists()
 
 
@@ -174,12 +174,12 @@ def test_filters_pick_the_labelings(labels, backbone, open_evaluation_gate):
     from labeling.models import Labeling
 
     first_two = Labeling.objects.order_by("pk")[:2]
-    run = services.create_training_run(
+    run = runs.create_training_run(
         config=tiny(backbone),
         holdout_fraction=0.0,
         labelings=Labeling.objects.filter(pk__in=first_two.values("pk")),
     )
-    services.execute_training_run(run.pk)
+    runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert run.dataset_description["labelings"] == 2 and run.metrics["held_out"] is None
@@ -189,10 +189,10 @@ def test_filters_pick_the_labelings(labels, backbone, open_evaluation_gate):
 
 
 def test_cancel_a_queued_run_at_once(db):
-    run = services.create_training_run(config={})
-    assert services.cancel_training_run(run).status == TrainingRun.Status.CANCELLED
-    with pytest.raises(services.RunError, match="nothing to cancel"):
-        services.cancel_training_run(run)
+    run = runs.create_training_run(config={})
+    assert runs.cancel_training_run(run).status == TrainingRun.Status.CANCELLED
+    with pytest.raises(runs.RunError, match="nothing to cancel"):
+        runs.cancel_training_run(run)
 
 
 def test_cancel_a_running_run_then_resume_it_from_its_checkpoint(
@@ -200,21 +200,21 @@ def test_cancel_a_running_run_then_resume_it_from_its_checkpoint(
 ):
     settings.STEPWISE_RUN_PROGRESS_SECONDS = 0  # write (and read cancel) every step
     before = previous_active()
-    run = services.create_training_run(config=tiny(backbone, max_steps=6, checkpoint_every=2))
+    run = runs.create_training_run(config=tiny(backbone, max_steps=6, checkpoint_every=2))
     asked = []
 
     def cancel_after_three_steps() -> bool:  # a user presses Cancel while it trains
         if TrainingRun.objects.get(pk=run.pk).step >= 3 and not asked:
-            asked.append(services.cancel_training_run(run))
+            asked.append(runs.cancel_training_run(run))
         return False
 
-    services.execute_training_run(run.pk, should_stop=cancel_after_three_steps)
+    runs.execute_training_run(run.pk, should_stop=cancel_after_three_steps)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.CANCELLED and 3 <= run.step < 6
     assert ModelVersion.active() == before and not hasattr(run, "model_version")
 
-    services.resume_training_run(run, send=False)
-    version = services.execute_training_run(run.pk)
+    runs.resume_training_run(run, send=False)
+    version = runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.attempts == 2
     assert run.step == 6 and version.is_active
@@ -222,39 +222,39 @@ def test_cancel_a_running_run_then_resume_it_from_its_checkpoint(
 
 
 def test_resume_refuses_a_run_that_did_not_stop(db):
-    run = services.create_training_run(config={})
-    with pytest.raises(services.RunError, match="only failed or cancelled"):
-        services.resume_training_run(run)
+    run = runs.create_training_run(config={})
+    with pytest.raises(runs.RunError, match="only failed or cancelled"):
+        runs.resume_training_run(run)
 
 
 def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
     settings.STEPWISE_RUN_STALE_SECONDS = 600
-    run = services.create_training_run(config={})
+    run = runs.create_training_run(config={})
     old = timezone.now() - timedelta(seconds=601)
     TrainingRun.objects.filter(pk=run.pk).update(
         status=TrainingRun.Status.RUNNING, heartbeat_at=old, started_at=old
     )
-    fresh = services.create_training_run(config={})
+    fresh = runs.create_training_run(config={})
     TrainingRun.objects.filter(pk=fresh.pk).update(
         status=TrainingRun.Status.RUNNING, heartbeat_at=timezone.now()
     )
-    assert services._claim(fresh.pk) is False  # its worker is alive: a redelivery does nothing
-    assert services._claim(run.pk) is True  # a redelivery takes over the dead worker's run
+    assert runs._claim(fresh.pk) is False  # its worker is alive: a redelivery does nothing
+    assert runs._claim(run.pk) is True  # a redelivery takes over the dead worker's run
     run.refresh_from_db()
     assert run.started_at < timezone.now() - timedelta(seconds=600)  # the first attempt's start
     TrainingRun.objects.filter(pk=run.pk).update(heartbeat_at=old)
-    assert services.fail_stale_runs() == 1
+    assert runs.fail_stale_runs() == 1
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "resume" in run.error
 
 
 def test_cancelling_a_run_whose_worker_died_cancels_it_at_once(db, settings):
-    run = services.create_training_run(config={})
+    run = runs.create_training_run(config={})
     old = timezone.now() - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS + 1)
     TrainingRun.objects.filter(pk=run.pk).update(
         status=TrainingRun.Status.RUNNING, heartbeat_at=old
     )
-    assert services.cancel_training_run(run).status == TrainingRun.Status.CANCELLED
+    assert runs.cancel_training_run(run).status == TrainingRun.Status.CANCELLED
 
 
 # --- scoring and the commands -------------------------------------------------------------------
@@ -262,10 +262,10 @@ def test_cancelling_a_run_whose_worker_died_cancels_it_at_once(db, settings):
 
 def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, open_evaluation_gate):
     import_math(SAMPLE_DIR / "problems.jsonl")
-    version = services.execute_training_run(services.create_training_run(config=tiny(backbone)).pk)
+    version = runs.execute_training_run(runs.create_training_run(config=tiny(backbone)).pk)
     solutions = Solution.objects.all()
     seen = []
-    services.score_solutions_with(
+    runs.score_solutions_with(
         model_version=version,
         solutions=solutions,
         batch_size=4,
@@ -282,7 +282,7 @@ def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, op
             assert abs(p_neg + p_neutral + p_pos - 1) < 1e-4
             product *= p_neutral + p_pos
         assert score.score == pytest.approx(product, rel=1e-4)
-    services.score_solutions_with(model_version=version, solutions=solutions)
+    runs.score_solutions_with(model_version=version, solutions=solutions)
     assert SolutionScore.objects.filter(model_version=version).count() == 6  # no duplicates
 
 
@@ -368,9 +368,7 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
     settings.MEDIA_ROOT = tmp_path / "media"  # the worker's: its STEPWISE_VAR_DIR is tmp_path
     before = previous_active()
     config = tiny(backbone, mode="full", max_steps=400, checkpoint_every=5, lr=1e-3)
-    run = services.start_training_run(
-        config=config, holdout_fraction=0.3
-    )  # committed: on the broker
+    run = runs.start_training_run(config=config, holdout_fraction=0.3)  # committed: on the broker
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         run.refresh_from_db()
@@ -386,14 +384,14 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
     assert run.status == TrainingRun.Status.RUNNING and killed_at < 400
     assert ModelVersion.active() == before  # nothing half-trained became active
     settings.STEPWISE_RUN_STALE_SECONDS = 0
-    assert services.fail_stale_runs() == 1
+    assert runs.fail_stale_runs() == 1
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED
 
-    checkpoints = sorted((Path(run.output_dir) / services.MODEL_DIR / "checkpoints").glob("step-*"))
+    checkpoints = sorted((Path(run.output_dir) / runs.MODEL_DIR / "checkpoints").glob("step-*"))
     assert checkpoints, "the worker saved checkpoints before it died"
-    services.resume_training_run(run, send=False)
-    version = services.execute_training_run(run.pk)
+    runs.resume_training_run(run, send=False)
+    version = runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.step == 400 and run.attempts == 2
     assert version.is_active
@@ -407,7 +405,7 @@ def test_the_embedded_default_trains_in_a_thread_and_answers_at_once(
 ):
     settings.STEPWISE_TRAIN_IN_THREAD = True  # what the demo does (no broker, no worker)
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
-    run = services.start_training_run(config=tiny(backbone, max_steps=3))
+    run = runs.start_training_run(config=tiny(backbone, max_steps=3))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         run.refresh_from_db()

@@ -9,9 +9,15 @@ import math
 import pytest
 import torch
 
-from modeling import simulation
-from modeling.simulation import Point, SimulationConfig, candidates_from_oracle, efficiency_ratio
+from modeling.selectors import oracle_ratings
+from modeling.training import simulation
 from modeling.training.data import Alternative, LabeledSolution
+from modeling.training.simulation import (
+    Point,
+    SimulationConfig,
+    candidates_from_oracle,
+    efficiency_ratio,
+)
 from tests.modeling.loop_helpers import SAMPLE_DIR
 
 
@@ -162,7 +168,7 @@ def test_http_labelers_label_through_the_real_endpoints(live_server):
     make_user("load-1", "labeler")
     make_user("load-2", "labeler")
     oracle = demo_oracle()
-    ratings_for = simulation.oracle_ratings(oracle)
+    ratings_for = oracle_ratings(oracle)
     done = []
     for name in ("load-1", "load-2"):
         client = simulation.HttpLabeler(live_server.url, name, f"{name}-pw")
@@ -191,3 +197,11 @@ def test_features_cover_every_path_step_and_alternative(critic_slice, tmp_path):
     }
     assert set(features) == expected
     assert all(v.dtype == torch.float32 for v in features.values())
+
+
+@pytest.mark.django_db
+def test_the_db_oracle_reads_the_completed_labelings_through_the_command():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="no labelled solution"):
+        call_command("simulate_active_learning", "--oracle", "db")

@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import services
 from modeling.models import ModelVersion
+from modeling.services import runs
 from modeling.training.cli import positive_int, tqdm_counter
 from modeling.training.evaluate import dropped_labels_note, report_json
 
@@ -46,7 +46,7 @@ class Command(BaseCommand):
         if version is None:
             raise CommandError("no such model version" if o["model_version"] else "no active model")
         try:
-            report = services.evaluate_model_version(
+            report = runs.evaluate_model_version(
                 version,
                 processbench=o["processbench"],
                 threshold=o["threshold"],

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from labeling.management.importing import run_import
-from modeling.active_learning import import_pool
+from modeling.services.loop import import_pool
 
 
 class Command(BaseCommand):

@@ -3,8 +3,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import active_learning
 from modeling.models import GenerationRun
+from modeling.services import loop
 
 
 class Command(BaseCommand):
@@ -41,7 +41,7 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         try:
             if o["retry"] is not None:
-                run = active_learning.retry_generation(
+                run = loop.retry_generation(
                     GenerationRun.objects.get(generation=o["retry"]), send=not o["inline"]
                 )
             else:
@@ -56,18 +56,18 @@ class Command(BaseCommand):
                     "retrain": not o["no_retrain"],
                     "train_config": json.loads(o["train_config"]),
                 }
-                run = active_learning.start_generation(
+                run = loop.start_generation(
                     params=params, trigger=GenerationRun.Trigger.CLI, send=not o["inline"]
                 )
         except (
-            active_learning.GenerationError,
+            loop.GenerationError,
             GenerationRun.DoesNotExist,
             json.JSONDecodeError,
         ) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{run}: {run.status} at {run.current_step}")
         if o["inline"]:
-            run = active_learning.run_generation_inline(run)
+            run = loop.run_generation_inline(run)
         if o["wait"] or o["inline"]:
             run = self._wait(run, o["timeout"])
         if run.status == GenerationRun.Status.FAILED:

@@ -1,3 +1,4 @@
+import json
 import shlex
 import sys
 import time
@@ -6,7 +7,8 @@ from pathlib import Path
 import torch
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import simulation
+from labeling.services.exporting import iter_prm800k_lines
+from modeling.training import simulation
 
 
 class Command(BaseCommand):
@@ -52,8 +54,11 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         started = time.perf_counter()
         try:
+            source = o["oracle"]
+            if source == "db":  # the completed labelings, as PRM800K records
+                source = (json.loads(line) for line in iter_prm800k_lines())
             examples = simulation.load_oracle(
-                o["oracle"], max_problems=o["max_problems"], seed=o["seed"]
+                source, max_problems=o["max_problems"], seed=o["seed"]
             )
         except FileNotFoundError as exc:
             raise CommandError(f"oracle not found: {exc}") from None

@@ -6,8 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling import services
 from modeling.models import TrainingRun
+from modeling.services import runs
 from modeling.training.cli import add_config_arguments, tqdm_counter, tqdm_progress
 from modeling.training.config import TrainConfig
 
@@ -51,7 +51,7 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         try:
             if o["resume"] is not None:
-                run = services.resume_training_run(
+                run = runs.resume_training_run(
                     TrainingRun.objects.get(pk=o["resume"]), send=o["queue"]
                 )
             else:
@@ -68,16 +68,14 @@ class Command(BaseCommand):
                     processbench=o["processbench"],
                     activate=not o["no_activate"],
                 )
-                start = services.start_training_run if o["queue"] else services.create_training_run
+                start = runs.start_training_run if o["queue"] else runs.create_training_run
                 run = start(**kwargs)
-        except (services.RunError, TrainingRun.DoesNotExist) as exc:
+        except (runs.RunError, TrainingRun.DoesNotExist) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"training run {run.pk}: {run.status}")
         if o["queue"]:
             return
-        version = services.execute_training_run(
-            run.pk, progress=tqdm_progress(), counter=tqdm_counter
-        )
+        version = runs.execute_training_run(run.pk, progress=tqdm_progress(), counter=tqdm_counter)
         run.refresh_from_db()
         if run.status != TrainingRun.Status.SUCCEEDED:
             raise CommandError(f"training run {run.pk} {run.status}: {run.error}")

@@ -13,9 +13,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling.roles import LEAD, RESEARCHER, require
-from modeling import services
-from modeling.forms_runs import TrainingRunForm
+from modeling.forms import TrainingRunForm
 from modeling.models import ModelVersion, TrainingRun
+from modeling.services import runs
 
 RECENT_RUNS = 50
 RUN_SET_FIELDS = ("output_dir", "dataset_version")
@@ -31,7 +31,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            run = services.start_training_run(
+            run = runs.start_training_run(
                 config=form.config(),
                 created_by=request.user,
                 name=data["name"],
@@ -39,7 +39,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
                 holdout_fraction=data["holdout_fraction"],
                 activate=data["activate"],
             )
-        except services.RunError as exc:
+        except runs.RunError as exc:
             messages.error(request, str(exc))
         else:
             return redirect("modeling_runs:detail", run_id=run.pk)
@@ -67,8 +67,8 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(TrainingRun, pk=run_id)
     try:
-        services.cancel_training_run(run)
-    except services.RunError as exc:
+        runs.cancel_training_run(run)
+    except runs.RunError as exc:
         messages.error(request, str(exc))
     return redirect("modeling_runs:detail", run_id=run.pk)
 
@@ -79,8 +79,8 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(TrainingRun, pk=run_id)
     try:
-        services.resume_training_run(run)
-    except services.RunError as exc:
+        runs.resume_training_run(run)
+    except runs.RunError as exc:
         messages.error(request, str(exc))
     return redirect("modeling_runs:detail", run_id=run.pk)
 
@@ -97,8 +97,8 @@ def model_activate(request: HttpRequest, version_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     version = get_object_or_404(ModelVersion, pk=version_id)
     try:
-        services.activate_model_version(version)
-    except services.RunError as exc:
+        runs.activate_model_version(version)
+    except runs.RunError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{version.name} is now the active model.")

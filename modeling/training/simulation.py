@@ -47,8 +47,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from modeling.selection import Candidate, select_generation, select_uniform
-from modeling.training.data import LabeledSolution, split_by_problem
+from .config import TrainConfig
+from .data import (
+    LabeledSolution,
+    build_features,
+    collate,
+    examples_from_prm800k,
+    length_batches,
+    read_critic_parquet,
+    read_jsonl,
+    split_by_problem,
+    subsample_problems,
+)
+from .evaluate import step_metrics
+from .model import ProcessRewardModel
+from .selection import Candidate, select_generation, select_uniform
 
 FeatureKey = tuple[int, int]  # (example index, slot): slot k < n_steps is path step k, else alt
 
@@ -115,10 +128,6 @@ def backbone_features(
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[FeatureKey, torch.Tensor]:
     """Frozen-backbone features at every step end (path steps and alternatives), float32."""
-    from modeling.training.config import TrainConfig
-    from modeling.training.data import build_features, collate, length_batches
-    from modeling.training.model import ProcessRewardModel
-
     config = TrainConfig(
         backbone=backbone,
         backbone_layers=backbone_layers,
@@ -215,8 +224,6 @@ def score_candidates(
 def step_auroc(
     head: torch.nn.Linear, table: FeatureTable, examples: Sequence[LabeledSolution]
 ) -> dict[str, float]:
-    from modeling.training.evaluate import step_metrics
-
     keys, ratings = [], []
     for i, example in enumerate(examples):
         for slot, rating in enumerate(example.slot_ratings()):
@@ -412,20 +419,12 @@ def efficiency_ratio(
 
 
 def load_oracle(
-    source: str, *, max_problems: int | None = None, seed: int = 0
+    source: str | Iterable[dict[str, Any]], *, max_problems: int | None = None, seed: int = 0
 ) -> list[LabeledSolution]:
-    """A `.parquet` (stepwise-critic), a `.jsonl` (PRM800K labels), or "db" (completed labelings)."""
-    from modeling.training.data import (
-        examples_from_prm800k,
-        read_critic_parquet,
-        read_jsonl,
-        subsample_problems,
-    )
-
-    if source == "db":
-        from labeling.services.exporting import iter_prm800k_lines
-
-        examples = examples_from_prm800k(json.loads(line) for line in iter_prm800k_lines())
+    """A `.parquet` (stepwise-critic) or `.jsonl` (PRM800K labels) path, or PRM800K records
+    (the database's completed labelings: `simulate_active_learning --oracle db` reads them)."""
+    if not isinstance(source, str):
+        examples = examples_from_prm800k(source)
     elif source.endswith(".parquet"):
         examples = read_critic_parquet(source)
     else:
@@ -518,7 +517,7 @@ def write_plot(result: SimulationResult, out: Path) -> Path:
         for arm in ("active", "uniform")
     }
     title = f"Step AUROC vs labels (ratio {ratio_text(result)}; paper 2.6x)"
-    try:
+    try:  # matplotlib is optional: an SVG drawn by hand without it
         import matplotlib
 
         matplotlib.use("Agg")
@@ -589,12 +588,12 @@ def _write_svg(series: dict[str, list[tuple[float, float]]], title: str, path: P
 class HttpLabeler:
     """Logs in and labels through the real endpoints, as a browser would.
 
-    Ratings come from `ratings_for(labeling_id)` (e.g. `oracle_ratings(...)`, which looks the
+    Ratings come from `ratings_for(labeling_id)` (e.g. `modeling.selectors.oracle_ratings(...)`, which looks the
     claimed solution up in an oracle). CSRF: the `csrftoken` cookie sent back as X-CSRFToken.
     """
 
     def __init__(self, base_url: str, username: str, password: str) -> None:
-        import requests
+        import requests  # only the load-testing client needs it
 
         self.base = base_url.rstrip("/")
         self.session = requests.Session()
@@ -670,22 +669,18 @@ class HttpLabeler:
         return done
 
 
-def oracle_ratings(
+def oracle_lookup(
     examples: Sequence[LabeledSolution], *, default: int = 1
-) -> Callable[[int], list[int]]:
-    """ratings_for(labeling_id) from an oracle: the claimed solution's steps looked up by
-    (problem, step texts) among the oracle's candidates; unknown steps get `default`. Reads the
-    database, so the client runs beside the server (benchmarks, tests)."""
+) -> Callable[[str, Sequence[str]], list[int]]:
+    """ratings(problem, steps) from an oracle: the steps looked up by (problem, step texts)
+    among the oracle's candidates; unknown steps get `default`. The labelers' ratings_for
+    (labeling id) over it is `modeling.selectors.oracle_ratings`, which reads the database."""
     known: dict[tuple[str, tuple[str, ...]], list[int | None]] = {}
     for cand in candidates_from_oracle(examples):
         known[(cand.problem.strip(), tuple(s.strip() for s in cand.steps))] = cand.ratings
 
-    def ratings_for(labeling_id: int) -> list[int]:
-        from labeling.models import Labeling
-
-        solution = Labeling.objects.select_related("solution__problem").get(pk=labeling_id).solution
-        key = (solution.problem.text.strip(), tuple(s.strip() for s in solution.steps))
-        found = known.get(key) or [None] * len(solution.steps)
+    def ratings(problem: str, steps: Sequence[str]) -> list[int]:
+        found = known.get((problem.strip(), tuple(s.strip() for s in steps))) or [None] * len(steps)
         return [default if r is None else int(r) for r in found]
 
-    return ratings_for
+    return ratings

@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from labeling.roles import LEAD, RESEARCHER, HasRole
-from modeling import services
 from modeling.models import ModelVersion, TrainingRun
+from modeling.services import runs
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -93,7 +93,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-def _conflict(exc: services.RunError) -> Response:
+def _conflict(exc: runs.RunError) -> Response:
     return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
 
 
@@ -113,8 +113,8 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         start = StartRunSerializer(data=request.data)
         start.is_valid(raise_exception=True)
         try:
-            run = services.start_training_run(created_by=request.user, **start.validated_data)
-        except services.RunError as exc:  # a bad config or filter: the request's fault
+            run = runs.start_training_run(created_by=request.user, **start.validated_data)
+        except runs.RunError as exc:  # a bad config or filter: the request's fault
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(TrainingRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
 
@@ -122,8 +122,8 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         try:
-            run = services.cancel_training_run(self.get_object())
-        except services.RunError as exc:
+            run = runs.cancel_training_run(self.get_object())
+        except runs.RunError as exc:
             return _conflict(exc)
         return Response(TrainingRunDetailSerializer(run).data)
 
@@ -131,8 +131,8 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str) -> Response:
         try:
-            run = services.resume_training_run(self.get_object())
-        except services.RunError as exc:
+            run = runs.resume_training_run(self.get_object())
+        except runs.RunError as exc:
             return _conflict(exc)
         return Response(TrainingRunDetailSerializer(run).data)
 
@@ -152,7 +152,7 @@ class ModelVersionViewSet(
     @action(detail=True, methods=["post"])
     def activate(self, request: Request, pk: str) -> Response:
         try:
-            version = services.activate_model_version(self.get_object())
-        except services.RunError as exc:
+            version = runs.activate_model_version(self.get_object())
+        except runs.RunError as exc:
             return _conflict(exc)
         return Response(ModelVersionSerializer(version).data)

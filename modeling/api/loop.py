@@ -8,8 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from labeling.roles import LEAD, RESEARCHER, HasRole
-from modeling import active_learning
 from modeling.models import GenerationRun, SelectionReason
+from modeling.services import loop
 
 
 class SelectionSerializer(serializers.ModelSerializer):
@@ -75,20 +75,20 @@ class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         start = StartSerializer(data=request.data)
         start.is_valid(raise_exception=True)
         try:
-            run = active_learning.start_generation(
+            run = loop.start_generation(
                 params=dict(start.validated_data),
                 created_by=request.user,
                 trigger=GenerationRun.Trigger.API,
             )
-        except active_learning.GenerationError as exc:
+        except loop.GenerationError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(GenerationSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, generation: int) -> Response:
         try:
-            run = active_learning.retry_generation(self.get_object())
-        except active_learning.GenerationError as exc:
+            run = loop.retry_generation(self.get_object())
+        except loop.GenerationError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(GenerationSerializer(run).data)
 

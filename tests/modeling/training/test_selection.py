@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from modeling.selection import Candidate, Selection, select_generation, select_uniform
+from modeling.training.selection import Candidate, Selection, select_generation, select_uniform
 
 
 def make_pool(

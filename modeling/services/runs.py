@@ -37,6 +37,8 @@ from django.utils import timezone
 from labeling.models import Labeling, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
+from modeling.training.config import TrainConfig
+from stepwise.celery import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +74,6 @@ def create_training_run(
     `filters` are the exporter's (`ExportFilters` fields: batches, generations, ...): the run
     trains on the completed labelings they select. `labelings` narrows it to explicit ids.
     """
-    from modeling.training.config import TrainConfig
-
     try:
         effective = TrainConfig.from_dict(dict(config)).to_dict()
     except (TypeError, ValueError) as exc:
@@ -114,12 +114,10 @@ def enqueue(run: TrainingRun) -> None:
     """Send the run to the gpu worker once the transaction commits. In the embedded default
     (no broker) a thread of this process trains it instead, so the page that started it
     answers at once and shows live progress."""
-    from modeling.tasks import gpu_train_run
-
     if settings.STEPWISE_TRAIN_IN_THREAD:
         transaction.on_commit(lambda: _train_in_thread(run.pk))
     else:
-        transaction.on_commit(lambda: gpu_train_run.delay(run.pk))
+        enqueue_on_commit("modeling.tasks.gpu_train_run", run.pk)
 
 
 def _train_in_thread(run_id: int) -> threading.Thread:
@@ -247,6 +245,7 @@ def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
 
 def load_split(run: TrainingRun) -> tuple[list, list]:
     """(train, held-out) examples of the run's frozen data, split by problem."""
+    # torch loads only where a model trains or scores, never in the web process
     from modeling.training.data import examples_from_prm800k, read_jsonl, split_by_problem
 
     examples = examples_from_prm800k(read_jsonl(run_dir(run) / DATA_FILE))
@@ -326,7 +325,7 @@ def execute_training_run(
     run was not ours to execute, was cancelled, or failed (its row says why). `progress` and
     `counter` also receive the loop's and the evaluation's progress (the CLI's bars).
     """
-    from modeling.training.config import TrainConfig
+    # torch loads only where a model trains or scores, never in the web process
     from modeling.training.train import train
 
     if not _claim(run_id):
@@ -460,6 +459,7 @@ def evaluate_held_out(
 ) -> dict[str, Any]:
     """Step metrics of the saved model on the held-out problems' rated steps (those within
     max_length tokens, default the model's; the rest are counted as dropped)."""
+    # torch loads only where a model trains or scores, never in the web process
     from modeling.training.evaluate import evaluate_steps, finite
 
     if not held_out:
@@ -473,6 +473,7 @@ def evaluate_held_out(
 def evaluate_processbench_files(
     model_dir: str, paths: Sequence[str], counter: Counter | None = None, threshold: float = 0.5
 ) -> dict[str, Any]:
+    # torch loads only where a model trains or scores, never in the web process
     from modeling.training.evaluate import evaluate_processbench
 
     if not paths:
@@ -563,6 +564,7 @@ def activate_model_version(version: ModelVersion) -> ModelVersion:
 @lru_cache(maxsize=2)
 def load_model_dir(path: str) -> Any:
     """A saved model, cached per path: a generation scores many chunks with one model."""
+    # torch loads only where a model trains or scores, never in the web process
     from modeling.training.model import ProcessRewardModel
 
     return ProcessRewardModel.load(path, device="auto")
@@ -583,6 +585,7 @@ def score_solutions_with(
 
     Already scored (solution, model) pairs are left as they are, so a re-run only fills gaps.
     """
+    # torch loads only where a model trains or scores, never in the web process
     from modeling.training.data import Solution as CoreSolution
     from modeling.training.evaluate import finite
     from modeling.training.score import score_solutions, solution_score

@@ -9,9 +9,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling.roles import LEAD, RESEARCHER, require
-from modeling import active_learning
-from modeling.forms_loop import GenerationForm
+from modeling.forms import GenerationForm
 from modeling.models import GenerationRun, ModelVersion
+from modeling.services import loop
 
 GENERATIONS_REFUSED = "Generations are for leads and researchers."
 
@@ -22,15 +22,15 @@ def generation_list(request: HttpRequest) -> HttpResponse:
     form = GenerationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            run = active_learning.start_generation(params=form.params(), created_by=request.user)
-        except active_learning.GenerationError as exc:
+            run = loop.start_generation(params=form.params(), created_by=request.user)
+        except loop.GenerationError as exc:
             messages.error(request, str(exc))
         else:
             return redirect("modeling_loop:generation", generation=run.generation)
     context = {
         "form": form,
-        "runs": active_learning.recent_runs()[:20],
-        "pool": active_learning.pool_stats(),
+        "runs": loop.recent_runs()[:20],
+        "pool": loop.pool_stats(),
         "active_model": ModelVersion.active(),
         "open_run": GenerationRun.objects.filter(status__in=GenerationRun.OPEN).first(),
     }
@@ -40,8 +40,8 @@ def generation_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def generation_detail(request: HttpRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
-    run = get_object_or_404(active_learning.recent_runs(), generation=generation)
-    context = {"run": run, "selections": active_learning.selections_of(run)}
+    run = get_object_or_404(loop.recent_runs(), generation=generation)
+    context = {"run": run, "selections": loop.selections_of(run)}
     template = (
         "modeling/loop/generation.html#progress"
         if request.htmx
@@ -56,8 +56,8 @@ def generation_retry(request: HttpRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(GenerationRun, generation=generation)
     try:
-        active_learning.retry_generation(run)
-    except active_learning.GenerationError as exc:
+        loop.retry_generation(run)
+    except loop.GenerationError as exc:
         messages.error(request, str(exc))
     return redirect("modeling_loop:generation", generation=generation)
 
@@ -68,7 +68,7 @@ def generation_cancel(request: HttpRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(GenerationRun, generation=generation)
     try:
-        active_learning.cancel_generation(run)
-    except active_learning.GenerationError as exc:
+        loop.cancel_generation(run)
+    except loop.GenerationError as exc:
         messages.error(request, str(exc))
     return redirect("modeling_loop:generation", generation=generation)

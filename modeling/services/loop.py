@@ -8,9 +8,9 @@ and the active model are untouched (training activates a model only when it pass
 evaluation; selection writes only this run's rows; the batch is created last, in one
 transaction), and `retry_generation` re-queues the failed step.
 
-Training and scoring are `modeling.services`: `create_training_run`, `execute_training_run`
+Training and scoring are `modeling.services.runs`: `create_training_run`, `execute_training_run`
 (which activates the new model only when it passed its evaluation gate) and
-`score_solutions_with`.
+`score_solutions_with`, called through the module (tests swap them with monkeypatch).
 """
 
 from __future__ import annotations
@@ -31,8 +31,17 @@ from django.utils import timezone
 from labeling.models import Batch, Labeling, Solution
 from labeling.services import importing
 from modeling.grading import grade_solution, is_equivalent
-from modeling.models import GenerationRun, ModelVersion, PoolEntry, SelectionReason, SolutionScore
-from modeling.selection import Candidate, select_generation
+from modeling.models import (
+    GenerationRun,
+    ModelVersion,
+    PoolEntry,
+    SelectionReason,
+    SolutionScore,
+    TrainingRun,
+)
+from modeling.services import runs
+from modeling.training.selection import Candidate, select_generation
+from stepwise.celery import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -56,17 +65,6 @@ class GenerationError(Exception):
 
 class StepFailed(Exception):
     """A step could not finish; the message is shown to leads."""
-
-
-# --- training and scoring ----------------------------------------------------------------------
-
-
-def service(name: str) -> Callable[..., Any]:
-    """`modeling.services.<name>`, looked up per call: tests of the loop's own logic swap in
-    fakes at this process boundary (training and scoring)."""
-    from modeling import services
-
-    return getattr(services, name)
 
 
 # --- the candidate pool ----------------------------------------------------------------------
@@ -143,8 +141,8 @@ def pool_stats() -> dict[str, int]:
 
 def next_generation_number() -> int:
     batches = Batch.objects.aggregate(n=Max("generation"))["n"] or 0
-    runs = GenerationRun.objects.aggregate(n=Max("generation"))["n"] or 0
-    return max(batches, runs) + 1
+    generations = GenerationRun.objects.aggregate(n=Max("generation"))["n"] or 0
+    return max(batches, generations) + 1
 
 
 def select_for_run(run: GenerationRun) -> list[SelectionReason]:
@@ -264,7 +262,7 @@ def start_generation(
                 else {},
             )
             if send:
-                transaction.on_commit(lambda: _send(run.pk, first))
+                _send(run.pk, first)
     except IntegrityError:
         raise GenerationError("another generation was started at the same moment") from None
     return run
@@ -280,7 +278,7 @@ def retry_generation(run: GenerationRun, *, send: bool = True) -> GenerationRun:
             raise GenerationError(f"{run} is not failed; only a failed run can be retried")
         step = GenerationRun.objects.values_list("current_step", flat=True).get(pk=run.pk)
         if send:
-            transaction.on_commit(lambda: _send(run.pk, step))
+            _send(run.pk, step)
     run.refresh_from_db()
     return run
 
@@ -299,14 +297,9 @@ def cancel_generation(run: GenerationRun) -> GenerationRun:
 
 
 def _send(run_id: int, step: str) -> None:
-    from modeling import tasks_loop
-
-    task = (
-        tasks_loop.gpu_generation_step
-        if step in ("retrain", "score")
-        else tasks_loop.generation_step
-    )
-    task.delay(run_id, step)
+    """Queue `step` of the run once the transaction commits: retrain and score on the gpu queue."""
+    task = "gpu_generation_step" if step in ("retrain", "score") else "generation_step"
+    enqueue_on_commit(f"modeling.tasks.{task}", run_id, step)
 
 
 def _set_step(run_id: int, step: str, **state: Any) -> None:
@@ -333,11 +326,9 @@ def fail_stale_generations(now=None) -> int:
     """Mark failed (retryable) the RUNNING generations whose worker is gone.
 
     The retrain step is alive while its training run is (that run has its own heartbeat and
-    `services.fail_stale_runs`); the other steps while their last progress or start is newer
+    `runs.fail_stale_runs`); the other steps while their last progress or start is newer
     than STEPWISE_RUN_STALE_SECONDS.
     """
-    from modeling.models import TrainingRun
-
     now = now or timezone.now()
     stale_before = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
     failed = 0
@@ -434,7 +425,7 @@ def advance(run_id: int, step: str) -> None:
     """Run `step`, then queue the next one (what the tasks call)."""
     following = run_step(run_id, step)
     if following is not None:
-        transaction.on_commit(lambda: _send(run_id, following))
+        _send(run_id, following)
 
 
 def run_generation_inline(run: GenerationRun) -> GenerationRun:
@@ -456,15 +447,13 @@ def _next_step(step: str) -> str:
 
 def step_retrain(run: GenerationRun) -> dict[str, Any]:
     """Train on every completed labeling; the services activate the model only if it passed."""
-    from modeling.models import TrainingRun
-
     params = {**DEFAULT_PARAMS, **run.params}
     train_config = params["train_config"] or getattr(
         settings, "STEPWISE_GENERATION_TRAIN_CONFIG", {}
     )
     training = run.training_run
     if training is None:
-        training = service("create_training_run")(
+        training = runs.create_training_run(
             config=dict(train_config),
             created_by=run.created_by,
             name=f"generation {run.generation}",
@@ -474,13 +463,13 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
         return {"training_run": training.pk, "reused": True}
     elif training.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED):
         # A retry trains afresh: a failed run is a record, not something to resume.
-        training = service("create_training_run")(
+        training = runs.create_training_run(
             config=dict(training.config or train_config),
             created_by=run.created_by,
             name=f"generation {run.generation} (retry)",
         )
         GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
-    version = service("execute_training_run")(training.pk)
+    version = runs.execute_training_run(training.pk)
     training.refresh_from_db()
     if training.status != TrainingRun.Status.SUCCEEDED:
         raise StepFailed(
@@ -508,7 +497,7 @@ def step_score(run: GenerationRun) -> dict[str, Any]:
     _set_step(run.pk, "score", done=0, total=total)
     written = 0
     if total:
-        written = service("score_solutions_with")(
+        written = runs.score_solutions_with(
             model_version=version, solutions=todo, progress=_progress(run.pk, "score")
         )
     _set_step(run.pk, "score", done=total, total=total)

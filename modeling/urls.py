@@ -1,0 +1,45 @@
+"""The modeling app's pages and API, under two namespaces (the templates reverse both):
+
+- `modeling_runs`: training pages under /modeling/, the API under /api/runs/ and /api/models/;
+- `modeling_loop`: generation pages under /generations/, the API under /api/generations/.
+"""
+
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from modeling.api import loop as loop_api
+from modeling.api import runs as runs_api
+from modeling.views import loop as loop_views
+from modeling.views import runs as runs_views
+
+run_router = DefaultRouter(trailing_slash=True)
+run_router.include_root_view = False
+run_router.register("runs", runs_api.TrainingRunViewSet, basename="run-api")
+run_router.register("models", runs_api.ModelVersionViewSet, basename="model-api")
+
+run_patterns = [
+    path("modeling/runs/", runs_views.run_list, name="list"),
+    path("modeling/runs/<int:run_id>/", runs_views.run_detail, name="detail"),
+    path("modeling/runs/<int:run_id>/cancel/", runs_views.run_cancel, name="cancel"),
+    path("modeling/runs/<int:run_id>/resume/", runs_views.run_resume, name="resume"),
+    path("modeling/models/", runs_views.model_list, name="models"),
+    path("modeling/models/<int:version_id>/activate/", runs_views.model_activate, name="activate"),
+    path("api/", include(run_router.urls)),
+]
+
+loop_router = DefaultRouter(trailing_slash=True)
+loop_router.include_root_view = False
+loop_router.register("generations", loop_api.GenerationViewSet, basename="generation-api")
+
+loop_patterns = [
+    path("generations/", loop_views.generation_list, name="generations"),
+    path("generations/<int:generation>/", loop_views.generation_detail, name="generation"),
+    path("generations/<int:generation>/retry/", loop_views.generation_retry, name="retry"),
+    path("generations/<int:generation>/cancel/", loop_views.generation_cancel, name="cancel"),
+    path("api/", include(loop_router.urls)),
+]
+
+urlpatterns = [
+    path("", include((loop_patterns, "modeling_loop"))),
+    path("", include((run_patterns, "modeling_runs"))),
+]
