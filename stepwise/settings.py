@@ -173,6 +173,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
 CELERY_BEAT_SCHEDULE = {
     "expire-leases": {"task": "labeling.expire_leases", "schedule": 60.0},
+    "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
+    "fail-stale-generations": {
+        "task": "modeling.tasks_loop.fail_stale_generations",
+        "schedule": 60.0,
+    },
+    "check-generation-progress": {
+        "task": "modeling.tasks_loop.check_generation_progress",
+        "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),
+    },
 }
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7 * 3600)
@@ -245,19 +254,6 @@ STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
 STEPWISE_TRAIN_IN_THREAD = env_bool(
     "STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not env_bool("STEPWISE_TESTING", default=False)
 )
-CELERY_BEAT_SCHEDULE |= {
-    "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
-    "fail-stale-generations": {
-        "task": "modeling.tasks_loop.fail_stale_generations",
-        "schedule": 60.0,
-    },
-}
-CELERY_BEAT_SCHEDULE |= {
-    "check-generation-progress": {
-        "task": "modeling.tasks_loop.check_generation_progress",
-        "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),
-    },
-}
 
 LOGGING = {
     "version": 1,
