@@ -6,5 +6,6 @@ def test_every_beat_entry_names_a_registered_task():
 
     app.loader.import_default_modules()
     entries = settings.CELERY_BEAT_SCHEDULE
-    assert {"expire-leases", "fail-stale-training-runs", "check-generation-progress"} <= set(entries)
+    expected = {"expire-leases", "fail-stale-training-runs", "check-generation-progress"}
+    assert expected <= set(entries)
     assert {entry["task"] for entry in entries.values()} <= set(app.tasks)
