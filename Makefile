@@ -28,8 +28,9 @@ demo: $(STAMP)
 	@echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
 	env -u DATABASE_URL $(PY) manage.py runserver 127.0.0.1:8000
 
-# PostgreSQL and Redis when reachable (DATABASE_URL, REDIS_URL); SQLite fallback says what it skipped.
-test: $(STAMP)
+# Lint first, then PostgreSQL and Redis when reachable (DATABASE_URL, REDIS_URL); SQLite fallback
+# says what it skipped. .ci/run runs this, so CI lints too.
+test: lint
 	$(PY) scripts/run_tests.py $(ARGS)
 
 test-slow: $(STAMP)
