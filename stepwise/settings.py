@@ -7,6 +7,7 @@ in-process, DEBUG on. Production and CI point DATABASE_URL at PostgreSQL and RED
 import json
 import os
 from pathlib import Path
+from typing import overload
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -14,6 +15,10 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None = None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return default if value is None or value == "" else value
@@ -125,7 +130,7 @@ TEMPLATES = [
 
 # Database: PostgreSQL through psycopg 3 when DATABASE_URL is set, else an SQLite file.
 VAR_DIR = Path(env_str("STEPWISE_VAR_DIR", str(BASE_DIR / "var")))
-if EMBEDDED:
+if DATABASE_URL is None:  # EMBEDDED
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
@@ -136,7 +141,7 @@ if EMBEDDED:
         }
     }
 else:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=60))}
     DATABASES["default"].setdefault("TEST", {})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

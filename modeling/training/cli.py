@@ -60,11 +60,12 @@ def config_parser() -> argparse.ArgumentParser:
     """TrainConfig's fields as --flags, each with its help and default, built by transformers'
     dataclass parser. A parent parser: pass it as `parents=[config_parser()]`."""
     from transformers import HfArgumentParser
+    from transformers.hf_argparser import DataClassType
 
-    parser = HfArgumentParser(TrainConfig, add_help=False)
+    parser = HfArgumentParser(DataClassType(TrainConfig), add_help=False)
     for action in parser._actions:
         # HfArgumentParser adds --field_name before --field-name; show the dashed one first.
-        action.option_strings.sort(key=lambda flag: "_" in flag)
+        action.option_strings = sorted(action.option_strings, key=lambda flag: "_" in flag)
         flag = action.option_strings[0]
         if flag.startswith("--no-"):  # the complement HfArgumentParser adds to a True bool
             action.help = f"Same as --{flag.removeprefix('--no-')} false."

@@ -107,7 +107,7 @@ def train(
     optimizer = make_optimizer(model, config)
     scheduler = lr_scheduler(optimizer, config, total_steps)
     class_weights = torch.tensor([1.0, config.neutral_weight, 1.0], device=device)
-    step, loss_curve = 0, []
+    step, loss_curve = 0, list[tuple[int, float]]()
     checkpoint = latest_checkpoint(out)
     if checkpoint is not None:
         step, loss_curve = restore_checkpoint(checkpoint, model, optimizer, scheduler, config)
@@ -160,7 +160,7 @@ def train(
                 step,
                 total_steps,
                 step_loss,
-                scheduler.get_last_lr()[0],
+                float(scheduler.get_last_lr()[0]),
                 time.perf_counter() - started,
             )
         )
