@@ -36,6 +36,13 @@ test: lint
 test-slow: $(STAMP)
 	$(PY) scripts/run_tests.py -m "" $(ARGS)
 
+# ruff, mypy (files and settings in pyproject's [tool.mypy]), import-linter's contracts.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-logo
+
 # requirements.lock from pyproject (extras dev + backbones), without $(LOCK_UNUSED) and what only
 # they pull. Keeps existing pins; `make lock LOCK_ARGS=--upgrade` moves everything to the newest.
 lock: $(STAMP)
