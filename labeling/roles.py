@@ -6,7 +6,7 @@ view's `required_roles`), so who may do what reads the same everywhere.
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from rest_framework import permissions
@@ -18,7 +18,7 @@ ADMIN = "admin"
 ALL_ROLES = (LABELER, LEAD, RESEARCHER, ADMIN)
 
 
-def user_roles(user: AbstractBaseUser | AnonymousUser) -> set[str]:
+def user_roles(user: AbstractUser | AnonymousUser) -> set[str]:
     if not user.is_authenticated:
         return set()
     if user.is_superuser:
@@ -28,11 +28,11 @@ def user_roles(user: AbstractBaseUser | AnonymousUser) -> set[str]:
         cached = set(user.groups.values_list("name", flat=True)) & set(ALL_ROLES)
         if ADMIN in cached:
             cached = set(ALL_ROLES)
-        user._stepwise_roles = cached  # type: ignore[union-attr]
+        user._stepwise_roles = cached  # type: ignore[attr-defined]  # per-request cache
     return cached
 
 
-def has_role(user: AbstractBaseUser | AnonymousUser, *roles: str) -> bool:
+def has_role(user: AbstractUser | AnonymousUser, *roles: str) -> bool:
     return bool(user_roles(user) & set(roles))
 
 

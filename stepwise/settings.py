@@ -7,6 +7,7 @@ in-process, DEBUG on. Production and CI point DATABASE_URL at PostgreSQL and RED
 import json
 import os
 from pathlib import Path
+from typing import overload
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -14,6 +15,10 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None = None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return default if value is None or value == "" else value
@@ -125,7 +130,7 @@ TEMPLATES = [
 
 # Database: PostgreSQL through psycopg 3 when DATABASE_URL is set, else an SQLite file.
 VAR_DIR = Path(env_str("STEPWISE_VAR_DIR", str(BASE_DIR / "var")))
-if EMBEDDED:
+if DATABASE_URL is None:  # EMBEDDED
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
@@ -136,7 +141,7 @@ if EMBEDDED:
         }
     }
 else:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=60))}
     DATABASES["default"].setdefault("TEST", {})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -173,6 +178,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
 CELERY_BEAT_SCHEDULE = {
     "expire-leases": {"task": "labeling.expire_leases", "schedule": 60.0},
+    "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
+    "fail-stale-generations": {
+        "task": "modeling.tasks.fail_stale_generations",
+        "schedule": 60.0,
+    },
+    "check-generation-progress": {
+        "task": "modeling.tasks.check_generation_progress",
+        "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),
+    },
 }
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7 * 3600)
@@ -245,19 +259,6 @@ STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
 STEPWISE_TRAIN_IN_THREAD = env_bool(
     "STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not env_bool("STEPWISE_TESTING", default=False)
 )
-CELERY_BEAT_SCHEDULE |= {
-    "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
-    "fail-stale-generations": {
-        "task": "modeling.tasks.fail_stale_generations",
-        "schedule": 60.0,
-    },
-}
-CELERY_BEAT_SCHEDULE |= {
-    "check-generation-progress": {
-        "task": "modeling.tasks.check_generation_progress",
-        "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),
-    },
-}
 
 LOGGING = {
     "version": 1,

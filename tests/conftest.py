@@ -50,13 +50,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fail_required(why): a required service is missing under CI")
 
 
-@pytest.fixture
-def shared_data() -> Path:
+def require_shared_data() -> Path:
+    """The reference data: ../shared/data beside the checkout (a worktree's too), or
+    $STEPWISE_SHARED_DATA. Skips the calling test when it is absent; fails it under CI=true."""
     if not SHARED_DATA.exists():
         if REQUIRE_ALL:
             pytest.fail(f"CI=true needs the reference data at {SHARED_DATA}", pytrace=False)
-        pytest.skip(f"reference data not found at {SHARED_DATA}")
+        pytest.skip(f"reference data not found at {SHARED_DATA} (set STEPWISE_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return require_shared_data()
 
 
 def make_user(username: str, *roles: str):

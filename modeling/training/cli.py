@@ -56,26 +56,22 @@ def files_sha256(paths: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One --flag per TrainConfig field, with its default and help."""
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = {"int | None": int, "float": float, "int": int, "bool": _bool}.get(str(f.type), str)
-        parser.add_argument(
-            flag,
-            dest=f.name,
-            type=kind,
-            default=None,
-            help=f.metadata["help"] + f" (default: {f.default})",
-        )
+def config_parser() -> argparse.ArgumentParser:
+    """TrainConfig's fields as --flags, each with its help and default, built by transformers'
+    dataclass parser. A parent parser: pass it as `parents=[config_parser()]`."""
+    from transformers import HfArgumentParser
+    from transformers.hf_argparser import DataClassType
 
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes"):
-        return True
-    if text.lower() in ("0", "false", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {text}")
+    parser = HfArgumentParser(DataClassType(TrainConfig), add_help=False)
+    for action in parser._actions:
+        # HfArgumentParser adds --field_name before --field-name; show the dashed one first.
+        action.option_strings = sorted(action.option_strings, key=lambda flag: "_" in flag)
+        flag = action.option_strings[0]
+        if flag.startswith("--no-"):  # the complement HfArgumentParser adds to a True bool
+            action.help = f"Same as --{flag.removeprefix('--no-')} false."
+        else:
+            action.help = f"{action.help} (default: {action.default})"
+    return parser
 
 
 def positive_int(text: str) -> int:
@@ -119,12 +115,7 @@ def tqdm_counter(desc: str) -> Callable[[int, int], None]:
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import train
 
-    overrides = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(TrainConfig)
-        if getattr(args, f.name) is not None
-    }
-    config = TrainConfig(**overrides)
+    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
     if not config.dataset_version:
         config = config.replace(dataset_version=files_sha256([*args.prm800k, *args.parquet]))
     examples = load_examples(args.prm800k, args.parquet)
@@ -211,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m modeling.training.cli")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train a PRM")
+    train = sub.add_parser("train", help="train a PRM", parents=[config_parser()])
     train.add_argument("--prm800k", action="append", default=[], help="PRM800K JSONL (repeat)")
     train.add_argument(
         "--parquet", action="append", default=[], help="stepwise-critic parquet (repeat)"
@@ -228,7 +219,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="use a seeded random subset of this many problems",
     )
-    add_config_arguments(train)
     train.set_defaults(func=cmd_train)
 
     evaluate = sub.add_parser("evaluate", help="step metrics on held-out data, ProcessBench")

@@ -84,12 +84,12 @@ class TrainConfig:
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"{name} must be positive, not {value!r}")
-        for name, value in (
+        for name, count in (
             ("max_steps", self.max_steps),
             ("backbone_layers", self.backbone_layers),
         ):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be at least 1 (or unset), not {value!r}")
+            if count is not None and count < 1:
+                raise ValueError(f"{name} must be at least 1 (or unset), not {count!r}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), not {self.warmup_ratio!r}")
 

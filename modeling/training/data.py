@@ -206,15 +206,15 @@ def _critic_solutions(
             ratings.append(rating(chosen) if fresh else None)
             if fresh:
                 for c in candidates:
-                    if c is not chosen and rating(c) is not None:
-                        alternatives.append(Alternative(k, c["next_response"], rating(c)))
+                    if c is not chosen and (r := rating(c)) is not None:
+                        alternatives.append(Alternative(k, c["next_response"], r))
         # A leaf prefix with only unpreferred candidates still has labels to give.
         leaf = tuple(path)
         if leaf in groups and leaf not in used:
             used.add(leaf)
             for c in groups[leaf]:
-                if rating(c) is not None:
-                    alternatives.append(Alternative(len(path), c["next_response"], rating(c)))
+                if (r := rating(c)) is not None:
+                    alternatives.append(Alternative(len(path), c["next_response"], r))
         example = LabeledSolution(problem, path, ratings, alternatives)
         if example.n_labels():
             solutions.append(example)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .data import LabeledSolution, Solution
 from .model import ProcessRewardModel
@@ -19,36 +20,36 @@ from .score import predict_labelled, score_solutions
 # ------------------------------------------------------------------ step level
 
 
-def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
+def auroc(scores: ArrayLike, positive: ArrayLike) -> float:
     """Area under the ROC curve: the chance a random positive outscores a random
     negative, ties counting one half (Mann-Whitney U with average ranks). NaN when a
     class is missing."""
-    scores = np.asarray(scores, dtype=np.float64)
-    positive = np.asarray(positive, dtype=bool)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    score = np.asarray(scores, dtype=np.float64)
+    is_pos = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(is_pos.sum()), int((~is_pos).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    sorted_scores = scores[order]
-    ranks = np.empty(len(scores), dtype=np.float64)
+    order = np.argsort(score, kind="mergesort")
+    sorted_scores = score[order]
+    ranks = np.empty(len(score), dtype=np.float64)
     start = 0
-    while start < len(scores):  # average rank over each run of tied scores
+    while start < len(score):  # average rank over each run of tied scores
         end = start
-        while end + 1 < len(scores) and sorted_scores[end + 1] == sorted_scores[start]:
+        while end + 1 < len(score) and sorted_scores[end + 1] == sorted_scores[start]:
             end += 1
         ranks[order[start : end + 1]] = (start + end) / 2 + 1
         start = end + 1
-    u = ranks[positive].sum() - n_pos * (n_pos + 1) / 2
+    u = ranks[is_pos].sum() - n_pos * (n_pos + 1) / 2
     return float(u / (n_pos * n_neg))
 
 
 def reliability_bins(
-    predicted: Sequence[float], outcome: Sequence[bool], n_bins: int = 10
+    predicted: ArrayLike, outcome: ArrayLike, n_bins: int = 10
 ) -> list[dict[str, float]]:
     """Equal-width bins of a predicted probability with the observed frequency in each."""
-    predicted = np.asarray(predicted, dtype=np.float64)
-    outcome = np.asarray(outcome, dtype=bool)
-    index = np.minimum((predicted * n_bins).astype(int), n_bins - 1)
+    prob = np.asarray(predicted, dtype=np.float64)
+    happened = np.asarray(outcome, dtype=bool)
+    index = np.minimum((prob * n_bins).astype(int), n_bins - 1)
     bins = []
     for b in range(n_bins):
         inside = index == b
@@ -58,8 +59,8 @@ def reliability_bins(
                 "low": b / n_bins,
                 "high": (b + 1) / n_bins,
                 "count": count,
-                "mean_predicted": float(predicted[inside].mean()) if count else float("nan"),
-                "observed": float(outcome[inside].mean()) if count else float("nan"),
+                "mean_predicted": float(prob[inside].mean()) if count else float("nan"),
+                "observed": float(happened[inside].mean()) if count else float("nan"),
             }
         )
     return bins
@@ -149,16 +150,14 @@ def first_error(step_probs: np.ndarray, threshold: float) -> int:
     return int(below[0]) if below.size else -1
 
 
-def processbench_metrics(predicted: Sequence[int], labels: Sequence[int]) -> dict[str, float]:
+def processbench_metrics(predicted: ArrayLike, labels: ArrayLike) -> dict[str, float]:
     """Accuracy on erroneous cases (exact first-error step), on correct cases (predicted
     -1), and F1 = their harmonic mean, as ProcessBench reports."""
-    predicted = np.asarray(predicted)
-    labels = np.asarray(labels)
-    erroneous = labels != -1
-    error_acc = (
-        float((predicted[erroneous] == labels[erroneous]).mean()) if erroneous.any() else 0.0
-    )
-    correct_acc = float((predicted[~erroneous] == -1).mean()) if (~erroneous).any() else 0.0
+    first = np.asarray(predicted)
+    truth = np.asarray(labels)
+    erroneous = truth != -1
+    error_acc = float((first[erroneous] == truth[erroneous]).mean()) if erroneous.any() else 0.0
+    correct_acc = float((first[~erroneous] == -1).mean()) if (~erroneous).any() else 0.0
     f1 = 0.0
     if error_acc + correct_acc > 0:
         f1 = 2 * error_acc * correct_acc / (error_acc + correct_acc)
@@ -176,7 +175,7 @@ def evaluate_processbench(
     path: str | Path,
     threshold: float = 0.5,
     progress: Callable[[int, int], None] | None = None,
-) -> dict[str, float]:
+) -> dict[str, float | str]:
     items = read_processbench(path)
     solutions = [Solution(item["problem"], list(item["steps"])) for item in items]
     step_probs = score_solutions(model, solutions, progress=progress)

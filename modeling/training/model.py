@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -28,6 +28,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from .backbones import resolve_backbone
 from .config import TrainConfig
 from .data import NUM_CLASSES, SEPARATOR, Batch, attention_mask_4d
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
+
+    Backbone = PreTrainedModel | PeftModel  # PeftModel in lora mode
 
 FORMAT = "stepwise-prm/1"
 # Not cuDNN attention (PyTorch's pick on Hopper for a masked SDPA): it builds a graph for
@@ -48,7 +54,7 @@ def load_tokenizer(name: str) -> Any:
     return AutoTokenizer.from_pretrained(resolve_backbone(name), local_files_only=True)
 
 
-def load_backbone(name: str, layers: int | None = None) -> nn.Module:
+def load_backbone(name: str, layers: int | None = None) -> PreTrainedModel:
     """The base model (no LM head) for a backbone name, from local files only."""
     from transformers import AutoModel
 
@@ -66,7 +72,7 @@ def load_backbone(name: str, layers: int | None = None) -> nn.Module:
     return model
 
 
-def keep_first_layers(model: nn.Module, n: int) -> None:
+def keep_first_layers(model: PreTrainedModel, n: int) -> None:
     """Drop the transformer blocks after the first n (the block list is the ModuleList
     as long as config.num_hidden_layers)."""
     total = model.config.num_hidden_layers
@@ -79,7 +85,7 @@ def keep_first_layers(model: nn.Module, n: int) -> None:
     model.config.num_hidden_layers = n
 
 
-def add_lora(backbone: nn.Module, config: TrainConfig) -> nn.Module:
+def add_lora(backbone: PreTrainedModel, config: TrainConfig) -> PeftModel:
     from peft import LoraConfig, get_peft_model
 
     lora = LoraConfig(
@@ -94,7 +100,9 @@ def add_lora(backbone: nn.Module, config: TrainConfig) -> nn.Module:
 class ProcessRewardModel(nn.Module):
     """Backbone + linear head; `forward(batch)` gives (N, 3) logits at the batch's step ends."""
 
-    def __init__(self, backbone: nn.Module, tokenizer: Any, config: TrainConfig) -> None:
+    backbone: Backbone
+
+    def __init__(self, backbone: Backbone, tokenizer: Any, config: TrainConfig) -> None:
         super().__init__()
         self.backbone = backbone
         self.tokenizer = tokenizer  # not a module: travels with the model for scoring
@@ -107,9 +115,10 @@ class ProcessRewardModel(nn.Module):
     def from_config(cls, config: TrainConfig) -> ProcessRewardModel:
         """A fresh model: pretrained backbone, mode applied, new head (seeded by the caller)."""
         backbone = load_backbone(config.backbone, config.backbone_layers)
+        tokenizer = load_tokenizer(config.backbone)
         if config.mode == "lora":
-            backbone = add_lora(backbone, config)
-        return cls(backbone, load_tokenizer(config.backbone), config)
+            return cls(add_lora(backbone, config), tokenizer, config)
+        return cls(backbone, tokenizer, config)
 
     @property
     def pad_id(self) -> int:
@@ -155,9 +164,9 @@ class ProcessRewardModel(nn.Module):
             out / "head.safetensors",
         )
         if self.config.mode == "full":
-            self.backbone.save_pretrained(out / "backbone", safe_serialization=True)
+            self.backbone.save_pretrained(str(out / "backbone"), safe_serialization=True)
         elif self.config.mode == "lora":
-            self.backbone.save_pretrained(out / "adapter", safe_serialization=True)
+            self.backbone.save_pretrained(str(out / "adapter"), safe_serialization=True)
         self.tokenizer.save_pretrained(out / "tokenizer")
         meta = {
             "format": FORMAT,
@@ -178,6 +187,7 @@ class ProcessRewardModel(nn.Module):
         if meta.get("format") != FORMAT:
             raise ValueError(f"{path} is not a {FORMAT} model")
         config = TrainConfig.from_dict(meta["config"])
+        backbone: Backbone
         if config.mode == "full":
             backbone = load_backbone(str(path / "backbone"))
         else:
@@ -185,7 +195,7 @@ class ProcessRewardModel(nn.Module):
         if config.mode == "lora":
             from peft import PeftModel
 
-            backbone = PeftModel.from_pretrained(backbone, path / "adapter")
+            backbone = PeftModel.from_pretrained(backbone, str(path / "adapter"))
         model = cls(backbone, load_tokenizer(str(path / "tokenizer")), config)
         model.head.load_state_dict(load_file(path / "head.safetensors"))
         return model.to(resolve_device(device)).eval()

@@ -105,9 +105,9 @@ def train(
         feature_s = time.perf_counter() - t0
 
     optimizer = make_optimizer(model, config)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config, total_steps))
+    scheduler = lr_scheduler(optimizer, config, total_steps)
     class_weights = torch.tensor([1.0, config.neutral_weight, 1.0], device=device)
-    step, loss_curve = 0, []
+    step, loss_curve = 0, list[tuple[int, float]]()
     checkpoint = latest_checkpoint(out)
     if checkpoint is not None:
         step, loss_curve = restore_checkpoint(checkpoint, model, optimizer, scheduler, config)
@@ -160,7 +160,7 @@ def train(
                 step,
                 total_steps,
                 step_loss,
-                scheduler.get_last_lr()[0],
+                float(scheduler.get_last_lr()[0]),
                 time.perf_counter() - started,
             )
         )
@@ -203,18 +203,18 @@ def batch_at(index: int, n_batches: int, seed: int) -> int:
     return int(torch.randperm(n_batches, generator=generator)[offset])
 
 
-def lr_schedule(config: TrainConfig, total_steps: int) -> Callable[[int], float]:
-    warmup = math.ceil(config.warmup_ratio * total_steps)
+def lr_scheduler(
+    optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup from 0 over warmup_ratio of the steps, then linear or cosine decay to 0."""
+    from transformers import get_scheduler
 
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        if config.decay == "linear":
-            return max(0.0, 1.0 - progress)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-    return factor
+    return get_scheduler(
+        config.decay,  # "linear" or "cosine": transformers' SchedulerType names
+        optimizer,
+        num_warmup_steps=math.ceil(config.warmup_ratio * total_steps),
+        num_training_steps=total_steps,
+    )
 
 
 def make_optimizer(model: ProcessRewardModel, config: TrainConfig) -> torch.optim.Optimizer:

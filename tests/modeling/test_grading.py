@@ -9,8 +9,9 @@ import pytest
 
 from modeling import grading
 from modeling.grading import GradeResult, extract_answer, grade_solution, is_equivalent
+from tests.conftest import SHARED_DATA
 
-DATA = Path("/work/shared/data")
+DATA = SHARED_DATA
 MATH500 = DATA / "math" / "math500.jsonl"
 PRM800K_SAMPLES = DATA / "prm800k" / "samples.jsonl"
 

@@ -49,10 +49,10 @@ def test_efficiency_ratio_interpolates_uniform_solutions_to_active_final_auroc()
 
 @pytest.fixture(scope="module")
 def critic_slice():
+    from tests.conftest import require_shared_data
     from tests.modeling.training.conftest import PARQUET
 
-    if not PARQUET.exists():
-        pytest.skip("reference data not found")
+    require_shared_data()
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from modeling.models import TrainingRun
 from modeling.services import runs
-from modeling.training.cli import add_config_arguments, tqdm_counter, tqdm_progress
+from modeling.training.cli import config_parser, tqdm_counter, tqdm_progress
 from modeling.training.config import TrainConfig
 
 
@@ -20,8 +20,10 @@ class Command(BaseCommand):
         "modeling.training.cli train."
     )
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        return super().create_parser(prog_name, subcommand, parents=[config_parser()], **kwargs)
+
     def add_arguments(self, parser):
-        add_config_arguments(parser)
         parser.add_argument("--name", default="", help="A name for the run.")
         parser.add_argument(
             "--batch", type=int, action="append", default=[], help="Batch id (repeat)."
@@ -55,11 +57,7 @@ class Command(BaseCommand):
                     TrainingRun.objects.get(pk=o["resume"]), send=o["queue"]
                 )
             else:
-                config = {
-                    f.name: o[f.name]
-                    for f in dataclasses.fields(TrainConfig)
-                    if o.get(f.name) is not None
-                }
+                config = {f.name: o[f.name] for f in dataclasses.fields(TrainConfig)}
                 kwargs = dict(
                     config=config,
                     name=o["name"],

@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-if not DATA.exists():  # a worktree beside main: /work/<tree>/../shared
-    DATA = Path("/work/shared/data")
+from tests.conftest import SHARED_DATA as DATA
+from tests.conftest import require_shared_data
+
 SAMPLES = DATA / "prm800k" / "samples.jsonl"
 PARQUET = DATA / "prm800k" / "phase1_train.stepwise-critic.parquet"
 
 
 def _corpus() -> list[str]:
     texts = []
+    require_shared_data()
     for line in SAMPLES.read_text().splitlines():
         record = json.loads(line)
         texts.append(record["question"]["problem"])
@@ -87,12 +88,12 @@ def tiny_llama_dropout(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def prm800k_records() -> list[dict]:
+def prm800k_records(shared_data) -> list[dict]:
     return [json.loads(line) for line in SAMPLES.read_text().splitlines()]
 
 
 @pytest.fixture(scope="session")
-def critic_rows() -> list[dict]:
+def critic_rows(shared_data) -> list[dict]:
     """The parquet's rows for 12 problems (a small real slice)."""
     import pyarrow as pa
     import pyarrow.compute as pc

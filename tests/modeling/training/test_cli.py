@@ -83,3 +83,13 @@ def test_evaluate_prints_how_many_labels_lie_past_max_length_and_takes_max_lengt
     steps = strict_json(out)["steps"]
     assert steps["max_length"] == 2048 and steps["n"] + steps["n_dropped"] == labels
     assert f"of {labels:,} step labels" in err and "past max_length 2,048 tokens" in err
+
+
+def test_train_flags_follow_the_config_field_types_and_defaults():
+    args = cli.build_parser().parse_args(
+        ["train", "--max-steps", "3", "--lr", "0.5", "--cache-features", "false"]
+    )
+    assert (args.max_steps, args.lr, args.cache_features) == (3, 0.5, False)
+    assert (args.backbone_layers, args.mode, args.warmup_ratio) == (None, "head", 0.05)
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["train", "--max-steps", "three"])

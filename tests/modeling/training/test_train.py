@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -161,3 +163,21 @@ def test_a_resumed_head_run_reuses_its_backbone_features(
         should_stop=lambda: any(p.phase == "train" for p in fresh),
     )
     assert len([p for p in fresh if p.phase == "features"]) > 1
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine"])
+def test_lr_warms_up_from_zero_then_decays_to_zero(decay):
+    from modeling.training.config import TrainConfig
+    from modeling.training.train import lr_scheduler
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=2.0)
+    scheduler = lr_scheduler(optimizer, TrainConfig(warmup_ratio=0.2, decay=decay), 10)
+    used = []
+    for _ in range(10):
+        used.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    progress = [(step - 2) / 8 for step in range(2, 10)]
+    shape = {"linear": lambda p: 1 - p, "cosine": lambda p: 0.5 * (1 + math.cos(math.pi * p))}
+    assert used == pytest.approx([0.0, 1.0] + [2.0 * shape[decay](p) for p in progress])
+    assert scheduler.get_last_lr()[0] == pytest.approx(0.0, abs=1e-12)

@@ -1,0 +1,72 @@
+"""Drop from a pip-compile lock the packages that only the named packages pull in.
+
+`make lock` compiles pyproject's extras with the backbone wheels' unused dependencies
+(llama-cpp-python, llm, sentence-transformers) marked `--unsafe-package`: pip-compile then
+leaves those out but still pins what only they need (openai, scikit-learn, ...). This removes
+every pin whose `# via` lines name nothing but dropped packages, repeatedly, so the lock,
+installed with `pip install --no-deps -r`, holds exactly what the project imports.
+
+    python scripts/prune_lock.py requirements.lock llama-cpp-python llm sentence-transformers
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==")
+
+
+def blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
+    """The lock cut into (pinned name or None, its lines) blocks."""
+    out: list[tuple[str | None, list[str]]] = []
+    for line in lines:
+        match = PIN.match(line)
+        if match:
+            out.append((match.group(1).lower(), [line]))
+        elif out and out[-1][0] is not None and line.startswith("    #"):
+            out[-1][1].append(line)
+        else:
+            out.append((None, [line]))
+    return out
+
+
+def via(block: list[str]) -> set[str]:
+    names: set[str] = set()
+    for line in block[1:]:
+        text = line.strip().lstrip("#").strip()
+        if text.startswith("via "):
+            text = text[len("via ") :]
+        if text and text != "via":
+            names.add(text.lower())
+    return names
+
+
+def prune(text: str, dropped: set[str]) -> tuple[str, list[str]]:
+    parsed = blocks(text.splitlines())
+    removed = {name.lower() for name in dropped}
+    pruned: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for name, block in parsed:
+            if name and name not in removed and via(block) and via(block) <= removed:
+                removed.add(name)
+                pruned.append(name)
+                changed = True
+    kept = [line for name, block in parsed if name not in removed or name is None for line in block]
+    return "\n".join(kept) + "\n", sorted(pruned)
+
+
+def main(argv: list[str]) -> int:
+    path, dropped = Path(argv[0]), set(argv[1:])
+    text, pruned = prune(path.read_text(), dropped)
+    path.write_text(text)
+    print(f"{path}: dropped {len(pruned)} pins only {', '.join(sorted(dropped))} need:")
+    print("  " + " ".join(pruned))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
