@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from statistics import median
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -116,7 +118,7 @@ def labeling_step_ratings(labeling_ids: list[int]) -> dict[int, list[int]]:
         .values_list("step__labeling_id", "rating")
     )
     for labeling_id, rating in rows:
-        out[labeling_id].append(rating)
+        out[labeling_id].append(cast(int, rating))  # a rated step's first completion has one
     return out
 
 
@@ -266,10 +268,10 @@ def batch_summary(
             "hour", "labelings", "steps", "pos", "neu", "neg"
         )
     }
-    hours = []
+    hours: list[dict[str, Any]] = []
     for i in range(hours_shown):
         hour = since + timedelta(hours=i)
-        row = hour_rows.get(hour, {})
+        row: Mapping[str, Any] = hour_rows.get(hour, {})
         hours.append(
             {"hour": hour, "labelings": row.get("labelings", 0), "steps": row.get("steps", 0)}
         )
@@ -293,7 +295,7 @@ def batch_summary(
         .annotate(n=Count("id"))
         .values_list("labeling_id", "n")
     )
-    recent = [(t, step_counts.get(i, 0)) for i, t in recent_rows]
+    recent = [(t, step_counts.get(i, 0)) for i, t in recent_rows if t is not None]
     median_solution = median(t for t, _ in recent) / 1000 if recent else None
     per_step = [t / n for t, n in recent if n]
     median_step = median(per_step) / 1000 if per_step else None
@@ -533,7 +535,7 @@ def labeling_ratings(labeling: Labeling) -> list[tuple[int, bool]]:
         .order_by("step__index")
         .values_list("rating", "flagged")
     )
-    return [(r, bool(f)) for r, f in rows]
+    return [(cast(int, r), bool(f)) for r, f in rows]  # a rated step's first completion has one
 
 
 # --- guidelines -------------------------------------------------------------------------------

@@ -237,8 +237,8 @@ def grade_solution(
 def _verify(answer: str, ground_truth: str) -> bool:
     # Timeouts off: math-verify's are SIGALRM-based; _call_with_time_limit bounds the call instead.
     try:
-        gold = parse(_as_math_verify_input(ground_truth), parsing_timeout=None)  # type: ignore[arg-type]
-        predicted = parse(_as_math_verify_input(answer), parsing_timeout=None)  # type: ignore[arg-type]
+        gold = parse(_as_math_verify_input(ground_truth), parsing_timeout=None)
+        predicted = parse(_as_math_verify_input(answer), parsing_timeout=None)
         return bool(verify(gold, predicted, timeout_seconds=None))
     except Exception:  # math-verify mostly returns False itself; never let grading raise
         logger.exception("math-verify failed on %r vs %r", answer[:100], ground_truth[:100])

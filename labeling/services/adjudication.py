@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -47,7 +49,7 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
         "step__index"
     )
     for labeling_id, rating in by_step.values_list("step__labeling_id", "rating"):
-        ratings.setdefault(labeling_id, []).append(rating)
+        ratings.setdefault(labeling_id, []).append(cast(int, rating))  # rated steps have one
     owner = {lab.pk: lab.labeler_id for lab in labelings}
     for lab in labelings:
         ratings.setdefault(lab.pk, [])
@@ -128,7 +130,7 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
 
 
 def adjudication_save(
-    *, solution: Solution, lead: AbstractBaseUser, ratings: list[int], note: str = ""
+    *, solution: Solution, lead: User, ratings: list[int], note: str = ""
 ) -> Adjudication:
     """Store a lead's final ratings and record, per labeling, every step the final changes."""
     if not ratings or any(r not in (-1, 0, 1) for r in ratings):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
@@ -30,7 +30,7 @@ def batch_move_solutions(*, batch: Batch, source: Batch, limit: int | None = Non
     return moved
 
 
-def guidelines_save(*, text: str, user: AbstractBaseUser) -> Guidelines:
+def guidelines_save(*, text: str, user: User) -> Guidelines:
     """A new version of the guidelines; earlier versions stay."""
     if not text.strip():
         raise LabelingError("The guidelines cannot be empty.")

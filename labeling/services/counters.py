@@ -28,13 +28,14 @@ def bump(model: type[Model], keys: dict, deltas: dict, **extra) -> None:
     """Add deltas to a counter row, creating it if needed (an upsert that works on any backend)."""
     changes = {name: F(name) + value for name, value in deltas.items() if value}
     changes.update(extra)
-    if model.objects.filter(**keys).update(**changes):
+    manager = model._default_manager
+    if manager.filter(**keys).update(**changes):
         return
     try:
         with transaction.atomic():  # a savepoint: a racing insert only rolls this back
-            model.objects.create(**keys, **{k: v for k, v in deltas.items()}, **extra)
+            manager.create(**keys, **{k: v for k, v in deltas.items()}, **extra)
     except IntegrityError:
-        model.objects.filter(**keys).update(**changes)
+        manager.filter(**keys).update(**changes)
 
 
 def tally(labeling: Labeling, batch: Batch, ratings, *, sign: int, solutions_done: int) -> None:
@@ -55,6 +56,7 @@ def tally(labeling: Labeling, batch: Batch, ratings, *, sign: int, solutions_don
     }
     extra = {"last_finished_at": labeling.finished_at} if sign > 0 else {}
     bump(BatchLabelerStats, {"batch": batch, "labeler_id": labeling.labeler_id}, deltas, **extra)
+    assert labeling.finished_at is not None, "only a finished labeling is tallied"
     bump(BatchHourStats, {"batch": batch, "hour": hour_start(labeling.finished_at)}, deltas)
 
 
@@ -119,8 +121,10 @@ def rebuild_batch_stats(batch: Batch) -> int:
             "solutions_done": int(kept and kept_per_solution[row["solution_id"]] == batch.overlap),
         }
         finished = row["finished_at"] or timezone.now()
-        for table, key in ((per_labeler, row["labeler_id"]), (per_hour, hour_start(finished))):
-            totals = table.setdefault(key, dict.fromkeys(Tally.TALLY_FIELDS, 0))
+        for totals in (
+            per_labeler.setdefault(row["labeler_id"], dict.fromkeys(Tally.TALLY_FIELDS, 0)),
+            per_hour.setdefault(hour_start(finished), dict.fromkeys(Tally.TALLY_FIELDS, 0)),
+        ):
             for name, value in deltas.items():
                 totals[name] += value
         per_labeler[row["labeler_id"]]["last_finished_at"] = finished

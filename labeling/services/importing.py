@@ -438,7 +438,11 @@ def _write_prm800k_chunk(
         problem = problems[problem_hash(q.problem)]
         override = _question_override(problem, q)
         fmt = Solution.Format.PHASE2 if q.is_phase2 else Solution.Format.PHASE1
-        steps = q.pre_generated_steps if q.is_phase2 else prm800k.chosen_path(record)
+        if q.is_phase2:
+            assert q.pre_generated_steps is not None  # parsing a phase-2 question requires them
+            steps = q.pre_generated_steps
+        else:
+            steps = prm800k.chosen_path(record)
         digest = solution_content_hash(
             problem_sha256=problem.text_sha256,
             fmt=fmt,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -22,7 +22,7 @@ from labeling.services.errors import LabelingError
 
 
 def labeler_set_state(
-    *, labeler: Labeler, state: str, reason: str = "", actor: AbstractBaseUser | None = None
+    *, labeler: Labeler, state: str, reason: str = "", actor: User | None = None
 ) -> Labeler:
     """Move a labeler to screening/active/paused/rejected; reinstating restarts the gold window."""
     if state not in Labeler.State.values:

@@ -23,7 +23,7 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
@@ -41,7 +41,7 @@ from labeling.services.errors import LabelingError
 from labeling.services.quality import labeler_set_state
 
 
-def ensure_labeler(user: AbstractBaseUser) -> Labeler:
+def ensure_labeler(user: User) -> Labeler:
     labeler, _ = Labeler.objects.get_or_create(user=user)
     return labeler
 
@@ -60,7 +60,8 @@ def _median_solution_ms(batch_id: int | None) -> float | None:
     recent = Labeling.objects.filter(status=Labeling.Status.COMPLETED, total_time_ms__isnull=False)
     if batch_id is not None:
         recent = recent.filter(solution__batch_id=batch_id)
-    values = sorted(recent.order_by("-finished_at").values_list("total_time_ms", flat=True)[:200])
+    times = recent.order_by("-finished_at").values_list("total_time_ms", flat=True)[:200]
+    values = sorted(t for t in times if t is not None)  # filtered above; narrows the type
     median = values[len(values) // 2] if values else None
     _MEDIAN_CACHE[batch_id] = (time.monotonic(), median)
     return median
@@ -115,7 +116,7 @@ def expire_stale_leases(now=None) -> int:
     return expired
 
 
-def batches_for(user: AbstractBaseUser) -> QuerySet[Batch]:
+def batches_for(user: User) -> QuerySet[Batch]:
     """Active batches this user may label: assigned to them, or open to every labeler."""
     assigned = Batch.labelers.through.objects.filter(batch_id=OuterRef("pk"))
     return (
@@ -123,7 +124,7 @@ def batches_for(user: AbstractBaseUser) -> QuerySet[Batch]:
     )
 
 
-def _open_solutions(user: AbstractBaseUser, batch: Batch) -> QuerySet[Solution]:
+def _open_solutions(user: User, batch: Batch) -> QuerySet[Solution]:
     """Regular solutions of one batch this user may claim, closest to their N first.
 
     Filters on literal N so PostgreSQL walks solution_queue_idx (batch, completed_count, id)
@@ -139,7 +140,7 @@ def _open_solutions(user: AbstractBaseUser, batch: Batch) -> QuerySet[Solution]:
     )
 
 
-def _gold_pool(user: AbstractBaseUser, *, screening: bool) -> QuerySet[Solution]:
+def _gold_pool(user: User, *, screening: bool) -> QuerySet[Solution]:
     mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler=user)
     pool = Solution.objects.filter(is_quality_control=True, gold__isnull=False).exclude(
         Exists(mine)
@@ -147,7 +148,7 @@ def _gold_pool(user: AbstractBaseUser, *, screening: bool) -> QuerySet[Solution]
     return pool.filter(is_screening=screening)
 
 
-def _start(solution: Solution, user: AbstractBaseUser, batch: Batch | None) -> Labeling:
+def _start(solution: Solution, user: User, batch: Batch | None) -> Labeling:
     now = timezone.now()
     return Labeling.objects.create(
         solution=solution,
@@ -157,7 +158,7 @@ def _start(solution: Solution, user: AbstractBaseUser, batch: Batch | None) -> L
     )
 
 
-def _claim_gold(user: AbstractBaseUser, *, screening: bool) -> Labeling | None:
+def _claim_gold(user: User, *, screening: bool) -> Labeling | None:
     """Start a gold labeling. Gold has no overlap limit: each labeler labels each gold once."""
     solution = _gold_pool(user, screening=screening).order_by("completed_count", "id").first()
     if solution is None:
@@ -166,7 +167,7 @@ def _claim_gold(user: AbstractBaseUser, *, screening: bool) -> Labeling | None:
     return _start(solution, user, solution.batch)
 
 
-def _claim_screening(user: AbstractBaseUser, labeler: Labeler) -> Labeling | None:
+def _claim_screening(user: User, labeler: Labeler) -> Labeling | None:
     size = selectors.screening_size()
     if size == 0:
         # No screening set configured: nothing to pass, so the labeler starts regular work.
@@ -186,7 +187,7 @@ def _gold_due(labeler: Labeler, batch: Batch) -> bool:
     return labeler.claims_since_gold + 1 >= round(1 / min(rate, 1.0))
 
 
-def claim_next(user: AbstractBaseUser, *, batch: Batch | None = None) -> Labeling | None:
+def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
     """The labeling this user should work on now: their open one, else a newly claimed one.
 
     Screening labelers get screening gold; paused and rejected ones get nothing new; active
@@ -220,7 +221,7 @@ def claim_next(user: AbstractBaseUser, *, batch: Batch | None = None) -> Labelin
     return None
 
 
-def _claim_in_batch(user: AbstractBaseUser, labeler: Labeler, batch: Batch) -> Labeling | None:
+def _claim_in_batch(user: User, labeler: Labeler, batch: Batch) -> Labeling | None:
     for _attempt in range(5):
         with transaction.atomic():
             candidate = (

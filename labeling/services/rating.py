@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -34,7 +34,7 @@ from labeling.services.queue import lease_duration
 MAX_STEP_TIME_MS = 60 * 60 * 1000  # a step shown for over an hour was a tab left open
 
 
-def labeling_for_update(labeling_id: int, user: AbstractBaseUser) -> Labeling:
+def labeling_for_update(labeling_id: int, user: User) -> Labeling:
     labeling = (
         Labeling.objects.select_for_update(of=("self",))
         .select_related("solution__batch")
@@ -57,7 +57,7 @@ def _renew_lease(labeling: Labeling, now) -> None:
 def rate_step(
     *,
     labeling_id: int,
-    user: AbstractBaseUser,
+    user: User,
     step_index: int,
     rating: int,
     flagged: bool = False,
@@ -124,7 +124,7 @@ def rate_step(
 
 
 def finish_labeling(
-    *, labeling_id: int, user: AbstractBaseUser, reason: str, elapsed_ms: int | None = None
+    *, labeling_id: int, user: User, reason: str, elapsed_ms: int | None = None
 ) -> Labeling:
     """Give up or report a bad problem. Repeating the same request is a no-op."""
     if reason not in (FinishReason.GIVE_UP, FinishReason.BAD_PROBLEM):
@@ -141,7 +141,7 @@ def finish_labeling(
         return labeling
 
 
-def _finish(labeling: Labeling, reason: str, user: AbstractBaseUser, now) -> None:
+def _finish(labeling: Labeling, reason: str, user: User, now) -> None:
     """Complete the labeling, move it from active to completed, and update the lead counters."""
     solution = (
         Solution.objects.select_for_update(of=("self",))
@@ -200,7 +200,7 @@ def _store_release_line(labeling: Labeling) -> None:
     Labeling.objects.filter(pk=labeling.pk).update(release_line=labeling.release_line)
 
 
-def undo_last(*, labeling_id: int, user: AbstractBaseUser) -> Labeling:
+def undo_last(*, labeling_id: int, user: User) -> Labeling:
     """Take back the last rating; a labeling finished moments ago is reopened."""
     with transaction.atomic():
         labeling = labeling_for_update(labeling_id, user)
@@ -231,7 +231,7 @@ def undo_last(*, labeling_id: int, user: AbstractBaseUser) -> Labeling:
         return labeling
 
 
-def _reopen(labeling: Labeling, user: AbstractBaseUser, now) -> None:
+def _reopen(labeling: Labeling, user: User, now) -> None:
     solution = (
         Solution.objects.select_for_update(of=("self",))
         .select_related("batch")
@@ -277,9 +277,7 @@ def _reopen(labeling: Labeling, user: AbstractBaseUser, now) -> None:
     )
 
 
-def rating_edit(
-    *, labeling_id: int, user: AbstractBaseUser, step_index: int, rating: int
-) -> Labeling:
+def rating_edit(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
     """Change a finished labeling's rating between 0 and +1 (where it stops stays the same).
 
     The labeler may edit their own labeling; a lead may edit anyone's. Recorded as 'edit'.

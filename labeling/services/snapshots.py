@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -56,7 +56,7 @@ def database_now():
 
 def snapshot_create(
     *,
-    user: AbstractBaseUser | None,
+    user: User | None,
     fmt: str,
     filters: ExportFilters,
     options: StepwiseOptions,

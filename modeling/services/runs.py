@@ -237,8 +237,8 @@ def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
     digest = hashlib.sha256()
     lines = 0
     with path.open("rb") as f:
-        for line in f:
-            digest.update(line)
+        for raw in f:
+            digest.update(raw)
             lines += 1
     return path, digest.hexdigest(), lines
 
@@ -372,7 +372,8 @@ def execute_training_run(
             config, train_set, progress=report, should_stop=lambda: reporter.should_stop() or stop()
         )
         if result.stopped:
-            return _stop(run, reporter)
+            _stop(run, reporter)
+            return None
         reporter.write(phase="evaluate", step=result.step, total_steps=result.total_steps)
         metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, count)}
         metrics.update(
@@ -400,7 +401,12 @@ def _both(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callab
 def _both_counters(first: Counter, second: Counter) -> Counter:
     def for_phase(phase: str) -> Callable[[int, int], None]:
         a, b = first(phase), second(phase)
-        return lambda done, total: (a(done, total), b(done, total))
+
+        def both(done: int, total: int) -> None:
+            a(done, total)
+            b(done, total)
+
+        return both
 
     return for_phase
 
@@ -538,7 +544,7 @@ def evaluate_model_version(
 ) -> dict[str, Any]:
     """Re-measure a model: its run's held-out problems (when it has a run) and ProcessBench."""
     report: dict[str, Any] = {"model_version": version.pk}
-    if version.run_id and (run_dir(version.run) / DATA_FILE).exists():
+    if version.run is not None and (run_dir(version.run) / DATA_FILE).exists():
         _, held_out = load_split(version.run)
         report.update(evaluate_held_out(version.artifact_path, held_out, counter, max_length))
     report.update(

@@ -39,7 +39,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,7 +223,7 @@ def score_candidates(
 @torch.no_grad()
 def step_auroc(
     head: torch.nn.Linear, table: FeatureTable, examples: Sequence[LabeledSolution]
-) -> dict[str, float]:
+) -> dict[str, Any]:
     keys, ratings = [], []
     for i, example in enumerate(examples):
         for slot, rating in enumerate(example.slot_ratings()):
@@ -545,7 +545,7 @@ def write_plot(result: SimulationResult, out: Path) -> Path:
     return path
 
 
-def _write_svg(series: dict[str, list[tuple[float, float]]], title: str, path: Path) -> Path:
+def _write_svg(series: Mapping[str, Sequence[tuple[float, float]]], title: str, path: Path) -> Path:
     width, height, pad = 640, 400, 50
     points = [pt for pts in series.values() for pt in pts] or [(0, 0), (1, 1)]
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points) or 1
@@ -601,7 +601,7 @@ class HttpLabeler:
         self.timings: list[float] = []
 
     def _csrf(self) -> dict[str, str]:
-        return {"X-CSRFToken": self.session.cookies.get("csrftoken", "")}
+        return {"X-CSRFToken": self.session.cookies.get("csrftoken") or ""}
 
     def login(self) -> None:
         self.session.get(f"{self.base}/accounts/login/")
