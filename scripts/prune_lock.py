@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==")
+LOCAL_LABEL = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*==[^+\s]+)\+[A-Za-z0-9.]+", re.MULTILINE)
 
 
 def blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
@@ -59,9 +60,17 @@ def prune(text: str, dropped: set[str]) -> tuple[str, list[str]]:
     return "\n".join(kept) + "\n", sorted(pruned)
 
 
+def public_versions(text: str) -> str:
+    """`torch==2.13.0+cpu` -> `torch==2.13.0`. pip-compile pins the local CPU wheel it found on
+    this disk; PyPI has no `+cpu` release, and `==2.13.0` still matches that wheel (PEP 440
+    ignores a candidate's local label when the pin has none), so the lock installs anywhere."""
+    return LOCAL_LABEL.sub(r"\1", text)
+
+
 def main(argv: list[str]) -> int:
     path, dropped = Path(argv[0]), set(argv[1:])
     text, pruned = prune(path.read_text(), dropped)
+    text = public_versions(text)
     path.write_text(text)
     print(f"{path}: dropped {len(pruned)} pins only {', '.join(sorted(dropped))} need:")
     print("  " + " ".join(pruned))

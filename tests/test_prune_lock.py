@@ -30,3 +30,9 @@ def test_pins_only_the_dropped_packages_need_go_and_shared_ones_stay():
     assert pruned == ["jiter", "openai"]
     assert "openai" not in text and "jiter" not in text
     assert "pydantic==2.14.3" in text and "torch==2.13.0+cpu" in text and "# llm" in text
+
+
+def test_local_version_labels_are_dropped_so_the_lock_installs_from_pypi_too():
+    text = prune_lock.public_versions(LOCK)
+    assert "torch==2.13.0\n" in text and "+cpu" not in text
+    assert "pydantic==2.14.3\n" in text  # public pins untouched
