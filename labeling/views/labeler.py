@@ -19,6 +19,7 @@ from labeling.roles import LABELER, LEAD, RESEARCHER, has_role, require
 from labeling.services import rating
 from labeling.services.errors import LabelingError
 from labeling.services.queue import batches_for, claim_next, ensure_labeler
+from labeling.views.navigation import safe_return_url
 
 
 def _int_param(request: HttpRequest, name: str, *, required: bool = True) -> int | None:
@@ -197,6 +198,6 @@ def guidelines(request: HttpRequest) -> HttpResponse:
         {
             "text": text,
             "version": version,
-            "back": request.GET.get("back", ""),
+            "back": safe_return_url(request, request.GET.get("back")),
         },
     )

@@ -18,6 +18,7 @@ from labeling.roles import LEAD, require
 from labeling.services import adjudication, batches, importing, quality
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
+from labeling.views.navigation import safe_return_url
 
 LEADS_ONLY = "This page is for leads."
 
@@ -143,7 +144,8 @@ def labeler_state(request: HttpRequest, user_id: int) -> HttpResponse:
         messages.info(request, f"{user.username} is now {labeler.get_state_display()}.")
     except LabelingError as exc:
         messages.error(request, str(exc))
-    return redirect(request.POST.get("next") or reverse("labeling:labeler_detail", args=[user.pk]))
+    detail = reverse("labeling:labeler_detail", args=[user.pk])
+    return redirect(safe_return_url(request, request.POST.get("next"), fallback=detail))
 
 
 @login_required

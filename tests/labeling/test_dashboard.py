@@ -6,7 +6,14 @@ import json
 import pytest
 from django.urls import reverse
 
-from labeling.models import Batch, BatchHourStats, BatchLabelerStats, Guidelines, Solution
+from labeling.models import (
+    Batch,
+    BatchHourStats,
+    BatchLabelerStats,
+    Guidelines,
+    Labeler,
+    Solution,
+)
 from labeling.services import counters, queue, rating
 from labeling.tasks import expire_leases
 from tests.conftest import make_user
@@ -292,3 +299,41 @@ def test_a_rejected_upload_on_the_batch_page_writes_nothing_and_shows_why(client
         assert response.status_code == 400 and why in response.content.decode()
         assert not Batch.objects.filter(name="Rejected").exists()
     assert not Solution.objects.filter(source_id__startswith="demo-").exists()
+
+
+@pytest.mark.parametrize(
+    "back", ["javascript:alert(1)", "https://evil.example/phish", "//evil.example/x", "data:,x"]
+)
+def test_the_guidelines_back_link_never_points_off_site_or_at_a_script(client, labeler, back):
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:guidelines"), {"back": back}).content.decode()
+    assert "Back to labeling" not in page
+    assert "evil.example" not in page and "javascript:" not in page
+
+
+def test_the_guidelines_back_link_returns_to_a_page_of_this_site(client, labeler):
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:guidelines"), {"back": "/label/7/"}).content.decode()
+    assert 'href="/label/7/">Back to labeling' in page
+
+
+@pytest.mark.parametrize(
+    "next_url", ["https://evil.example/", "javascript:alert(1)", "//evil.example"]
+)
+def test_the_labeler_state_form_redirects_only_within_the_site(client, lead, labeler, next_url):
+    client.force_login(lead)
+    response = client.post(
+        reverse("labeling:labeler_state", args=[labeler.pk]), {"state": "paused", "next": next_url}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == reverse("labeling:labeler_detail", args=[labeler.pk])
+    assert Labeler.objects.get(user=labeler).state == "paused"  # the action itself went through
+
+
+def test_the_labeler_state_form_honours_a_next_page_of_this_site(client, lead, labeler):
+    client.force_login(lead)
+    response = client.post(
+        reverse("labeling:labeler_state", args=[labeler.pk]),
+        {"state": "paused", "next": reverse("labeling:labelers")},
+    )
+    assert response["Location"] == reverse("labeling:labelers")
