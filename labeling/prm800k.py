@@ -9,6 +9,7 @@ line our columns cannot reproduce is caught at import, not at export.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -106,6 +107,21 @@ def _expect(value: Any, types: type | tuple[type, ...], field: str, what: str) -
     if not isinstance(value, types):
         raise RecordError(field, f"expected {what}, got {type(value).__name__}")
     return value
+
+
+def finite_number(value: Any, field: str) -> float:
+    """A JSON number as a float, refusing NaN, ±Infinity and magnitudes past a double (1e400
+    decodes to inf): such a value breaks sorting, pagination and every JSON answer after it."""
+    _expect(value, (int, float), field, "a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise RecordError(
+            field, "expected a finite number, got one beyond a double's range"
+        ) from None
+    if not math.isfinite(number):
+        raise RecordError(field, f"expected a finite number, got {value!r}")
+    return number
 
 
 def _optional(value: Any, types: type | tuple[type, ...], field: str, what: str) -> Any:
@@ -219,9 +235,7 @@ def _parse_question(obj: Any) -> QuestionRecord:
         _expect(step, str, f"question.pre_generated_steps[{i}]", "a string")
     score = obj.get("pre_generated_verifier_score")
     if score is not None:
-        score = float(
-            _expect(score, (int, float), "question.pre_generated_verifier_score", "a number")
-        )
+        score = finite_number(score, "question.pre_generated_verifier_score")
     return QuestionRecord(
         problem=problem,
         ground_truth_answer=answer,

@@ -206,6 +206,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Step-level labels of LLM math solutions, exports and PRM training.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs pages map every route: signed-in users only, unless opened on purpose.
+    "SERVE_PERMISSIONS": [
+        "rest_framework.permissions.AllowAny"
+        if env_bool("STEPWISE_PUBLIC_API_DOCS", default=False)
+        else "rest_framework.permissions.IsAuthenticated"
+    ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -709,8 +709,8 @@ def parse_sample_line(obj: Any, line: str = "") -> SampleLine:
         if not isinstance(step, str) or not step.strip():
             raise prm800k.RecordError(f"steps[{i}]", "expected a non-empty string")
     score = obj.get("score")
-    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-        raise prm800k.RecordError("score", "expected a number")
+    if score is not None:
+        score = prm800k.finite_number(score, "score")
     return SampleLine(
         problem_text=text if isinstance(text, str) and text.strip() else None,
         unique_id=uid if isinstance(uid, str) and uid else None,
@@ -719,7 +719,7 @@ def parse_sample_line(obj: Any, line: str = "") -> SampleLine:
         answer=_optional_str(obj, "answer"),
         generator=_optional_str(obj, "generator") or "",
         source_id=str(obj.get("source_id") or obj.get("id") or ""),
-        score=None if score is None else float(score),
+        score=score,
     )
 
 

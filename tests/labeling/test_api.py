@@ -362,3 +362,10 @@ def test_a_new_user_token_can_be_made(researcher):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     assert client.get("/api/snapshots/").status_code == 200
+
+
+@pytest.mark.parametrize("name", ["api-schema", "api-docs", "api-redoc"])
+def test_the_schema_and_docs_pages_are_for_signed_in_users(client, labeler, name):
+    assert client.get(reverse(name)).status_code in (401, 403)
+    client.force_login(labeler)
+    assert client.get(reverse(name)).status_code == 200

@@ -101,6 +101,9 @@ def test_solution_counters_follow_imported_labelings(shared_data):
         assert solution.completed_count == solution.labelings.count()
 
 
+PHASE2_LINE = 2  # the first line of samples.jsonl with pre_generated_* fields
+
+
 def _broken_copy(shared_data, tmp_path, line_number: int, mutate) -> Path:
     lines = samples_path(shared_data).read_text().splitlines()
     lines[line_number - 1] = mutate(lines[line_number - 1])
@@ -321,3 +324,31 @@ def test_one_labeling_rendered_through_the_format_module_matches_every_line(shar
     lines = samples_path(shared_data).read_text().splitlines()
     ids = list(Labeling.objects.order_by("pk").values_list("pk", flat=True))
     assert [prm800k.render_record(release_record(pk)) for pk in ids] == lines
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "1e400", str(10**400)])
+def test_a_non_finite_sample_score_is_refused_with_line_and_field(tmp_path, raw):
+    samples = tmp_path / "samples.jsonl"
+    good = json.dumps({"problem": "1+1?", "steps": ["2"], "score": 0.5})
+    samples.write_text(good + "\n" + '{"problem": "2+2?", "steps": ["4"], "score": ' + raw + "}\n")
+    with pytest.raises(LineError, match=r"line 2: score: expected a finite number") as caught:
+        import_samples(samples, batch_name="b")
+    assert caught.value.field == "score"
+    assert not Batch.objects.exists() and not Solution.objects.exists()
+
+
+@pytest.mark.parametrize("raw", ["NaN", "1e400"])
+def test_a_non_finite_verifier_score_in_a_prm800k_line_is_refused(shared_data, tmp_path, raw):
+    def bad_score(line):
+        obj = json.loads(line)
+        obj["question"]["pre_generated_verifier_score"] = "SCORE"
+        return json.dumps(obj).replace('"SCORE"', raw)
+
+    path = _broken_copy(shared_data, tmp_path, PHASE2_LINE, bad_score)
+    with pytest.raises(LineError) as caught:
+        import_prm800k(path)
+    assert (caught.value.line, caught.value.field) == (
+        PHASE2_LINE,
+        "question.pre_generated_verifier_score",
+    )
+    assert Labeling.objects.count() == 0 and Solution.objects.count() == 0
