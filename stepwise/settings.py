@@ -6,6 +6,7 @@ in-process, DEBUG on. Production and CI point DATABASE_URL at PostgreSQL and RED
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import overload
 
@@ -92,6 +93,7 @@ INSTALLED_APPS = [
     "django_filters",
     "django_htmx",
     "template_partials",
+    "axes",
     "labeling",
     "modeling",
 ]
@@ -107,7 +109,21 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
+
+# Failed logins: after AXES_FAILURE_LIMIT failures an account, and separately an address, is
+# locked out for the cool-off (django-axes; attempts are rows, so every web process agrees).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("STEPWISE_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("STEPWISE_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "stepwise.urls"
 WSGI_APPLICATION = "stepwise.wsgi.application"
