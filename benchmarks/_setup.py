@@ -23,6 +23,8 @@ def django_on(database: str) -> str:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("SECRET_KEY", "benchmark-only")
     os.environ.setdefault("DEBUG", "0")
+    os.environ.setdefault("STEPWISE_HTTPS", "0")  # loopback, plain HTTP
+    os.environ.setdefault("STEPWISE_SERVER_TIMING", "1")
     os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "stepwise.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")

@@ -46,8 +46,8 @@ def env_for(name: str) -> dict:
         STEPWISE_TESTING="1",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/3"),
-        SESSION_COOKIE_SECURE="0",
-        CSRF_COOKIE_SECURE="0",
+        STEPWISE_HTTPS="0",  # loopback, plain HTTP
+        STEPWISE_SERVER_TIMING="1",  # the server time per request, read below
         PYTHONPATH=str(ROOT),
         LOG_LEVEL="WARNING",
     )

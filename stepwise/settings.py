@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import overload
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -68,6 +69,7 @@ DATABASE_URL = env_str("DATABASE_URL")
 EMBEDDED = DATABASE_URL is None
 
 DEBUG = env_bool("DEBUG", default=EMBEDDED)
+TESTING = env_bool("STEPWISE_TESTING", default=False)
 SECRET_KEY = env_str("SECRET_KEY")
 if SECRET_KEY is None:
     if not DEBUG:
@@ -94,13 +96,19 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    "csp",
     "labeling",
     "modeling",
 ]
 
+# Server-Timing tells anyone how long each request took: in development, tests and benchmarks
+# (STEPWISE_SERVER_TIMING=1), never by default in production.
+SERVER_TIMING = env_bool("STEPWISE_SERVER_TIMING", default=DEBUG or TESTING)
 MIDDLEWARE = [
-    "stepwise.middleware.ServerTimingMiddleware",  # outermost: times everything below it
+    *(["stepwise.middleware.ServerTimingMiddleware"] if SERVER_TIMING else []),  # outermost
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "stepwise.middleware.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -278,24 +286,55 @@ STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
 STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
 # Embedded default only: train in a thread of the web process (there is no worker), so starting
 # a run answers at once. Tests run tasks eagerly instead.
-STEPWISE_TRAIN_IN_THREAD = env_bool(
-    "STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not env_bool("STEPWISE_TESTING", default=False)
-)
+STEPWISE_TRAIN_IN_THREAD = env_bool("STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not TESTING)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "axes": {"level": "WARNING"},  # one INFO line per sign-in otherwise
+    },
 }
 
-if not DEBUG:
-    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=True)
-    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=True)
+# --- HTTPS and what browsers may do -------------------------------------------------------------
+# Production (DEBUG off) is served over HTTPS: by a TLS-terminating proxy in front
+# (STEPWISE_BEHIND_TLS_PROXY=1 trusts its X-Forwarded-Proto; docker/compose.yaml has one) or
+# directly. STEPWISE_HTTPS=0 is for plain HTTP on a trusted network or a benchmark on loopback;
+# `manage.py check --deploy` then warns, as it should.
+HTTPS = env_bool("STEPWISE_HTTPS", default=not DEBUG and not TESTING)
+if env_bool("STEPWISE_BEHIND_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if HTTPS:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=HTTPS)
+
+# Content-Security-Policy (django-csp; Django 5.2 has none built in, 6.0 does: move to it with
+# the Django upgrade). Every script and style is served from our own static files (KaTeX, htmx
+# and Chart.js are vendored), so no other origin is allowed. Styles allow inline because KaTeX
+# positions rendered math with style attributes and htmx adds its indicator style.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
 
 # Test-only speed settings live here, in one place.
-if env_bool("STEPWISE_TESTING", default=False):
+if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    SESSION_COOKIE_SECURE = False
-    CSRF_COOKIE_SECURE = False

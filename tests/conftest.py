@@ -232,11 +232,27 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def _new_page(browser, *, enforce_csp: bool):
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, bypass_csp=not enforce_csp
+    )
     # Every wait is for a condition; the bound only has to outlast a loaded machine.
     context.set_default_timeout(60_000)
-    page = context.new_page()
+    return context, context.new_page()
+
+
+@pytest.fixture
+def page(browser):
+    # Behaviour tests: Playwright's wait_for_function evaluates strings, which the CSP forbids
+    # (no 'unsafe-eval'). The pages themselves run under the CSP in `strict_page` tests.
+    context, page = _new_page(browser, enforce_csp=False)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def strict_page(browser):
+    """A page that enforces the site's Content-Security-Policy, as a user's browser does."""
+    context, page = _new_page(browser, enforce_csp=True)
     yield page
     context.close()
