@@ -156,6 +156,13 @@ def adjudication_queue(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _posted_ratings(request: HttpRequest) -> list[int]:
+    try:
+        return [int(v) for v in request.POST.getlist("rating") if v != ""]
+    except ValueError:
+        raise LabelingError("Final ratings are -1, 0 or +1 for each step.") from None
+
+
 @login_required
 def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
@@ -165,7 +172,7 @@ def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
     error = None
     if request.method == "POST":
         try:
-            ratings = [int(v) for v in request.POST.getlist("rating") if v != ""]
+            ratings = _posted_ratings(request)
             adjudication.adjudication_save(
                 solution=solution,
                 lead=request.user,
@@ -177,7 +184,7 @@ def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
             if following:
                 return redirect("labeling:adjudicate", solution_id=following[0].solution_id)
             return redirect("labeling:adjudication_queue")
-        except (ValueError, LabelingError) as exc:
+        except LabelingError as exc:
             error = str(exc)
     labelings, steps, final = selectors.adjudication_view(solution)
     agreement = getattr(solution, "agreement", None)

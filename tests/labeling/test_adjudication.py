@@ -91,6 +91,21 @@ def test_an_adjudication_with_steps_after_a_minus_one_is_refused(client, dispute
     assert not Adjudication.objects.exists()
 
 
+@pytest.mark.parametrize("bad", ["abc", "1.5", "+"])
+def test_a_rating_that_is_not_a_number_gets_a_sentence_not_a_python_error(
+    client, disputed, lead, bad
+):
+    client.force_login(lead)
+    response = client.post(
+        reverse("labeling:adjudicate", args=[disputed.pk]), {"rating": ["1", bad, "1"]}
+    )
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "Final ratings are -1, 0 or +1 for each step." in page
+    assert "invalid literal" not in page and "int()" not in page
+    assert not Adjudication.objects.exists()
+
+
 def test_final_ratings_single_labeling_and_majority_with_ties_taking_the_lower(
     labeler, labeler2, lead
 ):
