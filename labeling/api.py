@@ -35,6 +35,8 @@ from labeling.serializers import (
     LabelingDetailSerializer,
     LabelingSerializer,
     LineErrorSerializer,
+    OwnLabelingDetailSerializer,
+    OwnLabelingSerializer,
     ProblemSerializer,
     SampleUploadSerializer,
     SnapshotSerializer,
@@ -204,6 +206,17 @@ class LabelingFilter(filters.FilterSet):
         fields = ["status", "finish_reason", "solution", "batch", "labeler"]
 
 
+class OwnLabelingFilter(filters.FilterSet):
+    """A labeler's filters over their own labelings: no batch (it would single out gold)."""
+
+    finished_after = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="gte")
+    finished_before = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="lt")
+
+    class Meta:
+        model = Labeling
+        fields = ["status", "finish_reason"]
+
+
 class LabelingViewSet(viewsets.ReadOnlyModelViewSet):
     """Labelings: leads, researchers and admins see all; a labeler only their own."""
 
@@ -211,7 +224,6 @@ class LabelingViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [HasRole]
     required_roles, role_message = ANY_ROLE, NO_ROLE
     pagination_class = IdCursorPagination
-    filterset_class = LabelingFilter
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
@@ -226,12 +238,25 @@ class LabelingViewSet(viewsets.ReadOnlyModelViewSet):
                     ),
                 )
             )
-        if has_role(self.request.user, LEAD, RESEARCHER, ADMIN):
+        if self._sees_all():
             return query
         return query.filter(labeler=self.request.user)
 
     def get_serializer_class(self):
-        return LabelingDetailSerializer if self.action == "retrieve" else LabelingSerializer
+        detail = self.action == "retrieve"
+        if self._sees_all():
+            return LabelingDetailSerializer if detail else LabelingSerializer
+        # A labeler must not tell gold from regular work: no batch (gold sits in its own).
+        return OwnLabelingDetailSerializer if detail else OwnLabelingSerializer
+
+    @property
+    def filterset_class(self):  # read by django-filter's backend
+        return LabelingFilter if self._sees_all() else OwnLabelingFilter
+
+    def _sees_all(self) -> bool:
+        if getattr(self, "swagger_fake_view", False):  # the schema documents the full view
+            return True
+        return has_role(self.request.user, LEAD, RESEARCHER, ADMIN)
 
 
 # --- exports and snapshots --------------------------------------------------------------------

@@ -346,3 +346,17 @@ class LineErrorSerializer(serializers.Serializer):
     line = serializers.IntegerField()
     field = serializers.CharField()
     message = serializers.CharField()
+
+
+class OwnLabelingSerializer(LabelingSerializer):
+    """A labeler's view of their own labelings: without the batch, which would single out gold."""
+
+    class Meta(LabelingSerializer.Meta):
+        fields = [f for f in LabelingSerializer.Meta.fields if f != "batch"]
+
+
+class OwnLabelingDetailSerializer(OwnLabelingSerializer):
+    step_labels = StepLabelSerializer(many=True, read_only=True)
+
+    class Meta(OwnLabelingSerializer.Meta):
+        fields = [*OwnLabelingSerializer.Meta.fields, "step_labels"]

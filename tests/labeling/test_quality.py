@@ -170,3 +170,26 @@ def test_undo_of_a_finished_gold_labeling_takes_its_result_back(labeler):
     assert (me.gold_labelings, me.gold_steps) == (0, 0)
     assert not GoldResult.objects.exists()
     assert Labeling.objects.get(pk=labeling.pk).status == "in_progress"
+
+
+def test_the_api_does_not_let_a_labeler_tell_gold_from_regular_work(labeler, lead):
+    from tests.labeling.conftest import api_client_for
+
+    batch = make_batch(gold_rate=0.5)
+    make_solutions(batch, 4)
+    gold_batch = make_batch("reference set")
+    gold = make_gold([1, 1, 1], batch=gold_batch)
+    label(queue.claim_next(labeler), [1, 1, 1])
+    second = queue.claim_next(labeler)
+    assert second.solution == gold
+    label(second, [1, 1, 1])
+    api = api_client_for(labeler)
+    rows = api.get("/api/labelings/").json()["results"]
+    assert len(rows) == 2 and all("batch" not in row for row in rows)
+    assert "batch" not in api.get(f"/api/labelings/{second.pk}/").json()
+    # Filtering by the gold batch does not single the gold labeling out.
+    assert len(api.get(f"/api/labelings/?batch={gold_batch.pk}").json()["results"]) == 2
+    # A lead still sees where each labeling's solution sits.
+    lead_rows = api_client_for(lead).get(f"/api/labelings/?batch={gold_batch.pk}").json()
+    assert [row["id"] for row in lead_rows["results"]] == [second.pk]
+    assert lead_rows["results"][0]["batch"] == gold_batch.pk
