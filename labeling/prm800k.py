@@ -109,6 +109,18 @@ def _expect(value: Any, types: type | tuple[type, ...], field: str, what: str) -
     return value
 
 
+# Integer columns' ranges (PostgreSQL's integer and smallint; SQLite stores them as they are).
+INT32_MAX = 2**31 - 1
+SMALLINT_MAX = 2**15 - 1
+
+
+def within(value: int, field: str, low: int, high: int) -> int:
+    """`value` when a column of that range can hold it, else a RecordError naming the field."""
+    if not low <= value <= high:
+        raise RecordError(field, f"{value} is out of range ({low} to {high})")
+    return value
+
+
 def finite_number(value: Any, field: str) -> float:
     """A JSON number as a float, refusing NaN, ±Infinity and magnitudes past a double (1e400
     decodes to inf): such a value breaks sorting, pagination and every JSON answer after it."""
@@ -273,10 +285,14 @@ def parse_record(obj: Any) -> LabelRecord:
     total_time = _expect(label.get("total_time", 0), int, "label.total_time", "milliseconds (int)")
     if total_time < 0:
         raise RecordError("label.total_time", "is negative")
+    within(total_time, "label.total_time", 0, INT32_MAX)
+    generation = _optional(obj.get("generation"), int, "generation", "an integer or null")
+    if generation is not None:
+        within(generation, "generation", -INT32_MAX - 1, INT32_MAX)
     return LabelRecord(
         labeler=labeler,
         timestamp=timestamp,
-        generation=_optional(obj.get("generation"), int, "generation", "an integer or null"),
+        generation=generation,
         is_quality_control_question=_expect(
             obj.get("is_quality_control_question", False),
             bool,

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import tempfile
 import uuid
 from collections import Counter
@@ -70,7 +71,7 @@ class NoRecords(Exception):
 
 def require_records(path: str | Path) -> None:
     """Raise NoRecords unless the file has a non-blank line: an empty import is a mistake."""
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         if any(line.strip() for line in handle):
             return
     raise NoRecords(path, empty=os.path.getsize(path) == 0)
@@ -101,16 +102,34 @@ def problem_hash(text: str) -> str:
 
 
 def _read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8") as handle:
+    # Bytes that are not UTF-8 come through as lone surrogates; decode_line names them.
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         for number, line in enumerate(handle, start=1):
             if line.strip():
                 yield number, line.rstrip("\n").rstrip("\r")
 
 
+# A byte that is not UTF-8 (read with surrogateescape).
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+# What may hide a value no column can store: a long digit run (an integer past 64 bits), an
+# escaped NUL, an escaped surrogate (a lone one cannot be stored). Only such lines are walked.
+_SUSPECT = re.compile(r"\d{19}|\\u0000|\\u[dD][89abAB]")
+INT64 = range(-(2**63), 2**63)
+
+
 def decode_line(line: str, number: int) -> Any:
-    """One JSONL line decoded; RecordError("line", ...) says where it stops being JSON."""
+    """One JSONL line decoded; RecordError says where it stops being JSON or UTF-8 text, or
+    which field holds a value no column can store."""
+    bad_byte = _NOT_UTF8.search(line)
+    if bad_byte:
+        byte = ord(bad_byte.group()) - 0xDC00
+        raise prm800k.RecordError(
+            "line", f"not UTF-8 text: byte 0x{byte:02x} at column {bad_byte.start() + 1}"
+        )
     try:
-        return json.loads(line)
+        obj = json.loads(line)
+    except RecursionError:
+        raise prm800k.RecordError("line", "not valid JSON: nested too deeply") from None
     except json.JSONDecodeError as exc:
         if number == 1 and line.strip() in ("{", "["):
             message = (
@@ -121,6 +140,46 @@ def decode_line(line: str, number: int) -> Any:
             at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
             message = f"not valid JSON: {exc.msg}{at} column {exc.colno}"
         raise prm800k.RecordError("line", message) from None
+    if _SUSPECT.search(line):
+        try:
+            unstorable = _unstorable_value(obj, "")
+        except RecursionError:
+            raise prm800k.RecordError("line", "not valid JSON: nested too deeply") from None
+        if unstorable:
+            raise prm800k.RecordError(*unstorable)
+    return obj
+
+
+def _unstorable_value(value: Any, path: str) -> tuple[str, str] | None:
+    """(field, why) of the first value no database column can hold, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value not in INT64:
+        return path or "line", "integer beyond the 64-bit range"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return path or "line", "text holds a NUL character (\\u0000)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return (
+                path or "line",
+                "text holds a lone surrogate (an unpaired \\ud800-\\udfff escape)",
+            )
+        return None
+    if isinstance(value, dict):
+        items: Iterable[tuple[str, Any]] = (
+            (f"{path}.{key}" if path else str(key), item) for key, item in value.items()
+        )
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", item) for i, item in enumerate(value))
+    else:
+        return None
+    for child_path, child in items:
+        found = _unstorable_value(child, child_path)
+        if found:
+            return found
+    return None
 
 
 def _run_import(
@@ -216,6 +275,8 @@ def parse_math_problem(obj: Any, line: str = "") -> MathProblem:
         level = int(level) if level.isdigit() else None
     if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
         raise prm800k.RecordError("level", f"expected an integer, got {json.dumps(level)}")
+    if level is not None:
+        prm800k.within(level, "level", 0, prm800k.SMALLINT_MAX)
     return MathProblem(
         problem=text,
         solution=_optional_str(obj, "solution"),
@@ -922,8 +983,6 @@ def import_uploaded(
             ) from None
         except NoRecords as error:
             raise UploadRejected(error.describe(name)) from None
-        except UnicodeDecodeError:
-            raise UploadRejected(f"{name} is not UTF-8 text; nothing was imported.") from None
     report.path = name
     return report
 

@@ -287,7 +287,7 @@ def test_a_rejected_upload_on_the_batch_page_writes_nothing_and_shows_why(client
     good = (SAMPLE_DIR / "solutions.jsonl").read_text().splitlines()[0]
     client.force_login(lead)
     for name, content, why in (
-        ("binary.jsonl", b"\xff\xfe\x00 not text", "is not UTF-8 text"),
+        ("binary.jsonl", b"\xff\xfe\x00 not text", "not UTF-8 text: byte 0xff at column 1"),
         ("bad.jsonl", f'{good}\n{{"steps": []}}\n'.encode(), "line 2"),
     ):
         upload = io.BytesIO(content)

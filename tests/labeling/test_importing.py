@@ -331,7 +331,9 @@ def test_a_non_finite_sample_score_is_refused_with_line_and_field(tmp_path, raw)
     samples = tmp_path / "samples.jsonl"
     good = json.dumps({"problem": "1+1?", "steps": ["2"], "score": 0.5})
     samples.write_text(good + "\n" + '{"problem": "2+2?", "steps": ["4"], "score": ' + raw + "}\n")
-    with pytest.raises(LineError, match=r"line 2: score: expected a finite number") as caught:
+    # 10**400 is an integer: refused as one no column holds, before it could become inf.
+    why = "integer beyond the 64-bit range" if raw.isdigit() else "expected a finite number"
+    with pytest.raises(LineError, match=rf"line 2: score: {why}") as caught:
         import_samples(samples, batch_name="b")
     assert caught.value.field == "score"
     assert not Batch.objects.exists() and not Solution.objects.exists()
