@@ -5,6 +5,9 @@ The same services as the pages; a request the run's state refuses answers 409.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -72,6 +75,20 @@ class StartRunSerializer(serializers.Serializer):
     activate = serializers.BooleanField(
         default=True, help_text="Make the model active if it passes."
     )
+
+    def validate_processbench(self, paths: list[str]) -> list[str]:
+        """Only files under STEPWISE_DATA_ROOT: a request never names a path elsewhere."""
+        root = Path(settings.STEPWISE_DATA_ROOT).resolve()
+        for path in paths:
+            resolved = (root / path).resolve()  # a relative path is taken under the root
+            if not resolved.is_relative_to(root):
+                raise serializers.ValidationError(
+                    f"{path}: ProcessBench files are named under the data root "
+                    f"(STEPWISE_DATA_ROOT, {root}), not elsewhere on the server"
+                )
+            if not resolved.is_file():
+                raise serializers.ValidationError(f"{path}: no such file under {root}")
+        return [str((root / path).resolve()) for path in paths]
 
 
 class ModelVersionSerializer(serializers.ModelSerializer):

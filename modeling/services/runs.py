@@ -37,6 +37,7 @@ from django.utils import timezone
 from labeling.models import Labeling, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
+from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
 from stepwise.celery import enqueue_on_commit
 
@@ -77,6 +78,10 @@ def create_training_run(
     try:
         effective = TrainConfig.from_dict(dict(config)).to_dict()
     except (TypeError, ValueError) as exc:
+        raise RunError(f"invalid training config: {exc}") from exc
+    try:
+        check_available(effective["backbone"])
+    except FileNotFoundError as exc:
         raise RunError(f"invalid training config: {exc}") from exc
     filters = dict(filters or {})
     try:

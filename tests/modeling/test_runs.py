@@ -136,9 +136,10 @@ def test_a_second_delivery_trains_nothing(labels, backbone, open_evaluation_gate
 
 def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
     before = previous_active()
-    run = runs.create_training_run(
-        config={"backbone": str(tmp_path / "no-such-model"), "device": "cpu"}
-    )
+    model = tmp_path / "no-such-model"
+    model.mkdir()  # there when the run is queued (a missing one is refused up front) ...
+    run = runs.create_training_run(config={"backbone": str(model), "device": "cpu"})
+    model.rmdir()  # ... gone when the worker loads it
     assert runs.execute_training_run(run.pk) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no-such-model" in run.error

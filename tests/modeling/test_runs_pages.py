@@ -482,6 +482,49 @@ def test_api_refuses_a_bad_config_or_filter_with_400(client, researcher):
     assert not TrainingRun.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ({"max_steps": 2**80}, "max_steps must be between"),
+        ({"backbone_layers": 10_000}, "backbone_layers must be between"),
+        ({"epochs": 1e308}, "epochs must be between"),
+        ({"lr": "fast"}, "lr must be a number"),
+        ({"max_steps": True}, "max_steps must be an integer"),
+        ({"backbone": "no-such-org/no-such-model"}, "is not a named offline backbone"),
+        ({"backbone": "/etc/passwd"}, "is not a named offline backbone"),
+    ],
+)
+def test_api_refuses_a_config_no_run_could_use_up_front(client, researcher, config, why):
+    client.force_login(researcher)
+    response = client.post("/api/runs/", {"config": config}, content_type="application/json")
+    assert response.status_code == 400 and why in response.json()["detail"]
+    assert not TrainingRun.objects.exists()
+
+
+def test_api_takes_processbench_files_only_under_the_data_root(
+    client, researcher, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    settings.STEPWISE_DATA_ROOT = tmp_path / "data"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "gsm8k.json").write_text("[]")
+    (tmp_path / "outside.json").write_text("[]")
+    client.force_login(researcher)
+    for path in ("/etc/passwd", str(tmp_path / "outside.json"), "../outside.json", "none.json"):
+        response = client.post(
+            "/api/runs/", {"processbench": [path]}, content_type="application/json"
+        )
+        assert response.status_code == 400, path
+        assert "processbench" in response.json()
+    assert not TrainingRun.objects.exists()
+    with django_capture_on_commit_callbacks(execute=False):  # queued, not trained here
+        response = client.post(
+            "/api/runs/", {"processbench": ["gsm8k.json"]}, content_type="application/json"
+        )
+    assert response.status_code == 201
+    run = TrainingRun.objects.get()
+    assert run.dataset_description["processbench"] == [str(tmp_path / "data" / "gsm8k.json")]
+
+
 def test_api_cancel_and_resume_answer_409_on_the_wrong_state(
     client, researcher, django_capture_on_commit_callbacks
 ):
