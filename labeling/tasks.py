@@ -18,3 +18,9 @@ def expire_leases() -> int:
 def run_snapshot(snapshot_id: int) -> str:
     """Write a snapshot's file; a redelivery finds it claimed and does nothing."""
     return snapshots.snapshot_run(snapshot_id=snapshot_id).status
+
+
+@shared_task(acks_late=True, time_limit=120, soft_time_limit=100)
+def resend_unsent_snapshots() -> int:
+    """Periodic (beat): send snapshots whose task could not reach the broker when queued."""
+    return snapshots.snapshots_resend_unsent()

@@ -42,6 +42,12 @@ def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -
     return runs.evaluate_model_version(version, processbench=processbench or [])
 
 
+@shared_task(name="modeling.tasks.resend_unsent_runs", time_limit=60)
+def resend_unsent_runs() -> int:
+    """Periodic (beat): send queued runs whose task could not reach the broker when queued."""
+    return runs.runs_resend_unsent()
+
+
 @shared_task(name="modeling.tasks.fail_stale_runs", time_limit=60)
 def fail_stale_runs() -> int:
     """Periodic (beat): runs whose worker died are marked failed, and can be resumed."""

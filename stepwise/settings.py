@@ -203,6 +203,12 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
 CELERY_BEAT_SCHEDULE = {
     "expire-leases": {"task": "labeling.expire_leases", "schedule": 60.0},
     "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
+    # Rows whose task could not reach the broker when they were queued (Redis was down).
+    "resend-unsent-snapshots": {
+        "task": "labeling.tasks.resend_unsent_snapshots",
+        "schedule": 60.0,
+    },
+    "resend-unsent-training-runs": {"task": "modeling.tasks.resend_unsent_runs", "schedule": 60.0},
     "fail-stale-generations": {
         "task": "modeling.tasks.fail_stale_generations",
         "schedule": 60.0,

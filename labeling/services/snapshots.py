@@ -74,8 +74,36 @@ def snapshot_create(
             created_by=user if user is not None and user.is_authenticated else None,
         )
         if enqueue:
-            enqueue_on_commit("labeling.tasks.run_snapshot", snapshot.pk)
+            _send(snapshot.pk)
     return snapshot
+
+
+# Written on a pending snapshot whose task could not be sent; the beat sweeper sends it again.
+UNSENT = (
+    "Queued, but the task queue (Redis) could not be reached: it is sent again when it is back."
+)
+
+
+def _send(snapshot_id: int) -> None:
+    def mark_unsent() -> None:
+        Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.PENDING).update(error=UNSENT)
+
+    enqueue_on_commit("labeling.tasks.run_snapshot", snapshot_id, on_unreachable=mark_unsent)
+
+
+def snapshots_resend_unsent() -> int:
+    """Send again every pending snapshot whose task never reached the broker; returns how many
+    were tried. A send that fails again marks the row again, for the next sweep."""
+    tried = 0
+    for snapshot_id in Snapshot.objects.filter(
+        status=Snapshot.Status.PENDING, error=UNSENT
+    ).values_list("pk", flat=True):
+        with transaction.atomic():
+            # Conditional: a concurrent sweep (or a worker that started it) takes it first.
+            if Snapshot.objects.filter(pk=snapshot_id, error=UNSENT).update(error=""):
+                _send(snapshot_id)
+                tried += 1
+    return tried
 
 
 def _claim(snapshot_id: int) -> bool:

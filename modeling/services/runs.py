@@ -112,6 +112,7 @@ def start_training_run(**kwargs: Any) -> TrainingRun:
     """Create a run and send it to the `gpu` worker once the transaction commits."""
     run = create_training_run(**kwargs)
     enqueue(run)
+    run.refresh_from_db(fields=["error"])  # outside a transaction the send already happened
     return run
 
 
@@ -122,7 +123,34 @@ def enqueue(run: TrainingRun) -> None:
     if settings.STEPWISE_TRAIN_IN_THREAD:
         transaction.on_commit(lambda: _train_in_thread(run.pk))
     else:
-        enqueue_on_commit("modeling.tasks.gpu_train_run", run.pk)
+        _send(run.pk)
+
+
+# Written on a queued run whose task could not be sent; the beat sweeper sends it again.
+UNSENT = (
+    "Queued, but the task queue (Redis) could not be reached: it is sent again when it is back."
+)
+
+
+def _send(run_id: int) -> None:
+    def mark_unsent() -> None:
+        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(error=UNSENT)
+
+    enqueue_on_commit("modeling.tasks.gpu_train_run", run_id, on_unreachable=mark_unsent)
+
+
+def runs_resend_unsent() -> int:
+    """Send again every queued run whose task never reached the broker; returns how many were
+    tried. A send that fails again marks the run again, for the next sweep."""
+    tried = 0
+    for run_id in TrainingRun.objects.filter(
+        status=TrainingRun.Status.QUEUED, error=UNSENT
+    ).values_list("pk", flat=True):
+        with transaction.atomic():
+            if TrainingRun.objects.filter(pk=run_id, error=UNSENT).update(error=""):
+                _send(run_id)
+                tried += 1
+    return tried
 
 
 def _train_in_thread(run_id: int) -> threading.Thread:

@@ -1,0 +1,118 @@
+"""Redis down when work is queued: the request still answers (the row is saved and says it is
+waiting for the queue), and once Redis is back the beat sweeper sends it. A real unreachable
+broker (a closed port) and the real Redis, in a separate process with its own settings."""
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+LIVE_DB = 13
+
+pytestmark = pytest.mark.redis
+
+QUEUE_BOTH = """
+import json, time, django
+django.setup()
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from labeling.models import Snapshot
+from modeling.models import TrainingRun
+user = User.objects.create_user("rhea", password="x")
+user.groups.add(Group.objects.get_or_create(name="researcher")[0])
+client = Client()
+client.force_login(user)
+started = time.monotonic()
+page = client.post("/research/snapshots/new/", {"format": "prm800k"})
+api = client.post("/api/runs/", {}, content_type="application/json")
+elapsed = time.monotonic() - started
+snapshot, run = Snapshot.objects.get(), TrainingRun.objects.get()
+print(json.dumps({"page": page.status_code, "api": api.status_code, "elapsed": elapsed,
+                  "api_error": api.json().get("error"), "snapshot": [snapshot.status, snapshot.error],
+                  "run": [run.status, run.error]}))
+"""
+
+SWEEP = """
+import json, django
+django.setup()
+from labeling.models import Snapshot
+from labeling.services.snapshots import snapshots_resend_unsent
+from modeling.models import TrainingRun
+from modeling.services.runs import runs_resend_unsent
+tried = [snapshots_resend_unsent(), runs_resend_unsent()]
+snapshot, run = Snapshot.objects.get(), TrainingRun.objects.get()
+print(json.dumps({"tried": tried, "snapshot": [snapshot.status, snapshot.error],
+                  "run": [run.status, run.error]}))
+"""
+
+
+def _run(code: str, env: dict) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def live_db():
+    client = redis.Redis.from_url(f"redis://127.0.0.1:6379/{LIVE_DB}")
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+def test_work_queued_while_redis_is_down_is_saved_said_and_sent_when_it_is_back(tmp_path, live_db):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="stepwise.settings",
+        SECRET_KEY=secrets.token_urlsafe(20),
+        STEPWISE_TESTING="1",
+        STEPWISE_VAR_DIR=str(tmp_path),
+        CELERY_TASK_ALWAYS_EAGER="0",
+        STEPWISE_TRAIN_IN_THREAD="0",
+        CELERY_BROKER_URL=DEAD_BROKER,
+    )
+    migrate = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+
+    down = _run(QUEUE_BOTH, env)
+    # Answered, not a 500: the page redirects back, the API creates the run.
+    assert (down["page"], down["api"]) == (302, 201)
+    assert down["snapshot"][0] == "pending" and "could not be reached" in down["snapshot"][1]
+    assert down["run"][0] == "queued" and "could not be reached" in down["run"][1]
+    assert "could not be reached" in down["api_error"]
+
+    still_down = _run(SWEEP, env)  # the sweeper tries, fails again, and keeps the mark
+    assert still_down["tried"] == [1, 1]
+    assert "could not be reached" in still_down["snapshot"][1]
+    assert "could not be reached" in still_down["run"][1]
+
+    env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{LIVE_DB}"
+    back = _run(SWEEP, env)
+    assert back["tried"] == [1, 1]
+    assert back["snapshot"] == ["pending", ""] and back["run"] == ["queued", ""]
+    # Both tasks now wait in the broker's queues for a worker.
+    deadline = time.monotonic() + 60
+    while live_db.llen("default") + live_db.llen("gpu") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert live_db.llen("default") == 1 and live_db.llen("gpu") == 1
