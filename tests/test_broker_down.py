@@ -40,6 +40,27 @@ print(json.dumps({"page": page.status_code, "api": api.status_code, "elapsed": e
                   "run": [run.status, run.error]}))
 """
 
+LABEL = """
+import json, django
+django.setup()
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from labeling.models import Labeling
+from tests.factories import make_batch, make_solution
+make_solution(make_batch(gold_rate=0), steps=["$1+1=2$.", "So 3.\\n\\n# Answer\\n\\n3"])
+user = User.objects.create_user("lena", password="x")
+user.groups.add(Group.objects.get_or_create(name="labeler")[0])
+client = Client()
+client.force_login(user)
+claim = client.post("/label/next/")
+labeling = Labeling.objects.get(labeler=user)
+rated = [client.post(f"/label/{labeling.pk}/rate/", {"step_index": i, "rating": r}).status_code
+         for i, r in ((0, 1), (1, -1))]
+labeling.refresh_from_db()
+print(json.dumps({"claim": claim.status_code, "rated": rated, "status": labeling.status,
+                  "finish_reason": labeling.finish_reason}))
+"""
+
 SWEEP = """
 import json, django
 django.setup()
@@ -101,6 +122,11 @@ def test_work_queued_while_redis_is_down_is_saved_said_and_sent_when_it_is_back(
     assert down["snapshot"][0] == "pending" and "could not be reached" in down["snapshot"][1]
     assert down["run"][0] == "queued" and "could not be reached" in down["run"][1]
     assert "could not be reached" in down["api_error"]
+
+    # Labeling never needs the broker: claim, rate and finish all work with it down.
+    labeled = _run(LABEL, env)
+    assert labeled["claim"] == 302 and all(code < 400 for code in labeled["rated"])
+    assert (labeled["status"], labeled["finish_reason"]) == ("completed", "found_error")
 
     still_down = _run(SWEEP, env)  # the sweeper tries, fails again, and keeps the mark
     assert still_down["tried"] == [1, 1]
