@@ -132,6 +132,17 @@ _upload_errors = OpenApiResponse(
 )
 
 
+def _form_rejected(form: serializers.Serializer) -> Response:
+    """An upload form that did not validate: the shape of a rejected file (`detail`, `errors`)
+    plus DRF's usual messages under each field's name."""
+    problems = "; ".join(
+        f"{name}: {' '.join(str(m).rstrip('.') for m in messages)}"
+        for name, messages in form.errors.items()
+    )
+    body = {**form.errors, "detail": f"{problems}. Nothing was imported.", "errors": []}
+    return Response(body, status=status.HTTP_400_BAD_REQUEST)
+
+
 def _import_response(upload: Callable[[], importing.ImportReport]) -> Response:
     try:
         report = upload()
@@ -167,7 +178,8 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
     def import_samples(self, request: Request) -> Response:
         """Upload generator samples (JSONL) into a batch; all or nothing."""
         form = SampleUploadSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
+        if not form.is_valid():
+            return _form_rejected(form)
         data = form.validated_data
         return _import_response(
             lambda: importing.samples_upload(
@@ -191,7 +203,8 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
     def import_prm800k(self, request: Request) -> Response:
         """Upload PRM800K label lines (JSONL); all or nothing. Re-uploads add nothing twice."""
         form = ImportUploadSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
+        if not form.is_valid():
+            return _form_rejected(form)
         return _import_response(lambda: importing.prm800k_upload(form.validated_data["file"]))
 
 

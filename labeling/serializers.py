@@ -24,8 +24,11 @@ from labeling.models import (
     Solution,
     StepLabel,
 )
-from labeling.prm800k import NEUTRAL_MAPPINGS
+from labeling.prm800k import INT32_MAX, NEUTRAL_MAPPINGS
 from labeling.services.exporting import LABEL_CHOICES, ExportFilters, ExportFormat, StepwiseOptions
+
+# Row ids are 64-bit: a larger number cannot name a row (and SQLite cannot even compare it).
+ID_MAX = 2**63 - 1
 
 THREE_WAY = ("include", "exclude", "only")
 
@@ -33,13 +36,13 @@ THREE_WAY = ("include", "exclude", "only")
 class ExportRequestSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=Snapshot.Format.choices, default=ExportFormat.PRM800K)
     batch = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(min_value=1, max_value=ID_MAX),
         required=False,
         default=list,
         help_text="Batch ids (any of).",
     )
     generation = serializers.ListField(
-        child=serializers.IntegerField(),
+        child=serializers.IntegerField(min_value=-INT32_MAX - 1, max_value=INT32_MAX),
         required=False,
         default=list,
         help_text="PRM800K generations (any of).",
@@ -72,6 +75,7 @@ class ExportRequestSerializer(serializers.Serializer):
         allow_null=True,
         default=None,
         min_value=1,
+        max_value=ID_MAX,
         help_text="Only labelings created or changed after this (done) snapshot.",
     )
     neutral = serializers.ChoiceField(choices=NEUTRAL_MAPPINGS, default="positive")
@@ -333,7 +337,9 @@ class ImportUploadSerializer(serializers.Serializer):
 class SampleUploadSerializer(ImportUploadSerializer):
     batch_name = serializers.CharField(max_length=200)
     overlap = serializers.IntegerField(min_value=1, max_value=100, default=1)
-    generation = serializers.IntegerField(required=False, allow_null=True, default=None)
+    generation = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=-INT32_MAX - 1, max_value=INT32_MAX
+    )
 
 
 class ImportReportSerializer(serializers.Serializer):

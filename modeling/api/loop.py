@@ -49,14 +49,18 @@ class GenerationSerializer(serializers.ModelSerializer):
 
 
 class StartSerializer(serializers.Serializer):
-    k = serializers.IntegerField(min_value=1, default=50)
+    k = serializers.IntegerField(min_value=1, max_value=1_000_000, default=50)
     convincing_wrong_fraction = serializers.FloatField(min_value=0, max_value=1, default=0.8)
-    per_problem_cap = serializers.IntegerField(min_value=1, allow_null=True, default=2)
+    per_problem_cap = serializers.IntegerField(
+        min_value=1, max_value=1_000_000, allow_null=True, default=2
+    )
     scope = serializers.ChoiceField(choices=["pool", "per_problem"], default="pool")
-    per_problem_k = serializers.IntegerField(min_value=1, allow_null=True, default=None)
-    seed = serializers.IntegerField(default=0)
-    overlap = serializers.IntegerField(min_value=1, default=1)
-    priority = serializers.IntegerField(default=10)
+    per_problem_k = serializers.IntegerField(
+        min_value=1, max_value=1_000_000, allow_null=True, default=None
+    )
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=2**32 - 1)
+    overlap = serializers.IntegerField(min_value=1, max_value=100, default=1)
+    priority = serializers.IntegerField(default=10, min_value=-(2**31), max_value=2**31 - 1)
     retrain = serializers.BooleanField(default=True)
     train_config = serializers.DictField(default=dict)
 
