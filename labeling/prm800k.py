@@ -110,6 +110,7 @@ def _expect(value: Any, types: type | tuple[type, ...], field: str, what: str) -
 
 
 # Integer columns' ranges (PostgreSQL's integer and smallint; SQLite stores them as they are).
+INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 SMALLINT_MAX = 2**15 - 1
 

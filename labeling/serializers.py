@@ -24,11 +24,8 @@ from labeling.models import (
     Solution,
     StepLabel,
 )
-from labeling.prm800k import INT32_MAX, NEUTRAL_MAPPINGS
+from labeling.prm800k import INT32_MAX, INT64_MAX, NEUTRAL_MAPPINGS
 from labeling.services.exporting import LABEL_CHOICES, ExportFilters, ExportFormat, StepwiseOptions
-
-# Row ids are 64-bit: a larger number cannot name a row (and SQLite cannot even compare it).
-ID_MAX = 2**63 - 1
 
 THREE_WAY = ("include", "exclude", "only")
 
@@ -36,7 +33,8 @@ THREE_WAY = ("include", "exclude", "only")
 class ExportRequestSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=Snapshot.Format.choices, default=ExportFormat.PRM800K)
     batch = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=ID_MAX),
+        # A row id: SQLite cannot even compare a larger number (a 500 before).
+        child=serializers.IntegerField(min_value=1, max_value=INT64_MAX),
         required=False,
         default=list,
         help_text="Batch ids (any of).",
@@ -75,7 +73,7 @@ class ExportRequestSerializer(serializers.Serializer):
         allow_null=True,
         default=None,
         min_value=1,
-        max_value=ID_MAX,
+        max_value=INT64_MAX,
         help_text="Only labelings created or changed after this (done) snapshot.",
     )
     neutral = serializers.ChoiceField(choices=NEUTRAL_MAPPINGS, default="positive")

@@ -28,6 +28,13 @@ SEND_RETRY_POLICY = {
 }
 
 
+# What a queued row (snapshot, training run) says while its task could not reach the broker;
+# each app's beat sweeper sends the rows that carry it again.
+UNSENT = (
+    "Queued, but the task queue (Redis) could not be reached: it is sent again when it is back."
+)
+
+
 def enqueue_on_commit(
     task_path: str,
     *args: Any,

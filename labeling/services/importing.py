@@ -114,7 +114,6 @@ _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 # What may hide a value no column can store: a long digit run (an integer past 64 bits), an
 # escaped NUL, an escaped surrogate (a lone one cannot be stored). Only such lines are walked.
 _SUSPECT = re.compile(r"\d{19}|\\u0000|\\u[dD][89abAB]")
-INT64 = range(-(2**63), 2**63)
 
 
 def decode_line(line: str, number: int) -> Any:
@@ -154,7 +153,7 @@ def _unstorable_value(value: Any, path: str) -> tuple[str, str] | None:
     """(field, why) of the first value no database column can hold, else None."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int) and value not in INT64:
+    if isinstance(value, int) and not -prm800k.INT64_MAX - 1 <= value <= prm800k.INT64_MAX:
         return path or "line", "integer beyond the 64-bit range"
     if isinstance(value, str):
         if "\x00" in value:

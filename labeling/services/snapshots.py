@@ -29,7 +29,7 @@ from labeling.services.exporting import (
     select_labelings,
     write_export_file,
 )
-from stepwise.celery import enqueue_on_commit
+from stepwise.celery import UNSENT, enqueue_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,6 @@ def snapshot_create(
         if enqueue:
             _send(snapshot.pk)
     return snapshot
-
-
-# Written on a pending snapshot whose task could not be sent; the beat sweeper sends it again.
-UNSENT = (
-    "Queued, but the task queue (Redis) could not be reached: it is sent again when it is back."
-)
 
 
 def _send(snapshot_id: int) -> None:

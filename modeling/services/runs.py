@@ -39,7 +39,7 @@ from labeling.services.exporting import ExportFilters, iter_prm800k_lines, selec
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
 from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
-from stepwise.celery import enqueue_on_commit
+from stepwise.celery import UNSENT, enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +124,6 @@ def enqueue(run: TrainingRun) -> None:
         transaction.on_commit(lambda: _train_in_thread(run.pk))
     else:
         _send(run.pk)
-
-
-# Written on a queued run whose task could not be sent; the beat sweeper sends it again.
-UNSENT = (
-    "Queued, but the task queue (Redis) could not be reached: it is sent again when it is back."
-)
 
 
 def _send(run_id: int) -> None:
