@@ -25,6 +25,7 @@ def test_an_account_is_locked_after_the_failure_limit_even_with_the_right_passwo
     locked = _sign_in(client, "lena", "wrong")
     assert locked.status_code == 429
     assert "Too many failed sign-ins" in locked.content.decode()
+    assert "paused for 15 minutes" in locked.content.decode()
     # Locked: the right password from another address does not get in either.
     assert _sign_in(client, "lena", "lena-pw", address="10.0.0.2").status_code == 429
     assert "_auth_user_id" not in client.session
