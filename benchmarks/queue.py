@@ -164,6 +164,12 @@ def login(base: str, username: str):
     return session
 
 
+def rating_for(labeling_id: int, step: int) -> int:
+    """The simulated labeler's rating: the same for a labeling and step every time it is sent
+    (a retry repeats it), neutral every fourth step, an error at step 7 of one labeling in 9."""
+    return -1 if (labeling_id % 9 == 0 and step == 6) else (0 if step % 4 == 3 else 1)
+
+
 def labeler_process(
     base: str, usernames: list[str], deadline: float, out: mp.Queue, think_s: float = 0.0
 ) -> None:
@@ -196,7 +202,7 @@ def labeler_process(
             labeling_id = int(match.group(1))
             started = time.perf_counter()
             for step in range(STEPS):
-                rating = -1 if (labeling_id % 9 == 0 and step == 6) else (0 if step % 4 == 3 else 1)
+                rating = rating_for(labeling_id, step)
                 t1 = time.perf_counter()
                 r = session.post(
                     f"{base}/label/{labeling_id}/rate/",
