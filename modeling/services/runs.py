@@ -126,25 +126,38 @@ def enqueue(run: TrainingRun) -> None:
         _send(run.pk)
 
 
-def _send(run_id: int) -> None:
+def _send(run_id: int, now=None) -> None:
     def mark_unsent() -> None:
         TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(error=UNSENT)
 
+    TrainingRun.objects.filter(pk=run_id).update(sent_at=now or timezone.now())
     enqueue_on_commit("modeling.tasks.gpu_train_run", run_id, on_unreachable=mark_unsent)
 
 
-def runs_resend_unsent() -> int:
-    """Send again every queued run whose task never reached the broker; returns how many were
-    tried. A send that fails again marks the run again, for the next sweep."""
-    tried = 0
-    for run_id in TrainingRun.objects.filter(
-        status=TrainingRun.Status.QUEUED, error=UNSENT
-    ).values_list("pk", flat=True):
+def runs_resend(now=None) -> int:
+    """Send again the queued runs whose task will not come by itself; returns how many.
+
+    - marked UNSENT: the broker was unreachable when it was queued;
+    - sent more than STEPWISE_RESEND_AFTER_SECONDS ago: the message was lost (a broker without
+      persistence restarted) or waits behind other runs on the gpu queue; a duplicate is
+      harmless, the task claims the run with a conditional UPDATE.
+    A running run whose worker died is not sent again: `fail_stale_runs` fails it, resumable.
+    A send that fails marks the run UNSENT again, for the next sweep."""
+    now = now or timezone.now()
+    resend_before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
+    due = Q(status=TrainingRun.Status.QUEUED) & (
+        Q(error=UNSENT)
+        | Q(sent_at__lt=resend_before)
+        | Q(sent_at__isnull=True, created_at__lt=resend_before)
+    )
+    sent = 0
+    for run_id in TrainingRun.objects.filter(due).values_list("pk", flat=True):
         with transaction.atomic():
-            if TrainingRun.objects.filter(pk=run_id, error=UNSENT).update(error=""):
-                _send(run_id)
-                tried += 1
-    return tried
+            # Conditional: a concurrent sweep (or a worker that took the run) wins.
+            if TrainingRun.objects.filter(due, pk=run_id).update(error="", sent_at=now):
+                _send(run_id, now)
+                sent += 1
+    return sent
 
 
 def _train_in_thread(run_id: int) -> threading.Thread:
