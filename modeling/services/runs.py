@@ -91,7 +91,11 @@ def create_training_run(
     if labelings is not None:
         filters["labeling_ids"] = sorted(labelings.values_list("pk", flat=True))
     for path in processbench:
-        if not Path(path).is_file():
+        try:
+            found = Path(path).is_file()
+        except OSError as exc:  # a name past the file system's limits (ENAMETOOLONG)
+            raise RunError(f"ProcessBench file name not usable: {exc.strerror}") from None
+        if not found:
             raise RunError(f"ProcessBench file not found: {path}")
     if holdout_fraction is None:
         holdout_fraction = settings.STEPWISE_PRM_HOLDOUT_FRACTION

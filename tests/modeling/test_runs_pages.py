@@ -509,12 +509,21 @@ def test_api_takes_processbench_files_only_under_the_data_root(
     (tmp_path / "data" / "gsm8k.json").write_text("[]")
     (tmp_path / "outside.json").write_text("[]")
     client.force_login(researcher)
-    for path in ("/etc/passwd", str(tmp_path / "outside.json"), "../outside.json", "none.json"):
+    too_long = "x" * 5000 + ".json"  # past the file system's name limit: was a 500
+    for path in (
+        "/etc/passwd",
+        str(tmp_path / "outside.json"),
+        "../outside.json",
+        "none.json",
+        too_long,
+        f"deep/{too_long}",
+    ):
         response = client.post(
             "/api/runs/", {"processbench": [path]}, content_type="application/json"
         )
-        assert response.status_code == 400, path
+        assert response.status_code == 400, path[:40]
         assert "processbench" in response.json()
+        assert len(str(response.json())) < 1000  # the error quotes the name, cut short
     assert not TrainingRun.objects.exists()
     with django_capture_on_commit_callbacks(execute=False):  # queued, not trained here
         response = client.post(
