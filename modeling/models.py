@@ -45,6 +45,9 @@ class TrainingRun(models.Model):
     output_dir = models.CharField(max_length=500, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # False when it failed before training for a reason that would fail it again (no data, a
+    # config or backbone the worker cannot use): no Resume, a new run is needed.
+    resumable = models.BooleanField(default=True)
     cancel_requested = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

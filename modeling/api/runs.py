@@ -43,6 +43,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "metrics",
             "error",
             "attempts",
+            "resumable",
             "cancel_requested",
             "model_version",
             "created_by",

@@ -202,12 +202,14 @@ def cancel_training_run(run: TrainingRun) -> TrainingRun:
 def resume_training_run(run: TrainingRun, *, send: bool = True) -> TrainingRun:
     """Queue a failed or cancelled run again; it continues from its last checkpoint.
     `send=False` leaves it queued for the caller to execute (the CLI's inline resume)."""
-    resumable = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
+    stopped = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
     with transaction.atomic():
-        if not TrainingRun.objects.filter(pk=run.pk, status__in=resumable).update(
+        if not TrainingRun.objects.filter(pk=run.pk, status__in=stopped, resumable=True).update(
             status=TrainingRun.Status.QUEUED, error="", cancel_requested=False, finished_at=None
         ):
             run.refresh_from_db()
+            if not run.resumable:
+                raise RunError(f"run {run.pk} cannot start ({run.error}); start a new run")
             raise RunError(f"run {run.pk} is {run.status}: only failed or cancelled runs resume")
         run.refresh_from_db()
         if send:
@@ -395,6 +397,21 @@ def execute_training_run(
                 "dataset_version": dataset_version,
             }
         )
+        check_available(config.backbone)  # this worker may lack what the web process has
+    except (RunError, ValueError, TypeError, FileNotFoundError) as exc:
+        # The same data and config would fail the same way: nothing to resume.
+        logger.warning("training run %s cannot start: %s", run_id, exc)
+        error = f"Cannot start: {exc}. Start a new run once the data or config is fixed."
+        TrainingRun.objects.filter(pk=run_id).update(
+            status=TrainingRun.Status.FAILED,
+            resumable=False,
+            error=error[:10_000],
+            finished_at=timezone.now(),
+        )
+        return None
+    except Exception as exc:
+        return _fail(run_id, exc)
+    try:
         description = {
             **run.dataset_description,
             "labelings": lines,
@@ -425,13 +442,17 @@ def execute_training_run(
         )
         return _finish(run, config, result.output_dir, dataset_version, metrics)
     except Exception as exc:
-        logger.exception("training run %s failed", run_id)
-        TrainingRun.objects.filter(pk=run_id).update(
-            status=TrainingRun.Status.FAILED,
-            error=f"{exc.__class__.__name__}: {exc}"[:10_000],
-            finished_at=timezone.now(),
-        )
-        return None
+        return _fail(run_id, exc)
+
+
+def _fail(run_id: int, exc: Exception) -> None:
+    """Failed on the way (out of memory, a full disk, a bug): resumable from its checkpoint."""
+    logger.exception("training run %s failed", run_id)
+    TrainingRun.objects.filter(pk=run_id).update(
+        status=TrainingRun.Status.FAILED,
+        error=f"{exc.__class__.__name__}: {exc}"[:10_000],
+        finished_at=timezone.now(),
+    )
 
 
 def _both(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callable[[Any], None]:

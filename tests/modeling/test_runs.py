@@ -144,14 +144,19 @@ def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
     assert runs.execute_training_run(run.pk) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no-such-model" in run.error
+    assert run.resumable is False  # the worker cannot load it: resuming would fail the same way
     assert ModelVersion.active() == before and ModelVersion.objects.count() == 1
 
 
-def test_no_labelings_is_a_clear_failure(db, backbone):
+def test_no_labelings_is_a_clear_failure_that_cannot_be_resumed(db, backbone):
     run = runs.create_training_run(config=tiny(backbone))
     runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no completed labelings" in run.error
+    assert run.error.startswith("Cannot start:") and run.resumable is False
+    with pytest.raises(runs.RunError, match="start a new run"):
+        runs.resume_training_run(run)
+    assert TrainingRun.objects.get(pk=run.pk).status == TrainingRun.Status.FAILED
 
 
 def test_bad_config_and_filters_are_refused_before_anything_is_queued(db):
