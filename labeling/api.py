@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
+from datetime import UTC
 
+from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
 from django.http import FileResponse, StreamingHttpResponse
 from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -208,11 +211,31 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
         return _import_response(lambda: importing.prm800k_upload(form.validated_data["file"]))
 
 
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time that exists in UTC: 9999-12-31T23:59:59-01:00 parses, then overflows
+    when the database adapter converts it (a 500 before); it is a 400 here."""
+
+    def clean(self, value):
+        value = super().clean(value)
+        if value is not None:
+            try:
+                value.astimezone(UTC)
+            except OverflowError:
+                raise ValidationError(
+                    "Out of range once converted to UTC (years 1 to 9999).", code="invalid"
+                ) from None
+        return value
+
+
+class UtcIsoDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
 class LabelingFilter(filters.FilterSet):
     batch = filters.NumberFilter(field_name="solution__batch_id")
     labeler = filters.CharFilter(field_name="labeler__username")
-    finished_after = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="gte")
-    finished_before = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="lt")
+    finished_after = UtcIsoDateTimeFilter(field_name="finished_at", lookup_expr="gte")
+    finished_before = UtcIsoDateTimeFilter(field_name="finished_at", lookup_expr="lt")
 
     class Meta:
         model = Labeling
@@ -222,8 +245,8 @@ class LabelingFilter(filters.FilterSet):
 class OwnLabelingFilter(filters.FilterSet):
     """A labeler's filters over their own labelings: no batch (it would single out gold)."""
 
-    finished_after = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="gte")
-    finished_before = filters.IsoDateTimeFilter(field_name="finished_at", lookup_expr="lt")
+    finished_after = UtcIsoDateTimeFilter(field_name="finished_at", lookup_expr="gte")
+    finished_before = UtcIsoDateTimeFilter(field_name="finished_at", lookup_expr="lt")
 
     class Meta:
         model = Labeling

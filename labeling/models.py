@@ -543,6 +543,8 @@ class Snapshot(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="snapshots"
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When its task was last sent to the broker: a pending row not taken long after is resent.
+    sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

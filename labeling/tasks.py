@@ -21,6 +21,6 @@ def run_snapshot(snapshot_id: int) -> str:
 
 
 @shared_task(acks_late=True, time_limit=120, soft_time_limit=100)
-def resend_unsent_snapshots() -> int:
-    """Periodic (beat): send snapshots whose task could not reach the broker when queued."""
-    return snapshots.snapshots_resend_unsent()
+def resend_snapshots() -> int:
+    """Periodic (beat): send again snapshots whose task never reached a worker or died there."""
+    return snapshots.snapshots_resend()

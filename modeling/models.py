@@ -45,11 +45,16 @@ class TrainingRun(models.Model):
     output_dir = models.CharField(max_length=500, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # False when it failed before training for a reason that would fail it again (no data, a
+    # config or backbone the worker cannot use): no Resume, a new run is needed.
+    resumable = models.BooleanField(default=True)
     cancel_requested = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
+    # When its task was last sent to the broker: a queued run not taken long after is resent.
+    sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

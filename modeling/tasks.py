@@ -42,10 +42,10 @@ def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -
     return runs.evaluate_model_version(version, processbench=processbench or [])
 
 
-@shared_task(name="modeling.tasks.resend_unsent_runs", time_limit=60)
-def resend_unsent_runs() -> int:
-    """Periodic (beat): send queued runs whose task could not reach the broker when queued."""
-    return runs.runs_resend_unsent()
+@shared_task(name="modeling.tasks.resend_runs", time_limit=60)
+def resend_runs() -> int:
+    """Periodic (beat): send again queued runs whose task never reached a worker."""
+    return runs.runs_resend()
 
 
 @shared_task(name="modeling.tasks.fail_stale_runs", time_limit=60)

@@ -165,7 +165,13 @@ if DATABASE_URL is None:  # EMBEDDED
         }
     }
 else:
-    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=60))}
+    # Health checks: a connection kept from before a database restart is replaced at the start of
+    # the next request instead of failing it.
+    DATABASES = {
+        "default": dict(
+            dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+        )
+    }
     DATABASES["default"].setdefault("TEST", {})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -200,18 +206,33 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
+# How often beat runs each sweeper below (the generation check has its own period).
+STEPWISE_SWEEP_SECONDS = env_float("STEPWISE_SWEEP_SECONDS", 60.0)
+# A queued row (snapshot, training run) whose task message no worker has taken after this long
+# is sent again: a broker without persistence loses its messages when it restarts. A duplicate
+# is harmless, the task claims its row with a conditional UPDATE.
+STEPWISE_RESEND_AFTER_SECONDS = env_int("STEPWISE_RESEND_AFTER_SECONDS", 15 * 60)
+# A running snapshot whose worker sent no heartbeat for this long is sent again and taken over.
+STEPWISE_SNAPSHOT_STALE_SECONDS = env_int("STEPWISE_SNAPSHOT_STALE_SECONDS", 10 * 60)
 CELERY_BEAT_SCHEDULE = {
-    "expire-leases": {"task": "labeling.expire_leases", "schedule": 60.0},
-    "fail-stale-training-runs": {"task": "modeling.tasks.fail_stale_runs", "schedule": 60.0},
-    # Rows whose task could not reach the broker when they were queued (Redis was down).
-    "resend-unsent-snapshots": {
-        "task": "labeling.tasks.resend_unsent_snapshots",
-        "schedule": 60.0,
+    "expire-leases": {"task": "labeling.expire_leases", "schedule": STEPWISE_SWEEP_SECONDS},
+    "fail-stale-training-runs": {
+        "task": "modeling.tasks.fail_stale_runs",
+        "schedule": STEPWISE_SWEEP_SECONDS,
     },
-    "resend-unsent-training-runs": {"task": "modeling.tasks.resend_unsent_runs", "schedule": 60.0},
+    # Rows whose task never reached the broker (Redis down), was lost in it (Redis restarted)
+    # or died with its worker.
+    "resend-snapshots": {
+        "task": "labeling.tasks.resend_snapshots",
+        "schedule": STEPWISE_SWEEP_SECONDS,
+    },
+    "resend-training-runs": {
+        "task": "modeling.tasks.resend_runs",
+        "schedule": STEPWISE_SWEEP_SECONDS,
+    },
     "fail-stale-generations": {
         "task": "modeling.tasks.fail_stale_generations",
-        "schedule": 60.0,
+        "schedule": STEPWISE_SWEEP_SECONDS,
     },
     "check-generation-progress": {
         "task": "modeling.tasks.check_generation_progress",

@@ -14,3 +14,6 @@ urlpatterns = [
     ),  # /modeling/, /generations/, /api/{runs,models,generations}/
     path("admin/", admin.site.urls),
 ]
+
+# A database that cannot be reached answers 503 with Retry-After; anything else a plain 500.
+handler500 = "stepwise.views.server_error"

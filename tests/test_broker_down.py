@@ -65,10 +65,10 @@ SWEEP = """
 import json, django
 django.setup()
 from labeling.models import Snapshot
-from labeling.services.snapshots import snapshots_resend_unsent
+from labeling.services.snapshots import snapshots_resend
 from modeling.models import TrainingRun
-from modeling.services.runs import runs_resend_unsent
-tried = [snapshots_resend_unsent(), runs_resend_unsent()]
+from modeling.services.runs import runs_resend
+tried = [snapshots_resend(), runs_resend()]
 snapshot, run = Snapshot.objects.get(), TrainingRun.objects.get()
 print(json.dumps({"tried": tried, "snapshot": [snapshot.status, snapshot.error],
                   "run": [run.status, run.error]}))

@@ -91,21 +91,65 @@ def test_reload_resumes_and_a_minus_one_ends_the_solution(page, live_server):
     assert labeling.finish_reason == "found_error" and labeling.step_labels.count() == 2
 
 
-def test_a_failed_request_keeps_the_rating_for_retry(page, live_server):
+def test_a_rating_that_cannot_be_saved_is_retried_then_left_to_the_labeler(page, live_server):
+    """The connection drops on every try: the page retries by itself, then says it could not
+    save and keeps the choice; R sends it once the server is reachable."""
     labeler = make_user("noa", "labeler")
     make_solution(make_batch(), steps=STEPS)
+    page.add_init_script("window.STEPWISE_RETRY_DELAYS_MS = [10, 10];")  # two quick retries
     sign_in(page, live_server, "noa")
     open_first_solution(page)
-    page.route("**/rate/", lambda route: route.abort())  # the connection drops
+    tries = []
+    page.route("**/rate/", lambda route: (tries.append(1), route.abort()))  # the line is down
     page.keyboard.press("1")
-    page.wait_for_selector("#net-error:not([hidden])")
-    assert "Not saved" in page.inner_text("#net-error")
+    page.wait_for_selector("#net-error:has-text('Press R or click here to retry')")
+    assert len(tries) == 3  # the click and two retries
+    assert "Not saved: the server could not be reached." in page.inner_text("#net-error")
     assert Labeling.objects.get(labeler=labeler).step_labels.count() == 0
     page.unroute("**/rate/")
     page.keyboard.press("r")  # retry the same rating
     page.wait_for_selector('.step.rated[data-step="0"]')
     assert page.locator("#net-error").is_hidden()
     assert Labeling.objects.get(labeler=labeler).step_labels.get().completions.get().rating == 1
+
+
+def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(page, live_server):
+    """A restart of the database or a web worker: the first try is saved but its answer is lost
+    (502), the second gets a 503, the third gets through. The page retries by itself, keeps the
+    key pressed meanwhile, and the server keeps one row per step."""
+    labeler = make_user("ivo", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    page.add_init_script("window.STEPWISE_RETRY_DELAYS_MS = [200, 200, 200];")
+    sign_in(page, live_server, "ivo")
+    open_first_solution(page)
+    answers = []
+
+    def outage(route):
+        if not answers:
+            route.fetch()  # the server saves the rating, and the answer never arrives
+            answers.append(502)
+            route.fulfill(status=502, body="Bad gateway")
+        elif len(answers) == 1:
+            answers.append(503)
+            route.fulfill(status=503, body="The database cannot be reached right now.")
+        else:
+            answers.append(200)
+            route.continue_()
+
+    page.route("**/rate/", outage)
+    page.keyboard.press("1")
+    page.wait_for_selector("html[data-retrying]", state="attached")
+    assert "Not saved yet" in page.inner_text("#net-error")
+    page.keyboard.press("0")  # pressed while the page retries: kept for the next step
+    page.wait_for_selector('.step.rated[data-step="1"]')
+    assert page.locator("#net-error").is_hidden()
+    assert answers[:3] == [502, 503, 200]
+    labeling = Labeling.objects.get(labeler=labeler)
+    ratings = [
+        (s.index, s.completions.get().rating) for s in labeling.step_labels.order_by("index")
+    ]
+    assert ratings == [(0, 1), (1, 0)]  # one row per step, though step 1 was sent three times
+    assert labeling.events.filter(reason="rate").count() == 2
 
 
 def test_keys_pressed_faster_than_the_server_answers_are_all_kept(page, live_server):

@@ -33,9 +33,6 @@ from stepwise.celery import UNSENT, enqueue_on_commit
 
 log = logging.getLogger(__name__)
 
-# A running snapshot whose worker has not reported for this long is taken over on redelivery.
-STALE_AFTER = timedelta(minutes=10)
-
 
 class SnapshotError(Exception):
     """A snapshot cannot be served (missing file, sha256 mismatch, not done)."""
@@ -78,32 +75,58 @@ def snapshot_create(
     return snapshot
 
 
-def _send(snapshot_id: int) -> None:
+def _stale_before(now):
+    """Running rows whose last heartbeat is older than this have lost their worker."""
+    return now - timedelta(seconds=settings.STEPWISE_SNAPSHOT_STALE_SECONDS)
+
+
+def _send(snapshot_id: int, now=None) -> None:
     def mark_unsent() -> None:
         Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.PENDING).update(error=UNSENT)
 
+    Snapshot.objects.filter(pk=snapshot_id).update(sent_at=now or timezone.now())
     enqueue_on_commit("labeling.tasks.run_snapshot", snapshot_id, on_unreachable=mark_unsent)
 
 
-def snapshots_resend_unsent() -> int:
-    """Send again every pending snapshot whose task never reached the broker; returns how many
-    were tried. A send that fails again marks the row again, for the next sweep."""
-    tried = 0
-    for snapshot_id in Snapshot.objects.filter(
-        status=Snapshot.Status.PENDING, error=UNSENT
-    ).values_list("pk", flat=True):
+def snapshots_resend(now=None) -> int:
+    """Send again the snapshots whose task will not come by itself; returns how many.
+
+    - pending, marked UNSENT: the broker was unreachable when it was queued;
+    - pending, sent more than STEPWISE_RESEND_AFTER_SECONDS ago: the message was lost (a broker
+      without persistence restarted) or waits behind a long queue (a duplicate is harmless:
+      the task claims the row with a conditional UPDATE);
+    - running, no heartbeat for STEPWISE_SNAPSHOT_STALE_SECONDS: its worker died, and its
+      unacknowledged message would come back only after the broker's visibility timeout.
+    A send that fails marks the row UNSENT again, for the next sweep."""
+    now = now or timezone.now()
+    resend_before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
+    stale_before = _stale_before(now)
+    not_sent_since = Q(sent_at__lt=resend_before) | Q(
+        sent_at__isnull=True, created_at__lt=resend_before
+    )
+    due = (
+        Q(status=Snapshot.Status.PENDING, error=UNSENT)
+        | (Q(status=Snapshot.Status.PENDING) & not_sent_since)
+        | Q(
+            status=Snapshot.Status.RUNNING,
+            heartbeat_at__lt=stale_before,
+            sent_at__lt=stale_before,
+        )
+    )
+    sent = 0
+    for snapshot_id in Snapshot.objects.filter(due).values_list("pk", flat=True):
         with transaction.atomic():
-            # Conditional: a concurrent sweep (or a worker that started it) takes it first.
-            if Snapshot.objects.filter(pk=snapshot_id, error=UNSENT).update(error=""):
-                _send(snapshot_id)
-                tried += 1
-    return tried
+            # Conditional: a concurrent sweep (or a worker that took the row) wins.
+            if Snapshot.objects.filter(due, pk=snapshot_id).update(error="", sent_at=now):
+                _send(snapshot_id, now)
+                sent += 1
+    return sent
 
 
 def _claim(snapshot_id: int) -> bool:
     now = timezone.now()
     claimable = Q(status=Snapshot.Status.PENDING) | Q(
-        status=Snapshot.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER
+        status=Snapshot.Status.RUNNING, heartbeat_at__lt=_stale_before(now)
     )
     return bool(
         Snapshot.objects.filter(claimable, pk=snapshot_id).update(

@@ -43,6 +43,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "metrics",
             "error",
             "attempts",
+            "resumable",
             "cancel_requested",
             "model_version",
             "created_by",
@@ -80,14 +81,21 @@ class StartRunSerializer(serializers.Serializer):
         """Only files under STEPWISE_DATA_ROOT: a request never names a path elsewhere."""
         root = Path(settings.STEPWISE_DATA_ROOT).resolve()
         for path in paths:
-            resolved = (root / path).resolve()  # a relative path is taken under the root
-            if not resolved.is_relative_to(root):
+            shown = path if len(path) <= 200 else f"{path[:200]}…"
+            try:
+                resolved = (root / path).resolve()  # a relative path is taken under the root
+                if not resolved.is_relative_to(root):
+                    raise serializers.ValidationError(
+                        f"{shown}: ProcessBench files are named under the data root "
+                        f"(STEPWISE_DATA_ROOT, {root}), not elsewhere on the server"
+                    )
+                found = resolved.is_file()
+            except OSError as exc:  # a name past the file system's limits (ENAMETOOLONG)
                 raise serializers.ValidationError(
-                    f"{path}: ProcessBench files are named under the data root "
-                    f"(STEPWISE_DATA_ROOT, {root}), not elsewhere on the server"
-                )
-            if not resolved.is_file():
-                raise serializers.ValidationError(f"{path}: no such file under {root}")
+                    f"{shown}: not a usable file name ({exc.strerror})"
+                ) from None
+            if not found:
+                raise serializers.ValidationError(f"{shown}: no such file under {root}")
         return [str((root / path).resolve()) for path in paths]
 
 

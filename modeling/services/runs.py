@@ -91,7 +91,11 @@ def create_training_run(
     if labelings is not None:
         filters["labeling_ids"] = sorted(labelings.values_list("pk", flat=True))
     for path in processbench:
-        if not Path(path).is_file():
+        try:
+            found = Path(path).is_file()
+        except OSError as exc:  # a name past the file system's limits (ENAMETOOLONG)
+            raise RunError(f"ProcessBench file name not usable: {exc.strerror}") from None
+        if not found:
             raise RunError(f"ProcessBench file not found: {path}")
     if holdout_fraction is None:
         holdout_fraction = settings.STEPWISE_PRM_HOLDOUT_FRACTION
@@ -126,25 +130,38 @@ def enqueue(run: TrainingRun) -> None:
         _send(run.pk)
 
 
-def _send(run_id: int) -> None:
+def _send(run_id: int, now=None) -> None:
     def mark_unsent() -> None:
         TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(error=UNSENT)
 
+    TrainingRun.objects.filter(pk=run_id).update(sent_at=now or timezone.now())
     enqueue_on_commit("modeling.tasks.gpu_train_run", run_id, on_unreachable=mark_unsent)
 
 
-def runs_resend_unsent() -> int:
-    """Send again every queued run whose task never reached the broker; returns how many were
-    tried. A send that fails again marks the run again, for the next sweep."""
-    tried = 0
-    for run_id in TrainingRun.objects.filter(
-        status=TrainingRun.Status.QUEUED, error=UNSENT
-    ).values_list("pk", flat=True):
+def runs_resend(now=None) -> int:
+    """Send again the queued runs whose task will not come by itself; returns how many.
+
+    - marked UNSENT: the broker was unreachable when it was queued;
+    - sent more than STEPWISE_RESEND_AFTER_SECONDS ago: the message was lost (a broker without
+      persistence restarted) or waits behind other runs on the gpu queue; a duplicate is
+      harmless, the task claims the run with a conditional UPDATE.
+    A running run whose worker died is not sent again: `fail_stale_runs` fails it, resumable.
+    A send that fails marks the run UNSENT again, for the next sweep."""
+    now = now or timezone.now()
+    resend_before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
+    due = Q(status=TrainingRun.Status.QUEUED) & (
+        Q(error=UNSENT)
+        | Q(sent_at__lt=resend_before)
+        | Q(sent_at__isnull=True, created_at__lt=resend_before)
+    )
+    sent = 0
+    for run_id in TrainingRun.objects.filter(due).values_list("pk", flat=True):
         with transaction.atomic():
-            if TrainingRun.objects.filter(pk=run_id, error=UNSENT).update(error=""):
-                _send(run_id)
-                tried += 1
-    return tried
+            # Conditional: a concurrent sweep (or a worker that took the run) wins.
+            if TrainingRun.objects.filter(due, pk=run_id).update(error="", sent_at=now):
+                _send(run_id, now)
+                sent += 1
+    return sent
 
 
 def _train_in_thread(run_id: int) -> threading.Thread:
@@ -185,12 +202,14 @@ def cancel_training_run(run: TrainingRun) -> TrainingRun:
 def resume_training_run(run: TrainingRun, *, send: bool = True) -> TrainingRun:
     """Queue a failed or cancelled run again; it continues from its last checkpoint.
     `send=False` leaves it queued for the caller to execute (the CLI's inline resume)."""
-    resumable = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
+    stopped = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
     with transaction.atomic():
-        if not TrainingRun.objects.filter(pk=run.pk, status__in=resumable).update(
+        if not TrainingRun.objects.filter(pk=run.pk, status__in=stopped, resumable=True).update(
             status=TrainingRun.Status.QUEUED, error="", cancel_requested=False, finished_at=None
         ):
             run.refresh_from_db()
+            if not run.resumable:
+                raise RunError(f"run {run.pk} cannot start ({run.error}); start a new run")
             raise RunError(f"run {run.pk} is {run.status}: only failed or cancelled runs resume")
         run.refresh_from_db()
         if send:
@@ -378,6 +397,21 @@ def execute_training_run(
                 "dataset_version": dataset_version,
             }
         )
+        check_available(config.backbone)  # this worker may lack what the web process has
+    except (RunError, ValueError, TypeError, FileNotFoundError) as exc:
+        # The same data and config would fail the same way: nothing to resume.
+        logger.warning("training run %s cannot start: %s", run_id, exc)
+        error = f"Cannot start: {exc}. Start a new run once the data or config is fixed."
+        TrainingRun.objects.filter(pk=run_id).update(
+            status=TrainingRun.Status.FAILED,
+            resumable=False,
+            error=error[:10_000],
+            finished_at=timezone.now(),
+        )
+        return None
+    except Exception as exc:
+        return _fail(run_id, exc)
+    try:
         description = {
             **run.dataset_description,
             "labelings": lines,
@@ -408,13 +442,17 @@ def execute_training_run(
         )
         return _finish(run, config, result.output_dir, dataset_version, metrics)
     except Exception as exc:
-        logger.exception("training run %s failed", run_id)
-        TrainingRun.objects.filter(pk=run_id).update(
-            status=TrainingRun.Status.FAILED,
-            error=f"{exc.__class__.__name__}: {exc}"[:10_000],
-            finished_at=timezone.now(),
-        )
-        return None
+        return _fail(run_id, exc)
+
+
+def _fail(run_id: int, exc: Exception) -> None:
+    """Failed on the way (out of memory, a full disk, a bug): resumable from its checkpoint."""
+    logger.exception("training run %s failed", run_id)
+    TrainingRun.objects.filter(pk=run_id).update(
+        status=TrainingRun.Status.FAILED,
+        error=f"{exc.__class__.__name__}: {exc}"[:10_000],
+        finished_at=timezone.now(),
+    )
 
 
 def _both(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callable[[Any], None]:

@@ -21,20 +21,66 @@
   document.addEventListener("htmx:afterSwap", function (e) { renderMath(e.detail.elt); });
 
   // A request that failed on the network or the server: say so, keep what the user did.
+  // Buttons marked data-retry="auto" send requests the server treats as idempotent (a rating,
+  // a finish: sent twice, saved once), so they are retried by themselves, with backoff, through
+  // a database or web-worker restart; the labeler is told, and asked to retry only when the
+  // attempts run out. Other requests (undo) are retried only by the user.
+  // About a minute in all: a database restart or a web worker respawn fits in it.
+  var RETRY_DELAYS_MS = window.STEPWISE_RETRY_DELAYS_MS || [500, 1000, 2000, 4000, 8000, 15000, 30000];
   var lastFailed = null;
+  var retry = { elt: null, attempt: 0, timer: null };
+
+  function banner(message) {
+    var el = document.getElementById("net-error");
+    if (!el) return;
+    el.textContent = message;
+    el.hidden = false;
+  }
   function showFailure(message, elt) {
-    var banner = document.getElementById("net-error");
     lastFailed = elt || null;
-    if (!banner) return;
-    banner.textContent = message + (lastFailed ? " Press R or click here to retry." : "");
-    banner.hidden = false;
+    banner(message + (lastFailed ? " Press R or click here to retry." : ""));
   }
   function clearFailure() {
-    var banner = document.getElementById("net-error");
-    if (banner) banner.hidden = true;
+    var el = document.getElementById("net-error");
+    if (el) el.hidden = true;
     lastFailed = null;
   }
+  function stopRetrying() {
+    if (retry.timer) clearTimeout(retry.timer);
+    retry = { elt: null, attempt: 0, timer: null };
+    delete document.documentElement.dataset.retrying;
+  }
+  // True while failed work waits to be sent again (labeling.js holds keys meanwhile).
+  window.stepwiseRetrying = function () { return retry.elt !== null; };
+
+  function retryByItself(elt, why) {
+    if (!elt.matches || !elt.matches('[data-retry="auto"]')) return false;
+    if (retry.elt !== elt) { stopRetrying(); retry.elt = elt; }
+    if (retry.attempt >= RETRY_DELAYS_MS.length) {
+      stopRetrying();
+      document.dispatchEvent(new CustomEvent("stepwise:retryGaveUp"));
+      return false;
+    }
+    var delay = RETRY_DELAYS_MS[retry.attempt++];
+    document.documentElement.dataset.retrying = String(retry.attempt);  // tests read it
+    banner("Not saved yet: " + why + " Trying again in " + Math.ceil(delay / 1000) + " s (attempt " +
+      retry.attempt + " of " + RETRY_DELAYS_MS.length + "); press R to try now. Your choice is kept.");
+    retry.timer = setTimeout(sendAgain, delay);
+    return true;
+  }
+  function sendAgain() {
+    if (retry.timer) clearTimeout(retry.timer);
+    retry.timer = null;
+    if (!document.body.contains(retry.elt)) { stopRetrying(); return; }
+    htmx.trigger(retry.elt, "click");
+  }
+  // A retry does not ask again what the user already confirmed (give up, bad problem).
+  document.addEventListener("htmx:confirm", function (e) {
+    if (retry.elt && e.detail.elt === retry.elt) { e.preventDefault(); e.detail.issueRequest(true); }
+  });
+
   window.stepwiseRetry = function () {
+    if (retry.timer) { sendAgain(); return true; }
     if (!lastFailed || !document.body.contains(lastFailed)) return false;
     var elt = lastFailed;
     clearFailure();
@@ -46,17 +92,21 @@
     if (e.target && e.target.id === "net-error") window.stepwiseRetry();
   });
   document.addEventListener("htmx:sendError", function (e) {
+    if (retryByItself(e.detail.elt, "the server could not be reached.")) return;
     e.detail.elt.classList.add("failed");
     showFailure("Not saved: the server could not be reached. Your choice is kept.", e.detail.elt);
   });
   document.addEventListener("htmx:responseError", function (e) {
     var status = e.detail.xhr.status;
-    if (status >= 500) {
-      e.detail.elt.classList.add("failed");
-      showFailure("Not saved: the server answered " + status + ". Your choice is kept.", e.detail.elt);
-    }
+    if (status < 500) return;
+    if (retryByItself(e.detail.elt, "the server answered " + status + ".")) return;
+    e.detail.elt.classList.add("failed");
+    showFailure("Not saved: the server answered " + status + ". Your choice is kept.", e.detail.elt);
   });
   document.addEventListener("htmx:afterRequest", function (e) {
+    // Any answer but a 5xx ends the retries (a 409 says the page was out of date: it is shown).
+    var status = e.detail.xhr ? e.detail.xhr.status : 0;
+    if (retry.elt && e.detail.elt === retry.elt && status > 0 && status < 500) stopRetrying();
     if (e.detail.successful) clearFailure();
   });
 })();

@@ -20,7 +20,11 @@
 
   function panel() { return document.getElementById("labeling"); }
   function fromPanel(e) { return e.detail.elt && e.detail.elt.closest && e.detail.elt.closest("#labeling"); }
-  function busy() { var p = panel(); return inFlight || (p && p.classList.contains("htmx-request")); }
+  function retrying() { return window.stepwiseRetrying && window.stepwiseRetrying(); }
+  function busy() {
+    var p = panel();
+    return inFlight || retrying() || (p && p.classList.contains("htmx-request"));
+  }
 
   function perform(action) {
     var p = panel();
@@ -55,10 +59,15 @@
   });
   document.addEventListener("htmx:beforeRequest", function (e) { if (fromPanel(e)) inFlight = true; });
   document.addEventListener("htmx:afterRequest", function (e) {
-    // A failed request swaps nothing: stop waiting, and drop keys meant for a state that
-    // never came (the failure banner offers the retry).
-    if (fromPanel(e) && !e.detail.successful) { inFlight = false; pending = []; }
+    // A failed request swaps nothing: stop waiting. Keys pressed meanwhile wait for a retry
+    // that is under way; otherwise they were meant for a state that never came: drop them
+    // (the failure banner offers the retry).
+    if (fromPanel(e) && !e.detail.successful) {
+      inFlight = false;
+      if (!retrying()) pending = [];
+    }
   });
+  document.addEventListener("stepwise:retryGaveUp", function () { pending = []; });
   // htmx (a deferred script) wires the panel's buttons in its own DOMContentLoaded handler,
   // registered after this one: act on the first waiting key once that has run.
   document.addEventListener("DOMContentLoaded", function () {

@@ -369,3 +369,32 @@ def test_the_schema_and_docs_pages_are_for_signed_in_users(client, labeler, name
     assert client.get(reverse(name)).status_code in (401, 403)
     client.force_login(labeler)
     assert client.get(reverse(name)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-01-01T00:00:00 01:00",  # "+01:00" unescaped in a query string: "+" is a space
+        "2026-01-01T00:00:00-99:00",
+        "9999-12-31T23:59:59-01:00",  # parses, then overflows in UTC: was a 500
+        "0001-01-01T00:00:00+01:00",
+    ],
+)
+def test_bad_or_out_of_range_times_are_a_400_on_every_route_that_takes_one(
+    samples, researcher, value
+):
+    client = api_client_for(researcher)
+    for url, payload in [
+        ("/api/labelings/", {"finished_after": value}),
+        ("/api/labelings/", {"finished_before": value}),
+        ("/api/export/", {"finished_after": value}),
+        ("/api/export/", {"finished_before": value}),
+    ]:
+        response = client.get(url, payload)
+        assert response.status_code == 400, (url, payload)
+        assert list(response.json()) == list(payload), (url, response.json())
+    response = client.post("/api/snapshots/", {"format": "prm800k", "finished_after": value})
+    assert response.status_code == 400 and "finished_after" in response.json()
+    assert not Snapshot.objects.exists()
+    response = client.get("/api/labelings/", {"finished_after": "2026-01-01T00:00:00+01:00"})
+    assert response.status_code == 200  # the same time, with its offset escaped, is fine

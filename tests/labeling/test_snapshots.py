@@ -2,11 +2,14 @@
 
 import hashlib
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from labeling import tasks
 from labeling.models import Snapshot
@@ -66,7 +69,9 @@ def test_a_stale_running_snapshot_is_taken_over(samples, media_root):
 
     snapshot = _create()
     Snapshot.objects.filter(pk=snapshot.pk).update(
-        status=Snapshot.Status.RUNNING, heartbeat_at=timezone.now() - snapshots.STALE_AFTER * 2
+        status=Snapshot.Status.RUNNING,
+        heartbeat_at=timezone.now()
+        - timedelta(seconds=settings.STEPWISE_SNAPSHOT_STALE_SECONDS * 2),
     )
     assert snapshots.snapshot_run(snapshot_id=snapshot.pk).status == Snapshot.Status.DONE
     live = _create()
@@ -74,6 +79,39 @@ def test_a_stale_running_snapshot_is_taken_over(samples, media_root):
         status=Snapshot.Status.RUNNING, heartbeat_at=timezone.now()
     )
     assert snapshots.snapshot_run(snapshot_id=live.pk).status == Snapshot.Status.RUNNING
+
+
+def test_snapshots_whose_task_was_lost_or_died_are_sent_again_and_written(
+    samples, media_root, eager_tasks, settings
+):
+    """A Redis restart loses a pending snapshot's message; a killed worker leaves one running
+    with a stale heartbeat. The beat sweeper sends each again after its bound, once, and the
+    task writes it; a snapshot its worker is still writing is left alone."""
+    settings.STEPWISE_RESEND_AFTER_SECONDS = 900
+    settings.STEPWISE_SNAPSHOT_STALE_SECONDS = 600
+    lost = _create()
+    died = _create()
+    long_ago = timezone.now() - timedelta(seconds=1000)
+    Snapshot.objects.filter(pk=died.pk).update(
+        status=Snapshot.Status.RUNNING, heartbeat_at=long_ago, sent_at=long_ago
+    )
+    alive = _create()
+    Snapshot.objects.filter(pk=alive.pk).update(
+        status=Snapshot.Status.RUNNING, heartbeat_at=timezone.now(), sent_at=long_ago
+    )
+
+    with eager_tasks():
+        assert snapshots.snapshots_resend() == 1  # the dead worker's; `lost` is not due yet
+    assert Snapshot.objects.get(pk=died.pk).status == Snapshot.Status.DONE
+    assert Snapshot.objects.get(pk=lost.pk).status == Snapshot.Status.PENDING
+
+    later = timezone.now() + timedelta(seconds=901)
+    Snapshot.objects.filter(pk=alive.pk).update(heartbeat_at=later)  # its worker still reports
+    with eager_tasks():
+        assert snapshots.snapshots_resend(now=later) == 1
+    assert Snapshot.objects.get(pk=lost.pk).status == Snapshot.Status.DONE
+    assert Snapshot.objects.get(pk=alive.pk).status == Snapshot.Status.RUNNING
+    assert snapshots.snapshots_resend(now=later) == 0
 
 
 def test_a_failed_export_is_recorded_not_raised(samples, media_root, monkeypatch):

@@ -23,6 +23,7 @@ from labeling.models import Solution
 from labeling.services.importing import import_math, import_prm800k
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
 from modeling.services import runs
+from stepwise.celery import UNSENT
 from tests.modeling.loop_helpers import SAMPLE_DIR, make_tiny_backbone
 
 
@@ -143,14 +144,19 @@ def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
     assert runs.execute_training_run(run.pk) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no-such-model" in run.error
+    assert run.resumable is False  # the worker cannot load it: resuming would fail the same way
     assert ModelVersion.active() == before and ModelVersion.objects.count() == 1
 
 
-def test_no_labelings_is_a_clear_failure(db, backbone):
+def test_no_labelings_is_a_clear_failure_that_cannot_be_resumed(db, backbone):
     run = runs.create_training_run(config=tiny(backbone))
     runs.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no completed labelings" in run.error
+    assert run.error.startswith("Cannot start:") and run.resumable is False
+    with pytest.raises(runs.RunError, match="start a new run"):
+        runs.resume_training_run(run)
+    assert TrainingRun.objects.get(pk=run.pk).status == TrainingRun.Status.FAILED
 
 
 def test_bad_config_and_filters_are_refused_before_anything_is_queued(db):
@@ -247,6 +253,37 @@ def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
     assert runs.fail_stale_runs() == 1
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "resume" in run.error
+
+
+def test_queued_runs_whose_message_never_reached_a_worker_are_sent_again(
+    db, settings, django_capture_on_commit_callbacks
+):
+    """A Redis restart loses the queued messages (no persistence): the beat sweeper sends a run
+    again once it has waited STEPWISE_RESEND_AFTER_SECONDS, and only then, and only once."""
+    settings.STEPWISE_RESEND_AFTER_SECONDS = 600
+    with django_capture_on_commit_callbacks(execute=False) as sent_at_creation:
+        lost = runs.start_training_run(config={})
+    lost.refresh_from_db()
+    assert len(sent_at_creation) == 1 and lost.sent_at is not None
+    unsent = runs.create_training_run(config={})
+    TrainingRun.objects.filter(pk=unsent.pk).update(error=UNSENT, sent_at=timezone.now())
+    running = runs.create_training_run(config={})
+    TrainingRun.objects.filter(pk=running.pk).update(status=TrainingRun.Status.RUNNING)
+
+    with django_capture_on_commit_callbacks(execute=False) as sends:
+        assert runs.runs_resend() == 1  # only the unsent one: the others are recent or running
+    assert len(sends) == 1
+    unsent.refresh_from_db()
+    assert unsent.error == "" and unsent.status == TrainingRun.Status.QUEUED
+
+    later = timezone.now() + timedelta(seconds=601)
+    with django_capture_on_commit_callbacks(execute=False) as sends:
+        assert runs.runs_resend(now=later) == 2  # the lost one and the unsent one, now old
+        assert runs.runs_resend(now=later) == 0  # a second sweep finds them just sent
+    assert len(sends) == 2
+    lost.refresh_from_db()
+    assert lost.sent_at == later and lost.status == TrainingRun.Status.QUEUED
+    assert TrainingRun.objects.get(pk=running.pk).sent_at is None
 
 
 def test_cancelling_a_run_whose_worker_died_cancels_it_at_once(db, settings):

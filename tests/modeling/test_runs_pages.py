@@ -381,6 +381,28 @@ def test_resume_requeues_a_failed_run_and_refuses_a_succeeded_one(
     assert done.status == TrainingRun.Status.SUCCEEDED
 
 
+def test_a_run_that_cannot_start_offers_no_resume_on_the_page_or_the_api(client, researcher):
+    """It failed before training for a reason that would fail it again: the page says so and
+    offers no Resume; a resume by URL or API is refused (409) and leaves it failed."""
+    stuck = running_run(
+        status=TrainingRun.Status.FAILED,
+        resumable=False,
+        error="Cannot start: no completed labelings to train on (0 selected).",
+    )
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[stuck.pk])).content.decode()
+    assert 'id="run-error"' in page and "Cannot start" in page
+    assert 'id="resume-run"' not in page
+    page = client.post(
+        reverse("modeling_runs:resume", args=[stuck.pk]), follow=True
+    ).content.decode()
+    assert "cannot start" in page and "start a new run" in page
+    response = client.post(f"/api/runs/{stuck.pk}/resume/")
+    assert response.status_code == 409 and "start a new run" in response.json()["detail"]
+    detail = client.get(f"/api/runs/{stuck.pk}/").json()
+    assert detail["resumable"] is False and detail["status"] == "failed"
+
+
 def test_activate_button_switches_the_active_model(client, researcher):
     old = succeeded_run(name="old").model_version
     old.activate()
@@ -509,12 +531,21 @@ def test_api_takes_processbench_files_only_under_the_data_root(
     (tmp_path / "data" / "gsm8k.json").write_text("[]")
     (tmp_path / "outside.json").write_text("[]")
     client.force_login(researcher)
-    for path in ("/etc/passwd", str(tmp_path / "outside.json"), "../outside.json", "none.json"):
+    too_long = "x" * 5000 + ".json"  # past the file system's name limit: was a 500
+    for path in (
+        "/etc/passwd",
+        str(tmp_path / "outside.json"),
+        "../outside.json",
+        "none.json",
+        too_long,
+        f"deep/{too_long}",
+    ):
         response = client.post(
             "/api/runs/", {"processbench": [path]}, content_type="application/json"
         )
-        assert response.status_code == 400, path
+        assert response.status_code == 400, path[:40]
         assert "processbench" in response.json()
+        assert len(str(response.json())) < 1000  # the error quotes the name, cut short
     assert not TrainingRun.objects.exists()
     with django_capture_on_commit_callbacks(execute=False):  # queued, not trained here
         response = client.post(
