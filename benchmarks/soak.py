@@ -166,22 +166,21 @@ class Services:
 
     def pg_start(self, reset: bool) -> None:
         row = self.pg_cluster()
-        mine = [row] if row else []
-        if mine and reset:
+        if row and reset:
             subprocess.run(["pg_dropcluster", "--stop", self.version, CLUSTER], check=True)
-            mine = []
-        if not mine:
+            row = None
+        if row is None:
             subprocess.run(
                 ["pg_createcluster", self.version, CLUSTER, "-p", str(PG_PORT)]
                 + ["--start-conf=manual", "--", "--auth=trust"],
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
-        elif mine[0][2] != str(PG_PORT):
-            raise SystemExit(
-                f"cluster {self.version}/{CLUSTER} listens on {mine[0][2]}, not {PG_PORT}"
-            )
-        if not mine or mine[0][3] != "online":
+            row = self.pg_cluster()
+        assert row is not None
+        if row[2] != str(PG_PORT):
+            raise SystemExit(f"cluster {self.version}/{CLUSTER} listens on {row[2]}, not {PG_PORT}")
+        if row[3] != "online":
             self.pg_ctl("start")
 
     @staticmethod
