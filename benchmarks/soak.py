@@ -7,14 +7,15 @@ Isolated from the machine's PostgreSQL and Redis (test suites use them meanwhile
 once and starts its own PostgreSQL cluster (`pg_createcluster <version> soak`, port 5433,
 database stepwise_soak, reseeded every run by benchmarks/queue.py's bulk SQL: 20k solutions of
 10 steps, N=2) and its own Redis on port 6380 without persistence, and restarts only those.
-gunicorn (gthread), one Celery worker (queues default and gpu) and Celery beat run against
+gunicorn (3 gthread workers), one Celery worker (queues default and gpu) and Celery beat run against
 them, the sweepers every 5 s with 20 s staleness bounds.
 
 Labelers are logged-in `requests` sessions, threads in a few processes: claim (POST
-/label/next/), then one htmx POST per step after 1-3 s of reading (seeded), about 100 ratings/s
-in all. A 5xx or a connection error is retried, the same request, with backoff (re-sending a
-saved rating is a no-op). Every request (time, outcome) and every acknowledged rating goes to
-a per-process log. A researcher creates a snapshot through the API every 15 s and starts one
+/label/next/), then one htmx POST per step after 1-3 s of reading (seeded): at most about 100
+ratings/s offered, fewer when answers are slow (a person waits for the page). A 5xx or a
+connection error is retried, the same request, with backoff (re-sending a saved rating is a
+no-op). Every request (time, outcome) and every acknowledged rating goes to a per-process
+log. A researcher creates a snapshot through the API every 15 s and starts one
 tiny training run (MiniLM head, 3 steps, CPU) during the warm-up.
 
 With --faults, after a 60 s warm-up and about 40 s apart, each once: (a) kill -9 a gunicorn
@@ -64,7 +65,8 @@ REDIS_URL = f"redis://127.0.0.1:{REDIS_PORT}/0"
 BASE = "http://127.0.0.1:8741"
 RUN_DIR = Path("/tmp/stepwise-soak")
 SOLUTIONS = 20_000
-WEB_WORKERS, WEB_THREADS = 4, 2
+# As the README advises on 2 cores: one process per core plus one, no extra threads.
+WEB_WORKERS, WEB_THREADS = 3, 1
 CLIENT_PROCESSES = 4
 THINK_S = (1.0, 3.0)
 WARMUP_S, FAULT_GAP_S, GRACE_S, SETTLE_S = 60.0, 40.0, 5.0, 90.0
@@ -296,7 +298,8 @@ def redis_ping() -> bool:
 
 class Log:
     """One tab-separated line per request: start, end, who, kind, outcome (an HTTP status,
-    conn:<exception> or err:<exception>), labeling, step, rating, detail."""
+    conn:<exception> or err:<exception>), labeling, step, rating, detail (Django's time for
+    an answer, in seconds, or a refusal's body)."""
 
     def __init__(self, path: Path) -> None:
         self.file = open(path, "a", buffering=1)  # noqa: SIM115 - open for the process's life
@@ -353,10 +356,14 @@ class Client:
                 outcome = str(response.status_code)
             except requests.RequestException as exc:
                 response, outcome = None, f"conn:{type(exc).__name__}"
+            # The detail: Django's own time for an answer (the rest of the round trip is
+            # waiting for a worker), the body of a refusal.
             detail = ""
-            if response is not None and response.status_code >= 400 and kind != "rate":
+            if response is not None and response.status_code < 400:
+                detail = f"{bench.server_seconds(response):.4f}"
+            elif response is not None and kind != "rate":
                 detail = response.text[:200]
-            self.log.write(start, self.who, kind, outcome, *fields, detail)
+            self.log.write(start, self.who, kind, outcome, *(*fields, "", "", "")[:3], detail)
             if response is not None and response.status_code < 500:
                 return response
             if not retry or time.time() + delay >= self.deadline:
@@ -554,6 +561,7 @@ class Request:
     labeling: int | None
     step: int | None
     rating: int | None
+    server_s: float  # Server-Timing, nan when not answered
 
     @property
     def is_5xx(self) -> bool:
@@ -577,11 +585,14 @@ def read_logs() -> list[Request]:
             cells = line.split("\t")
             if cells[3] == "idle":
                 continue
-            number = [
-                int(c) if c.lstrip("-").isdigit() else None for c in (cells[5:8] + [""] * 3)[:3]
-            ]
+            cells += [""] * (9 - len(cells))
+            number = [int(c) if c.lstrip("-").isdigit() else None for c in cells[5:8]]
+            try:
+                server_s = float(cells[8])
+            except ValueError:
+                server_s = float("nan")
             requests_seen.append(
-                Request(float(cells[0]), float(cells[1]), cells[2], cells[3], cells[4], *number)
+                Request(float(cells[0]), float(cells[1]), *cells[2:5], *number, server_s=server_s)
             )
     return requests_seen
 
@@ -707,13 +718,16 @@ def report(
     wall = load_end - load_start
     rates = [r for r in seen if r.kind == "rate" and r.outcome == "200"]
     latencies = [r.end - r.start for r in rates]
+    server = [r.server_s for r in rates if r.server_s == r.server_s]  # not nan
     acked_pairs = {(r.labeling, r.step) for r in rates}
     print(
         f"\ntotals: {len(acked_pairs)} ratings acknowledged ({len(acked_pairs) / wall:.1f}/s over "
         f"{wall:.0f} s of load), {len(seen)} requests, {sum(r.is_5xx for r in seen)} 5xx, "
         f"{sum(r.is_conn_error for r in seen)} connection errors, "
         f"{sum(r.is_other_error for r in seen)} other non-2xx/3xx; rate round trip p50 "
-        f"{bench.pct(latencies, 50):.0f} ms, p95 {bench.pct(latencies, 95):.0f} ms"
+        f"{bench.pct(latencies, 50):.0f} ms, p95 {bench.pct(latencies, 95):.0f} ms (server time "
+        f"p50 {bench.pct(server, 50):.0f} ms, p95 {bench.pct(server, 95):.0f} ms; the rest is "
+        "waiting for a web worker)"
     )
     for window in windows:
         print(f"  {window.name}: {window.detail}")
@@ -722,7 +736,7 @@ def report(
             counts = conn.execute(
                 f"select status, count(*) from {table} group by 1 order by 1"
             ).fetchall()
-            print(f"  {label}: " + ", ".join(f"{n} {s}" for s, n in counts))
+            print(f"  {label}: " + (", ".join(f"{n} {s}" for s, n in counts) or "none"))
             for pk, error in conn.execute(
                 f"select id, error from {table} where status = 'failed' order by id"
             ).fetchall():
@@ -849,6 +863,7 @@ def main() -> None:
                 print(f"{name}: {detail}", flush=True)
                 at = max(at + FAULT_GAP_S, time.time() + 10)
         time.sleep(max(0.0, deadline - time.time()))
+        busy = os.getloadavg()[0]  # the last minute of load, other work on the machine included
         for proc in procs:
             proc.join(timeout=max(0.0, deadline - time.time()) + 120)
         stop_researcher.set()
@@ -872,7 +887,8 @@ def main() -> None:
             f"{args.labelers} labelers ({CLIENT_PROCESSES} processes), think {THINK_S[0]:.0f}-"
             f"{THINK_S[1]:.0f} s per step; gunicorn gthread {WEB_WORKERS}x{WEB_THREADS}, PostgreSQL "
             f"{services.version} :{PG_PORT}, Redis :{REDIS_PORT}, Celery worker -c 2 + beat; "
-            f"{time.time() - started:.0f} s in all"
+            f"{time.time() - started:.0f} s in all; load average {busy:.1f} in the last minute "
+            "of load"
         )
         ok = report((load_start, load_end), windows, seen, problems)
     finally:
