@@ -237,8 +237,10 @@ class Services:
             "web",
             ["gunicorn", "stepwise.wsgi", "-b", BASE.removeprefix("http://"), "-k", "gthread"]
             + ["-w", str(WEB_WORKERS), "--threads", str(WEB_THREADS)]
-            # Longer than a think time: an idle connection is not closed under a request.
-            + ["--keep-alive", "10", "--log-level", "warning"],
+            # Longer than any pause of a client (think time, backoff, the researcher's 15 s):
+            # otherwise the server may close an idle connection as a request goes out on it
+            # (seen at 10 s: a connection error that is no fault of the app).
+            + ["--keep-alive", "30", "--log-level", "warning"],
         )
         bench.wait_for(BASE)
 
@@ -353,12 +355,12 @@ class Client:
             start = time.time()
             try:
                 response = self.session.post(url, allow_redirects=False, timeout=(5, 60), **kwargs)
-                outcome = str(response.status_code)
+                outcome, error = str(response.status_code), ""
             except requests.RequestException as exc:
-                response, outcome = None, f"conn:{type(exc).__name__}"
+                response, outcome, error = None, f"conn:{type(exc).__name__}", str(exc)
             # The detail: Django's own time for an answer (the rest of the round trip is
-            # waiting for a worker), the body of a refusal.
-            detail = ""
+            # waiting for a worker), the body of a refusal, the text of a connection error.
+            detail = error[:150] if response is None else ""
             if response is not None and response.status_code < 400:
                 detail = f"{bench.server_seconds(response):.4f}"
             elif response is not None and kind != "rate":
