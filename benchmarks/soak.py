@@ -19,9 +19,10 @@ log. A researcher creates a snapshot through the API every 15 s and starts one
 tiny training run (MiniLM head, 3 steps, CPU) during the warm-up.
 
 With --faults, after a 60 s warm-up and about 40 s apart, each once: (a) kill -9 a gunicorn
-worker, (b) kill -9 Redis and start it again (its messages are lost), (c) `pg_ctlcluster ...
-restart -m fast`, (d) kill -9 the Celery worker's process tree while a snapshot is running,
-then start a new worker. A fault's window lasts until a probe finds the service back, plus 5 s.
+worker, (b) kill -9 Redis, queue a snapshot while it is down, start it again (its messages
+are lost), (c) `pg_ctlcluster ... restart -m fast`, (d) kill -9 the Celery worker's process
+tree while a snapshot is running, then start a new worker. A fault's window lasts until a
+probe finds the service back, plus 5 s.
 
 Afterwards, from the database and the logs: acknowledged ratings lost, solutions over N,
 double claims, snapshots or runs not finished after waiting up to 90 s (or failed without a
@@ -491,11 +492,20 @@ class Faults:
         return start, f"worker pid {victim.pid} killed, replaced in {back - start:.1f} s"
 
     def restart_redis(self) -> tuple[float, str]:
+        """Kill Redis, queue a snapshot while it is down (its task cannot be sent: a sweeper
+        must send it later), then start Redis again, empty."""
         start = time.time()
         pid = self.services.redis_stop(signal.SIGKILL)
+        response = self.control.post("snapshot", f"{BASE}/api/snapshots/", json={"labeler": ["b0"]})
+        queued = (
+            f"snapshot {response.json()['id']} queued meanwhile: {response.status_code} "
+            f"{response.json()['error'][:40]!r}..."
+            if response is not None and response.status_code == 202
+            else f"a snapshot queued meanwhile got {response and response.status_code}"
+        )
         self.services.redis_start()
         back = wait_until(self.web_ok, 60, "the site did not answer")
-        return start, f"redis pid {pid} killed, answering again in {back - start:.1f} s"
+        return start, f"redis pid {pid} killed; {queued}; answering again in {back - start:.1f} s"
 
     def restart_postgres(self) -> tuple[float, str]:
         start = time.time()
