@@ -212,19 +212,20 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class UtcIsoDateTimeField(IsoDateTimeField):
-    """An ISO 8601 time that exists in UTC: 9999-12-31T23:59:59-01:00 parses, then overflows
-    when the database adapter converts it (a 500 before); it is a 400 here."""
+    """An ISO 8601 time, handed to the database in UTC. 9999-12-31T23:59:59-01:00 parses, then
+    overflows in UTC (a 400 here, a 500 before); an offset PostgreSQL refuses (-19:14: it takes
+    at most 15:59) is converted here instead of failing the query."""
 
     def clean(self, value):
         value = super().clean(value)
-        if value is not None:
-            try:
-                value.astimezone(UTC)
-            except OverflowError:
-                raise ValidationError(
-                    "Out of range once converted to UTC (years 1 to 9999).", code="invalid"
-                ) from None
-        return value
+        if value is None:
+            return None
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError(
+                "Out of range once converted to UTC (years 1 to 9999).", code="invalid"
+            ) from None
 
 
 class UtcIsoDateTimeFilter(filters.IsoDateTimeFilter):

@@ -398,3 +398,13 @@ def test_bad_or_out_of_range_times_are_a_400_on_every_route_that_takes_one(
     assert not Snapshot.objects.exists()
     response = client.get("/api/labelings/", {"finished_after": "2026-01-01T00:00:00+01:00"})
     assert response.status_code == 200  # the same time, with its offset escaped, is fine
+
+
+def test_an_offset_postgresql_refuses_is_converted_to_utc_not_a_500(samples, researcher):
+    """Python takes offsets up to 23:59, PostgreSQL up to 15:59: found by the API fuzz."""
+    client = api_client_for(researcher)
+    every = client.get("/api/labelings/").json()["results"]
+    response = client.get("/api/labelings/", {"finished_before": "9000-01-01T00:00:00-19:14"})
+    assert response.status_code == 200 and response.json()["results"] == every
+    response = client.get("/api/labelings/", {"finished_after": "9000-01-01T00:00:00+21:11"})
+    assert response.status_code == 200 and response.json()["results"] == []
