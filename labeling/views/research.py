@@ -13,6 +13,7 @@ from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.roles import ADMIN, RESEARCHER, require
 from labeling.serializers import ExportRequestSerializer
 from labeling.services import snapshots
+from labeling.services.exporting import snapshot_filename
 
 RECENT = 50
 RESEARCHERS_ONLY = "Only researchers and admins can export."
@@ -80,7 +81,9 @@ def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
         return HttpResponse(
             str(error), status=409 if not snapshot.is_finished else 410, content_type="text/plain"
         )
-    response = FileResponse(open(path, "rb"), as_attachment=True, filename=snapshot.download_name)
+    response = FileResponse(
+        open(path, "rb"), as_attachment=True, filename=snapshot_filename(snapshot)
+    )
     response["X-Checksum-SHA256"] = snapshot.sha256
     return response
 
@@ -98,4 +101,4 @@ def export_now(request: HttpRequest) -> HttpResponse:
             _context(request, data.errors, request.GET),
             status=400,
         )
-    return export_response(data, "stepwise-export")
+    return export_response(data)

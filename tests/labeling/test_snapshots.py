@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from labeling import tasks
-from labeling.models import Snapshot
+from labeling.models import Batch, Snapshot
 from labeling.services import snapshots
 from labeling.services.exporting import ExportFilters, StepwiseOptions
 from tests.conftest import make_user
@@ -205,6 +205,9 @@ def test_page_lists_snapshots_and_creates_one(samples, media_root, client, resea
     download = client.get(reverse("research:download", args=[snapshot.pk]))
     assert b"".join(download.streaming_content) == samples.read_bytes()
     assert download["X-Checksum-SHA256"] == snapshot.sha256
+    assert download["Content-Disposition"] == (
+        f'attachment; filename="snapshot-{snapshot.pk}-prm800k-{snapshot.created_at.date()}.jsonl"'
+    )
 
 
 def test_page_polls_while_a_snapshot_runs(samples, client, researcher):
@@ -226,8 +229,18 @@ def test_page_shows_form_errors_with_400(samples, client, researcher):
 
 def test_download_now_streams_the_export(samples, client, researcher):
     client.force_login(researcher)
-    response = client.get(reverse("research:export"), {"format": "prm800k", "screening": "exclude"})
+    batches = list(Batch.objects.values_list("pk", flat=True))
+    before = timezone.localdate()
+    response = client.get(
+        reverse("research:export"),
+        {"format": "prm800k", "screening": "exclude", "batch": batches},
+    )
+    after = timezone.localdate()
     assert response.streaming
+    ids = "-".join(str(pk) for pk in sorted(batches))
+    assert response["Content-Disposition"] in {
+        f'attachment; filename="batches-{ids}-prm800k-{day}.jsonl"' for day in (before, after)
+    }
     body = b"".join(response.streaming_content)
     assert body.splitlines() == [
         line
