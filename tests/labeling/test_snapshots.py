@@ -231,7 +231,7 @@ def test_download_now_streams_the_export(samples, client, researcher):
     client.force_login(researcher)
     batches = list(Batch.objects.values_list("pk", flat=True))
     before = timezone.localdate()
-    response = client.get(
+    response = client.post(
         reverse("research:export"),
         {"format": "prm800k", "screening": "exclude", "batch": batches},
     )
@@ -249,18 +249,40 @@ def test_download_now_streams_the_export(samples, client, researcher):
     ]
 
 
+def test_download_now_is_a_csrf_protected_post(samples, researcher):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(researcher)
+    page = client.get(reverse("research:index"))
+    form = page.content.decode().split('id="download-now"')[0].rsplit("<form", 1)[1]
+    assert 'method="post"' in form and "csrfmiddlewaretoken" in form
+    assert 'formmethod="get"' not in page.content.decode()
+    url = reverse("research:export")
+    assert client.get(url, {"format": "prm800k"}).status_code == 405  # no export by GET
+    assert client.post(url, {"format": "prm800k"}).status_code == 403  # no token, no export
+    token = page.context["csrf_token"]
+    response = client.post(url, {"format": "prm800k", "csrfmiddlewaretoken": str(token)})
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == samples.read_bytes()
+
+
+def test_download_now_with_bad_filters_shows_the_form_with_400(samples, client, researcher):
+    client.force_login(researcher)
+    response = client.post(reverse("research:export"), {"labeler": "nobody"})
+    assert response.status_code == 400 and b"Unknown labeler(s): nobody" in response.content
+    assert b"<html" in response.content and b'id="download-now"' in response.content
+
+
 @pytest.mark.parametrize("persona", ["labeler", "lead", "outsider"])
 def test_only_researchers_and_admins_reach_the_page(samples, media_root, client, persona, request):
     user = request.getfixturevalue(persona)
     done = snapshots.snapshot_run(snapshot_id=_create().pk)
     client.force_login(user)
-    for url in (
-        reverse("research:index"),
-        reverse("research:download", args=[done.pk]),
-        reverse("research:export"),
-    ):
+    for url in (reverse("research:index"), reverse("research:download", args=[done.pk])):
         assert client.get(url).status_code == 403
-    assert client.post(reverse("research:create"), {"format": "prm800k"}).status_code == 403
+    for url in (reverse("research:create"), reverse("research:export")):
+        assert client.post(url, {"format": "prm800k"}).status_code == 403
     admin = make_user("ada", "admin")
     client.force_login(admin)
     assert client.get(reverse("research:index")).status_code == 200
