@@ -45,9 +45,11 @@ def index(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def snapshot_list(request: HttpRequest) -> HttpResponse:
-    """The snapshot table alone: htmx polls it while a snapshot is being written."""
+    """The snapshot table alone for htmx, which polls it while a snapshot is being written;
+    the whole page when visited directly."""
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
-    return render(request, "labeling/research.html#snapshots", _context(request))
+    template = "labeling/research.html#snapshots" if request.htmx else "labeling/research.html"
+    return render(request, template, _context(request))
 
 
 @login_required
