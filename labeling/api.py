@@ -217,14 +217,15 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class UtcIsoDateTimeField(IsoDateTimeField):
-    """An ISO 8601 time that exists in UTC: 9999-12-31T23:59:59-01:00 parses, then overflows
-    when the database adapter converts it (a 500 before); it is a 400 here."""
+    """An ISO 8601 time that exists in UTC, handed on in UTC: 9999-12-31T23:59:59-01:00 parses,
+    then overflows when the database adapter converts it (a 500 before); it is a 400 here. And
+    PostgreSQL refuses offsets past 15:59 that ISO 8601 allows (+21:11 was a 500)."""
 
     def clean(self, value):
         value = super().clean(value)
         if value is not None:
             try:
-                value.astimezone(UTC)
+                value = value.astimezone(UTC)
             except OverflowError:
                 raise ValidationError(
                     "Out of range once converted to UTC (years 1 to 9999).", code="invalid"

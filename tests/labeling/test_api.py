@@ -393,6 +393,15 @@ def test_the_schema_and_docs_pages_are_for_signed_in_users(client, labeler, name
     assert client.get(reverse(name)).status_code == 200
 
 
+def test_a_time_with_an_offset_postgres_cannot_hold_filters_in_utc(samples, researcher):
+    # PostgreSQL takes offsets up to 15:59: +21:11 was a 500 there ("displacement out of range").
+    client = api_client_for(researcher)
+    after = client.get("/api/labelings/", {"finished_after": "1736-05-25T17:58:37+21:11"})
+    assert after.status_code == 200 and len(after.json()["results"]) == 6
+    before = client.get("/api/labelings/", {"finished_before": "0706-11-25T13:08:07-19:14"})
+    assert before.status_code == 200 and before.json()["results"] == []
+
+
 @pytest.mark.parametrize(
     "value",
     [
