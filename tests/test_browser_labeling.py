@@ -204,3 +204,24 @@ def test_the_page_warns_before_the_claim_runs_out_and_activity_keeps_it(page, li
     assert Labeling.objects.get(pk=labeling.pk).lease_expires_at > soon + timedelta(minutes=5)
     page.keyboard.press("1")  # and labeling goes on as before
     page.wait_for_selector('.step.rated[data-step="0"]')
+
+
+def test_an_escaped_dollar_is_a_dollar_sign_not_the_start_of_math(page, live_server):
+    """MATH problems write money as \\$5; KaTeX's auto-render alone took it for a delimiter and
+    set the words up to the next dollar as math."""
+    make_user("max", "labeler")
+    problem = make_problem(
+        "A pen costs \\$5 and a book costs \\$7. If $x = 5 + 7$, what is $\\$x$ in total?"
+    )
+    make_solution(make_batch(), steps=STEPS, problem=problem)
+    sign_in(page, live_server, "max")
+    open_first_solution(page)
+    page.wait_for_selector(".problem-text .katex")
+    text = page.inner_text(".problem-text")
+    assert "A pen costs $5 and a book costs $7." in text  # plain text, dollar signs shown
+    assert page.locator(".problem-text .katex").count() == 2  # exactly the two formulas
+    assert page.locator(".problem-text .katex-error").count() == 0
+    sources = page.eval_on_selector_all(
+        ".problem-text annotation", "nodes => nodes.map(n => n.textContent)"
+    )
+    assert sources == ["x = 5 + 7", "\\$x"]
