@@ -1,6 +1,49 @@
-from django.contrib import admin
+"""Every labeling model in the admin. Rows that services write and invariants bind (the rating
+history, counters, agreement, gold, adjudications, versioned guidelines, snapshots, solutions
+and labelers whose counters the queue keeps) are read-only here: changes go through the pages,
+whose services keep counters, audit trail and checksums right. Problems and batches are
+configuration and stay editable, but for the fields imports match on."""
 
-from labeling.models import Batch, Labeler, Labeling, Problem, RatingEvent, Solution
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from labeling.models import (
+    Adjudication,
+    Batch,
+    BatchAgreement,
+    BatchHourStats,
+    BatchLabelerStats,
+    Completion,
+    GoldLabel,
+    GoldResult,
+    Guidelines,
+    Labeler,
+    Labeling,
+    PairAgreement,
+    Problem,
+    RatingEvent,
+    Snapshot,
+    Solution,
+    SolutionAgreement,
+    StepLabel,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View only: no add, change or delete, for a superuser too."""
+
+    show_full_result_count = False  # no second COUNT(*) over a table of millions
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Problem)
@@ -8,6 +51,8 @@ class ProblemAdmin(admin.ModelAdmin):
     list_display = ("id", "unique_id", "subject", "level", "ground_truth_answer")
     list_filter = ("subject", "level")
     search_fields = ("unique_id", "text")
+    # Imports match a problem by its text's hash and its unique id.
+    readonly_fields = ("text", "text_sha256", "unique_id", "created_at")
 
 
 @admin.register(Batch)
@@ -23,20 +68,21 @@ class BatchAdmin(admin.ModelAdmin):
     )
     list_filter = ("is_active", "origin")
     filter_horizontal = ("labelers",)
+    readonly_fields = ("origin", "created_by", "created_at")
 
 
 @admin.register(Solution)
-class SolutionAdmin(admin.ModelAdmin):
-    list_display = ("id", "problem", "batch", "generator", "completed_count", "active_count")
+class SolutionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "problem_id", "batch", "generator", "completed_count", "active_count")
     list_filter = ("batch", "format", "is_quality_control", "is_screening")
-    raw_id_fields = ("problem",)
+    list_select_related = ("batch",)
 
 
 @admin.register(Labeling)
-class LabelingAdmin(admin.ModelAdmin):
+class LabelingAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
-        "solution",
+        "solution_id",
         "labeler",
         "status",
         "finish_reason",
@@ -44,19 +90,31 @@ class LabelingAdmin(admin.ModelAdmin):
         "is_surplus",
     )
     list_filter = ("status", "finish_reason", "is_surplus")
-    raw_id_fields = ("solution", "labeler")
+    list_select_related = ("labeler",)
 
 
 @admin.register(Labeler)
-class LabelerAdmin(admin.ModelAdmin):
-    list_display = ("user", "public_id", "created_at")
+class LabelerAdmin(ReadOnlyAdmin):
+    list_display = ("user", "public_id", "state", "created_at")
+    list_filter = ("state",)
+    list_select_related = ("user",)
     search_fields = ("user__username", "public_id")
 
 
+@admin.register(StepLabel)
+class StepLabelAdmin(ReadOnlyAdmin):
+    list_display = ("id", "labeling_id", "index", "chosen_completion", "time_ms")
+
+
+@admin.register(Completion)
+class CompletionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "step_id", "index", "rating", "flagged", "is_human")
+
+
 @admin.register(RatingEvent)
-class RatingEventAdmin(admin.ModelAdmin):
+class RatingEventAdmin(ReadOnlyAdmin):
     list_display = (
-        "labeling",
+        "labeling_id",
         "step_index",
         "old_rating",
         "new_rating",
@@ -65,4 +123,64 @@ class RatingEventAdmin(admin.ModelAdmin):
         "created_at",
     )
     list_filter = ("reason",)
-    raw_id_fields = ("labeling",)
+    list_select_related = ("actor",)
+
+
+@admin.register(GoldLabel)
+class GoldLabelAdmin(ReadOnlyAdmin):
+    list_display = ("solution_id", "first_error", "source", "created_at")
+
+
+@admin.register(GoldResult)
+class GoldResultAdmin(ReadOnlyAdmin):
+    list_display = ("labeling_id", "labeler", "is_screening", "steps_compared", "steps_exact")
+    list_select_related = ("labeler",)
+
+
+@admin.register(BatchLabelerStats)
+class BatchLabelerStatsAdmin(ReadOnlyAdmin):
+    list_display = ("batch", "labeler", "labelings", "steps", "last_finished_at")
+    list_select_related = ("batch", "labeler")
+
+
+@admin.register(BatchHourStats)
+class BatchHourStatsAdmin(ReadOnlyAdmin):
+    list_display = ("batch", "hour", "labelings", "steps")
+    list_select_related = ("batch",)
+
+
+@admin.register(SolutionAgreement)
+class SolutionAgreementAdmin(ReadOnlyAdmin):
+    list_display = ("solution_id", "batch_id", "labelings", "alpha", "needs_adjudication")
+    list_filter = ("needs_adjudication",)
+
+
+@admin.register(BatchAgreement)
+class BatchAgreementAdmin(ReadOnlyAdmin):
+    list_display = ("batch", "solutions", "pairs", "pairs_same")
+    list_select_related = ("batch",)
+
+
+@admin.register(PairAgreement)
+class PairAgreementAdmin(ReadOnlyAdmin):
+    list_display = ("labeler_a", "labeler_b", "solutions", "steps_compared", "steps_same")
+    list_select_related = ("labeler_a", "labeler_b")
+
+
+@admin.register(Adjudication)
+class AdjudicationAdmin(ReadOnlyAdmin):
+    list_display = ("solution_id", "lead", "created_at", "updated_at")
+    list_select_related = ("lead",)
+
+
+@admin.register(Guidelines)
+class GuidelinesAdmin(ReadOnlyAdmin):
+    list_display = ("version", "created_by", "created_at")
+    list_select_related = ("created_by",)
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(ReadOnlyAdmin):
+    list_display = ("id", "format", "status", "row_count", "sha256", "created_by", "created_at")
+    list_filter = ("status", "format")
+    list_select_related = ("created_by",)

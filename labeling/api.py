@@ -14,6 +14,9 @@ from datetime import UTC
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
 from django.http import FileResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.utils import timezone
+from django.utils.http import content_disposition_header
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.types import OpenApiTypes
@@ -48,8 +51,10 @@ from labeling.serializers import (
 from labeling.services import importing, snapshots
 from labeling.services.exporting import (
     ExportFormat,
+    export_filename,
     iter_prm800k_lines,
     select_labelings,
+    snapshot_filename,
     write_export,
 )
 
@@ -212,19 +217,20 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class UtcIsoDateTimeField(IsoDateTimeField):
-    """An ISO 8601 time that exists in UTC: 9999-12-31T23:59:59-01:00 parses, then overflows
-    when the database adapter converts it (a 500 before); it is a 400 here."""
+    """An ISO 8601 time, handed to the database in UTC. 9999-12-31T23:59:59-01:00 parses, then
+    overflows in UTC (a 400 here, a 500 before); an offset PostgreSQL refuses (-19:14: it takes
+    at most 15:59) is converted here instead of failing the query."""
 
     def clean(self, value):
         value = super().clean(value)
-        if value is not None:
-            try:
-                value.astimezone(UTC)
-            except OverflowError:
-                raise ValidationError(
-                    "Out of range once converted to UTC (years 1 to 9999).", code="invalid"
-                ) from None
-        return value
+        if value is None:
+            return None
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError(
+                "Out of range once converted to UTC (years 1 to 9999).", code="invalid"
+            ) from None
 
 
 class UtcIsoDateTimeFilter(filters.IsoDateTimeFilter):
@@ -304,23 +310,27 @@ _CONTENT_TYPES = {
 }
 
 
-def export_response(request_data, filename_stem: str):
-    """A streamed export for validated request data (shared by the API and the web page)."""
+def export_response(request_data) -> HttpResponseBase:
+    """A streamed export for validated request data (shared by the API and the web page),
+    named for its batches, format and date (`export_filename`)."""
     fmt = request_data.validated_data["format"]
-    labelings = select_labelings(request_data.export_filters())
-    extension = "parquet" if fmt == ExportFormat.STEPWISE_PARQUET else "jsonl"
-    name = f"{filename_stem}.{extension}"
+    filters = request_data.export_filters()
+    labelings = select_labelings(filters)
+    name = export_filename(fmt=fmt, on=timezone.localdate(), batches=filters.batches)
+    response: HttpResponseBase
     if fmt == ExportFormat.PRM800K:
         lines = (line + "\n" for line in iter_prm800k_lines(labelings))
         response = StreamingHttpResponse(lines, content_type=_CONTENT_TYPES[fmt])
+        response["Content-Disposition"] = content_disposition_header(True, name)
     else:
         # Parquet needs a seekable sink for its footer; spool to an anonymous temp file, then
         # stream that (memory stays flat either way).
         spool = tempfile.TemporaryFile()
         write_export(spool, fmt, labelings, options=request_data.stepwise_options())
         spool.seek(0)
-        response = FileResponse(spool, content_type=_CONTENT_TYPES[fmt])
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
+        response = FileResponse(
+            spool, as_attachment=True, filename=name, content_type=_CONTENT_TYPES[fmt]
+        )
     return response
 
 
@@ -348,7 +358,7 @@ class ExportView(APIView):
     def get(self, request: Request):
         data = ExportRequestSerializer.from_query(request.query_params)
         data.is_valid(raise_exception=True)
-        return export_response(data, "stepwise-export")
+        return export_response(data)
 
 
 class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -391,7 +401,7 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         response = FileResponse(
             open(path, "rb"),
             as_attachment=True,
-            filename=snapshot.download_name,
+            filename=snapshot_filename(snapshot),
             content_type=_CONTENT_TYPES[snapshot.format],
         )
         response["ETag"] = f'"{snapshot.sha256}"'

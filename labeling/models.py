@@ -566,11 +566,3 @@ class Snapshot(models.Model):
         if not self.total:
             return 0
         return min(99, int(100 * self.processed / self.total))
-
-    @property
-    def extension(self) -> str:
-        return "parquet" if self.format == self.Format.STEPWISE_PARQUET else "jsonl"
-
-    @property
-    def download_name(self) -> str:
-        return f"stepwise-snapshot-{self.pk}-{self.format}.{self.extension}"

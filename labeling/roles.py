@@ -36,12 +36,20 @@ def has_role(user: AbstractUser | AnonymousUser, *roles: str) -> bool:
     return bool(user_roles(user) & set(roles))
 
 
+class RoleRequired(PermissionDenied):
+    """A refusal for want of a role: the 403 page shows the message and names the `roles`."""
+
+    def __init__(self, message: str, roles: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.roles = roles
+
+
 def require(
     request: HttpRequest, *roles: str, message: str = "Your role does not allow this."
 ) -> None:
     """Refuse the request (403) unless its user holds one of `roles`."""
     if not has_role(request.user, *roles):
-        raise PermissionDenied(message)
+        raise RoleRequired(message, roles)
 
 
 class HasRole(permissions.BasePermission):

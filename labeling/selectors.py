@@ -548,3 +548,18 @@ def current_guidelines() -> tuple[str, Guidelines | None]:
     if latest is not None:
         return latest.text, latest
     return DEFAULT_GUIDELINES.read_text(encoding="utf-8"), None
+
+
+def expired_claims(user, *, within=timedelta(days=1)) -> list[Labeling]:
+    """The labeler's claims that expired with steps rated in the last day, newest first, each
+    with `steps_rated`: what the queue page explains (kept, not counted, or taken back)."""
+    since = timezone.now() - within
+    return list(
+        Labeling.objects.filter(
+            labeler=user, status=Labeling.Status.EXPIRED, lease_expires_at__gte=since
+        )
+        .annotate(steps_rated=Count("step_labels"))
+        .filter(steps_rated__gt=0)
+        .select_related("solution__problem")
+        .order_by("-lease_expires_at")[:5]
+    )

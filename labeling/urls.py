@@ -19,6 +19,7 @@ labeler_patterns = [
     path("<int:labeling_id>/", labeler.labeling_page, name="labeling"),
     path("<int:labeling_id>/rate/", labeler.rate, name="rate"),
     path("<int:labeling_id>/undo/", labeler.undo, name="undo"),
+    path("<int:labeling_id>/extend/", labeler.extend, name="extend"),
     path("<int:labeling_id>/finish/", labeler.finish, name="finish"),
     path("guidelines/", labeler.guidelines, name="guidelines"),
     # Leads: dashboard, batches, labelers, adjudication, audit, guidelines.

@@ -1,33 +1,56 @@
+"""Every modeling model in the admin, read-only but for the pool's notes: runs and generations
+move through their states only by their services (cancel, resume, retry on their pages), a
+model version's files and gate decide activation, scores and selections are the record of why
+a solution was picked."""
+
 from django.contrib import admin
 
-from modeling.models import GenerationRun, ModelVersion, PoolEntry, TrainingRun
+from labeling.admin import ReadOnlyAdmin
+from modeling.models import (
+    GenerationRun,
+    ModelVersion,
+    PoolEntry,
+    SelectionReason,
+    SolutionScore,
+    TrainingRun,
+)
 
 
 @admin.register(TrainingRun)
-class TrainingRunAdmin(admin.ModelAdmin):
+class TrainingRunAdmin(ReadOnlyAdmin):
     list_display = ("id", "name", "status", "phase", "step", "total_steps", "created_at")
     list_filter = ("status",)
     search_fields = ("name", "dataset_version")
-    raw_id_fields = ("created_by",)
 
 
 @admin.register(ModelVersion)
-class ModelVersionAdmin(admin.ModelAdmin):
+class ModelVersionAdmin(ReadOnlyAdmin):
     list_display = ("id", "name", "backbone", "passed_evaluation", "is_active", "created_at")
     list_filter = ("is_active", "passed_evaluation")
     search_fields = ("name", "backbone")
-    raw_id_fields = ("run",)
+
+
+@admin.register(SolutionScore)
+class SolutionScoreAdmin(ReadOnlyAdmin):
+    list_display = ("solution_id", "model_version", "score", "min_step_score", "created_at")
+    list_select_related = ("model_version",)
 
 
 @admin.register(GenerationRun)
-class GenerationRunAdmin(admin.ModelAdmin):
+class GenerationRunAdmin(ReadOnlyAdmin):
     list_display = ("generation", "status", "current_step", "trigger", "batch", "created_at")
     list_filter = ("status", "trigger")
-    raw_id_fields = ("training_run", "model_version", "batch", "created_by")
+    list_select_related = ("batch",)
+
+
+@admin.register(SelectionReason)
+class SelectionReasonAdmin(ReadOnlyAdmin):
+    list_display = ("generation_run", "rank", "solution_id", "score", "rule", "correct")
+    list_select_related = ("generation_run",)
 
 
 @admin.register(PoolEntry)
 class PoolEntryAdmin(admin.ModelAdmin):
-    list_display = ("id", "solution", "extracted_answer", "source", "created_at")
+    list_display = ("id", "solution_id", "extracted_answer", "source", "created_at")
     search_fields = ("source",)
-    raw_id_fields = ("solution",)
+    readonly_fields = ("solution", "created_at")

@@ -1,17 +1,22 @@
-"""Project-wide answers to errors: Django's handler500.
+"""Project-wide answers to errors (Django's handler403, handler404, handler500) and the favicon.
 
-A database that cannot be reached (restarting, failing over, an SQLite file locked past its
-timeout) is a 503 with Retry-After, not a 500: it is temporary, nothing was saved, and clients
-(the labeling page, API scripts, load balancers) should try again. The page is rendered without
-the request's context, so it needs no session or user, and therefore no database."""
+403 and 404 are pages of the app (base.html: the user, the navigation, the way back). A database
+that cannot be reached (restarting, failing over, an SQLite file locked past its timeout) is a 503
+with Retry-After, not a 500: it is temporary, nothing was saved, and clients (the labeling page,
+API scripts, load balancers) should try again. The 500/503 page is rendered without the request's
+context, so it needs no session or user, and therefore no database. Under /api/ every one of
+them answers JSON, as DRF's own errors do."""
 
 from __future__ import annotations
 
 import sys
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.templatetags.static import static
+from django.views.decorators.cache import cache_control
 
 DATABASE_UNAVAILABLE = (
     "The database cannot be reached right now, so nothing was saved. Try again in a few seconds."
@@ -20,15 +25,37 @@ SERVER_ERROR = (
     "Something went wrong on our side and nothing was saved. It has been logged; "
     "try again, and tell your lead or administrator if it keeps happening."
 )
+FORBIDDEN = "Your role does not allow this."
+NOT_FOUND = "Not found."  # DRF's words for its own 404s
 RETRY_AFTER_SECONDS = 5
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/") or "json" in request.headers.get("Accept", "")
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The refusal's own message (`roles.require` names who may come in) and the roles needed."""
+    message = str(exception) or FORBIDDEN
+    if _wants_json(request):
+        return JsonResponse({"detail": message}, status=403)
+    needed = getattr(exception, "roles", ())
+    template = "403.html#refusal" if getattr(request, "htmx", False) else "403.html"
+    return render(request, template, {"message": message, "needed_roles": needed}, status=403)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _wants_json(request):
+        return JsonResponse({"detail": NOT_FOUND}, status=404)
+    template = "404.html#missing" if getattr(request, "htmx", False) else "404.html"
+    return render(request, template, {"path": request.path}, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     error = sys.exc_info()[1]
     unavailable = isinstance(error, (OperationalError, InterfaceError))
     status, message = (503, DATABASE_UNAVAILABLE) if unavailable else (500, SERVER_ERROR)
-    wants_json = request.path.startswith("/api/") or "json" in request.headers.get("Accept", "")
-    if wants_json:
+    if _wants_json(request):
         response: HttpResponse = JsonResponse({"detail": message}, status=status)
     else:
         page = render_to_string("error.html", {"status": status, "message": message})
@@ -36,3 +63,9 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if unavailable:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
+
+
+@cache_control(max_age=24 * 3600)
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page links: send them to the SVG."""
+    return HttpResponseRedirect(static("favicon.svg"))

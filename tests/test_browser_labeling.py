@@ -181,3 +181,47 @@ def test_a_key_pressed_before_the_page_has_loaded_its_scripts_is_kept(page, live
     page.wait_for_selector('.step.rated[data-step="0"]')
     rated = Labeling.objects.get(labeler=labeler).step_labels.get()
     assert rated.index == 0 and rated.completions.get().rating == 1
+
+
+def test_the_page_warns_before_the_claim_runs_out_and_activity_keeps_it(page, live_server):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    labeler = make_user("lea", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "lea")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#labeling .step.current")
+    labeling = Labeling.objects.get(labeler=labeler)
+    soon = timezone.now() + timedelta(seconds=90)  # the labeler was idle: 90 s left
+    Labeling.objects.filter(pk=labeling.pk).update(lease_expires_at=soon)
+    page.reload()
+    keys_ready(page)
+    page.wait_for_selector("#lease-warning:has-text('2 minutes left on this solution')")
+    page.mouse.wheel(0, 10)  # activity, not a rating: the page extends the claim
+    page.wait_for_selector("#lease-warning", state="hidden")
+    assert Labeling.objects.get(pk=labeling.pk).lease_expires_at > soon + timedelta(minutes=5)
+    page.keyboard.press("1")  # and labeling goes on as before
+    page.wait_for_selector('.step.rated[data-step="0"]')
+
+
+def test_an_escaped_dollar_is_a_dollar_sign_not_the_start_of_math(page, live_server):
+    """MATH problems write money as \\$5; KaTeX's auto-render alone took it for a delimiter and
+    set the words up to the next dollar as math."""
+    make_user("max", "labeler")
+    problem = make_problem(
+        "A pen costs \\$5 and a book costs \\$7. If $x = 5 + 7$, what is $\\$x$ in total?"
+    )
+    make_solution(make_batch(), steps=STEPS, problem=problem)
+    sign_in(page, live_server, "max")
+    open_first_solution(page)
+    page.wait_for_selector(".problem-text .katex")
+    text = page.inner_text(".problem-text")
+    assert "A pen costs $5 and a book costs $7." in text  # plain text, dollar signs shown
+    assert page.locator(".problem-text .katex").count() == 2  # exactly the two formulas
+    assert page.locator(".problem-text .katex-error").count() == 0
+    sources = page.eval_on_selector_all(
+        ".problem-text annotation", "nodes => nodes.map(n => n.textContent)"
+    )
+    assert sources == ["x = 5 + 7", "\\$x"]

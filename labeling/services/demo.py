@@ -2,13 +2,14 @@
 
 import json
 import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from labeling.models import Batch, Labeler, Solution
+from labeling.models import Batch, GoldLabel, Labeler, Labeling, Problem, Solution
 from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
 from labeling.services.importing import import_math, import_prm800k, import_samples
 from labeling.services.quality import gold_label_set
@@ -137,7 +138,12 @@ def load_reference_labelings() -> str:
         handle.write("\n".join(reference_label_lines()) + "\n")
         handle.flush()
         report = import_prm800k(handle.name, batch=batch)
-    return f"reference labels: {report.created['labelings']} labelings in {REFERENCE_BATCH!r} (to train a PRM on)"
+    made = report.created["labelings"]
+    return (
+        f"reference labels in {REFERENCE_BATCH!r} (to train a PRM on): "
+        f"created {f'{made} labelings' if made else 'nothing new'}; "
+        f"{report.duplicates} already present"
+    )
 
 
 def load_sample_data() -> list[str]:
@@ -148,3 +154,77 @@ def load_sample_data() -> list[str]:
         )
     )
     return [r.summary() for r in reports] + [mark_demo_gold(), load_reference_labelings()]
+
+
+# How each count reads in the command's report.
+_NOUNS = {
+    "problems": "problems",
+    "solutions": "solutions",
+    "batches": "batches",
+    "labelings": "completed labelings",
+    "gold": "gold solutions",
+    "accounts": "demo accounts",
+}
+
+
+def _in_words(counts: dict[str, int]) -> str:
+    words = [f"{n} {_NOUNS[key]}" for key, n in counts.items()]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+@dataclass(frozen=True)
+class DemoCounts:
+    """What the demo holds: its problems, the solutions and labelings of its two batches, their
+    gold solutions and the demo accounts (rows added by hand elsewhere are not counted)."""
+
+    problems: int
+    solutions: int
+    batches: int
+    labelings: int
+    gold: int
+    accounts: int
+
+
+def demo_counts() -> DemoCounts:
+    lines = (SAMPLE_DIR / "problems.jsonl").read_text(encoding="utf-8").splitlines()
+    unique_ids = [json.loads(line)["unique_id"] for line in lines if line.strip()]
+    batches = Batch.objects.filter(name__in=(DEMO_BATCH, REFERENCE_BATCH))
+    solutions = Solution.objects.filter(batch__in=batches)
+    usernames = [username for username, _, _ in DEMO_ACCOUNTS]
+    return DemoCounts(
+        problems=Problem.objects.filter(unique_id__in=unique_ids).count(),
+        solutions=solutions.count(),
+        batches=batches.count(),
+        labelings=Labeling.objects.filter(
+            solution__in=solutions, status=Labeling.Status.COMPLETED
+        ).count(),
+        gold=GoldLabel.objects.filter(solution__in=solutions).count(),
+        accounts=get_user_model().objects.filter(username__in=usernames).count(),
+    )
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    steps: list[str]  # one line per step: what it read, made and found
+    before: DemoCounts
+    after: DemoCounts
+    accounts: list[tuple[str, str, tuple[str, ...]]]
+
+    def holds(self) -> str:
+        return f"The demo holds {_in_words(asdict(self.after))}."
+
+    def added(self) -> str:
+        """What this run added; a re-run adds nothing and says so."""
+        before, after = asdict(self.before), asdict(self.after)
+        made = {key: after[key] - before[key] for key in after if after[key] != before[key]}
+        if not made:
+            return "This run added nothing: the demo was already set up."
+        return f"This run added {_in_words(made)}."
+
+
+def demo_setup() -> DemoReport:
+    """Load the sample data and create the demo accounts; idempotent (a re-run adds nothing)."""
+    before = demo_counts()
+    steps = load_sample_data()
+    accounts = create_demo_accounts()
+    return DemoReport(steps=steps, before=before, after=demo_counts(), accounts=accounts)

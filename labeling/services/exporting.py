@@ -23,15 +23,17 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.text import slugify
 
 from labeling import prm800k
-from labeling.models import Completion, Labeling, Solution, StepLabel
+from labeling.models import Batch, Completion, Labeling, Snapshot, Solution, StepLabel
 from labeling.selectors import final_step_ratings
 
 CHUNK = 2000
@@ -68,6 +70,45 @@ def export_format_for(path: str | os.PathLike[str] | None, requested: str | None
     if allowed and requested not in allowed:
         raise ValueError(f"a {suffix} file holds {' or '.join(allowed)}, not {requested}")
     return requested
+
+
+EXTENSIONS = {
+    ExportFormat.PRM800K: "jsonl",
+    ExportFormat.STEPWISE_JSONL: "jsonl",
+    ExportFormat.STEPWISE_PARQUET: "parquet",
+}
+NAME_MAX = 60  # characters of the part before the format: a batch name can be 200
+NAMED_BATCH_IDS = 4  # "batches-3-7-9-12-and-5-more" past this many
+
+
+def export_filename(
+    *, fmt: str, on: date, batches: list[int] | None = None, snapshot_id: int | None = None
+) -> str:
+    """The name an export downloads as, `{what}-{format}-{date}.{ext}`, plain ASCII:
+    `snapshot-12-prm800k-2026-11-23.jsonl` for a snapshot (dated when it was created),
+    `<batch-name>-prm800k-2026-11-23.jsonl` for a direct export of one batch,
+    `batches-3-7-…` for several, `stepwise-…` for all. Used by every download path."""
+    if snapshot_id is not None:
+        what = f"snapshot-{snapshot_id}"
+    elif not batches:
+        what = "stepwise"
+    elif len(batches) == 1:
+        name = Batch.objects.filter(pk=batches[0]).values_list("name", flat=True).first()
+        # A name with no ASCII letters or digits (Greek, Chinese, only quotes) slugifies to "".
+        what = slugify(name or "")[:NAME_MAX].strip("-_") or f"batch-{batches[0]}"
+    else:
+        ids = sorted(batches)
+        what = "batches-" + "-".join(str(pk) for pk in ids[:NAMED_BATCH_IDS])
+        if len(ids) > NAMED_BATCH_IDS:
+            what += f"-and-{len(ids) - NAMED_BATCH_IDS}-more"
+    return f"{what}-{slugify(fmt)}-{on.isoformat()}.{EXTENSIONS[fmt]}"
+
+
+def snapshot_filename(snapshot: Snapshot) -> str:
+    """A snapshot's file name, on disk and when downloaded."""
+    return export_filename(
+        fmt=snapshot.format, on=timezone.localdate(snapshot.created_at), snapshot_id=snapshot.pk
+    )
 
 
 # --- what to export ---------------------------------------------------------------------------

@@ -35,9 +35,10 @@ from labeling.models import (
     Labeler,
     Labeling,
     Solution,
+    StepLabel,
 )
 from labeling.roles import LABELER, has_role
-from labeling.services.errors import LabelingError
+from labeling.services.errors import Conflict, LabelingError
 from labeling.services.quality import labeler_set_state
 
 
@@ -114,6 +115,87 @@ def expire_stale_leases(now=None) -> int:
             )
             expired += 1
     return expired
+
+
+def reactivate_expired(labeling_id: int, user: User, now=None) -> Labeling | None:
+    """Put a claim that expired back in progress for its labeler, with a fresh lease, if its
+    solution still has room for it (gold always has) and its batch is active; None otherwise.
+
+    Locks in the order of a submit (labeling, then solution), and takes the room with the same
+    counters a claim uses, so a solution never ends up with more than N counted labelings."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        labeling = (
+            Labeling.objects.select_for_update(of=("self",))
+            .filter(pk=labeling_id, labeler=user, status=Labeling.Status.EXPIRED)
+            .first()
+        )
+        if labeling is None:
+            return None
+        solution = (
+            Solution.objects.select_for_update(of=("self",))
+            .select_related("batch")
+            .get(pk=labeling.solution_id)
+        )
+        batch = solution.batch
+        if batch is not None and not batch.is_active:
+            return None
+        overlap = batch.overlap if batch is not None else 1
+        if (
+            not solution.is_quality_control
+            and solution.completed_count + solution.active_count >= overlap
+        ):
+            return None
+        Solution.objects.filter(pk=solution.pk).update(active_count=F("active_count") + 1)
+        labeling.status = Labeling.Status.IN_PROGRESS
+        labeling.lease_expires_at = now + lease_duration(batch)
+        labeling.save(update_fields=["status", "lease_expires_at", "updated_at"])
+        return labeling
+
+
+def resume_expired(user: User) -> Labeling | None:
+    """The labeler's latest claim that expired with steps rated, back in progress if it still
+    has room: a labeler who stepped away continues where they stopped instead of elsewhere."""
+    latest = (
+        Labeling.objects.filter(labeler=user, status=Labeling.Status.EXPIRED)
+        .filter(Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk"))))
+        .order_by("-lease_expires_at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return None if latest is None else reactivate_expired(latest, user)
+
+
+def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
+    """Called while the labeler is active on the page: renew the lease of their claim, or take
+    back one that has just expired if it still has room. Raises Conflict when it cannot."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        labeling = (
+            Labeling.objects.select_for_update(of=("self",))
+            .select_related("solution__batch")
+            .filter(pk=labeling_id, labeler=user)
+            .first()
+        )
+        if labeling is None:
+            raise LabelingError("This labeling is not yours.")
+        if labeling.status == Labeling.Status.IN_PROGRESS:
+            labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
+            labeling.save(update_fields=["lease_expires_at", "updated_at"])
+            return labeling
+        if labeling.status == Labeling.Status.COMPLETED:
+            raise Conflict("This labeling is already submitted.")
+    taken_back = reactivate_expired(labeling_id, user, now)
+    if taken_back is None:
+        raise Conflict(EXPIRED_AND_TAKEN)
+    return taken_back
+
+
+EXPIRED_AND_TAKEN = (
+    "Your claim on this solution expired and it has since received its labels from others "
+    "(or its batch was paused). The steps you rated are kept in its history but not counted; "
+    "open the queue for the next solution."
+)
 
 
 def batches_for(user: User) -> QuerySet[Batch]:
@@ -204,13 +286,17 @@ def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
     )
     if current is not None:
         return current
+    if labeler.state in (Labeler.State.ACTIVE, Labeler.State.SCREENING):
+        expire_stale_leases()
+        resumed = resume_expired(user)
+        if resumed is not None:
+            return resumed
     if labeler.state == Labeler.State.SCREENING:
         claimed = _claim_screening(user, labeler)
         if claimed is not None or labeler.state != Labeler.State.ACTIVE:
             return claimed
     if labeler.state != Labeler.State.ACTIVE:
         return None
-    expire_stale_leases()
     batches = batches_for(user).order_by("-priority", "id")
     if batch is not None:
         batches = batches.filter(pk=batch.pk)

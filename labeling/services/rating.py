@@ -29,7 +29,7 @@ from labeling.models import (
 from labeling.roles import LEAD, has_role
 from labeling.services import adjudication, counters, quality
 from labeling.services.errors import Conflict, LabelingError
-from labeling.services.queue import lease_duration
+from labeling.services.queue import lease_duration, reactivate_expired
 
 MAX_STEP_TIME_MS = 60 * 60 * 1000  # a step shown for over an hour was a tab left open
 
@@ -87,6 +87,10 @@ def rate_step(
             )
         if labeling.status == Labeling.Status.COMPLETED:
             raise Conflict("This labeling is already submitted.")
+        if labeling.status == Labeling.Status.EXPIRED and reactivate_expired(labeling_id, user):
+            # Back from a pause past the lease, and the solution still has room: counted again.
+            # Without room the rating is still kept (a late finish is marked surplus).
+            labeling.status = Labeling.Status.IN_PROGRESS
         next_index = len(saved)
         if step_index != next_index:
             raise Conflict(f"Rate step {next_index + 1} first (the page was out of date).")

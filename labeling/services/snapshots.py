@@ -27,6 +27,7 @@ from labeling.services.exporting import (
     StepwiseOptions,
     file_sha256,
     select_labelings,
+    snapshot_filename,
     write_export_file,
 )
 from stepwise.celery import UNSENT, enqueue_on_commit
@@ -154,7 +155,7 @@ def snapshot_run(*, snapshot_id: int, progress: Progress | None = None, on_total
         log.info("snapshot %s: not pending, nothing to do", snapshot_id)
         return Snapshot.objects.get(pk=snapshot_id)
     snapshot = Snapshot.objects.get(pk=snapshot_id)
-    relative = f"snapshots/{snapshot.download_name}"
+    relative = f"snapshots/{snapshot_filename(snapshot)}"
     target = Path(settings.MEDIA_ROOT) / relative
     try:
         filters = ExportFilters.from_json(snapshot.filters)

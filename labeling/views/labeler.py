@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import Sum
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -18,7 +18,7 @@ from labeling.models import BatchLabelerStats, FinishReason, Labeling
 from labeling.roles import LABELER, LEAD, RESEARCHER, has_role, require
 from labeling.services import rating
 from labeling.services.errors import LabelingError
-from labeling.services.queue import batches_for, claim_next, ensure_labeler
+from labeling.services.queue import batches_for, claim_next, ensure_labeler, extend_lease
 from labeling.views.navigation import safe_return_url
 
 
@@ -74,6 +74,7 @@ def queue(request: HttpRequest) -> HttpResponse:
             "stats": stats,
             "recent": recent,
             "labeler": labeler,
+            "expired": [] if open_labeling else selectors.expired_claims(request.user),
         },
     )
 
@@ -82,7 +83,16 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_POST
 def claim(request: HttpRequest) -> HttpResponse:
     require(request, LABELER, message="You need the labeler role to label.")
+    had_open = Labeling.objects.filter(
+        labeler=request.user, status=Labeling.Status.IN_PROGRESS
+    ).exists()
     labeling = claim_next(request.user)
+    if labeling is not None and not had_open and labeling.step_labels.exists():
+        messages.info(
+            request,
+            "Your claim on this solution had expired while you were away; it is yours again. "
+            "Continue where you stopped.",
+        )
     if labeling is None:
         labeler = ensure_labeler(request.user)
         if labeler.state == labeler.State.ACTIVE:
@@ -165,6 +175,17 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
         )
 
     return _act(request, labeling_id, action)
+
+
+@login_required
+@require_POST
+def extend(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """The page calls this while the labeler is active: the claim does not expire under them."""
+    try:
+        labeling = extend_lease(labeling_id, request.user)
+    except LabelingError as exc:
+        return JsonResponse({"detail": str(exc)}, status=exc.status_code)
+    return JsonResponse({"lease_expires_at": labeling.lease_expires_at.isoformat()})
 
 
 @login_required

@@ -13,6 +13,7 @@ from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.roles import ADMIN, RESEARCHER, require
 from labeling.serializers import ExportRequestSerializer
 from labeling.services import snapshots
+from labeling.services.exporting import snapshot_filename
 
 RECENT = 50
 RESEARCHERS_ONLY = "Only researchers and admins can export."
@@ -44,9 +45,11 @@ def index(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def snapshot_list(request: HttpRequest) -> HttpResponse:
-    """The snapshot table alone: htmx polls it while a snapshot is being written."""
+    """The snapshot table alone for htmx, which polls it while a snapshot is being written;
+    the whole page when visited directly."""
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
-    return render(request, "labeling/research.html#snapshots", _context(request))
+    template = "labeling/research.html#snapshots" if request.htmx else "labeling/research.html"
+    return render(request, template, _context(request))
 
 
 @login_required
@@ -80,22 +83,25 @@ def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
         return HttpResponse(
             str(error), status=409 if not snapshot.is_finished else 410, content_type="text/plain"
         )
-    response = FileResponse(open(path, "rb"), as_attachment=True, filename=snapshot.download_name)
+    response = FileResponse(
+        open(path, "rb"), as_attachment=True, filename=snapshot_filename(snapshot)
+    )
     response["X-Checksum-SHA256"] = snapshot.sha256
     return response
 
 
 @login_required
-@require_GET
+@require_POST
 def export_now(request: HttpRequest) -> HttpResponse:
-    """Stream an export straight away (nothing recorded): same filters as a snapshot."""
+    """Stream an export straight away (nothing recorded): same filters as a snapshot. A POST,
+    so the form's CSRF token stays out of the URL and the browser's history."""
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
-    data = ExportRequestSerializer.from_query(request.GET)
+    data = ExportRequestSerializer.from_query(request.POST)
     if not data.is_valid():
         return render(
             request,
             "labeling/research.html",
-            _context(request, data.errors, request.GET),
+            _context(request, data.errors, request.POST),
             status=400,
         )
-    return export_response(data, "stepwise-export")
+    return export_response(data)

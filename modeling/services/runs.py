@@ -410,7 +410,8 @@ def execute_training_run(
         )
         return None
     except Exception as exc:
-        return _fail(run_id, exc)
+        _fail(run_id, exc)
+        return None
     try:
         description = {
             **run.dataset_description,
@@ -442,7 +443,8 @@ def execute_training_run(
         )
         return _finish(run, config, result.output_dir, dataset_version, metrics)
     except Exception as exc:
-        return _fail(run_id, exc)
+        _fail(run_id, exc)
+        return None
 
 
 def _fail(run_id: int, exc: Exception) -> None:

@@ -2,9 +2,32 @@
 (function () {
   "use strict";
 
+  // KaTeX's auto-render takes an escaped dollar ("costs \$5", common in MATH problems) for an
+  // opening delimiter. It hides behind a private-use character while delimiters are found, and
+  // comes back as "\$" inside math (KaTeX's dollar sign) and as "$" in the text.
+  var DOLLAR = "\uE000";
+  function eachText(root, change) {
+    var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
+      acceptNode: function (node) {
+        var parent = node.parentElement;
+        return parent && parent.closest("script, style, textarea, pre, code, .no-math, .katex")
+          ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT;
+      },
+    });
+    var nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    nodes.forEach(function (node) {
+      var text = change(node.nodeValue);
+      if (text !== node.nodeValue) node.nodeValue = text;
+    });
+  }
+
   function renderMath(root) {
     if (!window.renderMathInElement) return;
-    window.renderMathInElement(root || document.body, {
+    root = root || document.body;
+    eachText(root, function (text) { return text.split("\\$").join(DOLLAR); });
+    window.renderMathInElement(root, {
+      preProcess: function (math) { return math.split(DOLLAR).join("\\$"); },
       delimiters: [
         { left: "$$", right: "$$", display: true },
         { left: "\\[", right: "\\]", display: true },
@@ -14,6 +37,7 @@
       throwOnError: false,
       ignoredClasses: ["no-math"],
     });
+    eachText(root, function (text) { return text.split(DOLLAR).join("$"); });
   }
   window.stepwiseRenderMath = renderMath;
 

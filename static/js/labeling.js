@@ -77,9 +77,74 @@
       if (pending.length) perform(pending.shift());
     }, 0);
   });
+  // The claim (lease) on this solution: announced before it runs out, and extended while the
+  // labeler is active on the page, so work in progress is not taken from someone still at it.
+  var WARN_MS = 2 * 60 * 1000;
+  var lastExtend = Date.now();  // the page was served with a fresh lease
+  var extending = false;
+  function leaseLeft() {
+    var p = panel();
+    var at = p && p.dataset.leaseExpires;
+    return at ? Date.parse(at) - Date.now() : null;
+  }
+  function showLease() {
+    var warn = document.getElementById("lease-warning");
+    var left = leaseLeft();
+    if (!warn || left === null) return;
+    if (left > WARN_MS) { warn.hidden = true; return; }
+    if (left <= 0) {
+      warn.textContent = "Your claim on this solution has run out: press a key or rate a step to take it back, if it still has room.";
+    } else {
+      var minutes = Math.ceil(left / 60000);
+      warn.textContent = minutes + " minute" + (minutes > 1 ? "s" : "") +
+        " left on this solution: press a key or rate a step to keep it.";
+    }
+    warn.hidden = false;
+  }
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRFToken"]; } catch (e) { return ""; }
+  }
+  function extendLease() {
+    var p = panel();
+    if (!p || !p.dataset.extendUrl) return;
+    lastExtend = Date.now();
+    extending = true;
+    fetch(p.dataset.extendUrl, { method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrfToken() } })
+      .then(function (r) { return r.json().then(function (body) { return { ok: r.ok, body: body }; }); })
+      .then(function (answer) {
+        var q = panel();
+        if (!q) return;
+        if (answer.ok) {
+          q.dataset.leaseExpires = answer.body.lease_expires_at;
+          showLease();
+        } else {  // taken by others meanwhile: say so, and stop extending
+          delete q.dataset.leaseExpires;
+          var warn = document.getElementById("lease-warning");
+          if (warn) { warn.textContent = answer.body.detail; warn.hidden = false; }
+        }
+      })
+      .catch(function () { lastExtend = 0; })  // offline: the next activity tries again
+      .then(function () { extending = false; });
+  }
+  function onActivity() {
+    var left = leaseLeft();
+    if (left === null) return;
+    // At most once a minute while all is well; at once (one request at a time) when the
+    // warning shows.
+    if (extending) return;
+    if (Date.now() - lastExtend > 60000 || left < WARN_MS) extendLease();
+  }
+  ["keydown", "pointerdown", "wheel", "touchstart"].forEach(function (type) {
+    document.addEventListener(type, onActivity, { passive: true });
+  });
+  setInterval(showLease, 10000);
+  document.addEventListener("DOMContentLoaded", showLease);
+
   document.addEventListener("htmx:afterSettle", function (e) {
     if (!panel()) return;
     inFlight = false;
+    lastExtend = Date.now();  // a rating renews the lease on the server
+    showLease();
     shownAt = performance.now();
     var current = panel().querySelector(".step.current");
     if (current) current.scrollIntoView({ block: "nearest", behavior: "smooth" });

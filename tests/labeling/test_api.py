@@ -8,6 +8,7 @@ import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from labeling.models import Batch, Labeling, Problem, Snapshot, Solution
@@ -128,6 +129,10 @@ def test_prm800k_upload_imports_and_round_trips_through_the_api(
     download = api.get(snapshot["download_url"])
     assert download.status_code == 200 and download["X-Checksum-SHA256"] == snapshot["sha256"]
     assert b"".join(download.streaming_content) == content
+    created_on = Snapshot.objects.get(pk=snapshot["id"]).created_at.date()
+    assert download["Content-Disposition"] == (
+        f'attachment; filename="snapshot-{snapshot["id"]}-prm800k-{created_on}.jsonl"'
+    )
 
 
 def test_direct_export_streams_byte_exact(api, samples):
@@ -136,6 +141,23 @@ def test_direct_export_streams_byte_exact(api, samples):
     assert b"".join(response.streaming_content) == samples.read_bytes()
     only_gen6 = b"".join(api.get("/api/export/?generation=6&generation=7").streaming_content)
     assert only_gen6.count(b"\n") == 1 and b'"generation": 6' in only_gen6
+
+
+def test_direct_export_is_named_for_its_batch_format_and_date(api, samples):
+    batch = Batch.objects.get(generation=6)
+    batch.name = 'Gén 6 "redo", ünïcode'
+    batch.save(update_fields=["name"])
+    before = timezone.localdate()
+    response = api.get(f"/api/export/?format=prm800k&batch={batch.pk}")
+    after = timezone.localdate()
+    assert b"".join(response.streaming_content).count(b"\n") == 1
+    assert response["Content-Disposition"] in {
+        f'attachment; filename="gen-6-redo-unicode-prm800k-{day}.jsonl"' for day in (before, after)
+    }
+    parquet = api.get("/api/export/?format=stepwise_parquet")
+    assert parquet["Content-Disposition"] in {
+        f'attachment; filename="stepwise-stepwise_parquet-{day}.parquet"' for day in (before, after)
+    }
 
 
 def test_direct_export_parquet(api, samples):
@@ -398,3 +420,13 @@ def test_bad_or_out_of_range_times_are_a_400_on_every_route_that_takes_one(
     assert not Snapshot.objects.exists()
     response = client.get("/api/labelings/", {"finished_after": "2026-01-01T00:00:00+01:00"})
     assert response.status_code == 200  # the same time, with its offset escaped, is fine
+
+
+def test_an_offset_postgresql_refuses_is_converted_to_utc_not_a_500(samples, researcher):
+    """Python takes offsets up to 23:59, PostgreSQL up to 15:59: found by the API fuzz."""
+    client = api_client_for(researcher)
+    every = client.get("/api/labelings/").json()["results"]
+    response = client.get("/api/labelings/", {"finished_before": "9000-01-01T00:00:00-19:14"})
+    assert response.status_code == 200 and response.json()["results"] == every
+    response = client.get("/api/labelings/", {"finished_after": "9000-01-01T00:00:00+21:11"})
+    assert response.status_code == 200 and response.json()["results"] == []

@@ -401,3 +401,39 @@ def test_labels_choice_is_validated_and_reaches_the_cli(samples, tmp_path):
         "--no-progress",
     )
     assert len(out.read_text().splitlines()) == 36  # the six sample lines, one labeling each
+
+
+# --- file names -----------------------------------------------------------------------------------
+
+ON = datetime(2026, 11, 23).date()
+
+
+def test_an_export_is_named_for_its_batch_format_and_date():
+    one = make_batch('Gén 7 "hard" / retry')
+    greek = make_batch("Παρτίδα")  # no ASCII letters at all
+    long = make_batch("x" * 200)
+    assert exporting.export_filename(fmt="prm800k", on=ON, batches=[one.pk]) == (
+        "gen-7-hard-retry-prm800k-2026-11-23.jsonl"
+    )
+    assert exporting.export_filename(fmt="stepwise_parquet", on=ON, batches=[greek.pk]) == (
+        f"batch-{greek.pk}-stepwise_parquet-2026-11-23.parquet"
+    )
+    assert exporting.export_filename(fmt="stepwise_jsonl", on=ON, batches=[long.pk]) == (
+        f"{'x' * exporting.NAME_MAX}-stepwise_jsonl-2026-11-23.jsonl"
+    )
+    assert exporting.export_filename(fmt="prm800k", on=ON, batches=[7, 3]) == (
+        "batches-3-7-prm800k-2026-11-23.jsonl"
+    )
+    assert exporting.export_filename(fmt="prm800k", on=ON, batches=list(range(1, 10))) == (
+        "batches-1-2-3-4-and-5-more-prm800k-2026-11-23.jsonl"
+    )
+    assert exporting.export_filename(fmt="prm800k", on=ON) == "stepwise-prm800k-2026-11-23.jsonl"
+
+
+def test_a_snapshot_is_named_for_its_id_format_and_creation_date():
+    snapshot = Snapshot.objects.create(
+        format="stepwise_parquet", created_at=datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
+    )
+    assert exporting.snapshot_filename(snapshot) == (
+        f"snapshot-{snapshot.pk}-stepwise_parquet-2026-03-01.parquet"
+    )

@@ -184,6 +184,79 @@ def test_expired_lease_submitted_while_there_is_room_counts(labeler):
     assert Solution.objects.get(pk=labeling.solution_id).completed_count == 1
 
 
+def _expire(labeling) -> None:
+    Labeling.objects.filter(pk=labeling.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    queue.expire_stale_leases()
+
+
+def test_back_after_the_lease_ran_out_the_labeler_continues_the_same_solution(labeler):
+    """The claim expired with a step rated; the solution still has room: the next claim gives
+    the same labeling back, in progress, counted again, with its rated step kept."""
+    make_solutions(make_batch(overlap=1), 2)
+    away = claim(labeler)
+    rate(away, 0, 1)
+    _expire(away)
+    assert Solution.objects.get(pk=away.solution_id).active_count == 0
+    back = claim(labeler)
+    assert back.pk == away.pk and back.status == Labeling.Status.IN_PROGRESS
+    assert back.lease_expires_at > timezone.now() and back.step_labels.count() == 1
+    assert Solution.objects.get(pk=away.solution_id).active_count == 1
+    rate(back, 1, 1)
+    rate(back, 2, 1)
+    back.refresh_from_db()
+    assert back.status == "completed" and not back.is_surplus
+    solution = Solution.objects.get(pk=away.solution_id)
+    assert (solution.completed_count, solution.active_count) == (1, 0)
+
+
+def test_an_expired_claim_taken_by_others_is_explained_and_the_labeler_moves_on(
+    client, labeler, labeler2
+):
+    batch = make_batch(overlap=1)
+    make_solutions(batch, 2)
+    away = claim(labeler)
+    rate(away, 0, 1)
+    _expire(away)
+    taken = claim(labeler2)
+    assert taken.solution_id == away.solution_id  # the room went to someone else
+    moved_on = claim(labeler)
+    assert moved_on.pk != away.pk and moved_on.solution_id != away.solution_id
+    assert Labeling.objects.get(pk=away.pk).status == Labeling.Status.EXPIRED  # kept, as it was
+    rating.finish_labeling(labeling_id=moved_on.pk, user=labeler, reason="give_up")
+    client.force_login(labeler)
+    page = client.get("/label/").content.decode()
+    assert "expired" in page and "after 1 step rated" in page and "not counted" in page
+
+
+def test_the_page_extends_a_live_claim_and_takes_back_a_lapsed_one_only_with_room(
+    client, labeler, labeler2
+):
+    make_solutions(make_batch(overlap=1), 1)
+    labeling = claim(labeler)
+    soon = timezone.now() + timedelta(seconds=30)
+    Labeling.objects.filter(pk=labeling.pk).update(lease_expires_at=soon)
+    client.force_login(labeler)
+    response = client.post(f"/label/{labeling.pk}/extend/")
+    assert response.status_code == 200
+    extended = Labeling.objects.get(pk=labeling.pk).lease_expires_at
+    assert extended > soon + timedelta(minutes=5)
+    assert response.json()["lease_expires_at"] == extended.isoformat()
+
+    _expire(labeling)  # lapsed, room still there: taken back
+    assert client.post(f"/label/{labeling.pk}/extend/").status_code == 200
+    assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.IN_PROGRESS
+
+    _expire(labeling)
+    claim(labeler2)  # lapsed, and the room is gone
+    response = client.post(f"/label/{labeling.pk}/extend/")
+    assert response.status_code == 409 and "received its labels" in response.json()["detail"]
+    assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.EXPIRED
+    client.force_login(labeler2)
+    assert client.post(f"/label/{labeling.pk}/extend/").status_code == 400  # not theirs
+
+
 def test_queue_serves_priority_first_then_solutions_closest_to_done(labeler, labeler2):
     low = make_batch(priority=0, overlap=2)
     high = make_batch(priority=5, overlap=2)

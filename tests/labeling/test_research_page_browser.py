@@ -49,6 +49,21 @@ def test_research_page_in_chromium(
         f"document.querySelector('#snapshot-{running.pk} progress')?.getAttribute('value') === '90'"
     )
 
+    # Download now posts the form: the CSRF token never lands in a URL
+    sent = []
+    page.on("request", lambda r: sent.append((r.method, r.url)) if "/export/" in r.url else None)
+    with page.expect_download() as download:
+        page.click("#download-now")
+    assert [method for method, _ in sent] == ["POST"]
+    assert all("csrfmiddlewaretoken" not in url for _, url in sent)
+    assert "csrfmiddlewaretoken" not in page.url
+    name = download.value.suggested_filename
+    assert name.startswith("stepwise-prm800k-") and name.endswith(".jsonl")
+    assert (
+        download.value.path().read_bytes()
+        == (shared_data / "prm800k" / "samples.jsonl").read_bytes()
+    )
+
 
 def test_api_docs_render_offline_in_chromium(live_server, page, artifacts_dir):
     make_user("rhea", "researcher")

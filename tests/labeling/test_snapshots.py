@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from labeling import tasks
-from labeling.models import Snapshot
+from labeling.models import Batch, Snapshot
 from labeling.services import snapshots
 from labeling.services.exporting import ExportFilters, StepwiseOptions
 from tests.conftest import make_user
@@ -205,6 +205,9 @@ def test_page_lists_snapshots_and_creates_one(samples, media_root, client, resea
     download = client.get(reverse("research:download", args=[snapshot.pk]))
     assert b"".join(download.streaming_content) == samples.read_bytes()
     assert download["X-Checksum-SHA256"] == snapshot.sha256
+    assert download["Content-Disposition"] == (
+        f'attachment; filename="snapshot-{snapshot.pk}-prm800k-{snapshot.created_at.date()}.jsonl"'
+    )
 
 
 def test_page_polls_while_a_snapshot_runs(samples, client, researcher):
@@ -226,8 +229,18 @@ def test_page_shows_form_errors_with_400(samples, client, researcher):
 
 def test_download_now_streams_the_export(samples, client, researcher):
     client.force_login(researcher)
-    response = client.get(reverse("research:export"), {"format": "prm800k", "screening": "exclude"})
+    batches = list(Batch.objects.values_list("pk", flat=True))
+    before = timezone.localdate()
+    response = client.post(
+        reverse("research:export"),
+        {"format": "prm800k", "screening": "exclude", "batch": batches},
+    )
+    after = timezone.localdate()
     assert response.streaming
+    ids = "-".join(str(pk) for pk in sorted(batches))
+    assert response["Content-Disposition"] in {
+        f'attachment; filename="batches-{ids}-prm800k-{day}.jsonl"' for day in (before, after)
+    }
     body = b"".join(response.streaming_content)
     assert body.splitlines() == [
         line
@@ -236,18 +249,40 @@ def test_download_now_streams_the_export(samples, client, researcher):
     ]
 
 
+def test_download_now_is_a_csrf_protected_post(samples, researcher):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(researcher)
+    page = client.get(reverse("research:index"))
+    form = page.content.decode().split('id="download-now"')[0].rsplit("<form", 1)[1]
+    assert 'method="post"' in form and "csrfmiddlewaretoken" in form
+    assert 'formmethod="get"' not in page.content.decode()
+    url = reverse("research:export")
+    assert client.get(url, {"format": "prm800k"}).status_code == 405  # no export by GET
+    assert client.post(url, {"format": "prm800k"}).status_code == 403  # no token, no export
+    token = page.context["csrf_token"]
+    response = client.post(url, {"format": "prm800k", "csrfmiddlewaretoken": str(token)})
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == samples.read_bytes()
+
+
+def test_download_now_with_bad_filters_shows_the_form_with_400(samples, client, researcher):
+    client.force_login(researcher)
+    response = client.post(reverse("research:export"), {"labeler": "nobody"})
+    assert response.status_code == 400 and b"Unknown labeler(s): nobody" in response.content
+    assert b"<html" in response.content and b'id="download-now"' in response.content
+
+
 @pytest.mark.parametrize("persona", ["labeler", "lead", "outsider"])
 def test_only_researchers_and_admins_reach_the_page(samples, media_root, client, persona, request):
     user = request.getfixturevalue(persona)
     done = snapshots.snapshot_run(snapshot_id=_create().pk)
     client.force_login(user)
-    for url in (
-        reverse("research:index"),
-        reverse("research:download", args=[done.pk]),
-        reverse("research:export"),
-    ):
+    for url in (reverse("research:index"), reverse("research:download", args=[done.pk])):
         assert client.get(url).status_code == 403
-    assert client.post(reverse("research:create"), {"format": "prm800k"}).status_code == 403
+    for url in (reverse("research:create"), reverse("research:export")):
+        assert client.post(url, {"format": "prm800k"}).status_code == 403
     admin = make_user("ada", "admin")
     client.force_login(admin)
     assert client.get(reverse("research:index")).status_code == 200

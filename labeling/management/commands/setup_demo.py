@@ -1,14 +1,20 @@
 from django.core.management.base import BaseCommand
 
-from labeling.services.demo import create_demo_accounts, load_sample_data
+from labeling.services.demo import demo_setup
 
 
 class Command(BaseCommand):
-    help = "Load the sample problems and solutions and create one demo account per role."
+    help = (
+        "Load the sample problems and solutions and create one demo account per role; "
+        "says what the demo holds and what this run added (a re-run adds nothing)."
+    )
 
     def handle(self, *args, **options):
-        for line in load_sample_data():
+        report = demo_setup()
+        for line in report.steps:
             self.stdout.write(line)
+        self.stdout.write(self.style.SUCCESS(f"\n{report.holds()}"))
+        self.stdout.write(report.added())
         self.stdout.write(self.style.SUCCESS("\nDemo accounts (username / password: roles):"))
-        for username, password, roles in create_demo_accounts():
+        for username, password, roles in report.accounts:
             self.stdout.write(f"  {username:<11} / {password:<16} {', '.join(roles)}")
