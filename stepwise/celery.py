@@ -6,7 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
-from django.db import transaction
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
 from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerUnreachable
 
@@ -60,3 +62,42 @@ def enqueue_on_commit(
                 on_unreachable()
 
     transaction.on_commit(send)
+
+
+# Rows that wait for a task (a snapshot, a training run) carry `status`, `error`, `sent_at` and
+# `created_at`; these three functions send them and send them again, for both apps.
+
+
+def send_row(model: type[models.Model], row_id: int, task_path: str, *, waiting: str) -> None:
+    """Record when the row's task was sent and send it once the transaction commits; a broker
+    that cannot be reached marks the row UNSENT while it is still `waiting`."""
+    model._default_manager.filter(pk=row_id).update(sent_at=timezone.now())
+    _enqueue_row(model, row_id, task_path, waiting)
+
+
+def not_sent_since(before) -> Q:
+    """Rows whose task was last sent before `before` (rows from before `sent_at`: created)."""
+    return Q(sent_at__lt=before) | Q(sent_at__isnull=True, created_at__lt=before)
+
+
+def resend_rows(
+    model: type[models.Model], due: Q, task_path: str, *, waiting: str, now=None
+) -> int:
+    """Send again every row that matches `due`; returns how many. Each is taken with a
+    conditional UPDATE (a concurrent sweep, or a worker that took the row, wins), which also
+    clears UNSENT and records the send; a send that fails marks it UNSENT again."""
+    now = now or timezone.now()
+    sent = 0
+    for row_id in model._default_manager.filter(due).values_list("pk", flat=True):
+        with transaction.atomic():
+            if model._default_manager.filter(due, pk=row_id).update(error="", sent_at=now):
+                _enqueue_row(model, row_id, task_path, waiting)
+                sent += 1
+    return sent
+
+
+def _enqueue_row(model: type[models.Model], row_id: int, task_path: str, waiting: str) -> None:
+    def mark_unsent() -> None:
+        model._default_manager.filter(pk=row_id, status=waiting).update(error=UNSENT)
+
+    enqueue_on_commit(task_path, row_id, on_unreachable=mark_unsent)

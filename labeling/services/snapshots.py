@@ -30,9 +30,11 @@ from labeling.services.exporting import (
     snapshot_filename,
     write_export_file,
 )
-from stepwise.celery import UNSENT, enqueue_on_commit
+from stepwise.celery import UNSENT, not_sent_since, resend_rows, send_row
 
 log = logging.getLogger(__name__)
+
+RUN_TASK = "labeling.tasks.run_snapshot"
 
 
 class SnapshotError(Exception):
@@ -81,12 +83,8 @@ def _stale_before(now):
     return now - timedelta(seconds=settings.STEPWISE_SNAPSHOT_STALE_SECONDS)
 
 
-def _send(snapshot_id: int, now=None) -> None:
-    def mark_unsent() -> None:
-        Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.PENDING).update(error=UNSENT)
-
-    Snapshot.objects.filter(pk=snapshot_id).update(sent_at=now or timezone.now())
-    enqueue_on_commit("labeling.tasks.run_snapshot", snapshot_id, on_unreachable=mark_unsent)
+def _send(snapshot_id: int) -> None:
+    send_row(Snapshot, snapshot_id, RUN_TASK, waiting=Snapshot.Status.PENDING)
 
 
 def snapshots_resend(now=None) -> int:
@@ -97,31 +95,20 @@ def snapshots_resend(now=None) -> int:
       without persistence restarted) or waits behind a long queue (a duplicate is harmless:
       the task claims the row with a conditional UPDATE);
     - running, no heartbeat for STEPWISE_SNAPSHOT_STALE_SECONDS: its worker died, and its
-      unacknowledged message would come back only after the broker's visibility timeout.
-    A send that fails marks the row UNSENT again, for the next sweep."""
+      unacknowledged message would come back only after the broker's visibility timeout."""
     now = now or timezone.now()
     resend_before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
     stale_before = _stale_before(now)
-    not_sent_since = Q(sent_at__lt=resend_before) | Q(
-        sent_at__isnull=True, created_at__lt=resend_before
-    )
     due = (
         Q(status=Snapshot.Status.PENDING, error=UNSENT)
-        | (Q(status=Snapshot.Status.PENDING) & not_sent_since)
+        | (Q(status=Snapshot.Status.PENDING) & not_sent_since(resend_before))
         | Q(
             status=Snapshot.Status.RUNNING,
             heartbeat_at__lt=stale_before,
             sent_at__lt=stale_before,
         )
     )
-    sent = 0
-    for snapshot_id in Snapshot.objects.filter(due).values_list("pk", flat=True):
-        with transaction.atomic():
-            # Conditional: a concurrent sweep (or a worker that took the row) wins.
-            if Snapshot.objects.filter(due, pk=snapshot_id).update(error="", sent_at=now):
-                _send(snapshot_id, now)
-                sent += 1
-    return sent
+    return resend_rows(Snapshot, due, RUN_TASK, waiting=Snapshot.Status.PENDING, now=now)
 
 
 def _claim(snapshot_id: int) -> bool:

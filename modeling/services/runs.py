@@ -39,9 +39,11 @@ from labeling.services.exporting import ExportFilters, iter_prm800k_lines, selec
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
 from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
-from stepwise.celery import UNSENT, enqueue_on_commit
+from stepwise.celery import UNSENT, not_sent_since, resend_rows, send_row
 
 logger = logging.getLogger(__name__)
+
+TRAIN_TASK = "modeling.tasks.gpu_train_run"
 
 DATA_FILE = "data.jsonl"
 SPLIT_FILE = "split.json"
@@ -130,12 +132,8 @@ def enqueue(run: TrainingRun) -> None:
         _send(run.pk)
 
 
-def _send(run_id: int, now=None) -> None:
-    def mark_unsent() -> None:
-        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(error=UNSENT)
-
-    TrainingRun.objects.filter(pk=run_id).update(sent_at=now or timezone.now())
-    enqueue_on_commit("modeling.tasks.gpu_train_run", run_id, on_unreachable=mark_unsent)
+def _send(run_id: int) -> None:
+    send_row(TrainingRun, run_id, TRAIN_TASK, waiting=TrainingRun.Status.QUEUED)
 
 
 def runs_resend(now=None) -> int:
@@ -145,23 +143,11 @@ def runs_resend(now=None) -> int:
     - sent more than STEPWISE_RESEND_AFTER_SECONDS ago: the message was lost (a broker without
       persistence restarted) or waits behind other runs on the gpu queue; a duplicate is
       harmless, the task claims the run with a conditional UPDATE.
-    A running run whose worker died is not sent again: `fail_stale_runs` fails it, resumable.
-    A send that fails marks the run UNSENT again, for the next sweep."""
+    A running run whose worker died is not sent again: `fail_stale_runs` fails it, resumable."""
     now = now or timezone.now()
     resend_before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
-    due = Q(status=TrainingRun.Status.QUEUED) & (
-        Q(error=UNSENT)
-        | Q(sent_at__lt=resend_before)
-        | Q(sent_at__isnull=True, created_at__lt=resend_before)
-    )
-    sent = 0
-    for run_id in TrainingRun.objects.filter(due).values_list("pk", flat=True):
-        with transaction.atomic():
-            # Conditional: a concurrent sweep (or a worker that took the run) wins.
-            if TrainingRun.objects.filter(due, pk=run_id).update(error="", sent_at=now):
-                _send(run_id, now)
-                sent += 1
-    return sent
+    due = Q(status=TrainingRun.Status.QUEUED) & (Q(error=UNSENT) | not_sent_since(resend_before))
+    return resend_rows(TrainingRun, due, TRAIN_TASK, waiting=TrainingRun.Status.QUEUED, now=now)
 
 
 def _train_in_thread(run_id: int) -> threading.Thread:
