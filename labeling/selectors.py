@@ -17,7 +17,8 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from labeling import prm800k
@@ -509,6 +510,8 @@ class StepView:
     text: str
     rating: int | None
     flagged: bool | None
+    # Ratings that "rate again from here" at this step takes back (this one and later ones).
+    taken_back: int = 0
 
 
 def step_views(labeling: Labeling) -> list[StepView]:
@@ -523,9 +526,65 @@ def step_views(labeling: Labeling) -> list[StepView]:
             text=text,
             rating=ratings[i].rating if i in ratings else None,
             flagged=ratings[i].flagged if i in ratings else None,
+            taken_back=sum(1 for j in ratings if j >= i) if i in ratings else 0,
         )
         for i, text in enumerate(labeling.solution.steps)
     ]
+
+
+def labelings_for_page() -> QuerySet[Labeling]:
+    """Labelings with what the labeling page shows beside them, in the query that loads them:
+    the solution, its problem and batch, and `earlier_today`, the labeler's labelings started
+    since midnight (server time) before this one, for the page's "solution k today"."""
+    midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    earlier_today = (
+        Labeling.objects.filter(
+            labeler=OuterRef("labeler"), started_at__gte=midnight, pk__lt=OuterRef("pk")
+        )
+        .order_by()
+        .values("labeler")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Labeling.objects.select_related("solution__problem", "solution__batch").annotate(
+        earlier_today=Coalesce(Subquery(earlier_today, output_field=IntegerField()), 0)
+    )
+
+
+@dataclass(frozen=True)
+class LabelingPanel:
+    """What the labeling page's panel shows: the steps revealed so far and the progress."""
+
+    steps: list[StepView]
+    rated: list[StepView]
+    current: StepView | None  # the step to rate now; None once the labeling is submitted
+    number_today: int  # "solution k today", this one included
+
+    @property
+    def step_total(self) -> int:
+        return len(self.steps)
+
+    @property
+    def step_number(self) -> int:
+        """The step being rated (1-based); the last one rated once there is none to rate."""
+        return self.current.index + 1 if self.current else len(self.rated)
+
+    @property
+    def hidden_count(self) -> int:
+        return len(self.steps) - len(self.rated) - (1 if self.current else 0)
+
+
+def labeling_panel(labeling: Labeling) -> LabelingPanel:
+    """The panel of a labeling loaded through `labelings_for_page` (one query: the ratings)."""
+    steps = step_views(labeling)
+    rated = [s for s in steps if s.rating is not None]
+    current = None
+    if labeling.status != Labeling.Status.COMPLETED and len(rated) < len(steps):
+        current = steps[len(rated)]
+    earlier = getattr(labeling, "earlier_today", None)
+    if earlier is None:  # loaded some other way: one more query
+        earlier = cast(Any, labelings_for_page().get(pk=labeling.pk)).earlier_today
+    return LabelingPanel(steps=steps, rated=rated, current=current, number_today=earlier + 1)
 
 
 def labeling_ratings(labeling: Labeling) -> list[tuple[int, bool]]:

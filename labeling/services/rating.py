@@ -209,13 +209,11 @@ def undo_last(*, labeling_id: int, user: User) -> Labeling:
     with transaction.atomic():
         labeling = labeling_for_update(labeling_id, user)
         now = timezone.now()
+        refusal = revisit_refusal(labeling, now)
+        if refusal:
+            raise Conflict(refusal)
         if labeling.status == Labeling.Status.COMPLETED:
-            window = timedelta(seconds=settings.STEPWISE_UNDO_WINDOW_SECONDS)
-            if labeling.finished_at is None or now - labeling.finished_at > window:
-                raise Conflict("This labeling was submitted too long ago to undo.")
             _reopen(labeling, user, now)
-        elif labeling.status == Labeling.Status.EXPIRED:
-            raise Conflict("The claim on this solution expired; open the queue again.")
         last = labeling.step_labels.order_by("-index").prefetch_related("completions").first()
         if last is None:
             return labeling
@@ -232,6 +230,77 @@ def undo_last(*, labeling_id: int, user: User) -> Labeling:
         last.delete()
         _renew_lease(labeling, now)
         labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        return labeling
+
+
+def revisit_refusal(labeling: Labeling, now) -> str | None:
+    """Why its labeler may not take back or change ratings now; None when they may.
+
+    While the claim is theirs, and for a while after submitting (the undo window)."""
+    if labeling.status == Labeling.Status.COMPLETED:
+        window = timedelta(seconds=settings.STEPWISE_UNDO_WINDOW_SECONDS)
+        if labeling.finished_at is None or now - labeling.finished_at > window:
+            return "This labeling was submitted too long ago to undo."
+    elif labeling.status == Labeling.Status.EXPIRED:
+        return "The claim on this solution expired; open the queue again."
+    return None
+
+
+def undo_to(*, labeling_id: int, user: User, step_index: int) -> Labeling:
+    """Take back the ratings from `step_index` on, so the labeler rates again from there.
+
+    Recorded as one 'undo' per rating taken back, last step first, as if undone one by one;
+    a labeling finished moments ago is reopened, as by `undo_last`.
+    """
+    with transaction.atomic():
+        labeling = labeling_for_update(labeling_id, user)
+        now = timezone.now()
+        refusal = revisit_refusal(labeling, now)
+        if refusal:
+            raise Conflict(refusal)
+        taken = list(
+            labeling.step_labels.filter(index__gte=step_index)
+            .order_by("-index")
+            .prefetch_related("completions")
+        )
+        if not any(step.index == step_index for step in taken):
+            # Also what a second send of the same request meets: its ratings are gone already.
+            raise Conflict(f"Step {step_index + 1} is not rated: there is nothing to take back.")
+        if labeling.status == Labeling.Status.COMPLETED:
+            _reopen(labeling, user, now)
+        RatingEvent.objects.bulk_create(
+            RatingEvent(
+                labeling=labeling,
+                step_index=step.index,
+                old_rating=next((c.rating for c in step.completions.all() if c.index == 0), None),
+                reason=RatingEvent.Reason.UNDO,
+                detail=f"rate again from step {step_index + 1}",
+                actor=user,
+                created_at=now,
+            )
+            for step in taken
+        )
+        taken_ms = sum(step.time_ms or 0 for step in taken)
+        labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - taken_ms)
+        StepLabel.objects.filter(pk__in=[step.pk for step in taken]).delete()
+        _renew_lease(labeling, now)
+        labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        return labeling
+
+
+def rating_revise(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
+    """The labeler changes one of their own ratings between 0 and +1 while revisiting their
+    steps: allowed where undo is (`revisit_refusal`), recorded as 'edit' by `rating_edit`."""
+    with transaction.atomic():
+        labeling = labeling_for_update(labeling_id, user)
+        now = timezone.now()
+        refusal = revisit_refusal(labeling, now)
+        if refusal:
+            raise Conflict(refusal)
+        rating_edit(labeling_id=labeling_id, user=user, step_index=step_index, rating=rating)
+        if labeling.status == Labeling.Status.IN_PROGRESS:
+            _renew_lease(labeling, now)  # the labeler is at work on it
+            labeling.save(update_fields=["lease_expires_at", "updated_at"])
         return labeling
 
 

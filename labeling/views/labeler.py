@@ -5,12 +5,16 @@ Views fetch, validate, call a service, render; htmx gets the fragment.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling import selectors
@@ -101,20 +105,21 @@ def claim(request: HttpRequest) -> HttpResponse:
     return redirect("labeling:labeling", labeling_id=labeling.pk)
 
 
-def _panel_context(labeling: Labeling, error: str | None = None) -> dict:
-    steps = selectors.step_views(labeling)
-    rated = [s for s in steps if s.rating is not None]
-    current = None
-    if labeling.status != Labeling.Status.COMPLETED:
-        current = steps[len(rated)] if len(rated) < len(steps) else None
+def _panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
+    panel = selectors.labeling_panel(labeling)
+    own = labeling.labeler_id == user.pk
     return {
         "labeling": labeling,
         "solution": labeling.solution,
         "problem": labeling.solution.problem,
-        "rated": rated,
-        "current": current,
-        "hidden_count": len(steps) - len(rated) - (1 if current else 0),
-        "step_total": len(steps),
+        "panel": panel,
+        "rated": panel.rated,
+        "current": panel.current,
+        "hidden_count": panel.hidden_count,
+        "step_total": panel.step_total,
+        "read_only": not own,
+        # Revisiting (changing a rating, rating again from a step) is allowed where undo is.
+        "can_revisit": own and rating.revisit_refusal(labeling, timezone.now()) is None,
         "error": error,
         "finish_reasons": FinishReason,
     }
@@ -122,19 +127,50 @@ def _panel_context(labeling: Labeling, error: str | None = None) -> dict:
 
 def _own_labeling(request: HttpRequest, labeling_id: int) -> Labeling:
     # Labelers see only their own work; leads may read anyone's.
-    labeling = get_object_or_404(
-        Labeling.objects.select_related("solution__problem", "solution__batch"), pk=labeling_id
-    )
+    labeling = get_object_or_404(selectors.labelings_for_page(), pk=labeling_id)
     if labeling.labeler_id != request.user.pk and not has_role(request.user, LEAD):
         raise PermissionDenied("This labeling is not yours.")
     return labeling
 
 
+@dataclass(frozen=True)
+class Key:
+    """One key of the labeling page: the help lists it, labeling.js acts on it."""
+
+    keys: tuple[str, ...]  # KeyboardEvent.key values, letters in lower case
+    action: str  # a button's data-key-action, or one labeling.js handles itself
+    shown: tuple[str, ...]  # as the help writes them
+    help: str
+
+
+# The one list of the page's keys: the help (side panel and the ? overlay) is rendered from it,
+# and labeling.js reads its key map from it, so the two cannot drift apart.
+LABELING_KEYS = [
+    Key(("1", "+", "="), "rate-pos", ("1",), "+1: correct, moves forward (selected step: make +1)"),
+    Key(("0",), "rate-neu", ("0",), "0: correct but unhelpful or ambiguous (selected: make 0)"),
+    Key(("-", "_"), "rate-neg", ("-",), "\u22121: wrong, unverifiable or a dead end (ends it)"),
+    Key(("f",), "flag", ("F",), "flag the current step as unsure"),
+    Key(("u", "Backspace"), "undo", ("U", "Backspace"), "undo the last rating"),
+    Key(("g",), "give-up", ("G",), "give up on this solution"),
+    Key(("b",), "bad-problem", ("B",), "report a bad problem"),
+    Key(("r",), "retry", ("R",), "retry a rating that did not save"),
+    Key(("Enter",), "next", ("Enter",), "next solution when done"),
+    Key(("[",), "select-prev", ("[",), "select the previous rated step, to revisit it"),
+    Key(("]",), "select-next", ("]",), "select the next rated step (past the last: back)"),
+    Key(("a",), "again", ("A",), "rate again from the selected step (takes back later ones)"),
+    Key(("Escape",), "deselect", ("Esc",), "back to the current step; closes this help"),
+    Key(("?",), "help", ("?",), "show these keys"),
+    Key(("h",), "guidelines", ("H",), "open the guidelines"),
+]
+LABELING_KEY_MAP = json.dumps({key: k.action for k in LABELING_KEYS for key in k.keys})
+
+
 @login_required
 def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
     labeling = _own_labeling(request, labeling_id)
-    context = _panel_context(labeling)
-    context["read_only"] = labeling.labeler_id != request.user.pk
+    context = _panel_context(labeling, request.user)
+    context["keys"] = LABELING_KEYS
+    context["key_map"] = LABELING_KEY_MAP
     template = "labeling/labeling.html#panel" if request.htmx else "labeling/labeling.html"
     return render(request, template, context)
 
@@ -149,15 +185,16 @@ def _act(request: HttpRequest, labeling_id: int, action) -> HttpResponse:
         status, error = exc.status_code, str(exc)
     if labeling.labeler_id != request.user.pk:
         raise PermissionDenied("This labeling is not yours.")
-    labeling = Labeling.objects.select_related("solution__problem", "solution__batch").get(
-        pk=labeling.pk
-    )
+    labeling = selectors.labelings_for_page().get(pk=labeling.pk)
     if not request.htmx:
         if error:
             messages.error(request, error)
         return redirect("labeling:labeling", labeling_id=labeling.pk)
     return render(
-        request, "labeling/labeling.html#panel", _panel_context(labeling, error), status=status
+        request,
+        "labeling/labeling.html#panel",
+        _panel_context(labeling, request.user, error),
+        status=status,
     )
 
 
@@ -194,6 +231,37 @@ def undo(request: HttpRequest, labeling_id: int) -> HttpResponse:
     return _act(
         request, labeling_id, lambda: rating.undo_last(labeling_id=labeling_id, user=request.user)
     )
+
+
+@login_required
+@require_POST
+def revise(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """Change a rated step between 0 and +1 while revisiting it."""
+
+    def action() -> Labeling:
+        return rating.rating_revise(
+            labeling_id=labeling_id,
+            user=request.user,
+            step_index=_int_param(request, "step_index"),
+            rating=_int_param(request, "rating"),
+        )
+
+    return _act(request, labeling_id, action)
+
+
+@login_required
+@require_POST
+def undo_to(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """Rate again from a step: take back its rating and every later one."""
+
+    def action() -> Labeling:
+        return rating.undo_to(
+            labeling_id=labeling_id,
+            user=request.user,
+            step_index=_int_param(request, "step_index"),
+        )
+
+    return _act(request, labeling_id, action)
 
 
 @login_required

@@ -2,14 +2,13 @@
 (function () {
   "use strict";
 
-  var KEYS = {
-    "1": "rate-pos", "+": "rate-pos", "=": "rate-pos",
-    "0": "rate-neu",
-    "-": "rate-neg", "_": "rate-neg",
-    "f": "flag", "u": "undo", "Backspace": "undo",
-    "g": "give-up", "b": "bad-problem", "Enter": "next",
-  };
+  // The key map comes from the list the page's help is rendered from (LABELING_KEYS in
+  // labeling/views/labeler.py), so the help and these handlers cannot drift apart.
+  var KEYS = JSON.parse(document.currentScript.dataset.keys || "{}");
+  // Acting on the selected step, when one is selected: its own buttons, not the current step's.
+  var STEP_ACTIONS = { "rate-pos": true, "rate-neu": true, "rate-neg": true, "again": true };
   var shownAt = performance.now();
+  var keepStepTime = false;
   var pending = [];
   // From a panel request until its new panel has settled. A key pressed after the new panel
   // is in the page but before htmx has wired its buttons would click a dead button and be
@@ -17,8 +16,11 @@
   // True from the start too: this script runs in <head>, before the panel exists and before
   // htmx wires its buttons (on DOMContentLoaded), so keys pressed until then wait here.
   var inFlight = true;
+  var helpOpener = null;
 
   function panel() { return document.getElementById("labeling"); }
+  function help() { return document.getElementById("key-help"); }
+  function helpOpen() { var d = help(); return !!(d && d.open); }
   function fromPanel(e) { return e.detail.elt && e.detail.elt.closest && e.detail.elt.closest("#labeling"); }
   function retrying() { return window.stepwiseRetrying && window.stepwiseRetrying(); }
   function busy() {
@@ -26,10 +28,72 @@
     return inFlight || retrying() || (p && p.classList.contains("htmx-request"));
   }
 
+  // Revisiting: a rated step picked in the mini-map (or with [ and ]) is selected; keys 1, 0
+  // and A act on it until Esc (or a change, which brings back a new panel) returns to the
+  // current step. The selection lives in the page: a new panel starts without one.
+  function selectedIndex() {
+    var p = panel();
+    return p && p.dataset.selected !== undefined ? Number(p.dataset.selected) : null;
+  }
+  function select(index) {
+    var p = panel();
+    if (!p) return false;
+    var step = index === null ? null : p.querySelector('.step.rated[data-step="' + index + '"]');
+    var cell = index === null ? null : p.querySelector('.map-cell[data-select-step="' + index + '"]');
+    if (index !== null && (!step || !cell)) return false;  // not rated, or not revisable
+    p.querySelectorAll(".step.selected").forEach(function (el) { el.classList.remove("selected"); });
+    p.querySelectorAll('.map-cell[aria-pressed="true"]').forEach(function (el) { el.setAttribute("aria-pressed", "false"); });
+    if (index === null) {
+      delete p.dataset.selected;
+      var current = p.querySelector(".step.current");
+      if (current) current.scrollIntoView({ block: "nearest" });
+      return true;
+    }
+    p.dataset.selected = String(index);
+    step.classList.add("selected");
+    cell.setAttribute("aria-pressed", "true");
+    step.scrollIntoView({ block: "nearest" });
+    return true;
+  }
+  function selectBy(offset) {
+    var p = panel();
+    var cells = p ? p.querySelectorAll(".map-cell[data-select-step]") : [];
+    if (!cells.length) return false;
+    var at = selectedIndex();
+    var last = Number(cells[cells.length - 1].dataset.selectStep);
+    if (at === null) return offset < 0 ? select(last) : false;
+    var next = at + offset;
+    if (next > last) return select(null);  // past the last rated step: back to the current one
+    return next >= 0 ? select(next) : false;
+  }
+
+  function openHelp() {
+    var d = help();
+    if (!d || d.open) return;
+    helpOpener = document.activeElement;
+    d.showModal();
+  }
+  document.addEventListener("close", function (e) {
+    if (e.target !== help()) return;
+    // Back where the labeler was; a panel swapped meanwhile leaves the page's start.
+    var back = helpOpener && document.body.contains(helpOpener) ? helpOpener : null;
+    helpOpener = null;
+    if (back && back.focus) back.focus();
+  }, true);
+
   function perform(action) {
     var p = panel();
     if (!p) return false;
-    var el = p.querySelector('[data-key-action="' + action + '"]');
+    if (action === "select-prev") return selectBy(-1);
+    if (action === "select-next") return selectBy(1);
+    if (action === "deselect") return selectedIndex() !== null && select(null);
+    var el;
+    var selected = selectedIndex() !== null && p.querySelector(".step.selected");
+    if (selected && STEP_ACTIONS[action]) {
+      el = selected.querySelector('[data-key-action="' + action + '"]');
+    } else {
+      el = p.querySelector('[data-key-action="' + action + '"]:not([data-scope="step"])');
+    }
     if (!el || el.disabled) return false;
     el.click();
     return true;
@@ -37,19 +101,39 @@
 
   document.addEventListener("keydown", function (e) {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
+    // The help is modal: keys do nothing behind it (Esc closes it, by the browser).
+    if (helpOpen()) {
+      if (e.key === "?") { e.preventDefault(); help().close(); }
+      return;
+    }
     if (e.target.matches && e.target.matches("textarea, select, input[type=text], input[type=password]")) return;
     var key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
-    if (key === "r" && window.stepwiseRetry && window.stepwiseRetry()) { e.preventDefault(); return; }
-    if (key === "?") {
+    var action = KEYS[key];
+    if (!action) return;
+    if (action === "retry") {
+      if (window.stepwiseRetry && window.stepwiseRetry()) e.preventDefault();
+      return;
+    }
+    if (action === "help") { e.preventDefault(); openHelp(); return; }
+    if (action === "guidelines") {
       var guide = document.getElementById("guidelines-link");
       if (guide) { e.preventDefault(); window.open(guide.href, "stepwise-guidelines"); }
       return;
     }
-    var action = KEYS[key];
-    if (!action || !panel()) return;
+    if (!panel()) return;
+    if (action === "deselect" && selectedIndex() === null && !busy()) return;  // Esc as usual
     e.preventDefault();
     if (busy() && action !== "flag") { pending.push(action); return; }
     perform(action);
+  });
+
+  document.addEventListener("click", function (e) {
+    var target = e.target.closest ? e.target : e.target.parentElement;
+    if (!target) return;
+    if (target.closest("[data-open-help]")) { openHelp(); return; }
+    var cell = target.closest("#labeling [data-select-step]");
+    if (cell) { select(Number(cell.dataset.selectStep)); return; }
+    if (target.closest("#labeling [data-select-current]")) select(null);
   });
 
   // Time on a step, measured in the browser, travels with the request that rates it.
@@ -57,7 +141,12 @@
     if (!e.detail.elt.closest || !e.detail.elt.closest("#labeling")) return;
     e.detail.parameters.elapsed_ms = Math.round(performance.now() - shownAt);
   });
-  document.addEventListener("htmx:beforeRequest", function (e) { if (fromPanel(e)) inFlight = true; });
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (!fromPanel(e)) return;
+    inFlight = true;
+    // Changing an earlier step's rating leaves the current step's clock running.
+    keepStepTime = e.detail.elt.hasAttribute("data-keeps-step-time");
+  });
   document.addEventListener("htmx:afterRequest", function (e) {
     // A failed request swaps nothing: stop waiting. Keys pressed meanwhile wait for a retry
     // that is under way; otherwise they were meant for a state that never came: drop them
@@ -145,7 +234,8 @@
     inFlight = false;
     lastExtend = Date.now();  // a rating renews the lease on the server
     showLease();
-    shownAt = performance.now();
+    if (!keepStepTime) shownAt = performance.now();
+    keepStepTime = false;
     var current = panel().querySelector(".step.current");
     if (current) current.scrollIntoView({ block: "nearest", behavior: "smooth" });
     if (pending.length) perform(pending.shift());
