@@ -225,3 +225,127 @@ def test_an_escaped_dollar_is_a_dollar_sign_not_the_start_of_math(page, live_ser
         ".problem-text annotation", "nodes => nodes.map(n => n.textContent)"
     )
     assert sources == ["x = 5 + 7", "\\$x"]
+
+
+def completion_ratings(labeling) -> list[int]:
+    return [s.completions.get().rating for s in labeling.step_labels.order_by("index")]
+
+
+def test_the_header_shows_the_step_and_moves_on_after_a_rating(page, live_server):
+    make_user("ida", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "ida")
+    open_first_solution(page)
+    header = page.locator("#labeling .step-of")
+    assert header.inner_text() == "Step 1 of 4"
+    assert "Solution 1 today" in page.inner_text("#labeling .panel-head")
+    bar = page.locator('#labeling [role="progressbar"]')
+    assert (bar.get_attribute("aria-valuenow"), bar.get_attribute("aria-valuemax")) == ("0", "4")
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    assert header.inner_text() == "Step 2 of 4"
+    assert bar.get_attribute("aria-valuenow") == "1"
+    cells = page.locator("#labeling .step-map .map-cell")
+    assert cells.count() == 4
+    assert cells.nth(0).inner_text() == "+1" and "rated +1" in cells.nth(0).get_attribute(
+        "aria-label"
+    )
+    assert cells.nth(1).get_attribute("aria-current") == "step"
+    assert cells.nth(2).inner_text() == "" and "not shown yet" in cells.nth(2).get_attribute(
+        "aria-label"
+    )
+    assert page.locator("#labeling .step").count() == 2  # later steps stay hidden
+
+
+def test_a_rated_step_picked_in_the_map_changes_from_plus_one_to_zero(page, live_server):
+    labeler = make_user("jan", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "jan")
+    open_first_solution(page)
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="1"]')
+    page.click('#labeling .map-cell[data-select-step="0"]')
+    page.wait_for_selector('.step.selected[data-step="0"] .revisit', state="visible")
+    page.keyboard.press("0")  # acts on the selected step, not on the current one
+    page.wait_for_selector('.step.rated.rating-0[data-step="0"]')
+    assert page.locator('#labeling .map-cell[data-select-step="0"]').inner_text() == "0"
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert completion_ratings(labeling) == [0, 1]  # step 3 was not rated by the 0
+    edit = labeling.events.get(reason="edit")
+    assert (edit.step_index, edit.old_rating, edit.new_rating) == (0, 1, 0)
+    # The new panel is back at the current step: 1 rates it.
+    assert page.locator("#labeling .step.selected").count() == 0
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="2"]')
+    assert completion_ratings(labeling) == [0, 1, 1]
+
+
+def test_rate_again_from_a_step_takes_back_the_later_ratings(page, live_server):
+    labeler = make_user("kai", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "kai")
+    open_first_solution(page)
+    for step in range(3):
+        page.keyboard.press("1")
+        page.wait_for_selector(f'.step.rated[data-step="{step}"]')
+    questions = []
+    page.on("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
+    page.keyboard.press("[")  # the last rated step (3), then step 2
+    page.wait_for_selector('.step.selected[data-step="2"]')
+    page.keyboard.press("[")
+    page.wait_for_selector('.step.selected[data-step="1"]')
+    page.keyboard.press("a")
+    page.wait_for_selector('.step.current[data-step="1"]')
+    assert questions == ["Take back 2 ratings (step 2 to 3) and rate again from step 2?"]
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert list(labeling.step_labels.values_list("index", flat=True)) == [0]
+    undone = labeling.events.filter(reason="undo").order_by("pk")
+    assert [(e.step_index, e.old_rating) for e in undone] == [(2, 1), (1, 1)]
+    assert labeling.events.filter(reason="rate").count() == 3  # nothing lost from the history
+    assert page.locator("#labeling .step-of").inner_text() == "Step 2 of 4"
+
+
+def test_the_keys_overlay_is_modal_and_gives_focus_back(page, live_server):
+    labeler = make_user("liv", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "liv")
+    open_first_solution(page)
+    page.focus('#labeling [data-key-action="give-up"]')
+    page.keyboard.press("?")
+    page.wait_for_selector("#key-help[open]")
+    assert page.evaluate("document.getElementById('key-help').contains(document.activeElement)")
+    listed = page.eval_on_selector_all("#key-help dt", "dts => dts.map(d => d.dataset.action)")
+    handled = page.evaluate(
+        "Object.values(JSON.parse(document.querySelector('script[data-keys]').dataset.keys))"
+    )
+    assert set(listed) == set(handled) and {"help", "guidelines", "again"} <= set(listed)
+    page.keyboard.press("1")  # does nothing while the overlay is open
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#key-help", state="hidden")
+    assert page.evaluate("document.activeElement.dataset.keyAction") == "give-up"
+    # A key that clicked a button would have sent its request at once: none is under way.
+    assert page.locator("#labeling.htmx-request").count() == 0
+    assert Labeling.objects.get(labeler=labeler).step_labels.count() == 0
+    assert labeling_events(labeler) == []
+    page.keyboard.press("1")  # and once closed, keys act again
+    page.wait_for_selector('.step.rated[data-step="0"]')
+
+
+def labeling_events(user) -> list[str]:
+    return list(Labeling.objects.get(labeler=user).events.values_list("reason", flat=True))
+
+
+def test_on_a_tablet_the_rating_buttons_and_the_map_fit_the_screen(page, live_server):
+    make_user("mia", "labeler")
+    make_solution(make_batch(), steps=STEPS * 5)  # 20 steps: the map wraps
+    page.set_viewport_size({"width": 768, "height": 1024})
+    sign_in(page, live_server, "mia")
+    open_first_solution(page)
+    for selector in ['[data-key-action="rate-pos"]', '[data-key-action="rate-neg"]', ".step-map"]:
+        box = page.locator(f"#labeling {selector}").bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 768, selector
+    assert page.evaluate("document.documentElement.scrollWidth") <= 768  # no sideways scroll
+    cells = page.locator("#labeling .map-cell")
+    assert cells.nth(19).bounding_box()["y"] > cells.nth(0).bounding_box()["y"]  # wrapped
