@@ -292,7 +292,11 @@ def test_rate_again_from_a_step_takes_back_the_later_ratings(page, live_server):
         page.wait_for_selector(f'.step.rated[data-step="{step}"]')
     questions = []
     page.on("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
-    page.keyboard.press("[")  # the last rated step (3), then step 2
+    page.keyboard.press("[")  # the last rated step (3)
+    page.wait_for_selector('.step.selected[data-step="2"]')
+    page.keyboard.press("Escape")  # back to the current step
+    page.wait_for_selector("#labeling .step.selected", state="detached")
+    page.keyboard.press("[")  # step 3 again, then step 2
     page.wait_for_selector('.step.selected[data-step="2"]')
     page.keyboard.press("[")
     page.wait_for_selector('.step.selected[data-step="1"]')
@@ -305,6 +309,40 @@ def test_rate_again_from_a_step_takes_back_the_later_ratings(page, live_server):
     assert [(e.step_index, e.old_rating) for e in undone] == [(2, 1), (1, 1)]
     assert labeling.events.filter(reason="rate").count() == 3  # nothing lost from the history
     assert page.locator("#labeling .step-of").inner_text() == "Step 2 of 4"
+
+
+def test_a_finished_solution_is_revisited_through_an_outage_and_saved_once(page, live_server):
+    """Within the undo window a submitted solution's steps can still change between +1 and 0;
+    the change is retried by the page through a lost answer, and recorded once."""
+    labeler = make_user("max", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    page.add_init_script("window.STEPWISE_RETRY_DELAYS_MS = [200, 200, 200];")
+    sign_in(page, live_server, "max")
+    open_first_solution(page)
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    page.keyboard.press("-")
+    page.wait_for_selector("#labeling .done")
+    answers = []
+
+    def outage(route):
+        if not answers:
+            route.fetch()  # saved, and the answer is lost
+            answers.append(502)
+            route.fulfill(status=502, body="Bad gateway")
+        else:
+            answers.append(200)
+            route.continue_()
+
+    page.route("**/revise/", outage)
+    page.click('#labeling .map-cell[data-select-step="0"]')
+    page.keyboard.press("0")
+    page.wait_for_selector('.step.rated.rating-0[data-step="0"]')
+    assert answers == [502, 200]
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert labeling.status == "completed" and completion_ratings(labeling) == [0, -1]
+    assert labeling.events.filter(reason="edit").count() == 1
+    assert page.locator("#labeling .done").count() == 1
 
 
 def test_the_keys_overlay_is_modal_and_gives_focus_back(page, live_server):
