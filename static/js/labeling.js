@@ -39,6 +39,8 @@
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (e.target.matches && e.target.matches("textarea, select, input[type=text], input[type=password]")) return;
     var key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
+    // Enter and Space on a focused top-bar control (the theme toggle, a link) act on it.
+    if ((key === "Enter" || key === " ") && e.target.closest && e.target.closest(".topbar")) return;
     if (key === "r" && window.stepwiseRetry && window.stepwiseRetry()) { e.preventDefault(); return; }
     if (key === "?") {
       var guide = document.getElementById("guidelines-link");
