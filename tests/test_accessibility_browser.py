@@ -46,13 +46,17 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
     make_user("rhea", "researcher")
 
     # Two labelers disagree on one solution: it waits for adjudication.
-    disputed = make_solution(make_batch("Generation 1 · algebra", overlap=2, gold_rate=0), steps=STEPS)
+    disputed = make_solution(
+        make_batch("Generation 1 · algebra", overlap=2, gold_rate=0), steps=STEPS
+    )
     claim_and_label(lena, [1, 1, 1, 1])
     claim_and_label(lars, [1, 0, -1])
     # Lena finished one more and is halfway through another.
     batch = make_batch("Generation 2 · geometry", overlap=1, gold_rate=0)
     for side in (7, 11):
-        problem = make_problem(f"What is the area of a square with side $\\sqrt{{{side}}}$?", str(side))
+        problem = make_problem(
+            f"What is the area of a square with side $\\sqrt{{{side}}}$?", str(side)
+        )
         steps = [f"The area is $(\\sqrt{{{side}}})^2 = {side}$.", f"# Answer\n\n{side}"]
         make_solution(batch, steps=steps, problem=problem)
     finished = claim_and_label(lena, [1, 1])
@@ -69,7 +73,10 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
         generation=2,
         status=GenerationRun.Status.SUCCEEDED,
         current_step=GenerationRun.Step.DONE,
-        steps={step: {"status": "done", "done": 4, "total": 4, "seconds": 1.5} for step in GenerationRun.STEPS},
+        steps={
+            step: {"status": "done", "done": 4, "total": 4, "seconds": 1.5}
+            for step in GenerationRun.STEPS
+        },
         params={"k": 2, "convincing_wrong_fraction": 0.5, "per_problem_cap": 1, "scope": "pool"},
         training_run=run,
         model_version=version,
@@ -80,8 +87,13 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
     )
     for rank, solution in enumerate(batch.solutions.all(), start=1):
         SelectionReason.objects.create(
-            generation_run=generation, solution=solution, model_version=version, score=0.9 / rank,
-            rank=rank, rule="convincing_wrong" if rank == 1 else "convincing", correct=rank != 1,
+            generation_run=generation,
+            solution=solution,
+            model_version=version,
+            score=0.9 / rank,
+            rank=rank,
+            rule="convincing_wrong" if rank == 1 else "convincing",
+            correct=rank != 1,
         )
     Snapshot.objects.create(status=Snapshot.Status.DONE, sha256="0" * 64, row_count=3)
 
@@ -167,15 +179,23 @@ def describe(violations: list[dict]) -> str:
 def test_every_page_passes_axe_in_both_themes(browser, live_server, screenshot_dir, role, theme):
     pages = build_pages()[USERS[role]]
     context, page = open_as(
-        browser, live_server, USERS[role], color_scheme=theme, viewport={"width": 1280, "height": 900}
+        browser,
+        live_server,
+        USERS[role],
+        color_scheme=theme,
+        viewport={"width": 1280, "height": 900},
     )
     axe, failures = Axe(), []
     try:
         for name, path in pages:
             settle(page, f"{live_server.url}{path}")
             # The theme followed the system (emulated): the page is what a user of it sees.
-            assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") == (theme == "dark")
-            page.screenshot(path=str(screenshot_dir / f"{role}-{name}-{theme}-1280.png"), full_page=True)
+            assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") == (
+                theme == "dark"
+            )
+            page.screenshot(
+                path=str(screenshot_dir / f"{role}-{name}-{theme}-1280.png"), full_page=True
+            )
             violations = axe.run(page, options=AXE_OPTIONS).response["violations"]
             if violations:
                 failures.append(f"{name} ({path}), {theme}:\n{describe(violations)}")
@@ -189,7 +209,9 @@ def test_every_page_fits_a_tablet_without_sideways_scrolling(
     browser, live_server, screenshot_dir, role
 ):
     pages = build_pages()[USERS[role]]
-    context, page = open_as(browser, live_server, USERS[role], viewport={"width": 768, "height": 1024})
+    context, page = open_as(
+        browser, live_server, USERS[role], viewport={"width": 768, "height": 1024}
+    )
     too_wide = []
     try:
         for name, path in pages:
