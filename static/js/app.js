@@ -38,6 +38,17 @@
       ignoredClasses: ["no-math"],
     });
     eachText(root, function (text) { return text.split(DOLLAR).join("$"); });
+    focusableWhenScrolling(root);
+  }
+
+  // Math wider than its box scrolls sideways; a keyboard user reaches it with Tab (WCAG 2.1.1).
+  function focusableWhenScrolling(root) {
+    var boxes = Array.prototype.slice.call(root.querySelectorAll(".step-text, .katex-display"));
+    if (root.matches && root.matches(".step-text")) boxes.push(root);
+    boxes.forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth) box.tabIndex = 0;
+      else if (box.getAttribute("tabindex") === "0") box.removeAttribute("tabindex");
+    });
   }
   window.stepwiseRenderMath = renderMath;
 

@@ -2,7 +2,23 @@
 (function () {
   "use strict";
   var charts = {};
-  var COLORS = { pos: "#1f8a4c", neu: "#b08a2e", neg: "#c0392b", accent: "#3451b2", muted: "#9aa3b2" };
+  var COLORS = {};
+
+  // The theme's colours (CSS variables, see theme.js): read at build time and on a theme change.
+  function readColors() {
+    ["pos", "neu", "neg", "accent"].forEach(function (name) { COLORS[name] = window.stepwiseColor(name); });
+    COLORS.muted = window.stepwiseColor("chart-muted");
+    Chart.defaults.color = window.stepwiseColor("muted");
+    Chart.defaults.borderColor = window.stepwiseColor("line");
+  }
+
+  function paint() {
+    charts.throughput.data.datasets[0].backgroundColor = COLORS.accent;
+    charts.throughput.data.datasets[1].borderColor = COLORS.muted;
+    charts.ratings.data.datasets[0].backgroundColor = [COLORS.pos, COLORS.neu, COLORS.neg];
+    charts.finish.data.datasets[0].backgroundColor = [COLORS.pos, COLORS.neg, COLORS.muted, COLORS.neu];
+    charts.finish.data.datasets[0].borderColor = window.stepwiseColor("card");
+  }
 
   function data() {
     var node = document.getElementById("chart-data");
@@ -13,6 +29,7 @@
     if (!window.Chart) return;
     Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
     Chart.defaults.animation = false;
+    readColors();
     charts.throughput = new Chart(document.getElementById("chart-throughput"), {
       type: "bar",
       data: {
@@ -34,6 +51,8 @@
       data: { labels: ["reached the end", "found an error", "gave up", "bad problem"], datasets: [{ data: d.finish, backgroundColor: [COLORS.pos, COLORS.neg, COLORS.muted, COLORS.neu] }] },
       options: { responsive: true, maintainAspectRatio: false, plugins: { legend: { position: "right" } } },
     });
+    paint();
+    Object.keys(charts).forEach(function (k) { charts[k].update(); });
   }
 
   function update() {
@@ -49,5 +68,11 @@
   }
 
   document.addEventListener("DOMContentLoaded", update);
+  document.addEventListener("stepwise:theme", function () {
+    if (!charts.throughput) return;
+    readColors();
+    paint();
+    Object.keys(charts).forEach(function (k) { charts[k].update(); });
+  });
   document.addEventListener("htmx:afterSettle", function (e) { if (e.detail.elt.id === "live" || document.getElementById("live")) update(); });
 })();

@@ -108,6 +108,8 @@
     }
     if (e.target.matches && e.target.matches("textarea, select, input[type=text], input[type=password]")) return;
     var key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
+    // Enter and Space on a focused top-bar control (the theme toggle, a link) act on it.
+    if ((key === "Enter" || key === " ") && e.target.closest && e.target.closest(".topbar")) return;
     var action = KEYS[key];
     if (!action) return;
     if (action === "retry") {

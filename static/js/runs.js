@@ -4,7 +4,30 @@
 (function () {
   "use strict";
   var charts = {};
-  var COLORS = { accent: "#3451b2", neg: "#c0392b", muted: "#9aa3b2" };
+  var COLORS = {};
+
+  // The theme's colours (CSS variables, see theme.js): read at build time and on a theme change.
+  function readColors() {
+    COLORS.accent = window.stepwiseColor("accent");
+    COLORS.neg = window.stepwiseColor("neg");
+    COLORS.muted = window.stepwiseColor("chart-muted");
+    Chart.defaults.color = window.stepwiseColor("muted");
+    Chart.defaults.borderColor = window.stepwiseColor("line");
+  }
+
+  function paint() {
+    if (charts.loss) {
+      var loss = charts.loss.data.datasets[0];
+      loss.borderColor = loss.backgroundColor = COLORS.accent;
+      charts.loss.update();
+    }
+    if (charts.reliability) {
+      var sets = charts.reliability.data.datasets;
+      sets[0].borderColor = COLORS.muted;
+      sets[1].borderColor = sets[1].backgroundColor = COLORS.neg;
+      charts.reliability.update();
+    }
+  }
 
   function data() {
     var node = document.getElementById("chart-data");
@@ -55,6 +78,7 @@
     if (!d || !window.Chart) return;
     Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
     Chart.defaults.animation = false;
+    readColors();
     var loss = document.getElementById("chart-loss");
     if (loss) {
       if (!charts.loss || charts.loss.canvas !== loss) {
@@ -75,5 +99,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", update);
+  document.addEventListener("stepwise:theme", function () {
+    if (!window.Chart) return;
+    readColors();
+    paint();
+  });
   document.addEventListener("htmx:afterSettle", function (e) { if (document.getElementById("progress")) update(); });
 })();
