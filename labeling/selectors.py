@@ -404,7 +404,7 @@ class BatchProgress:
     labels_done: int
     labels_in_progress: int
     labels_per_hour: float  # over the last PACE_HOURS clock hours
-    labels_last_hour: int  # finished this clock hour and the one before
+    labels_this_and_last_hour: int  # finished in this clock hour and the one before
     adjudication_pending: int
 
     @property
@@ -474,7 +474,7 @@ def batches_overview(
                 labels_done=done.get(batch.pk) or 0,
                 labels_in_progress=in_progress.get(batch.pk, 0),
                 labels_per_hour=labels_per_hour(recent, now),
-                labels_last_hour=sum(recent[-2:]),
+                labels_this_and_last_hour=sum(recent[-2:]),
                 adjudication_pending=pending.get(batch.pk, 0),
             )
         )
@@ -824,7 +824,7 @@ SHOWN = 5  # items of a list a home page shows
 
 def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
     """The lead's home: each active batch's depth, pace and ETA, the labelers and solutions
-    waiting for a lead, and alerts; a fixed number of queries (batches_overview's, plus five)."""
+    waiting for a lead, and alerts; a fixed number of queries (batches_overview's, plus six)."""
     now = now or timezone.now()
     active = list(Batch.objects.filter(is_active=True).order_by("-priority", "-created_at"))
     batches = batches_overview(active, now=now)
@@ -837,7 +837,7 @@ def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
         )
         for row in batches
         if row.labels_remaining
-        and not row.labels_last_hour
+        and not row.labels_this_and_last_hour
         and row.batch.created_at < now - STALL_AFTER
     ]
     threshold = settings.STEPWISE_PAUSE_BELOW

@@ -56,15 +56,14 @@ def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
 
 def loop_alerts(*, now: datetime) -> list[Alert]:
     alerts = []
-    failed_runs = list(
-        TrainingRun.objects.filter(
-            status=TrainingRun.Status.FAILED, finished_at__gte=now - FAILURES_SHOWN_FOR
-        ).order_by("-finished_at")[:SHOWN]
-    )
+    failed_runs = TrainingRun.objects.filter(
+        status=TrainingRun.Status.FAILED, finished_at__gte=now - FAILURES_SHOWN_FOR
+    ).order_by("-finished_at")[:SHOWN]
     for run in failed_runs:
+        reason = run.error.strip().splitlines()[0][:160] if run.error.strip() else "no reason given"
         alerts.append(
             Alert(
-                f"Training run {run} failed: {run.error.splitlines()[0][:160] if run.error else 'no reason recorded'}",
+                f"Training run {run} failed: {reason}",
                 reverse("modeling_runs:detail", args=[run.pk]),
             )
         )
@@ -72,7 +71,8 @@ def loop_alerts(*, now: datetime) -> list[Alert]:
     for generation in GenerationRun.objects.filter(status=GenerationRun.Status.FAILED)[:SHOWN]:
         alerts.append(
             Alert(
-                f"Generation {generation.generation} failed at “{generation.get_current_step_display()}”: retry or cancel it.",
+                f"Generation {generation.generation} failed at "
+                f"“{generation.get_current_step_display()}”: retry or cancel it.",
                 reverse("modeling_loop:generation", args=[generation.generation]),
             )
         )

@@ -316,7 +316,7 @@ def home_queries(client, user, assert_at_most, most: int) -> int:
 
 
 @pytest.mark.parametrize(
-    ("roles", "most"), [(("labeler",), 14), (("lead",), 20), (("researcher",), 16)]
+    ("roles", "most"), [(("labeler",), 12), (("lead",), 17), (("researcher",), 14)]
 )
 def test_each_role_home_is_a_bounded_query_set_independent_of_data_size(
     client, labeler, django_assert_max_num_queries, roles, most
@@ -334,6 +334,6 @@ def test_the_labelers_own_home_is_the_same_query_set_with_three_times_the_histor
 ):
     measured = {"labeler": labeler}
     populate(1, measured)
-    small = home_queries(client, labeler, django_assert_max_num_queries, 14)
+    small = home_queries(client, labeler, django_assert_max_num_queries, 12)
     populate(2, measured)
-    assert home_queries(client, labeler, django_assert_max_num_queries, 14) == small
+    assert home_queries(client, labeler, django_assert_max_num_queries, 12) == small
