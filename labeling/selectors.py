@@ -17,8 +17,20 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.db.models.functions import Coalesce
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
 from django.utils import timezone
 
 from labeling import prm800k
@@ -35,11 +47,13 @@ from labeling.models import (
     Labeler,
     Labeling,
     RatingEvent,
+    Snapshot,
     Solution,
     SolutionAgreement,
     StepLabel,
     Tally,
 )
+from stepwise.celery import waiting_too_long
 
 # --- one labeling as a PRM800K record ------------------------------------------------------
 
@@ -196,6 +210,27 @@ def _sum_tally(rows) -> dict[str, int]:
     return {k: v or 0 for k, v in totals.items()}
 
 
+PACE_HOURS = 3  # the pace (labels per hour) is measured over this many clock hours
+
+
+def _hour_start(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def labels_per_hour(recent: list[int], now: datetime) -> float:
+    """Labels per hour from the counts of the last PACE_HOURS clock hours (oldest first, the
+    current one last): the current hour weighs only the part of it that has passed."""
+    if not any(recent):
+        return 0.0
+    into_this_hour = (now - _hour_start(now)).total_seconds() / 3600
+    return sum(recent) / (len(recent) - 1 + into_this_hour)
+
+
+def time_left(remaining: int, per_hour: float) -> timedelta | None:
+    """How long `remaining` labels take at `per_hour`; None without a pace."""
+    return timedelta(hours=remaining / per_hour) if per_hour else None
+
+
 @dataclass
 class BatchSummary:
     batch: Batch
@@ -300,14 +335,11 @@ def batch_summary(
     median_solution = median(t for t, _ in recent) / 1000 if recent else None
     per_step = [t / n for t, n in recent if n]
     median_step = median(per_step) / 1000 if per_step else None
-    # Labels per hour over the last three hours that had any work (the current one counts).
-    recent_hours = [h["labelings"] for h in hours[-3:]]
-    elapsed_h = 2 + (now - hours[-1]["hour"]).total_seconds() / 3600
-    per_hour = sum(recent_hours) / elapsed_h if any(recent_hours) else 0.0
+    per_hour = labels_per_hour([h["labelings"] for h in hours[-PACE_HOURS:]], now)
     wanted = solutions * batch.overlap
     done = totals["labelings"]
     waiting = max(0, wanted - done - in_progress)
-    eta = timedelta(hours=(waiting + in_progress) / per_hour) if per_hour else None
+    eta = time_left(waiting + in_progress, per_hour)
     agreement = BatchAgreement.objects.filter(batch=batch).first()
     pending = SolutionAgreement.objects.filter(batch=batch, needs_adjudication=True).count()
     return BatchSummary(
@@ -373,38 +405,91 @@ def batch_labeler_rows(batch: Batch) -> list[LabelerRow]:
     ]
 
 
-def batches_overview() -> list[dict]:
-    """Every batch with its label counters and adjudication backlog, for the lead home page."""
-    batches = list(Batch.objects.order_by("-is_active", "-priority", "-created_at"))
-    totals = {
-        row["batch_id"]: row
-        for row in BatchLabelerStats.objects.values("batch_id").annotate(
-            labelings=Sum("labelings"), steps=Sum("steps")
-        )
-    }
-    counts = solution_counts([b.pk for b in batches])
+@dataclass
+class BatchProgress:
+    """One batch's depth, pace and ETA, from the counters: a row of the lead's tables."""
+
+    batch: Batch
+    solutions: int
+    labels_wanted: int
+    labels_done: int
+    labels_in_progress: int
+    labels_per_hour: float  # over the last PACE_HOURS clock hours
+    labels_this_and_last_hour: int  # finished in this clock hour and the one before
+    adjudication_pending: int
+
+    @property
+    def labels_remaining(self) -> int:
+        """Labels still wanted, those in progress included."""
+        return max(0, self.labels_wanted - self.labels_done)
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.labels_done / self.labels_wanted if self.labels_wanted else 0.0
+
+    @property
+    def eta(self) -> timedelta | None:
+        return time_left(self.labels_remaining, self.labels_per_hour)
+
+
+def batches_overview(
+    batches: list[Batch] | None = None, *, now: datetime | None = None
+) -> list[BatchProgress]:
+    """Every batch (or these) with its depth, pace, ETA and adjudication backlog, in six
+    queries whatever the number of batches and labels: counters, never labels."""
+    now = now or timezone.now()
+    if batches is None:
+        batches = list(Batch.objects.order_by("-is_active", "-priority", "-created_at"))
+    ids = [b.pk for b in batches]
+    if not ids:
+        return []
+    done = dict(
+        BatchLabelerStats.objects.filter(batch_id__in=ids)
+        .values_list("batch_id")
+        .annotate(n=Sum("labelings"))
+        .values_list("batch_id", "n")
+    )
+    counts = solution_counts(ids)
     pending = dict(
-        SolutionAgreement.objects.filter(needs_adjudication=True)
+        SolutionAgreement.objects.filter(needs_adjudication=True, batch_id__in=ids)
         .values_list("batch_id")
         .annotate(n=Count("id"))
         .values_list("batch_id", "n")
     )
-    out = []
-    for batch in batches:
-        solutions = counts.get(batch.pk, 0)
-        done = (totals.get(batch.pk) or {}).get("labelings") or 0
-        wanted = solutions * batch.overlap
-        out.append(
-            {
-                "batch": batch,
-                "solutions": solutions,
-                "labels_done": done,
-                "labels_wanted": wanted,
-                "percent": 100 * done / wanted if wanted else 0,
-                "pending": pending.get(batch.pk, 0),
-            }
+    in_progress = dict(
+        Labeling.objects.filter(
+            status=Labeling.Status.IN_PROGRESS,
+            solution__batch_id__in=ids,
+            solution__is_quality_control=False,
         )
-    return out
+        .values_list("solution__batch_id")
+        .annotate(n=Count("id"))
+        .values_list("solution__batch_id", "n")
+    )
+    this_hour = _hour_start(now)
+    pace_hours = [this_hour - timedelta(hours=i) for i in reversed(range(PACE_HOURS))]
+    per_hour: dict[int, dict[datetime, int]] = {}
+    for batch_id, hour, labelings in BatchHourStats.objects.filter(
+        batch_id__in=ids, hour__gte=pace_hours[0]
+    ).values_list("batch_id", "hour", "labelings"):
+        per_hour.setdefault(batch_id, {})[hour] = labelings
+    rows = []
+    for batch in batches:
+        hours = per_hour.get(batch.pk, {})
+        recent = [hours.get(hour, 0) for hour in pace_hours]
+        rows.append(
+            BatchProgress(
+                batch=batch,
+                solutions=counts.get(batch.pk, 0),
+                labels_wanted=counts.get(batch.pk, 0) * batch.overlap,
+                labels_done=done.get(batch.pk) or 0,
+                labels_in_progress=in_progress.get(batch.pk, 0),
+                labels_per_hour=labels_per_hour(recent, now),
+                labels_this_and_last_hour=sum(recent[-2:]),
+                adjudication_pending=pending.get(batch.pk, 0),
+            )
+        )
+    return rows
 
 
 def labelers_needing_attention() -> list[Labeler]:
@@ -609,16 +694,248 @@ def current_guidelines() -> tuple[str, Guidelines | None]:
     return DEFAULT_GUIDELINES.read_text(encoding="utf-8"), None
 
 
-def expired_claims(user, *, within=timedelta(days=1)) -> list[Labeling]:
-    """The labeler's claims that expired with steps rated in the last day, newest first, each
-    with `steps_rated`: what the queue page explains (kept, not counted, or taken back)."""
+@dataclass(frozen=True)
+class ExpiredClaim:
+    labeling: Labeling
+    steps_rated: int
+    batch_paused: bool
+    has_room: bool  # for the labeler to take it back (gold always has)
+
+
+def expired_claims(user, *, within=timedelta(days=1)) -> list[ExpiredClaim]:
+    """The labeler's claims that expired with steps rated in the last day, newest first: what
+    their home explains (taken back where they stopped, or kept in the history and not
+    counted, and why). `has_room` reads the rule of queue.reactivate_expired, taking nothing."""
     since = timezone.now() - within
-    return list(
+    rows = (
         Labeling.objects.filter(
             labeler=user, status=Labeling.Status.EXPIRED, lease_expires_at__gte=since
         )
         .annotate(steps_rated=Count("step_labels"))
         .filter(steps_rated__gt=0)
-        .select_related("solution__problem")
+        .select_related("solution__problem", "solution__batch")
         .order_by("-lease_expires_at")[:5]
+    )
+    claims = []
+    for labeling in rows:
+        solution, batch = labeling.solution, labeling.solution.batch
+        overlap = batch.overlap if batch is not None else 1
+        claims.append(
+            ExpiredClaim(
+                labeling=labeling,
+                steps_rated=labeling.steps_rated,
+                batch_paused=batch is not None and not batch.is_active,
+                has_room=solution.is_quality_control
+                or solution.completed_count + solution.active_count < overlap,
+            )
+        )
+    return claims
+
+
+def batches_for(user) -> QuerySet[Batch]:
+    """Active batches this user may label: assigned to them, or open to every labeler."""
+    assigned = Batch.labelers.through.objects.filter(batch_id=OuterRef("pk"))
+    return (
+        Batch.objects.filter(is_active=True).filter(Q(labelers=user) | ~Exists(assigned)).distinct()
+    )
+
+
+# --- home pages: one cockpit per role -----------------------------------------------------------
+
+
+@dataclass
+class WaitingBatch:
+    batch: Batch
+    labels_remaining: int  # labels the batch still wants
+    yours: int  # of those, how many this labeler may take (one per solution they never had)
+
+
+@dataclass
+class LabelerCockpit:
+    """What a labeler's home shows: the work waiting, their pace, and what the big button does.
+
+    `action` is what the primary button does: "continue" (open the labeling in progress),
+    "resume" (take back the claim that expired), "screening", "start", or "" when it cannot
+    hand out work; `blocked` then says why: "paused", "rejected", "screening_failed",
+    "no_batch", "nothing_waiting".
+    """
+
+    labeler: Labeler
+    open_labeling: Labeling | None
+    expired: list[ExpiredClaim]
+    waiting: list[WaitingBatch]
+    in_screening: bool  # screening work is what a claim hands out
+    action: str
+    blocked: str
+    today_solutions: int
+    today_steps: int
+    total_solutions: int
+    total_steps: int
+    total_time_ms: int
+
+    @property
+    def waiting_total(self) -> int:
+        return sum(w.yours for w in self.waiting)
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return self.total_time_ms / self.total_steps / 1000 if self.total_steps else None
+
+
+def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> LabelerCockpit:
+    """The labeler's home, in at most nine queries whatever their history: counters for the
+    totals and the work waiting, today's finished labelings for today's progress."""
+    now = now or timezone.now()
+    open_labeling = (
+        Labeling.objects.filter(labeler=user, status=Labeling.Status.IN_PROGRESS)
+        .select_related("solution__problem", "solution__batch")
+        .annotate(steps_rated=Count("step_labels"))
+        .order_by("started_at")
+        .first()
+    )
+    expired = [] if open_labeling else expired_claims(user)
+    batches = list(batches_for(user).order_by("-priority", "id"))
+    ids = [b.pk for b in batches]
+    counts = solution_counts(ids)
+    done = dict(
+        BatchLabelerStats.objects.filter(batch_id__in=ids)
+        .values_list("batch_id")
+        .annotate(n=Sum("labelings"))
+        .values_list("batch_id", "n")
+    )
+    mine = list(
+        BatchLabelerStats.objects.filter(labeler=user).values_list(
+            "batch_id", "labelings", "surplus", "steps", "time_ms"
+        )
+    )
+    mine_per_batch = {batch_id: n + surplus for batch_id, n, surplus, _, _ in mine}
+    waiting = []
+    for batch in batches:
+        remaining = max(0, counts.get(batch.pk, 0) * batch.overlap - (done.get(batch.pk) or 0))
+        never_had = counts.get(batch.pk, 0) - mine_per_batch.get(batch.pk, 0)
+        waiting.append(WaitingBatch(batch, remaining, max(0, min(remaining, never_had))))
+    midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = Labeling.objects.filter(
+        labeler=user, status=Labeling.Status.COMPLETED, finished_at__gte=midnight
+    ).aggregate(solutions=Count("id", distinct=True), steps=Count("step_labels"))
+    cockpit = LabelerCockpit(
+        labeler=labeler,
+        open_labeling=open_labeling,
+        expired=expired,
+        waiting=waiting,
+        # With no screening set, the first claim makes a screening labeler active.
+        in_screening=labeler.state == Labeler.State.SCREENING
+        and labeler.screening_passed is not False
+        and screening_size() > 0,
+        action="",
+        blocked="",
+        today_solutions=today["solutions"] or 0,
+        today_steps=today["steps"] or 0,
+        total_solutions=sum(n + surplus for _, n, surplus, _, _ in mine),
+        total_steps=sum(steps for *_, steps, _ in mine),
+        total_time_ms=sum(time_ms for *_, time_ms in mine),
+    )
+    cockpit.action, cockpit.blocked = _next_action(cockpit)
+    return cockpit
+
+
+def _next_action(cockpit: LabelerCockpit) -> tuple[str, str]:
+    """What the labeler's primary button does, or why there is none: the order of claim_next."""
+    state, State = cockpit.labeler.state, Labeler.State
+    if cockpit.open_labeling is not None:
+        return "continue", ""
+    if state == State.PAUSED:
+        return "", "paused"
+    if state == State.REJECTED:
+        return "", "rejected"
+    if state == State.SCREENING and cockpit.labeler.screening_passed is False:
+        return "", "screening_failed"
+    latest = cockpit.expired[0] if cockpit.expired else None
+    if latest is not None and latest.has_room and not latest.batch_paused:
+        return "resume", ""
+    if cockpit.in_screening:
+        return "screening", ""
+    if not cockpit.waiting:
+        return "", "no_batch"
+    if not cockpit.waiting_total:
+        return "", "nothing_waiting"
+    return "start", ""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """Something a lead should look at, and where to act on it."""
+
+    text: str
+    url: str = ""
+
+
+@dataclass
+class LeadCockpit:
+    batches: list[BatchProgress]  # the active ones
+    attention: list[Labeler]
+    adjudication_count: int
+    adjudication_top: list[SolutionAgreement]
+    alerts: list[Alert]
+
+    @property
+    def paused_by_gold(self) -> list[Labeler]:
+        return [lab for lab in self.attention if lab.state == Labeler.State.PAUSED]
+
+    @property
+    def failed_screening(self) -> list[Labeler]:
+        return [lab for lab in self.attention if lab.state == Labeler.State.SCREENING]
+
+
+STALL_AFTER = timedelta(hours=1)
+SHOWN = 5  # items of a list a home page shows
+
+
+def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
+    """The lead's home: each active batch's depth, pace and ETA, the labelers and solutions
+    waiting for a lead, and alerts; a fixed number of queries (batches_overview's, plus six)."""
+    now = now or timezone.now()
+    active = list(Batch.objects.filter(is_active=True).order_by("-priority", "-created_at"))
+    batches = batches_overview(active, now=now)
+    alerts = [
+        Alert(
+            f"{row.batch.name}: {row.labels_remaining} label{pluralize(row.labels_remaining)} "
+            f"still wanted and none finished since "
+            f"{timezone.localtime(_hour_start(now) - timedelta(hours=1)):%H:%M}.",
+            reverse("labeling:batch_dashboard", args=[row.batch.pk]),
+        )
+        for row in batches
+        if row.labels_remaining
+        and not row.labels_this_and_last_hour
+        and row.batch.created_at < now - STALL_AFTER
+    ]
+    threshold = settings.STEPWISE_PAUSE_BELOW
+    for labeler in Labeler.objects.filter(
+        state=Labeler.State.ACTIVE,
+        gold_labelings__gte=settings.STEPWISE_GOLD_MIN_RESULTS,
+        gold_steps__gt=0,
+        gold_steps_exact__lt=F("gold_steps") * threshold,
+    ).select_related("user")[:SHOWN]:
+        alerts.append(
+            Alert(
+                f"{labeler.user.username}'s gold accuracy is {labeler.gold_accuracy:.0%}, "
+                f"under the pause threshold ({threshold:.0%}).",
+                reverse("labeling:labeler_detail", args=[labeler.user_id]),
+            )
+        )
+    unsent = Snapshot.objects.filter(waiting_too_long(Snapshot.Status.PENDING, now)).count()
+    if unsent:
+        alerts.append(
+            Alert(
+                f"{unsent} snapshot{pluralize(unsent)} waiting for a worker: the task queue "
+                "may be down.",
+                reverse("research:index"),
+            )
+        )
+    return LeadCockpit(
+        batches=batches,
+        attention=labelers_needing_attention(),
+        adjudication_count=SolutionAgreement.objects.filter(needs_adjudication=True).count(),
+        adjudication_top=adjudication_queue(limit=SHOWN),
+        alerts=alerts,
     )

@@ -3,9 +3,11 @@
 import logging
 import os
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from celery import Celery
+from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -78,6 +80,14 @@ def send_row(model: type[models.Model], row_id: int, task_path: str, *, waiting:
 def not_sent_since(before) -> Q:
     """Rows whose task was last sent before `before` (rows from before `sent_at`: created)."""
     return Q(sent_at__lt=before) | Q(sent_at__isnull=True, created_at__lt=before)
+
+
+def waiting_too_long(waiting: str, now=None) -> Q:
+    """Rows still `waiting` whose task will not come by itself: marked UNSENT, or sent more
+    than STEPWISE_RESEND_AFTER_SECONDS ago (what the sweepers send again; pages warn of them)."""
+    now = now or timezone.now()
+    before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
+    return Q(status=waiting) & (Q(error=UNSENT) | not_sent_since(before))
 
 
 def resend_rows(

@@ -2,11 +2,10 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from labeling.views import labeler as labeling_views
 from stepwise import views
 
 urlpatterns = [
-    path("", labeling_views.home, name="home"),
+    path("", views.home, name="home"),
     path("favicon.ico", views.favicon),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

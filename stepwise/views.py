@@ -1,4 +1,7 @@
-"""Project-wide answers to errors (Django's handler403, handler404, handler500) and the favicon.
+"""The home page (one cockpit per role the user holds), project-wide answers to errors
+(Django's handler403, handler404, handler500) and the favicon.
+
+The home page reads both apps (`labeling` never imports `modeling`), so it lives here.
 
 403 and 404 are pages of the app (base.html: the user, the navigation, the way back). A database
 that cannot be reached (restarting, failing over, an SQLite file locked past its timeout) is a 503
@@ -11,12 +14,18 @@ from __future__ import annotations
 
 import sys
 
+from django.contrib.auth.decorators import login_required
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
 from django.views.decorators.cache import cache_control
+
+from labeling import selectors as labeling_selectors
+from labeling.roles import LABELER, LEAD, RESEARCHER, has_role
+from labeling.services.queue import ensure_labeler
+from modeling import selectors as modeling_selectors
 
 DATABASE_UNAVAILABLE = (
     "The database cannot be reached right now, so nothing was saved. Try again in a few seconds."
@@ -28,6 +37,20 @@ SERVER_ERROR = (
 FORBIDDEN = "Your role does not allow this."
 NOT_FOUND = "Not found."  # DRF's words for its own 404s
 RETRY_AFTER_SECONDS = 5
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """A section per role the user holds, each one selector: a lead who labels sees both."""
+    user = request.user
+    context = {}
+    if has_role(user, LABELER):
+        context["labeler_cockpit"] = labeling_selectors.labeler_cockpit(user, ensure_labeler(user))
+    if has_role(user, LEAD):
+        context["lead_cockpit"] = modeling_selectors.lead_cockpit()
+    if has_role(user, RESEARCHER):
+        context["research_cockpit"] = modeling_selectors.research_cockpit()
+    return render(request, "home.html", context)
 
 
 def _wants_json(request: HttpRequest) -> bool:

@@ -154,7 +154,7 @@ def test_error_pages_load_under_the_csp_without_a_violation(
     page.fill("input[name=username]", "kim")
     page.fill("input[name=password]", "kim-pw")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/label/")
+    page.wait_for_url(f"{live_server.url}/")
 
     for address, status, heading in [
         (reverse("labeling:lead_home"), 403, "Not allowed"),

@@ -25,7 +25,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 
 from labeling import selectors
@@ -198,14 +198,6 @@ EXPIRED_AND_TAKEN = (
 )
 
 
-def batches_for(user: User) -> QuerySet[Batch]:
-    """Active batches this user may label: assigned to them, or open to every labeler."""
-    assigned = Batch.labelers.through.objects.filter(batch_id=OuterRef("pk"))
-    return (
-        Batch.objects.filter(is_active=True).filter(Q(labelers=user) | ~Exists(assigned)).distinct()
-    )
-
-
 def _open_solutions(user: User, batch: Batch) -> QuerySet[Solution]:
     """Regular solutions of one batch this user may claim, closest to their N first.
 
@@ -297,7 +289,7 @@ def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
             return claimed
     if labeler.state != Labeler.State.ACTIVE:
         return None
-    batches = batches_for(user).order_by("-priority", "id")
+    batches = selectors.batches_for(user).order_by("-priority", "id")
     if batch is not None:
         batches = batches.filter(pk=batch.pk)
     for candidate_batch in batches:

@@ -1,4 +1,4 @@
-"""Labeler pages: home, queue, claim, the labeling page (rate, undo, finish), guidelines.
+"""Labeler pages: queue, claim, the labeling page (rate, undo, finish), guidelines.
 
 Views fetch, validate, call a service, render; htmx gets the fragment.
 """
@@ -11,18 +11,17 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling import selectors
-from labeling.models import BatchLabelerStats, FinishReason, Labeling
-from labeling.roles import LABELER, LEAD, RESEARCHER, has_role, require
+from labeling.models import FinishReason, Labeling
+from labeling.roles import LABELER, LEAD, has_role, require
 from labeling.services import rating
 from labeling.services.errors import LabelingError
-from labeling.services.queue import batches_for, claim_next, ensure_labeler, extend_lease
+from labeling.services.queue import claim_next, ensure_labeler, extend_lease
 from labeling.views.navigation import safe_return_url
 
 
@@ -37,50 +36,16 @@ def _int_param(request: HttpRequest, name: str, *, required: bool = True) -> int
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
-    if has_role(request.user, LABELER) and not has_role(request.user, LEAD, RESEARCHER):
-        return redirect("labeling:queue")
-    return render(request, "home.html")
-
-
-@login_required
 def queue(request: HttpRequest) -> HttpResponse:
+    """The labeler's section of the home page, with their recent labelings."""
     require(request, LABELER, message="You need the labeler role to label.")
-    labeler = ensure_labeler(request.user)
-    open_labeling = Labeling.objects.filter(
-        labeler=request.user, status=Labeling.Status.IN_PROGRESS
-    ).first()
-    batches = list(batches_for(request.user).order_by("-priority", "id"))
-    # Labels still wanted per batch, from counters: no scan of labelings.
-    counts = selectors.solution_counts([b.pk for b in batches])
-    done = dict(
-        BatchLabelerStats.objects.filter(batch__in=batches)
-        .values_list("batch_id")
-        .annotate(n=Sum("labelings"))
-        .values_list("batch_id", "n")
-    )
-    for batch in batches:
-        batch.waiting = max(0, counts.get(batch.pk, 0) * batch.overlap - (done.get(batch.pk) or 0))
-    stats = BatchLabelerStats.objects.filter(labeler=request.user).aggregate(
-        labelings=Sum("labelings"), steps=Sum("steps"), time_ms=Sum("time_ms")
-    )
     recent = (
         Labeling.objects.filter(labeler=request.user, status=Labeling.Status.COMPLETED)
         .select_related("solution__problem")
         .order_by("-finished_at")[:10]
     )
-    return render(
-        request,
-        "labeling/queue.html",
-        {
-            "batches": batches,
-            "open_labeling": open_labeling,
-            "stats": stats,
-            "recent": recent,
-            "labeler": labeler,
-            "expired": [] if open_labeling else selectors.expired_claims(request.user),
-        },
-    )
+    cockpit = selectors.labeler_cockpit(request.user, ensure_labeler(request.user))
+    return render(request, "labeling/queue.html", {"labeler_cockpit": cockpit, "recent": recent})
 
 
 @login_required

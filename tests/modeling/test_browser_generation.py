@@ -44,7 +44,7 @@ def test_lead_runs_a_generation_from_the_browser(
     page.fill("input[name=username]", "lea")
     page.fill("input[name=password]", "lea-pw")
     page.click("button[type=submit]")
-    page.click("text=Active-learning generations")
+    page.click("nav >> text=Generations")
     page.wait_for_selector("#start-generation")
     assert "63" in page.inner_text(".stats")  # the graded pool
     page.fill("input[name=k]", "8")

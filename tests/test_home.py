@@ -1,0 +1,339 @@
+"""The home page: one cockpit per role the user holds, each a fixed number of queries."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from labeling import selectors
+from labeling.models import (
+    BatchHourStats,
+    BatchLabelerStats,
+    Labeler,
+    Labeling,
+    Snapshot,
+    SolutionAgreement,
+)
+from labeling.services import queue
+from modeling import selectors as modeling_selectors
+from modeling.models import GenerationRun, ModelVersion, PoolEntry, RunStatus, TrainingRun
+from tests.conftest import make_user
+from tests.factories import make_batch, make_solution, make_solutions
+from tests.labeling.helpers import claim_and_label, label
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_count_cache():
+    selectors.clear_count_cache()
+    yield
+    selectors.clear_count_cache()
+
+
+def home(client, user) -> str:
+    client.force_login(user)
+    response = client.get(reverse("home"))
+    assert response.status_code == 200  # nobody is redirected away from home
+    return response.content.decode()
+
+
+def text(html: str) -> str:
+    """The page's words, tags dropped and spaces squeezed: what a reader sees."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+# --- each role its sections -------------------------------------------------------------------
+
+
+def test_a_labeler_sees_only_the_labeling_section(client, labeler):
+    page = home(client, labeler)
+    assert 'id="labeler-cockpit"' in page
+    assert 'id="lead-cockpit"' not in page and 'id="research-cockpit"' not in page
+
+
+def test_a_lead_who_labels_sees_both_sections_and_no_research(client, lead):
+    page = home(client, lead)
+    assert 'id="labeler-cockpit"' in page and 'id="lead-cockpit"' in page
+    assert 'id="research-cockpit"' not in page
+
+
+def test_a_researcher_sees_only_the_research_section(client, researcher):
+    page = home(client, researcher)
+    assert 'id="research-cockpit"' in page
+    assert 'id="labeler-cockpit"' not in page and 'id="lead-cockpit"' not in page
+
+
+# --- the labeler's big button -----------------------------------------------------------------
+
+
+def test_continue_opens_the_labeling_in_progress(client, labeler):
+    make_solutions(make_batch(gold_rate=0), 2)
+    labeling = queue.claim_next(labeler)
+    label(labeling, [1])
+    page = home(client, labeler)
+    button = re.search(r'<a class="button primary big" id="start" href="([^"]+)">Continue', page)
+    assert button and button.group(1) == reverse("labeling:labeling", args=[labeling.pk])
+    assert "1 of 3 steps rated" in text(page)
+    client.get(button.group(1))
+    assert Labeling.objects.get(labeler=labeler).status == Labeling.Status.IN_PROGRESS
+
+
+def _expire(labeling: Labeling) -> None:
+    Labeling.objects.filter(pk=labeling.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    queue.expire_stale_leases()
+
+
+def test_an_expired_lease_with_room_is_taken_back_by_continue(client, labeler):
+    make_solutions(make_batch(gold_rate=0), 2)
+    labeling = queue.claim_next(labeler)
+    label(labeling, [1, 1])
+    _expire(labeling)
+    page = text(home(client, labeler))
+    assert "expired" in page and "after 2 steps rated" in page
+    assert "Continue takes it back where you stopped" in page
+    assert "Continue where you stopped" in page
+    response = client.post(reverse("labeling:claim"))
+    assert response["Location"] == reverse("labeling:labeling", args=[labeling.pk])
+    assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.IN_PROGRESS
+
+
+def test_an_expired_lease_in_a_paused_batch_says_the_steps_are_not_counted(client, labeler):
+    batch = make_batch(gold_rate=0)
+    make_solutions(batch, 2)
+    labeling = queue.claim_next(labeler)
+    label(labeling, [1])
+    _expire(labeling)
+    batch.is_active = False
+    batch.save(update_fields=["is_active"])
+    page = text(home(client, labeler))
+    assert "after 1 step rated" in page
+    assert (
+        "Its batch was paused since, so your ratings stay in its history but are not counted"
+        in (page)
+    )
+    assert "Continue where you stopped" not in page and "Start labeling" not in page
+    assert "No active batch is open to you" in page
+
+
+def test_a_paused_labeler_is_told_why_and_gets_no_start_button(client, labeler):
+    make_solutions(make_batch(gold_rate=0), 2)
+    Labeler.objects.create(
+        user=labeler, state=Labeler.State.PAUSED, state_reason="Gold accuracy 50% over 4."
+    )
+    page = home(client, labeler)
+    assert "Your queue is paused" in page and "Gold accuracy 50% over 4." in page
+    assert 'id="start"' not in page
+    assert "until a lead reinstates you" in page
+
+
+def test_nothing_waiting_is_said_and_waiting_work_is_counted_per_batch(client, labeler, labeler2):
+    batch = make_batch(name="Generation 3", gold_rate=0)
+    make_solutions(batch, 1)
+    page = text(home(client, labeler))
+    assert "Start labeling" in page and "1 solution waiting for you" in page
+    claim_and_label(labeler2, [1, 1, 1])  # its only label, taken by someone else
+    selectors.clear_count_cache()
+    page = text(home(client, labeler))
+    assert "Nothing is waiting for you right now" in page and "Start labeling" not in page
+
+
+def test_counts_are_pluralized(client, labeler):
+    batch = make_batch(gold_rate=0)
+    make_solutions(batch, 3)
+    claim_and_label(labeler, [1, 1, 1])
+    page = text(home(client, labeler))
+    assert "2 solutions waiting for you" in page
+    assert "1 solution, 3 steps" in page  # today, and all time
+    queue_page = text(client.get(reverse("labeling:queue")).content.decode())
+    assert "1 solution, 3 steps rated" in queue_page and "1 solutions" not in queue_page
+    claim_and_label(labeler, [1, 1, 1])
+    selectors.clear_count_cache()
+    page = text(home(client, labeler))
+    assert "1 solution waiting for you" in page and "2 solutions, 6 steps" in page
+
+
+def test_today_counts_only_labelings_finished_since_midnight(labeler):
+    make_solutions(make_batch(gold_rate=0), 3)
+    claim_and_label(labeler, [1, 1, 1])
+    old = claim_and_label(labeler, [1, -1])
+    Labeling.objects.filter(pk=old.pk).update(finished_at=timezone.now() - timedelta(days=2))
+    cockpit = selectors.labeler_cockpit(labeler, Labeler.objects.get(user=labeler))
+    assert (cockpit.today_solutions, cockpit.today_steps) == (1, 3)
+    assert (cockpit.total_solutions, cockpit.total_steps) == (2, 5)
+
+
+# --- the lead's numbers on a known fixture ------------------------------------------------------
+
+
+def test_throughput_eta_and_stall_alerts_are_right_on_a_known_fixture(lead, labeler):
+    now = timezone.now().replace(minute=30, second=0, microsecond=0)
+    hour = now.replace(minute=0)
+    long_ago = now - timedelta(hours=5)
+    busy = make_batch(name="busy", overlap=2, created_at=long_ago)
+    make_solutions(busy, 10)  # 20 labels wanted
+    BatchLabelerStats.objects.create(batch=busy, labeler=labeler, labelings=8)
+    for hours_ago, labelings in ((3, 100), (2, 3), (1, 6), (0, 3)):  # 3 h ago is out of the pace
+        BatchHourStats.objects.create(
+            batch=busy, hour=hour - timedelta(hours=hours_ago), labelings=labelings
+        )
+    idle = make_batch(name="idle", created_at=long_ago)
+    make_solutions(idle, 4)
+    BatchHourStats.objects.create(batch=idle, hour=hour - timedelta(hours=2), labelings=1)
+    make_solutions(make_batch(name="new"), 2)  # created just now: no alert yet
+    make_solutions(make_batch(name="paused", is_active=False, created_at=long_ago), 2)
+
+    cockpit = selectors.lead_cockpit(now=now)
+    rows = {row.batch.name: row for row in cockpit.batches}
+    assert set(rows) == {"busy", "idle", "new"}  # active batches only
+    busy_row = rows["busy"]
+    assert (busy_row.labels_wanted, busy_row.labels_done, busy_row.labels_remaining) == (20, 8, 12)
+    assert busy_row.labels_per_hour == pytest.approx(12 / 2.5)  # 3 + 6 + 3 over 2.5 hours
+    assert busy_row.eta == timedelta(hours=2.5)  # 12 labels at 4.8 an hour
+    assert rows["idle"].labels_per_hour == pytest.approx(1 / 2.5)
+    assert rows["new"].eta is None  # no pace, no ETA
+    # The batch dashboard computes the same pace from the same counters.
+    assert selectors.batch_summary(busy, now=now).labels_per_hour == pytest.approx(4.8)
+    alerts = [alert.text for alert in cockpit.alerts]
+    assert alerts == [
+        f"idle: 4 labels still wanted and none finished since "
+        f"{timezone.localtime(hour - timedelta(hours=1)):%H:%M}."
+    ]
+
+
+def test_the_lead_home_shows_eta_and_pace_columns(client, lead):
+    batch = make_batch(name="no pace yet")
+    make_solutions(batch, 1)
+    client.force_login(lead)
+    page = text(client.get(reverse("labeling:lead_home")).content.decode())
+    assert "Labels / hour" in page and "ETA" in page and "no pace yet" in page
+    assert "1 / 1" not in page and "0 / 1" in page
+
+
+def test_lead_alerts_name_gold_accuracy_failed_runs_and_generations_and_unsent_work(lead, labeler):
+    Labeler.objects.create(
+        user=labeler,
+        state=Labeler.State.ACTIVE,
+        gold_labelings=6,
+        gold_steps=20,
+        gold_steps_exact=10,
+    )
+    TrainingRun.objects.create(
+        name="broken",
+        status=RunStatus.FAILED,
+        error="CUDA out of memory\n...",
+        finished_at=timezone.now(),
+    )
+    GenerationRun.objects.create(generation=4, status=RunStatus.FAILED, current_step="score")
+    TrainingRun.objects.create(
+        name="waiting", error="", created_at=timezone.now() - timedelta(hours=2)
+    )
+    Snapshot.objects.create(created_at=timezone.now() - timedelta(hours=2))
+    alerts = " | ".join(a.text for a in modeling_selectors.lead_cockpit().alerts)
+    assert "lena's gold accuracy is 50%, under the pause threshold (70%)" in alerts
+    assert "Training run broken failed: CUDA out of memory" in alerts
+    assert "Generation 4 failed at “score the pool”" in alerts
+    assert "1 training run queued but not taken by a worker" in alerts
+    assert "1 snapshot waiting for a worker" in alerts
+
+
+# --- the researcher's view ----------------------------------------------------------------------
+
+
+def test_the_researcher_sees_runs_with_auroc_the_active_model_and_what_is_queued(
+    client, researcher
+):
+    run = TrainingRun.objects.create(
+        name="gen-2 prm", status=RunStatus.SUCCEEDED, metrics={"auroc": 0.8123}
+    )
+    model = ModelVersion.objects.create(
+        run=run,
+        name="prm-v2",
+        backbone="tiny",
+        artifact_path="x",
+        metrics={"auroc": 0.8123},
+        passed_evaluation=True,
+    )
+    model.activate()
+    batch = make_batch(name="gen 2 picks", generation=2)
+    make_solutions(batch, 3)
+    GenerationRun.objects.create(generation=2, status=RunStatus.SUCCEEDED, batch=batch)
+    for _ in range(4):
+        PoolEntry.objects.create(solution=make_solution())
+    Snapshot.objects.create(status=Snapshot.Status.DONE, row_count=42)
+    page = home(client, researcher)
+    words = text(page)
+    assert "gen-2 prm" in words and "0.812" in words and "prm-v2" in words
+    assert "3 labels wanted in 1 generation batch" in words and "gen 2 picks" in words
+    assert "4 of 4 solutions still selectable" in words
+    snapshot = Snapshot.objects.get()
+    assert reverse("research:download", args=[snapshot.pk]) in page
+
+
+# --- query counts: one bounded set per role, whatever the data ---------------------------------
+
+
+def populate(scale: int, measured: dict) -> None:
+    """`scale` times a small operation: batches, labelers and their work, adjudication, paused
+    labelers, training runs and models, generations, snapshots and the candidate pool."""
+    n = Labeling.objects.count()
+    for i in range(2 * scale):
+        batch = make_batch(overlap=2, gold_rate=0)
+        make_solutions(batch, 3)
+        for user in (measured["labeler"], make_user(f"worker-{n}-{i}", "labeler")):
+            claim_and_label(user, [1, 1, -1])
+        solution = batch.solutions.first()
+        SolutionAgreement.objects.create(solution=solution, batch=batch, needs_adjudication=True)
+        paused = make_user(f"paused-{n}-{i}", "labeler")
+        Labeler.objects.create(user=paused, state=Labeler.State.PAUSED, state_reason="gold")
+    for _ in range(scale):
+        run = TrainingRun.objects.create(status=RunStatus.SUCCEEDED, metrics={"auroc": 0.7})
+        ModelVersion.objects.create(run=run, name=f"m{run.pk}", backbone="b", artifact_path="p")
+        TrainingRun.objects.create(status=RunStatus.FAILED, finished_at=timezone.now(), error="x")
+        generation = GenerationRun.objects.count() + 1
+        batch = make_batch(generation=generation)
+        make_solutions(batch, 2)
+        GenerationRun.objects.create(generation=generation, batch=batch, status=RunStatus.FAILED)
+        Snapshot.objects.create(status=Snapshot.Status.DONE, row_count=3)
+        PoolEntry.objects.create(solution=make_solution())
+
+
+def home_queries(client, user, assert_at_most, most: int) -> int:
+    """Queries of one visit to the home page (not the first, which creates the labeler row),
+    solution counts read afresh as in a new process; fails above `most`."""
+    client.force_login(user)
+    client.get(reverse("home"))
+    selectors.clear_count_cache()
+    with assert_at_most(most) as captured:
+        assert client.get(reverse("home")).status_code == 200
+    return len(captured)
+
+
+@pytest.mark.parametrize(
+    ("roles", "most"), [(("labeler",), 12), (("lead",), 17), (("researcher",), 14)]
+)
+def test_each_role_home_is_a_bounded_query_set_independent_of_data_size(
+    client, labeler, django_assert_max_num_queries, roles, most
+):
+    viewer = make_user("viewer", *roles)
+    measured = {"labeler": labeler}
+    populate(1, measured)
+    small = home_queries(client, viewer, django_assert_max_num_queries, most)
+    populate(2, measured)  # three times the data
+    assert home_queries(client, viewer, django_assert_max_num_queries, most) == small
+
+
+def test_the_labelers_own_home_is_the_same_query_set_with_three_times_the_history(
+    client, labeler, django_assert_max_num_queries
+):
+    measured = {"labeler": labeler}
+    populate(1, measured)
+    small = home_queries(client, labeler, django_assert_max_num_queries, 12)
+    populate(2, measured)
+    assert home_queries(client, labeler, django_assert_max_num_queries, 12) == small
