@@ -100,6 +100,7 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
     return {
         "signed-out": [("login", "/accounts/login/")],
         "lena": [
+            ("labeler-home", "/"),
             ("queue", "/label/"),
             ("labeling-in-progress", f"/label/{in_progress.pk}/"),
             ("labeling-finished", f"/label/{finished.pk}/"),
@@ -108,6 +109,7 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("404", "/no-such-page/"),
         ],
         "lea": [
+            ("lead-cockpit", "/"),
             ("lead-home", "/label/lead/"),
             ("batch-dashboard", f"/label/lead/batches/{batch.pk}/"),
             ("batch-new", "/label/lead/batches/new/"),
@@ -119,6 +121,7 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("guidelines-edit", "/label/guidelines/edit/"),
         ],
         "rhea": [
+            ("researcher-home", "/"),
             ("research", "/research/"),
             ("snapshots", "/research/snapshots/"),
             ("runs", "/modeling/runs/"),
