@@ -20,7 +20,5 @@ def load_demo_pool() -> list[str]:
 def demo_pool_counts() -> dict[str, int]:
     """The demo's pool solutions, queued by a generation or not."""
     return {
-        "pool solutions": pool_solutions()
-        .filter(source_id__startswith=DEMO_POOL_PREFIX)
-        .count()
+        "pool solutions": pool_solutions().filter(source_id__startswith=DEMO_POOL_PREFIX).count()
     }
