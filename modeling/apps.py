@@ -4,3 +4,15 @@ from django.apps import AppConfig
 class ModelingConfig(AppConfig):
     name = "modeling"
     verbose_name = "Modeling"
+
+    # setup_demo's hooks (labeling.services.demo.demo_parts): the demo's candidate pool.
+    # Imported here, not at the top: models are not ready when app configs load.
+    def demo_setup(self) -> list[str]:
+        from modeling.services.demo import load_demo_pool
+
+        return load_demo_pool()
+
+    def demo_counts(self) -> dict[str, int]:
+        from modeling.services.demo import demo_pool_counts
+
+        return demo_pool_counts()

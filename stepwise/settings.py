@@ -299,8 +299,16 @@ STEPWISE_ADJUDICATE_BELOW = env_float("STEPWISE_ADJUDICATE_BELOW", 0.8)
 # (0 turns it off); checked by the periodic task below (run `celery beat`).
 STEPWISE_AUTO_GENERATION_FRACTION = env_float("STEPWISE_AUTO_GENERATION_FRACTION", 0.0)
 # TrainConfig fields (JSON) for a generation's retrain step when the run does not give its own.
+# The embedded default (the demo, on a CPU) trains the head on 10 of the default backbone's
+# layers, 30 epochs: about a minute, and it passes the evaluation gate on the demo's labels
+# (the full backbone, 1 epoch, is slower and often does not).
+DEMO_GENERATION_TRAIN_CONFIG = '{"backbone_layers": 10, "epochs": 30}'
 STEPWISE_GENERATION_TRAIN_CONFIG = json.loads(
-    env_str("STEPWISE_GENERATION_TRAIN_CONFIG", "{}") or "{}"
+    env_str(
+        "STEPWISE_GENERATION_TRAIN_CONFIG",
+        DEMO_GENERATION_TRAIN_CONFIG if EMBEDDED and not TESTING else "{}",
+    )
+    or "{}"
 )
 # PRM training runs. A run's held-out problems (this share, by problem) measure its step AUROC;
 # it becomes the active model only when that is at least the floor and does not regress more
@@ -314,8 +322,8 @@ STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
 STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
 STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
-# Embedded default only: train in a thread of the web process (there is no worker), so starting
-# a run answers at once. Tests run tasks eagerly instead.
+# Embedded default only: train, and run a generation's steps, in a thread of the web process
+# (there is no worker), so starting either answers at once. Tests run tasks eagerly instead.
 STEPWISE_TRAIN_IN_THREAD = env_bool("STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not TESTING)
 
 LOGGING = {

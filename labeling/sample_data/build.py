@@ -949,6 +949,671 @@ PROBLEMS = [
 ]
 
 
+# ------------------------------------------------------------- candidate pool
+# More generator samples for the same problems, never labeled: the demo's candidate pool, which
+# an active-learning generation scores and selects from. Keyed by the problem's unique_id;
+# `error` marks the first wrong step (for whoever wants to simulate labeling them), and every
+# wrong final answer has one.
+POOL: dict[str, list[Sample]] = {
+    "stepwise-demo/algebra/1.json": [
+        Sample(
+            [
+                r"The two cases are $2x - 5 = 9$ and $2x - 5 = -9$.",
+                r"From $2x - 5 = 9$ I get $2x = 14$, so $x = 7$.",
+                r"From $2x - 5 = -9$ I get $2x = -4$, so $x = -2$.",
+                r"Both values check out: $|14 - 5| = 9$ and $|-4 - 5| = 9$.",
+                r"The sum is $7 + (-2) = 5$.",
+            ],
+            "5",
+        ),
+        Sample(
+            [
+                r"I split the absolute value equation into the cases $2x - 5 = 9$ and $2x - 5 = -9$.",
+                r"The first case gives $x = 7$.",
+                r"The second case gives $2x = -4$, so $x = -2$.",
+                r"Adding the solutions, $7 + 2 = 9$.",
+            ],
+            "9",
+            error=3,
+        ),
+        Sample(
+            [
+                r"I'll square both sides to get rid of the absolute value.",
+                r"Squaring, $4x^2 - 10x + 25 = 81$.",
+                r"So $4x^2 - 10x - 56 = 0$.",
+                r"By Vieta's formulas, the sum of the roots is $\frac{10}{4} = \frac{5}{2}$.",
+            ],
+            r"\frac{5}{2}",
+            error=1,
+        ),
+    ],
+    "stepwise-demo/algebra/2.json": [
+        Sample(
+            [
+                r"The slope of the line is $\frac{5 + 3}{6 - 2} = 2$.",
+                r"Going from $x = 2$ to $x = 0$ moves $2$ units to the left.",
+                r"With slope $2$, $y$ drops by $2 \cdot 2 = 4$ over those $2$ units.",
+                r"So at $x = 0$, $y = -3 - 4 = -7$, and $b = -7$.",
+            ],
+            "-7",
+        ),
+        Sample(
+            [
+                r"I'll find the equation of the line and set $x = 0$.",
+                r"The slope is $\frac{5 - (-3)}{6 - 2} = \frac{8}{4} = 2$.",
+                r"Through the point $(6, 5)$, the line is $y - 5 = 2(x - 6)$.",
+                r"Expanding, $y = 2x - 6 + 5 = 2x - 1$.",
+                r"So $b = -1$.",
+            ],
+            "-1",
+            error=3,
+        ),
+        Sample(
+            [
+                r"The point $(0, b)$ is on the same line, so the slope from $(0, b)$ to $(2, -3)$ equals the slope of the line.",
+                r"The slope of the line is $\frac{5 - (-3)}{6 - 2} = \frac{8}{4} = 2$.",
+                r"The slope from $(0, b)$ to $(2, -3)$ is $\frac{-3 - b}{2 - 0} = \frac{-3 - b}{2}$.",
+                r"Setting $\frac{-3 - b}{2} = 2$ gives $-3 - b = 4$, so $b = -7$.",
+            ],
+            "-7",
+        ),
+    ],
+    "stepwise-demo/algebra/3.json": [
+        Sample(
+            [
+                r"I'll build up from lower powers.",
+                r"Squaring the given equation gives $x^2 + \frac{1}{x^2} = 25$.",
+                r"Now $\left(x^2 + \frac{1}{x^2}\right)\left(x + \frac{1}{x}\right) = x^3 + \frac{1}{x^3} + x + \frac{1}{x}$.",
+                r"So $25 \cdot 5 = x^3 + \frac{1}{x^3} + 5$, which gives $x^3 + \frac{1}{x^3} = 120$.",
+            ],
+            "120",
+            error=1,
+        ),
+        Sample(
+            [
+                r"Squaring, $x^2 + 2 + \frac{1}{x^2} = 25$, so $x^2 + \frac{1}{x^2} = 23$.",
+                r"Multiplying, $\left(x^2 + \frac{1}{x^2}\right)\left(x + \frac{1}{x}\right) = x^3 + x + \frac{1}{x} + \frac{1}{x^3}$.",
+                r"The left side is $23 \cdot 5 = 115$, and $x + \frac{1}{x} = 5$.",
+                r"So $x^3 + \frac{1}{x^3} = 115 - 5 = 110$.",
+            ],
+            "110",
+        ),
+        Sample(
+            [
+                r"I'll cube both sides of the equation.",
+                r"Cubing gives $x^3 + 3x + \frac{3}{x} + \frac{1}{x^3} = 125$.",
+                r"The middle terms are $3\left(x + \frac{1}{x}\right) = 15$.",
+                r"So $x^3 + \frac{1}{x^3} = 125 + 15 = 140$.",
+            ],
+            "140",
+            error=3,
+        ),
+    ],
+    "stepwise-demo/counting_and_probability/1.json": [
+        Sample(
+            [
+                r"Exactly $2$ women means the other $2$ members are men.",
+                r"The women can be chosen in $\binom{6}{2} = 15$ ways.",
+                r"The men can be chosen in $\binom{5}{2} = 10$ ways.",
+                r"By the multiplication principle there are $15 \cdot 10 = 150$ committees.",
+            ],
+            "150",
+        ),
+        Sample(
+            [
+                r"I'll choose the women first and then fill the rest of the committee.",
+                r"After choosing $2$ women in $\binom{6}{2} = 15$ ways, I fill the remaining $2$ seats from the other $9$ people in $\binom{9}{2} = 36$ ways.",
+                r"Each choice of women combines with each choice for the other seats.",
+                r"So there are $15 \cdot 36 = 540$ committees.",
+            ],
+            "540",
+            error=1,
+        ),
+        Sample(
+            [
+                r"The women can be chosen in $\binom{6}{2}$ ways and the men in $\binom{5}{2}$ ways.",
+                r"$\binom{6}{2} = \frac{6 \cdot 5}{2} = 15$.",
+                r"$\binom{5}{2} = \frac{5 \cdot 4}{2} = 20$.",
+                r"So there are $15 \cdot 20 = 300$ committees.",
+            ],
+            "300",
+            error=2,
+        ),
+    ],
+    "stepwise-demo/counting_and_probability/2.json": [
+        Sample(
+            [
+                r"Out of $36$ ordered rolls, I count those with a prime sum.",
+                r"The prime sums possible are $2, 3, 5, 7,$ and $11$.",
+                r"They occur in $1, 2, 4, 6,$ and $2$ ways respectively.",
+                r"That's $15$ outcomes, so the probability is $\frac{15}{36} = \frac{5}{12}$.",
+            ],
+            r"\frac{5}{12}",
+        ),
+        Sample(
+            [
+                r"I'll count the possible rolls and the favorable ones.",
+                r"Since the order of the dice doesn't matter, there are $21$ possible rolls: $15$ with two different numbers and $6$ doubles.",
+                r"The rolls with a prime sum are $\{1,1\}, \{1,2\}, \{1,4\}, \{2,3\}, \{1,6\}, \{2,5\}, \{3,4\}, \{5,6\}$, which is $8$ rolls.",
+                r"So the probability is $\frac{8}{21}$.",
+            ],
+            r"\frac{8}{21}",
+            error=1,
+        ),
+        Sample(
+            [
+                r"There are $36$ equally likely outcomes.",
+                r"The prime sums are $2, 3, 5, 7,$ and $11$.",
+                r"Sums of $2, 3, 5,$ and $7$ occur in $1, 2, 4,$ and $6$ ways.",
+                r"A sum of $11$ occurs only $1$ way, with $(5, 6)$.",
+                r"So there are $14$ favorable outcomes, and the probability is $\frac{14}{36} = \frac{7}{18}$.",
+            ],
+            r"\frac{7}{18}",
+            error=3,
+        ),
+    ],
+    "stepwise-demo/counting_and_probability/3.json": [
+        Sample(
+            [
+                r"Among $1, \ldots, 999$ there are $166$ multiples of $6$, since $6 \cdot 166 = 996$.",
+                r"There are $99$ multiples of $10$, since $10 \cdot 99 = 990$.",
+                r"Multiples of both are the multiples of $30$, and $30 \cdot 33 = 990$ gives $33$ of them.",
+                r"So $166 + 99 - 33 = 232$ are multiples of $6$ or $10$, and $999 - 232 = 767$ are multiples of neither.",
+            ],
+            "767",
+        ),
+        Sample(
+            [
+                r"I'll subtract the multiples of $6$ and of $10$ from the $999$ numbers.",
+                r"There are $\left\lfloor \frac{999}{6} \right\rfloor = 166$ multiples of $6$.",
+                r"There are $\left\lfloor \frac{999}{10} \right\rfloor = 99$ multiples of $10$.",
+                r"So $999 - 166 - 99 = 734$ numbers are divisible by neither.",
+            ],
+            "734",
+            error=3,
+        ),
+        Sample(
+            [
+                r"I'll use inclusion-exclusion on the numbers $1$ to $999$.",
+                r"There are $167$ multiples of $6$ below $1000$.",
+                r"There are $99$ multiples of $10$ below $1000$.",
+                r"Numbers divisible by both are multiples of $30$, and there are $33$ of them.",
+                r"So $167 + 99 - 33 = 233$ are divisible by $6$ or $10$, leaving $999 - 233 = 766$.",
+            ],
+            "766",
+            error=1,
+        ),
+    ],
+    "stepwise-demo/geometry/1.json": [
+        Sample(
+            [
+                r"The hypotenuse is $\sqrt{81 + 144} = 15$.",
+                r"The area is $\frac{1}{2} \cdot 9 \cdot 12 = 54$.",
+                r"The altitude $h$ to the hypotenuse satisfies $15h = 54$.",
+                r"So $h = \frac{54}{15} = \frac{18}{5}$.",
+            ],
+            r"\frac{18}{5}",
+            error=2,
+        ),
+        Sample(
+            [
+                r"The hypotenuse is $\sqrt{9^2 + 12^2} = 15$.",
+                r"Let $h$ be the altitude to the hypotenuse; it cuts off a right triangle whose hypotenuse is the leg of length $9$.",
+                r"Both $\frac{h}{9}$ and $\frac{12}{15}$ are the sine of the angle between the leg of length $9$ and the hypotenuse, so $\frac{h}{9} = \frac{12}{15}$.",
+                r"Then $h = \frac{9 \cdot 12}{15} = \frac{108}{15} = \frac{36}{5}$.",
+            ],
+            r"\frac{36}{5}",
+        ),
+        Sample(
+            [
+                r"I'll find the hypotenuse first: $\sqrt{9^2 + 12^2} = \sqrt{225} = 15$.",
+                r"The product of the legs and the product of the hypotenuse and its altitude are both twice the area.",
+                r"So $15h = 9 \cdot 12 = 108$.",
+                r"Therefore $h = \frac{108}{15} = \frac{36}{5}$.",
+            ],
+            r"\frac{36}{5}",
+        ),
+    ],
+    "stepwise-demo/geometry/2.json": [
+        Sample(
+            [
+                r"Let the small circle have radius $r$; then the square has side $2r$.",
+                r"The square's diagonal is $2r\sqrt{2}$, and it is a diameter of the large circle.",
+                r"So the large circle has radius $r\sqrt{2}$.",
+                r"The ratio of the areas is $\frac{\pi (r\sqrt{2})^2}{\pi r^2} = 2$.",
+            ],
+            "2",
+        ),
+        Sample(
+            [
+                r"Let the square have side $2$.",
+                r"The small circle has radius $1$.",
+                r"The large circle has radius equal to the diagonal of the square, $2\sqrt{2}$.",
+                r"So the ratio of the areas is $\frac{(2\sqrt{2})^2}{1^2} = 8$.",
+            ],
+            "8",
+            error=2,
+        ),
+        Sample(
+            [
+                r"Let the square have side $s$; the small circle's radius is $\frac{s}{2}$.",
+                r"The large circle's radius is half the diagonal, $\frac{s\sqrt{2}}{2}$.",
+                r"So the ratio of the radii is $\sqrt{2}$.",
+                r"Areas scale like the radius, so the ratio of the areas is $\sqrt{2}$.",
+            ],
+            r"\sqrt{2}",
+            error=3,
+        ),
+    ],
+    "stepwise-demo/geometry/3.json": [
+        Sample(
+            [
+                r"I'll use Heron's formula.",
+                r"The semiperimeter is $s = \frac{5 + 7 + 8}{2} = 10$.",
+                r"The area is $\sqrt{10(10 - 5)(10 - 7)(10 - 8)} = \sqrt{10 \cdot 5 \cdot 3 \cdot 2}$.",
+                r"That is $\sqrt{300} = 10\sqrt{3}$.",
+            ],
+            r"10\sqrt{3}",
+        ),
+        Sample(
+            [
+                r"I'll use Heron's formula.",
+                r"The semiperimeter is $s = 5 + 7 + 8 = 20$.",
+                r"So the area is $\sqrt{20 \cdot 15 \cdot 13 \cdot 12} = \sqrt{46800}$.",
+                r"Since $46800 = 3600 \cdot 13$, the area is $60\sqrt{13}$.",
+            ],
+            r"60\sqrt{13}",
+            error=1,
+        ),
+        Sample(
+            [
+                r"I'll find an angle with the Law of Cosines.",
+                r"$\cos A = \frac{5^2 + 8^2 - 7^2}{2 \cdot 5 \cdot 8} = \frac{40}{80} = \frac{1}{2}$.",
+                r"The area is $\frac{1}{2} \cdot 5 \cdot 8 \cdot \sin A$, and $\sin A = \frac{1}{2}$.",
+                r"So the area is $20 \cdot \frac{1}{2} = 10$.",
+            ],
+            "10",
+            error=2,
+        ),
+    ],
+    "stepwise-demo/intermediate_algebra/1.json": [
+        Sample(
+            [
+                r"By the Remainder Theorem, I evaluate the polynomial at $x = 2$.",
+                r"$2^5 = 32$ and $3 \cdot 2^3 = 24$.",
+                r"$2 \cdot 2 = 4$.",
+                r"So the remainder is $32 - 24 + 4 - 7 = 5$.",
+            ],
+            "5",
+        ),
+        Sample(
+            [
+                r"By the Remainder Theorem, the remainder is $p(2)$.",
+                r"$p(2) = 2^5 - 3 \cdot 2^3 + 2 \cdot 2 - 7 = 32 - 18 + 4 - 7$.",
+                r"That is $11$.",
+                r"So the remainder is $11$.",
+            ],
+            "11",
+            error=1,
+        ),
+        Sample(
+            [
+                r"The remainder when dividing by $x - 2$ is the value of the polynomial at $x = -2$.",
+                r"$(-2)^5 = -32$ and $-3(-2)^3 = 24$.",
+                r"$2(-2) = -4$.",
+                r"So the remainder is $-32 + 24 - 4 - 7 = -19$.",
+            ],
+            "-19",
+            error=0,
+        ),
+    ],
+    "stepwise-demo/intermediate_algebra/2.json": [
+        Sample(
+            [
+                r"By Vieta's formulas, $a + b + c = 4$ and $ab + bc + ca = 5$.",
+                r"Since $(a + b + c)^2 = a^2 + b^2 + c^2 + 2(ab + bc + ca)$,",
+                r"I get $16 = a^2 + b^2 + c^2 + 10$,",
+                r"so $a^2 + b^2 + c^2 = 6$.",
+            ],
+            "6",
+        ),
+        Sample(
+            [
+                r"The cubic is monic, so Vieta's formulas apply directly.",
+                r"They give $a + b + c = 4$ and $ab + bc + ca = -5$.",
+                r"Then $a^2 + b^2 + c^2 = (a + b + c)^2 - 2(ab + bc + ca) = 16 + 10$.",
+                r"So $a^2 + b^2 + c^2 = 26$.",
+            ],
+            "26",
+            error=1,
+        ),
+        Sample(
+            [
+                r"I'll use Vieta's formulas.",
+                r"They give $a + b + c = 4$ and $ab + bc + ca = 5$.",
+                r"Then $a^2 + b^2 + c^2 = (a + b + c)^2 - (ab + bc + ca)$.",
+                r"So $a^2 + b^2 + c^2 = 16 - 5 = 11$.",
+            ],
+            "11",
+            error=2,
+        ),
+    ],
+    "stepwise-demo/intermediate_algebra/3.json": [
+        Sample(
+            [
+                r"I write $\frac{x^2 + 7}{\sqrt{x^2 + 3}} = \sqrt{x^2 + 3} + \frac{4}{\sqrt{x^2 + 3}}$.",
+                r"With $t = \sqrt{x^2 + 3} \ge \sqrt{3}$, the expression is $t + \frac{4}{t}$.",
+                r"By AM-GM, $t + \frac{4}{t} \ge 2\sqrt{4} = 4$, with equality at $t = 2$.",
+                r"Since $2 \ge \sqrt{3}$, $t = 2$ is reached at $x = \pm 1$, so the minimum is $4$.",
+            ],
+            "4",
+        ),
+        Sample(
+            [
+                r"I'll look at how the expression changes with $x$.",
+                r"The numerator $x^2 + 7$ is smallest at $x = 0$, so the whole expression is smallest at $x = 0$.",
+                r"At $x = 0$ it equals $\frac{7}{\sqrt{3}}$.",
+                r"Rationalizing, the minimum is $\frac{7\sqrt{3}}{3}$.",
+            ],
+            r"\frac{7\sqrt{3}}{3}",
+            error=1,
+        ),
+        Sample(
+            [
+                r"Substitute $u = x^2 + 3 \ge 3$, so $x^2 + 7 = u + 4$.",
+                r"The expression is $\frac{u + 4}{\sqrt{u}} = \sqrt{u} + \frac{4}{\sqrt{u}}$.",
+                r"This function of $u$ is increasing for $u \ge 3$, so its minimum is at $u = 3$.",
+                r"The minimum is $\sqrt{3} + \frac{4}{\sqrt{3}} = \frac{7\sqrt{3}}{3}$.",
+            ],
+            r"\frac{7\sqrt{3}}{3}",
+            error=2,
+        ),
+    ],
+    "stepwise-demo/number_theory/1.json": [
+        Sample(
+            [
+                r"Modulo $5$, the powers of $7$ are $7 \equiv 2$, $7^2 \equiv 4$, $7^3 \equiv 3$, $7^4 \equiv 1$.",
+                r"So they repeat every $4$ powers.",
+                r"Since $100$ is divisible by $4$, $7^{100} \equiv 1 \pmod{5}$.",
+                r"The remainder is $1$.",
+            ],
+            "1",
+        ),
+        Sample(
+            [
+                r"$7 \equiv 2 \pmod{5}$, so I need $2^{100}$ modulo $5$.",
+                r"The powers of $2$ modulo $5$ are $2, 4, 3, 1, 2, 4, 3, 1, \ldots$, repeating every $4$.",
+                r"Since $100 \equiv 0 \pmod{4}$, $2^{100}$ matches the first entry of the cycle, which is $2$.",
+                r"So the remainder is $2$.",
+            ],
+            "2",
+            error=2,
+        ),
+        Sample(
+            [
+                r"A number's remainder when divided by $5$ depends only on its last digit.",
+                r"The last digits of $7, 7^2, 7^3, 7^4$ are $7, 9, 3, 1$, and then they repeat.",
+                r"Since $100$ is a multiple of $4$, $7^{100}$ ends in $1$.",
+                r"A number ending in $1$ leaves remainder $1$ when divided by $5$.",
+            ],
+            "1",
+        ),
+    ],
+    "stepwise-demo/number_theory/2.json": [
+        Sample(
+            [
+                r"I'll factor $720$ into primes.",
+                r"$720 = 8 \cdot 90 = 2^3 \cdot 3^2 \cdot 5$.",
+                r"The number of divisors is $(3 + 1)(2 + 1)(1 + 1)$.",
+                r"That is $24$.",
+            ],
+            "24",
+            error=1,
+        ),
+        Sample(
+            [
+                r"$720 = 2^4 \cdot 45 = 2^4 \cdot 3^2 \cdot 5$.",
+                r"A divisor picks an exponent of $2$ from $0$ to $4$, of $3$ from $0$ to $2$, and of $5$ from $0$ to $1$.",
+                r"That's $5 \cdot 3 \cdot 2$ choices.",
+                r"So $720$ has $30$ divisors.",
+            ],
+            "30",
+        ),
+        Sample(
+            [
+                r"The prime factorization is $720 = 2^4 \cdot 3^2 \cdot 5^1$.",
+                r"The number of divisors comes from the exponents.",
+                r"Multiplying the exponents, $4 \cdot 2 \cdot 1 = 8$.",
+                r"So $720$ has $8$ divisors.",
+            ],
+            "8",
+            error=2,
+            neutral=(1,),
+        ),
+    ],
+    "stepwise-demo/number_theory/3.json": [
+        Sample(
+            [
+                r"The numbers that leave remainder $3$ when divided by $5$ are $3, 8, 13, 18, 23, \ldots$",
+                r"$3$ is divisible by $3$, so it fails; $8$ leaves remainder $2$ when divided by $3$ but remainder $1$ when divided by $7$.",
+                r"$13$ leaves remainder $1$ and $18$ remainder $0$ when divided by $3$, so they fail.",
+                r"$23 = 3 \cdot 7 + 2$ leaves remainder $2$ when divided by $3$ and when divided by $7$.",
+                r"So the smallest such $n$ is $23$.",
+            ],
+            "23",
+        ),
+        Sample(
+            [
+                r"$n \equiv 2 \pmod{3}$ and $n \equiv 2 \pmod{7}$ mean that $n - 2$ is a multiple of $21$.",
+                r"So $n = 21k + 2$ for some integer $k \ge 0$.",
+                r"The third condition is $21k + 2 \equiv 3 \pmod{5}$; since $21 \equiv 2 \pmod{5}$, this is $2k \equiv 1 \pmod{5}$.",
+                r"Multiplying by $3$, $k \equiv 3 \pmod{5}$, so the smallest choice is $k = 3$.",
+                r"Then $n = 21 \cdot 3 + 2 = 65$.",
+            ],
+            "65",
+            error=2,
+        ),
+        Sample(
+            [
+                r"The numbers that leave remainder $3$ when divided by $5$ are $3, 8, 13, 18, \ldots$",
+                r"Among them, $8$ leaves remainder $2$ when divided by $3$.",
+                r"And $8$ leaves remainder $2$ when divided by $7$ as well.",
+                r"So $n = 8$.",
+            ],
+            "8",
+            error=2,
+        ),
+    ],
+    "stepwise-demo/prealgebra/1.json": [
+        Sample(
+            [
+                r'"Of" means multiply, so I need $\frac{3}{4} \cdot \frac{2}{3} \cdot 48$.',
+                r"$\frac{3}{4} \cdot \frac{2}{3} = \frac{6}{12} = \frac{1}{2}$.",
+                r"Half of $48$ is $24$.",
+                r"So the answer is $24$.",
+            ],
+            "24",
+        ),
+        Sample(
+            [
+                r"First I take $\frac{2}{3}$ of $48$.",
+                r"$48 \div 3 = 16$, and $16 \cdot 2 = 36$.",
+                r"Then $\frac{3}{4}$ of $36$ is $36 \div 4 \cdot 3 = 27$.",
+                r"So the answer is $27$.",
+            ],
+            "27",
+            error=1,
+        ),
+        Sample(
+            [
+                r"Multiplication can be done in any order, so I'll take $\frac{3}{4}$ of $48$ first.",
+                r"$\frac{3}{4} \cdot 48 = 36$.",
+                r"Then $\frac{2}{3}$ of $36$ is $24$.",
+                r"So $\frac{3}{4}$ of $\frac{2}{3}$ of $48$ is $24$.",
+            ],
+            "24",
+        ),
+    ],
+    "stepwise-demo/prealgebra/2.json": [
+        Sample(
+            [
+                r"Let the original price be $p$.",
+                r"Increasing by $20\%$ and then decreasing by $25\%$ is a net change of $-5\%$, so the final price is $0.95p$.",
+                r"So $0.95p = 54$ and $p = \frac{54}{0.95} = \frac{1080}{19}$.",
+                r"The original price was $\frac{1080}{19}$ dollars.",
+            ],
+            r"\frac{1080}{19}",
+            error=1,
+        ),
+        Sample(
+            [
+                r"Working backwards, the price before the $25\%$ decrease was $\frac{54}{0.75} = 72$.",
+                r"The price before the $20\%$ increase was $\frac{72}{1.2} = 60$.",
+                r"Check: $60 \cdot 1.2 = 72$ and $72 \cdot 0.75 = 54$.",
+                r"So the original price was $60$ dollars.",
+            ],
+            "60",
+        ),
+        Sample(
+            [
+                r"I'll undo the two changes in reverse order.",
+                r"Undoing the $25\%$ decrease means increasing $54$ by $25\%$: $54 \cdot 1.25 = 67.5$.",
+                r"Undoing the $20\%$ increase means decreasing by $20\%$: $67.5 \cdot 0.8 = 54$.",
+                r"So the original price was $54$ dollars.",
+            ],
+            "54",
+            error=1,
+        ),
+    ],
+    "stepwise-demo/prealgebra/3.json": [
+        Sample(
+            [
+                r"Let the removed number be $r$ and let the other four add up to $S$.",
+                r"Then $S + r = 5 \cdot 12 = 60$.",
+                r"And $S = 4 \cdot 10 = 40$.",
+                r"So $r = 60 - 40 = 20$.",
+            ],
+            "20",
+        ),
+        Sample(
+            [
+                r"The five numbers add up to $5 \cdot 12 = 60$.",
+                r"The remaining four have mean $10$.",
+                r"So the remaining four add up to $10 \cdot 5 = 50$.",
+                r"The removed number is $60 - 50 = 10$.",
+            ],
+            "10",
+            error=2,
+        ),
+        Sample(
+            [
+                r"Write each of the five numbers as $12$ plus a deviation; the five deviations add up to $0$.",
+                r"The four remaining numbers average $10$, so their deviations add up to $4 \cdot (10 - 12) = -8$.",
+                r"So the removed number's deviation is $+8$.",
+                r"The removed number is $12 + 8 = 20$.",
+            ],
+            "20",
+        ),
+    ],
+    "stepwise-demo/precalculus/1.json": [
+        Sample(
+            [
+                r"The angle satisfies $\cos \theta = \frac{\mathbf{u} \cdot \mathbf{v}}{\|\mathbf{u}\| \, \|\mathbf{v}\|}$.",
+                r"The dot product is $1 \cdot 1 + 1 \cdot 0 + 0 \cdot 1 = 1$.",
+                r"The product of the lengths is $\sqrt{2 \cdot 1} = \sqrt{2}$.",
+                r"So $\cos \theta = \frac{1}{\sqrt{2}}$ and $\theta = 45^\circ$.",
+            ],
+            r"45^\circ",
+            error=2,
+        ),
+        Sample(
+            [
+                r"Both vectors have length $\sqrt{2}$.",
+                r"The distance between their tips is the length of $(1, 1, 0) - (1, 0, 1) = (0, 1, -1)$, which is $\sqrt{2}$.",
+                r"So the two vectors and the segment joining their tips form an equilateral triangle.",
+                r"The angle between the vectors is therefore $60^\circ$.",
+            ],
+            r"60^\circ",
+        ),
+        Sample(
+            [
+                r"I'll use $\|\mathbf{u} \times \mathbf{v}\| = \|\mathbf{u}\| \, \|\mathbf{v}\| \sin \theta$.",
+                r"The cross product is $(1, -1, -1)$, of length $\sqrt{3}$.",
+                r"So $\sin \theta = \frac{\sqrt{3}}{2}$.",
+                r"The angle is $120^\circ$, since the vectors point away from each other.",
+            ],
+            r"120^\circ",
+            error=3,
+        ),
+    ],
+    "stepwise-demo/precalculus/2.json": [
+        Sample(
+            [
+                r"I'll use the rule of Sarrus.",
+                r"The three down-right products are $2(-1)(0) = 0$, $1 \cdot 4 \cdot 1 = 4$, and $3 \cdot 0 \cdot 2 = 0$.",
+                r"The three up-right products are $3(-1)(1) = -3$, $2 \cdot 4 \cdot 2 = 16$, and $1 \cdot 0 \cdot 0 = 0$.",
+                r"So the determinant is $(0 + 4 + 0) - (-3 + 16 + 0) = 4 - 13 = -9$.",
+            ],
+            "-9",
+        ),
+        Sample(
+            [
+                r"A $3 \times 3$ determinant is the sum of the down-right diagonal products minus the sum of the up-right ones.",
+                r"The down-right products are $0$, $4$, and $0$.",
+                r"The up-right products are $3(-1)(1) = -3$, $2 \cdot 4 \cdot 2 = 16$, and $0$.",
+                r"So the determinant is $(0 + 4 + 0) - (3 + 16 + 0) = 4 - 19 = -15$.",
+            ],
+            "-15",
+            error=3,
+        ),
+        Sample(
+            [
+                r"I'll row reduce: subtracting $\frac{1}{2}$ of row $1$ from row $3$ does not change the determinant.",
+                r"Row $3$ becomes $\left(0, \frac{3}{2}, -\frac{3}{2}\right)$.",
+                r"Expanding along the first column, $D = 2\left((-1)\left(-\frac{3}{2}\right) + 4 \cdot \frac{3}{2}\right)$.",
+                r"So $D = 2 \cdot \frac{15}{2} = 15$.",
+            ],
+            "15",
+            error=2,
+        ),
+    ],
+    "stepwise-demo/precalculus/3.json": [
+        Sample(
+            [
+                r"$\sin 2x = \cos x$ becomes $2 \sin x \cos x = \cos x$.",
+                r"So $\cos x \, (2 \sin x - 1) = 0$.",
+                r"$\cos x = 0$ gives $x = \frac{\pi}{2}$ in $[0, 2\pi)$.",
+                r"$\sin x = \frac{1}{2}$ gives $x = \frac{\pi}{6}$ and $x = \frac{5\pi}{6}$.",
+                r"So there are $3$ solutions.",
+            ],
+            "3",
+            error=2,
+        ),
+        Sample(
+            [
+                r"Using $\sin 2x = 2 \sin x \cos x$, the equation becomes $\cos x \, (2 \sin x - 1) = 0$.",
+                r"On $[0, 2\pi)$, $\cos x = 0$ at $\frac{\pi}{2}$ and $\frac{3\pi}{2}$.",
+                r"And $\sin x = \frac{1}{2}$ at $\frac{\pi}{6}$ and $\frac{5\pi}{6}$.",
+                r"At $\frac{\pi}{2}$ and $\frac{3\pi}{2}$ the sine is $\pm 1$, not $\frac{1}{2}$, so the two sets do not overlap.",
+                r"So there are $4$ solutions.",
+            ],
+            "4",
+        ),
+        Sample(
+            [
+                r"The equation is $2 \sin x \cos x = \cos x$.",
+                r"Factoring, $\cos x \, (2 \sin x - 1) = 0$.",
+                r"$\cos x = 0$ at $x = \frac{\pi}{2}$ and $x = \frac{3\pi}{2}$.",
+                r"$\sin x = \frac{1}{2}$ at $x = \frac{\pi}{6}, \frac{5\pi}{6}, \frac{7\pi}{6},$ and $\frac{11\pi}{6}$.",
+                r"That's $6$ solutions in total.",
+            ],
+            "6",
+            error=3,
+        ),
+    ],
+}
+
+
 def build() -> tuple[list[dict], list[dict], list[dict]]:
     problems, solutions, labels = [], [], []
     n = 0
@@ -966,13 +1631,7 @@ def build() -> tuple[list[dict], list[dict], list[dict]]:
         for s in p.samples:
             n += 1
             source_id = f"demo-{n}"
-            correct = s.answer == p.answer
-            # In this data set every wrong answer comes from a marked error
-            # and every marked error leads to a wrong answer.
-            assert correct == (s.error is None), (source_id, s.answer, p.answer)
-            assert all(i < len(s.steps) for i in s.neutral), source_id
-            if s.error is not None:
-                assert s.error < len(s.steps) and all(i < s.error for i in s.neutral), source_id
+            correct = check_sample(s, p, source_id)
             solutions.append(
                 {
                     "unique_id": p.unique_id,
@@ -991,6 +1650,40 @@ def build() -> tuple[list[dict], list[dict], list[dict]]:
                 }
             )
     return problems, solutions, labels
+
+
+def check_sample(s: Sample, p: Problem, source_id: str) -> bool:
+    """Whether the sample's final answer is the problem's; asserts the sample is consistent."""
+    correct = s.answer == p.answer
+    # In this data set every wrong answer comes from a marked error
+    # and every marked error leads to a wrong answer.
+    assert correct == (s.error is None), (source_id, s.answer, p.answer)
+    assert all(i < len(s.steps) for i in s.neutral), source_id
+    if s.error is not None:
+        assert s.error < len(s.steps) and all(i < s.error for i in s.neutral), source_id
+    return correct
+
+
+def build_pool() -> list[dict]:
+    """The candidate pool's lines (import_pool's format: the solutions' keys; no labels)."""
+    by_uid = {p.unique_id: p for p in PROBLEMS}
+    assert set(POOL) == set(by_uid), "every problem has pool samples, and only those"
+    rows, n = [], 0
+    for p in PROBLEMS:
+        for s in POOL[p.unique_id]:
+            n += 1
+            source_id = f"demo-pool-{n}"
+            check_sample(s, p, source_id)
+            rows.append(
+                {
+                    "unique_id": p.unique_id,
+                    "steps": s.full_steps(),
+                    "answer": s.answer,
+                    "generator": GENERATOR,
+                    "source_id": source_id,
+                }
+            )
+    return rows
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -1068,6 +1761,37 @@ def validate() -> list[str]:
     missing = set(steps_by_sid) - labelled
     if missing:
         errors.append(f"solutions without labels: {sorted(missing)}")
+    return errors + validate_pool(by_uid, steps_by_sid)
+
+
+def validate_pool(by_uid: dict[str, dict], labeled: dict[str, dict]) -> list[str]:
+    """pool.jsonl: well-formed lines, new content (no labeled solution again), and for every
+    problem at least one right and one wrong final answer."""
+    errors = []
+    labeled_steps = {tuple(s["steps"]) for s in labeled.values()}
+    seen: set[str] = set()
+    answers: dict[str, set[bool]] = {uid: set() for uid in by_uid}
+    for s in read_jsonl(HERE / "pool.jsonl"):
+        sid = s.get("source_id")
+        if set(s) != {"unique_id", "steps", "answer", "generator", "source_id"}:
+            errors.append(f"{sid}: pool keys {sorted(s)}")
+            continue
+        if s["unique_id"] not in by_uid:
+            errors.append(f"{sid}: unknown unique_id {s['unique_id']}")
+            continue
+        if not 4 <= len(s["steps"]) <= 12:
+            errors.append(f"{sid}: {len(s['steps'])} steps")
+        if not s["steps"][-1].endswith(ANSWER_SEP + s["answer"]):
+            errors.append(f"{sid}: last step does not end with the # Answer block")
+        if sid in seen or sid in labeled:
+            errors.append(f"duplicate source_id {sid}")
+        seen.add(sid)
+        if tuple(s["steps"]) in labeled_steps:
+            errors.append(f"{sid}: the same steps as a labeled solution")
+        answers[s["unique_id"]].add(s["answer"] == by_uid[s["unique_id"]]["answer"])
+    for uid, kinds in answers.items():
+        if kinds != {True, False}:
+            errors.append(f"{uid}: the pool needs a right and a wrong final answer")
     return errors
 
 
@@ -1076,14 +1800,19 @@ def main() -> int:
     write_jsonl(HERE / "problems.jsonl", problems)
     write_jsonl(HERE / "solutions.jsonl", solutions)
     write_jsonl(HERE / "reference_labels.jsonl", labels)
+    pool = build_pool()
+    write_jsonl(HERE / "pool.jsonl", pool)
     errors = validate()
     for e in errors:
         print("error:", e, file=sys.stderr)
     n_correct = sum(lab["correct"] for lab in labels)
+    answer_of = {p["unique_id"]: p["answer"] for p in problems}
     print(
         f"{len(problems)} problems, {len(solutions)} solutions "
         f"({n_correct} correct, {len(solutions) - n_correct} wrong, "
-        f"{sum(0 in lab['ratings'] for lab in labels)} with a 0-rated step)"
+        f"{sum(0 in lab['ratings'] for lab in labels)} with a 0-rated step); "
+        f"pool: {len(pool)} solutions "
+        f"({sum(row['answer'] == answer_of[row['unique_id']] for row in pool)} correct)"
     )
     return 1 if errors else 0
 

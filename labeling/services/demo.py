@@ -2,9 +2,11 @@
 
 import json
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
@@ -156,6 +158,14 @@ def load_sample_data() -> list[str]:
     return [r.summary() for r in reports] + [mark_demo_gold(), load_reference_labelings()]
 
 
+def demo_parts() -> list[Any]:
+    """The other apps' parts of the demo (modeling's candidate pool): each app config with a
+    `demo_setup()` (loads its part idempotently, returns report lines) and a `demo_counts()`
+    (noun -> count). Found through Django's app registry, since labeling never imports the
+    apps built on it."""
+    return [config for config in apps.get_app_configs() if hasattr(config, "demo_setup")]
+
+
 # How each count reads in the command's report.
 _NOUNS = {
     "problems": "problems",
@@ -168,14 +178,15 @@ _NOUNS = {
 
 
 def _in_words(counts: dict[str, int]) -> str:
-    words = [f"{n} {_NOUNS[key]}" for key, n in counts.items()]
+    words = [f"{n} {noun}" for noun, n in counts.items()]
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
 @dataclass(frozen=True)
 class DemoCounts:
     """What the demo holds: its problems, the solutions and labelings of its two batches, their
-    gold solutions and the demo accounts (rows added by hand elsewhere are not counted)."""
+    gold solutions, the other apps' parts (`others`, by noun) and the demo accounts (rows added
+    by hand elsewhere are not counted)."""
 
     problems: int
     solutions: int
@@ -183,6 +194,13 @@ class DemoCounts:
     labelings: int
     gold: int
     accounts: int
+    others: dict[str, int] = field(default_factory=dict)
+
+    def by_noun(self) -> dict[str, int]:
+        """The counts as the report words them, the accounts last."""
+        own = {_NOUNS[key]: n for key, n in asdict(self).items() if key != "others"}
+        accounts = own.pop(_NOUNS["accounts"])
+        return {**own, **self.others, _NOUNS["accounts"]: accounts}
 
 
 def demo_counts() -> DemoCounts:
@@ -200,6 +218,7 @@ def demo_counts() -> DemoCounts:
         ).count(),
         gold=GoldLabel.objects.filter(solution__in=solutions).count(),
         accounts=get_user_model().objects.filter(username__in=usernames).count(),
+        others={noun: n for part in demo_parts() for noun, n in part.demo_counts().items()},
     )
 
 
@@ -211,20 +230,27 @@ class DemoReport:
     accounts: list[tuple[str, str, tuple[str, ...]]]
 
     def holds(self) -> str:
-        return f"The demo holds {_in_words(asdict(self.after))}."
+        return f"The demo holds {_in_words(self.after.by_noun())}."
 
     def added(self) -> str:
         """What this run added; a re-run adds nothing and says so."""
-        before, after = asdict(self.before), asdict(self.after)
-        made = {key: after[key] - before[key] for key in after if after[key] != before[key]}
+        before, after = self.before.by_noun(), self.after.by_noun()
+        made = {
+            key: after[key] - before.get(key, 0)
+            for key in after
+            if after[key] != before.get(key, 0)
+        }
         if not made:
             return "This run added nothing: the demo was already set up."
         return f"This run added {_in_words(made)}."
 
 
 def demo_setup() -> DemoReport:
-    """Load the sample data and create the demo accounts; idempotent (a re-run adds nothing)."""
+    """Load the sample data, the other apps' parts (after the problems they refer to) and
+    create the demo accounts; idempotent (a re-run adds nothing)."""
     before = demo_counts()
     steps = load_sample_data()
+    for part in demo_parts():
+        steps += part.demo_setup()
     accounts = create_demo_accounts()
     return DemoReport(steps=steps, before=before, after=demo_counts(), accounts=accounts)

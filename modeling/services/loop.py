@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Exists, F, Max, OuterRef, QuerySet
 from django.utils import timezone
 
@@ -297,9 +298,28 @@ def cancel_generation(run: GenerationRun) -> GenerationRun:
 
 
 def _send(run_id: int, step: str) -> None:
-    """Queue `step` of the run once the transaction commits: retrain and score on the gpu queue."""
+    """Queue `step` of the run once the transaction commits: retrain and score on the gpu queue.
+    In the embedded default (no worker; STEPWISE_TRAIN_IN_THREAD) a thread of this process runs
+    the steps instead, so the page that started the run answers at once and shows progress."""
+    if settings.STEPWISE_TRAIN_IN_THREAD:
+        transaction.on_commit(lambda: _run_in_thread(run_id, step))
+        return
     task = "gpu_generation_step" if step in ("retrain", "score") else "generation_step"
     enqueue_on_commit(f"modeling.tasks.{task}", run_id, step)
+
+
+def _run_in_thread(run_id: int, step: str) -> threading.Thread:
+    def work() -> None:
+        following: str | None = step
+        try:
+            while following is not None:
+                following = run_step(run_id, following)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=work, name=f"generation-run-{run_id}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _set_step(run_id: int, step: str, **state: Any) -> None:

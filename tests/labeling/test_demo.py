@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 HOLDS = (
     "The demo holds 21 problems, 126 solutions, 2 batches, 63 completed labelings, "
-    "18 gold solutions and 5 demo accounts."
+    "18 gold solutions, 63 pool solutions and 5 demo accounts."
 )
 
 
@@ -35,10 +35,11 @@ def test_setup_demo_reports_what_it_holds_and_a_rerun_adds_nothing():
     assert HOLDS in first
     assert (
         "This run added 21 problems, 126 solutions, 2 batches, 63 completed labelings, "
-        "18 gold solutions and 5 demo accounts." in first
+        "18 gold solutions, 63 pool solutions and 5 demo accounts." in first
     )
     rows = _rows()
-    assert (rows["Problem"], rows["Solution"], rows["Batch"], rows["Labeling"]) == (21, 126, 2, 63)
+    # 126 in the two batches, 63 in the candidate pool (tests/modeling/test_demo.py)
+    assert (rows["Problem"], rows["Solution"], rows["Batch"], rows["Labeling"]) == (21, 189, 2, 63)
     assert rows["GoldLabel"] == 18
 
     second = _setup_demo()

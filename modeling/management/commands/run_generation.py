@@ -1,6 +1,7 @@
 import json
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling.models import GenerationRun
@@ -39,10 +40,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **o):
+        # The embedded default has no worker, and a thread (what its pages use) would stop
+        # with this command: the steps run here, as with --inline.
+        inline = o["inline"] or settings.STEPWISE_TRAIN_IN_THREAD
         try:
             if o["retry"] is not None:
                 run = loop.retry_generation(
-                    GenerationRun.objects.get(generation=o["retry"]), send=not o["inline"]
+                    GenerationRun.objects.get(generation=o["retry"]), send=not inline
                 )
             else:
                 params = {
@@ -57,7 +61,7 @@ class Command(BaseCommand):
                     "train_config": json.loads(o["train_config"]),
                 }
                 run = loop.start_generation(
-                    params=params, trigger=GenerationRun.Trigger.CLI, send=not o["inline"]
+                    params=params, trigger=GenerationRun.Trigger.CLI, send=not inline
                 )
         except (
             loop.GenerationError,
@@ -66,9 +70,9 @@ class Command(BaseCommand):
         ) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{run}: {run.status} at {run.current_step}")
-        if o["inline"]:
+        if inline:
             run = loop.run_generation_inline(run)
-        if o["wait"] or o["inline"]:
+        if o["wait"] or inline:
             run = self._wait(run, o["timeout"])
         if run.status == GenerationRun.Status.FAILED:
             raise CommandError(

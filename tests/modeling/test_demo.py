@@ -1,0 +1,167 @@
+"""The demo's candidate pool: `setup_demo` loads it (once), and a generation runs on it end to
+end, retrain -> score -> select -> queue, into the demo labeler's queue."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.urls import reverse
+
+from labeling.models import Batch, Solution
+from labeling.services.queue import claim_next
+from modeling.models import GenerationRun, PoolEntry, SelectionReason, SolutionScore
+from modeling.services import loop
+from modeling.services.loop import run_generation_inline, start_generation
+from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
+
+pytestmark = pytest.mark.django_db
+
+
+def setup_demo() -> str:
+    out = io.StringIO()
+    call_command("setup_demo", stdout=out)
+    return out.getvalue()
+
+
+def demo_pool() -> dict[str, int]:
+    pool = Solution.objects.filter(pool_entry__isnull=False, source_id__startswith="demo-pool-")
+    return {
+        "pool": pool.count(),
+        "entries": PoolEntry.objects.count(),
+        "unqueued": pool.filter(batch__isnull=True).count(),
+        "right": pool.filter(answer_correct=True).count(),
+        "wrong": pool.filter(answer_correct=False).count(),
+        "problems": pool.values("problem").distinct().count(),
+    }
+
+
+def test_setup_demo_loads_the_graded_pool_once():
+    first = setup_demo()
+    assert "pool.jsonl: 63 lines read; created 63 pool solutions, 26 graded correct" in first
+    assert "63 pool solutions and 5 demo accounts." in first
+    counts = demo_pool()
+    assert counts == {
+        "pool": 63,
+        "entries": 63,
+        "unqueued": 63,
+        "right": 26,
+        "wrong": 37,
+        "problems": 21,
+    }
+    # Every problem has right and wrong candidates, so selection has convincing wrong ones.
+    for problem_id in Solution.objects.filter(pool_entry__isnull=False).values("problem"):
+        answers = set(
+            Solution.objects.filter(
+                pool_entry__isnull=False, **{"problem": problem_id["problem"]}
+            ).values_list("answer_correct", flat=True)
+        )
+        assert answers == {True, False}
+
+    second = setup_demo()
+    assert "pool.jsonl: 63 lines read; created nothing new; 63 already present" in second
+    assert "This run added nothing" in second
+    assert demo_pool() == counts
+
+
+def test_a_generation_runs_on_the_demo_to_the_labelers_queue(
+    tmp_path, settings, open_evaluation_gate
+):
+    setup_demo()
+    # The demo's own backbone takes a minute on a CPU; a tiny random one exercises the same path.
+    settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(
+        make_tiny_backbone(tmp_path / "tiny")
+    )
+    researcher = get_user_model().objects.get(username="researcher")
+
+    run = run_generation_inline(
+        start_generation(params={"k": 10, "per_problem_cap": 1}, created_by=researcher, send=False)
+    )
+
+    assert run.status == GenerationRun.Status.SUCCEEDED, run.error
+    assert run.generation == 2  # after the demo's own generation 1
+    assert run.training_run is not None and run.training_run.status == "succeeded"
+    assert SolutionScore.objects.filter(model_version=run.model_version).count() == 63
+    batch = Batch.objects.get(name="Generation 2")
+    assert (batch.generation, batch.origin, batch.is_active) == (
+        2,
+        Batch.Origin.ACTIVE_LEARNING,
+        True,
+    )
+    queued = Solution.objects.filter(batch=batch)
+    assert queued.count() == 10
+    assert all(s.source_id.startswith("demo-pool-") for s in queued)
+    assert queued.values("problem").distinct().count() == 10  # the cap of 1 per problem
+    reasons = SelectionReason.objects.filter(generation_run=run)
+    assert set(reasons.values_list("solution_id", flat=True)) == set(
+        queued.values_list("pk", flat=True)
+    )
+    assert sorted(reasons.values_list("rank", flat=True)) == list(range(1, 11))
+    assert reasons.filter(rule="convincing_wrong", correct=False).count() == 8  # 0.8 of K
+
+    labeler = get_user_model().objects.get(username="labeler")
+    labeling = claim_next(labeler)
+    assert labeling is not None and labeling.solution.batch_id == batch.pk
+
+
+@pytest.fixture
+def demo_threads(tmp_path, settings, monkeypatch, open_evaluation_gate):
+    """The demo as `make demo` runs it: steps in a thread of this process, no Celery worker.
+    The list fills with the threads that ran a generation."""
+    setup_demo()
+    settings.STEPWISE_TRAIN_IN_THREAD = True
+    settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(
+        make_tiny_backbone(tmp_path / "tiny")
+    )
+
+    def no_worker(*args, **kwargs):
+        raise AssertionError("the demo has no Celery worker to send a step to")
+
+    monkeypatch.setattr("modeling.services.loop.enqueue_on_commit", no_worker)
+    threads: list[threading.Thread] = []
+    start_thread = loop._run_in_thread
+
+    def recorded(run_id: int, step: str) -> threading.Thread:
+        threads.append(start_thread(run_id, step))
+        return threads[-1]
+
+    monkeypatch.setattr(loop, "_run_in_thread", recorded)
+    return threads
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_the_demo_a_generation_started_on_the_page_runs_in_a_thread(client, demo_threads):
+    client.force_login(get_user_model().objects.get(username="researcher"))
+    response = client.post(
+        reverse("modeling_loop:generations"),
+        {
+            "k": 6,
+            "convincing_wrong_fraction": 0.5,
+            "per_problem_cap": 2,
+            "scope": "pool",
+            "overlap": 1,
+            "retrain": "on",
+        },
+    )
+    assert response.status_code == 302
+    # Wait for the thread, not the rows: an in-memory SQLite test database answers "table is
+    # locked" to a read while the thread writes (the demo's file database waits instead).
+    [thread] = demo_threads
+    thread.join(timeout=300)
+    assert not thread.is_alive()
+    run = GenerationRun.objects.get()
+    assert response.url.endswith(f"/generations/{run.generation}/")
+    assert run.status == GenerationRun.Status.SUCCEEDED, run.error
+    assert run.training_run is not None and run.batch is not None
+    assert run.batch.solutions.count() == 6
+
+
+def test_in_the_demo_run_generation_runs_the_steps_in_its_own_process(demo_threads, capsys):
+    call_command("run_generation", "--k", "4")
+    assert demo_threads == []  # no thread: it would stop with the command
+    run = GenerationRun.objects.get()
+    assert run.status == GenerationRun.Status.SUCCEEDED, run.error
+    assert "4 solutions queued in batch 'Generation 2'" in capsys.readouterr().out
