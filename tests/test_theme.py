@@ -34,6 +34,16 @@ def test_the_dark_values_are_the_same_for_the_toggle_and_the_system_setting():
     assert set(light) == set(declarations(chosen.group(1)))
 
 
+def test_every_light_value_is_a_colour_not_a_reference_to_itself():
+    # `--x: var(--x)` is a cycle: the property becomes invalid and the rule using it gets no
+    # colour at all (tinted chips and rows went blank in the light theme once).
+    light = declarations(re.search(r":root\s*\{(.*?)\}", APP_CSS.read_text(), re.S).group(1))
+    colours = {name: value for name, value in light.items() if name != "color-scheme"}
+    assert colours
+    not_colours = {n: v for n, v in colours.items() if not re.fullmatch(r"#[0-9a-fA-F]{3,8}", v)}
+    assert not_colours == {}
+
+
 def test_the_server_error_page_has_the_toggle_and_loads_the_theme_first():
     html = render_to_string("error.html", {"status": 500, "message": "Something broke."})
     assert 'id="theme-toggle"' in html
