@@ -553,6 +553,41 @@ def evaluate_processbench_files(
     return {"processbench": results}
 
 
+def evaluate_best_of_n_file(
+    model_dir: str,
+    path: str,
+    counter: Counter | None = None,
+    ns: Sequence[int] | None = None,
+    repeats: int = 100,
+) -> dict[str, Any]:
+    """Best-of-N accuracy on a samples file (format: training.evaluate.read_best_of_n), each
+    answer judged by modeling.grading, the one answer checker."""
+    # torch loads only where a model trains or scores, never in the web process
+    from modeling import grading
+    from modeling.training.evaluate import evaluate_best_of_n, finite, read_best_of_n
+
+    problems = [
+        p._replace(
+            samples=[
+                (steps, answer or grading.extract_answer(steps)) for steps, answer in p.samples
+            ]
+        )
+        for p in read_best_of_n(path)
+    ]
+    if not problems:
+        raise ValueError(f"{path} has no problems")
+    report = evaluate_best_of_n(
+        load_model_dir(model_dir),
+        problems,
+        equivalent=grading.is_equivalent,
+        key=grading.normalise_answer,
+        ns=ns,
+        repeats=repeats,
+        progress=counter("best of N") if counter else None,
+    )
+    return {"best_of_n": finite({"file": Path(path).name, **report})}
+
+
 def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dict[str, Any]:
     """Whether a new model may become active: held-out step AUROC at least the floor, and
     not more than the allowed regression under the active model's."""
@@ -594,8 +629,11 @@ def evaluate_model_version(
     save: bool = True,
     counter: Counter | None = None,
     max_length: int | None = None,
+    best_of_n: str | None = None,
+    best_of_n_sizes: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Re-measure a model: its run's held-out problems (when it has a run) and ProcessBench."""
+    """Re-measure a model: its run's held-out problems (when it has a run), ProcessBench,
+    and best-of-N on a samples file."""
     report: dict[str, Any] = {"model_version": version.pk}
     if version.run is not None and (run_dir(version.run) / DATA_FILE).exists():
         _, held_out = load_split(version.run)
@@ -603,6 +641,10 @@ def evaluate_model_version(
     report.update(
         evaluate_processbench_files(version.artifact_path, processbench, counter, threshold)
     )
+    if best_of_n:
+        report.update(
+            evaluate_best_of_n_file(version.artifact_path, best_of_n, counter, best_of_n_sizes)
+        )
     if save:
         version.metrics = {**(version.metrics or {}), "evaluation": report}
         version.save(update_fields=["metrics"])

@@ -2,71 +2,67 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import roc_auc_score
 
 from .data import LabeledSolution, Solution
 from .model import ProcessRewardModel
-from .score import predict_labelled, score_solutions
+from .score import predict_labelled, score_solutions, solution_score
 
 # ------------------------------------------------------------------ step level
 
 
 def auroc(scores: ArrayLike, positive: ArrayLike) -> float:
-    """Area under the ROC curve: the chance a random positive outscores a random
-    negative, ties counting one half (Mann-Whitney U with average ranks). NaN when a
-    class is missing."""
-    score = np.asarray(scores, dtype=np.float64)
+    """Area under the ROC curve (scikit-learn's): the chance a random positive outscores a
+    random negative, ties counting one half. NaN when a class is missing (undefined, where
+    scikit-learn raises)."""
     is_pos = np.asarray(positive, dtype=bool)
-    n_pos, n_neg = int(is_pos.sum()), int((~is_pos).sum())
-    if n_pos == 0 or n_neg == 0:
+    if is_pos.all() or not is_pos.any():
         return float("nan")
-    order = np.argsort(score, kind="mergesort")
-    sorted_scores = score[order]
-    ranks = np.empty(len(score), dtype=np.float64)
-    start = 0
-    while start < len(score):  # average rank over each run of tied scores
-        end = start
-        while end + 1 < len(score) and sorted_scores[end + 1] == sorted_scores[start]:
-            end += 1
-        ranks[order[start : end + 1]] = (start + end) / 2 + 1
-        start = end + 1
-    u = ranks[is_pos].sum() - n_pos * (n_pos + 1) / 2
-    return float(u / (n_pos * n_neg))
+    return float(roc_auc_score(is_pos, np.asarray(scores, dtype=np.float64)))
 
 
 def reliability_bins(
     predicted: ArrayLike, outcome: ArrayLike, n_bins: int = 10
 ) -> list[dict[str, float]]:
-    """Equal-width bins of a predicted probability with the observed frequency in each."""
+    """Equal-width bins of a predicted probability with the observed frequency in each
+    (scikit-learn's calibration curve, which leaves empty bins out: here they stay, NaN)."""
     prob = np.asarray(predicted, dtype=np.float64)
     happened = np.asarray(outcome, dtype=bool)
-    index = np.minimum((prob * n_bins).astype(int), n_bins - 1)
-    bins = []
-    for b in range(n_bins):
-        inside = index == b
-        count = int(inside.sum())
-        bins.append(
-            {
-                "low": b / n_bins,
-                "high": (b + 1) / n_bins,
-                "count": count,
-                "mean_predicted": float(prob[inside].mean()) if count else float("nan"),
-                "observed": float(happened[inside].mean()) if count else float("nan"),
-            }
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    # The bin assignment calibration_curve uses, for the counts it does not return.
+    counts = np.bincount(np.searchsorted(edges[1:-1], prob), minlength=n_bins)
+    observed = np.full(n_bins, np.nan)
+    mean_predicted = np.full(n_bins, np.nan)
+    if prob.size:
+        filled = counts > 0
+        observed[filled], mean_predicted[filled] = calibration_curve(
+            happened, prob, n_bins=n_bins, strategy="uniform"
         )
-    return bins
+    return [
+        {
+            "low": b / n_bins,
+            "high": (b + 1) / n_bins,
+            "count": int(counts[b]),
+            "mean_predicted": float(mean_predicted[b]),
+            "observed": float(observed[b]),
+        }
+        for b in range(n_bins)
+    ]
 
 
 def expected_calibration_error(bins: Sequence[Mapping[str, float]]) -> float:
+    """ECE: the count-weighted mean gap between predicted and observed over the bins."""
     total = sum(b["count"] for b in bins)
     if not total:
         return float("nan")
@@ -191,79 +187,202 @@ def evaluate_processbench(
 
 
 class Sample(NamedTuple):
-    answer: str
-    score: float
+    """One sampled solution of a problem, already judged: `group` is its answer's group
+    among the problem's samples (equal answers share one, see `group_answers`), `correct`
+    whether that answer is right, `product` and `last` its PRM scores (score.solution_score's
+    rules; NaN, an unscored solution, is never picked over a scored one)."""
+
+    group: int
     correct: bool
+    product: float
+    last: float
 
 
-def normalize_answer(answer: str) -> str:
-    """A light normalisation: no \\boxed{}, $, spaces, \\left/\\right, trailing period;
-    dfrac/tfrac -> frac; thousands commas dropped."""
-    text = str(answer).strip()
-    boxed = re.fullmatch(r"\\boxed\{(.*)\}", text)
-    if boxed:
-        text = boxed.group(1)
-    text = text.replace("$", "").replace("\\left", "").replace("\\right", "").replace("\\!", "")
-    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    text = re.sub(r"\s+", "", text).rstrip(".")
-    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", text):
-        text = text.replace(",", "")
-    return text
+def group_answers(
+    answers: Sequence[str | None],
+    equivalent: Callable[[str, str], bool],
+    key: Callable[[str], str] = str,
+) -> list[int]:
+    """A group number per answer, equal answers sharing one; None (no answer) is alone.
+
+    Answers with the same `key` (a cheap normal form) are grouped without a comparison;
+    only each key's first answer is compared, with `equivalent`, to earlier groups' first
+    answers, so the costly checker runs once per pair of distinct forms, not of samples.
+    """
+    group_of_key: dict[str, int] = {}
+    representatives: list[str] = []
+    groups: list[int] = []
+    for answer in answers:
+        if answer is None:
+            groups.append(-1 - len(groups))  # a group of its own
+            continue
+        form = key(answer)
+        if form not in group_of_key:
+            same = (g for g, rep in enumerate(representatives) if equivalent(answer, rep))
+            group = next(same, None)
+            if group is None:  # a new answer
+                group = len(representatives)
+                representatives.append(answer)
+            group_of_key[form] = group
+        groups.append(group_of_key[form])
+    return groups
 
 
-def answers_match(a: str, b: str) -> bool:
-    """Whether two final answers are the same. The single place answer checking lives."""
-    x, y = normalize_answer(a), normalize_answer(b)
-    if x == y:
-        return True
-    try:
-        return abs(float(x) - float(y)) <= 1e-9 * max(1.0, abs(float(x)))
-    except ValueError:
-        return False
+def _pick_by_score(samples: Sequence[Sample], field: str) -> float:
+    """Share of the top-scoring samples that are correct: ties split the credit, so a PRM
+    that cannot tell samples apart scores like a random pick, not like the first sample."""
+    scores = np.array([getattr(s, field) for s in samples], dtype=np.float64)
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    top = scores == scores.max()
+    return float(np.mean([s.correct for s, t in zip(samples, top, strict=True) if t]))
 
 
-def majority_pick(samples: Sequence[Sample]) -> Sample:
-    """A member of the largest group of matching answers (the earliest group on ties)."""
-    groups: list[list[Sample]] = []
+def _majority_vote(samples: Sequence[Sample]) -> float:
+    """Share of the largest answer groups that are correct (ties split the credit)."""
+    sizes: dict[int, int] = {}
+    correct: dict[int, bool] = {}
     for sample in samples:
-        for group in groups:
-            if answers_match(group[0].answer, sample.answer):
-                group.append(sample)
-                break
-        else:
-            groups.append([sample])
-    return max(groups, key=len)[0]
+        sizes[sample.group] = sizes.get(sample.group, 0) + 1
+        correct[sample.group] = sample.correct
+    largest = max(sizes.values())
+    return float(np.mean([correct[g] for g, size in sizes.items() if size == largest]))
 
 
-def prm_pick(samples: Sequence[Sample]) -> Sample:
-    return max(samples, key=lambda s: s.score)
+BEST_OF_N_METHODS: dict[str, Callable[[Sequence[Sample]], float]] = {
+    "prm": lambda samples: _pick_by_score(samples, "product"),
+    "last": lambda samples: _pick_by_score(samples, "last"),
+    "majority": _majority_vote,
+}
+
+
+def powers_of_two(limit: int) -> list[int]:
+    """1, 2, 4, ... up to limit."""
+    return [2**k for k in range(max(limit, 1).bit_length())]
 
 
 def best_of_n(
     samples_by_problem: Mapping[str, Sequence[Sample]],
-    ns: Sequence[int],
+    ns: Sequence[int] | None = None,
     repeats: int = 100,
     seed: int = 0,
 ) -> dict[int, dict[str, float]]:
-    """Accuracy of the PRM's pick and of majority voting among N samples per problem,
-    averaged over `repeats` random subsets of each problem's samples (the paper's
-    Figure 3). Problems with fewer than N samples are left out at that N."""
+    """Accuracy at each N (default 1, 2, 4, ... up to the most samples a problem has) of the
+    PRM's pick (product rule, neutral steps counted positive), the last step's pick
+    ("ORM-like") and majority voting among N samples of a problem (the paper's Figure 3).
+
+    A problem's accuracy is its mean over every N-subset of its samples when there are at
+    most `repeats` of them, else over `repeats` random subsets (seeded); the figure at N is
+    the mean over problems with at least N samples (`problems` says how many).
+    """
     rng = random.Random(seed)
+    if ns is None:
+        ns = powers_of_two(max((len(s) for s in samples_by_problem.values()), default=1))
     curve = {}
     for n in ns:
-        prm_hits = vote_hits = trials = 0
+        per_problem = []
         for samples in samples_by_problem.values():
             if len(samples) < n:
                 continue
-            for _ in range(repeats):
-                subset = rng.sample(list(samples), n)
-                prm_hits += prm_pick(subset).correct
-                vote_hits += majority_pick(subset).correct
-                trials += 1
-        if trials:
+            subsets: list[Sequence[Sample]]
+            if math.comb(len(samples), n) <= repeats:
+                subsets = list(itertools.combinations(samples, n))
+            else:
+                subsets = [rng.sample(list(samples), n) for _ in range(repeats)]
+            per_problem.append(
+                {
+                    name: np.mean([pick(s) for s in subsets])
+                    for name, pick in BEST_OF_N_METHODS.items()
+                }
+            )
+        if per_problem:
             curve[n] = {
-                "prm": prm_hits / trials,
-                "majority": vote_hits / trials,
-                "problems": trials // repeats,
+                **{
+                    name: float(np.mean([p[name] for p in per_problem]))
+                    for name in BEST_OF_N_METHODS
+                },
+                "problems": len(per_problem),
             }
     return curve
+
+
+def best_of_n_table(curve: Sequence[Mapping[str, float]]) -> str:
+    """A best-of-N report's curve as a plain-text table, one row per N."""
+    lines = [f"{'N':>5}  {'PRM (product)':>13}  {'last step':>9}  {'majority':>8}  problems"]
+    for row in curve:
+        lines.append(
+            f"{row['n']:>5}  {row['prm']:>13.3f}  {row['last']:>9.3f}  "
+            f"{row['majority']:>8.3f}  {row['problems']:>8}"
+        )
+    return "\n".join(lines)
+
+
+class SampledProblem(NamedTuple):
+    """A problem of a best-of-N file: its text, ground truth, and sampled solutions as
+    (steps, final answer); the answer is None where the file gives none."""
+
+    key: str
+    problem: str
+    ground_truth: str
+    samples: list[tuple[list[str], str | None]]
+
+
+def read_best_of_n(path: str | Path) -> list[SampledProblem]:
+    """Read a best-of-N samples file: JSON Lines, one problem a line,
+
+        {"id": "p1", "problem": "What is 1/2 + 0?", "answer": "\\frac{1}{2}",
+         "samples": [{"steps": ["1/2 + 0 = 0.5.", "# Answer\\n\\n0.5"], "answer": "0.5"}, ...]}
+
+    `id` is optional (the line number otherwise), `answer` the ground truth; a sample's
+    `answer` is optional (the caller extracts it from the steps)."""
+    problems = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            samples = [(list(s["steps"]), s.get("answer")) for s in item["samples"]]
+            problems.append(
+                SampledProblem(
+                    str(item.get("id", number)), item["problem"], item["answer"], samples
+                )
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}, line {number}: {exc.__class__.__name__}: {exc}") from None
+    return problems
+
+
+def evaluate_best_of_n(
+    model: ProcessRewardModel,
+    problems: Sequence[SampledProblem],
+    *,
+    equivalent: Callable[[str, str], bool],
+    key: Callable[[str], str] = str,
+    ns: Sequence[int] | None = None,
+    repeats: int = 100,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Score every sample with the PRM and report best_of_n's curve. Answers are judged by
+    the caller's checker: `equivalent(answer, ground_truth)`, and `key` a cheap normal form
+    (see group_answers); a sample without an answer is wrong."""
+    solutions = [Solution(p.problem, steps) for p in problems for steps, _ in p.samples]
+    step_probs = iter(score_solutions(model, solutions, progress=progress))
+    by_problem: dict[str, list[Sample]] = {}
+    for problem in problems:
+        answers = [answer for _, answer in problem.samples]
+        groups = group_answers(answers, equivalent, key)
+        right = {}  # one check per answer group
+        for answer, group in zip(answers, groups, strict=True):
+            if group not in right:
+                right[group] = answer is not None and equivalent(answer, problem.ground_truth)
+        by_problem[problem.key] = [
+            Sample(group, right[group], solution_score(p, "product"), solution_score(p, "last"))
+            for group, p in zip(groups, (next(step_probs) for _ in answers), strict=True)
+        ]
+    curve = best_of_n(by_problem, ns, repeats=repeats, seed=seed)
+    return {
+        "problems": len(problems),
+        "samples": len(solutions),
+        "repeats": repeats,
+        "curve": [{"n": n, **row} for n, row in sorted(curve.items())],
+    }

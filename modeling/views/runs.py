@@ -110,6 +110,10 @@ def run_report(run: TrainingRun) -> dict[str, Any]:
     now = timezone.now()
     metrics = run.metrics or {}
     held_out = metrics.get("held_out") or {}
+    # Best-of-N is measured later on the run's model (evaluate_prm --best-of-n), stored there.
+    version = getattr(run, "model_version", None)  # a run that has not finished has none
+    version_metrics = (version.metrics or {}) if version else {}
+    best_of_n = (version_metrics.get("evaluation") or {}).get("best_of_n")
     heartbeat_ms = (
         int((now - run.heartbeat_at).total_seconds() * 1000) if run.heartbeat_at else None
     )
@@ -128,6 +132,7 @@ def run_report(run: TrainingRun) -> dict[str, Any]:
         "held_out": held_out,
         "processbench": metrics.get("processbench") or [],
         "gate": metrics.get("gate"),
+        "best_of_n": best_of_n,
         # output_dir and dataset_version are set per run when it executes: the dataset card shows them.
         "config_items": sorted(
             (k, v) for k, v in (run.config or {}).items() if k not in RUN_SET_FIELDS
@@ -142,6 +147,7 @@ def run_report(run: TrainingRun) -> dict[str, Any]:
             "reliability": [
                 b for b in held_out.get("reliability_negative") or [] if b.get("count")
             ],
+            "best_of_n": best_of_n["curve"] if best_of_n else [],
         },
     }
 

@@ -1,6 +1,7 @@
 // Training run charts, fed from the #chart-data JSON that every poll of #progress refreshes:
 // the loss curve (its canvas is hx-preserve'd, so the chart is updated, not rebuilt) and, once
-// the run is evaluated, the reliability of P(-1) per bin against the diagonal.
+// the run is evaluated, the reliability of P(-1) per bin against the diagonal, and best-of-N
+// accuracy against N (three lines) once `evaluate_prm --best-of-n` has measured the run's model.
 (function () {
   "use strict";
   var charts = {};
@@ -11,6 +12,7 @@
     COLORS.accent = window.stepwiseColor("accent");
     COLORS.neg = window.stepwiseColor("neg");
     COLORS.muted = window.stepwiseColor("chart-muted");
+    COLORS.pos = window.stepwiseColor("pos");
     Chart.defaults.color = window.stepwiseColor("muted");
     Chart.defaults.borderColor = window.stepwiseColor("line");
   }
@@ -27,7 +29,17 @@
       sets[1].borderColor = sets[1].backgroundColor = COLORS.neg;
       charts.reliability.update();
     }
+    if (charts.bestOfN) {
+      bestOfNColors().forEach(function (color, i) {
+        var set = charts.bestOfN.data.datasets[i];
+        set.borderColor = set.backgroundColor = color;
+      });
+      charts.bestOfN.update();
+    }
   }
+
+  // PRM, last step, majority vote.
+  function bestOfNColors() { return [COLORS.accent, COLORS.pos, COLORS.muted]; }
 
   function data() {
     var node = document.getElementById("chart-data");
@@ -73,6 +85,27 @@
     });
   }
 
+  function buildBestOfN(canvas, d) {
+    var colors = bestOfNColors();
+    var lines = [["prm", "PRM (product)"], ["last", "last step"], ["majority", "majority vote"]];
+    return new Chart(canvas, {
+      type: "line",
+      data: {
+        labels: d.best_of_n.map(function (row) { return String(row.n); }),
+        datasets: lines.map(function (line, i) {
+          return { label: line[1], data: d.best_of_n.map(function (row) { return row[line[0]]; }),
+                   borderColor: colors[i], backgroundColor: colors[i], borderWidth: 2, pointRadius: 3,
+                   borderDash: i === 2 ? [5, 4] : [], tension: 0 };
+        }),
+      },
+      options: {
+        responsive: true, maintainAspectRatio: false,
+        scales: { x: { title: { display: true, text: "N (solutions sampled per problem)" } },
+                  y: { min: 0, max: 1, title: { display: true, text: "accuracy" } } },
+      },
+    });
+  }
+
   function update() {
     var d = data();
     if (!d || !window.Chart) return;
@@ -95,6 +128,11 @@
     if (reliability && (!charts.reliability || charts.reliability.canvas !== reliability)) {
       if (charts.reliability) charts.reliability.destroy();
       charts.reliability = buildReliability(reliability, d);
+    }
+    var bestOfN = document.getElementById("chart-best-of-n");
+    if (bestOfN && d.best_of_n && (!charts.bestOfN || charts.bestOfN.canvas !== bestOfN)) {
+      if (charts.bestOfN) charts.bestOfN.destroy();
+      charts.bestOfN = buildBestOfN(bestOfN, d);
     }
   }
 

@@ -156,3 +156,29 @@ def test_run_page_follows_progress_live_and_stops_polling_when_done(
     # Nothing polls any more: htmx polls only from elements with an "every" trigger, and the
     # finished fragment has none (a condition, not a wait for a poll that should not come).
     assert page.locator("[hx-trigger*='every']").count() == 0
+
+
+def test_best_of_n_chart_draws_three_lines_from_the_stored_curve(page, live_server):
+    from tests.modeling.test_runs_pages import BEST_OF_N, succeeded_run
+
+    run = succeeded_run()
+    version = run.model_version
+    version.metrics = {**version.metrics, "evaluation": {"best_of_n": BEST_OF_N}}
+    version.save(update_fields=["metrics"])
+    make_user("rhea", "researcher")
+    page.on("console", lambda m: m.type == "error" and pytest.fail(m.text))  # CSP, JS errors
+    log_in(page, live_server, "rhea")
+    page.goto(f"{live_server.url}/modeling/runs/{run.pk}/")
+    page.wait_for_function("() => window.Chart && Chart.getChart('chart-best-of-n')")
+    chart = page.evaluate(
+        "(() => { const c = Chart.getChart('chart-best-of-n'); return {labels: c.data.labels,"
+        " sets: c.data.datasets.map(s => [s.label, s.data, s.borderColor])}; })()"
+    )
+    assert chart["labels"] == ["1", "2", "4"]
+    assert [s[:2] for s in chart["sets"]] == [
+        ["PRM (product)", [0.5833, 0.6111, 0.75]],
+        ["last step", [0.5833, 0.5833, 0.5]],
+        ["majority vote", [0.5833, 0.5417, 0.6667]],
+    ]
+    assert all(s[2] for s in chart["sets"])  # each has a theme colour
+    assert page.locator("#best-of-n-table tbody tr").count() == 3

@@ -316,6 +316,46 @@ def test_succeeded_run_shows_metrics_gate_reliability_config_and_dataset(client,
     assert "ab" * 32 in dataset and "batches: 7" in dataset and "98" in dataset and "25" in dataset
 
 
+BEST_OF_N = {
+    "file": "samples.jsonl",
+    "problems": 3,
+    "samples": 12,
+    "repeats": 100,
+    "curve": [
+        {"n": 1, "prm": 0.5833, "last": 0.5833, "majority": 0.5833, "problems": 3},
+        {"n": 2, "prm": 0.6111, "last": 0.5833, "majority": 0.5417, "problems": 3},
+        {"n": 4, "prm": 0.75, "last": 0.5, "majority": 0.6667, "problems": 2},
+    ],
+}
+
+
+def test_run_page_shows_the_model_versions_best_of_n_table_and_chart(client, researcher):
+    run = succeeded_run()
+    client.force_login(researcher)
+    html = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    assert 'id="best-of-n"' not in html  # not measured yet: no card
+    version = run.model_version
+    version.metrics = {
+        **version.metrics,
+        "evaluation": {"model_version": version.pk, "best_of_n": BEST_OF_N},
+    }
+    version.save(update_fields=["metrics"])
+
+    html = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    table = html.split('id="best-of-n-table"')[1].split("</table>")[0]
+    rows = [
+        [cell.split(">")[-1] for cell in row.split("</td>")[:-1]]
+        for row in table.split("<tbody>")[1].split("</tr>")[:-1]
+    ]
+    assert rows == [
+        ["1", "0.583", "0.583", "0.583", "3"],
+        ["2", "0.611", "0.583", "0.542", "3"],
+        ["4", "0.750", "0.500", "0.667", "2"],
+    ]
+    assert 'id="chart-best-of-n"' in html and "3 problems, 12 samples" in html
+    assert '"best_of_n": [{"n": 1, "prm": 0.5833' in html  # the chart's data
+
+
 def test_failed_gate_shows_its_reason(client, researcher):
     run = succeeded_run(auroc=0.55, passed=False)
     client.force_login(researcher)

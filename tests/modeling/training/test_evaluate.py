@@ -8,12 +8,14 @@ import pytest
 
 from modeling.training.evaluate import (
     Sample,
-    answers_match,
     auroc,
     best_of_n,
+    best_of_n_table,
     evaluate_processbench,
+    expected_calibration_error,
     first_error,
-    majority_pick,
+    group_answers,
+    powers_of_two,
     processbench_metrics,
     reliability_bins,
     step_metrics,
@@ -35,6 +37,23 @@ def test_auroc_counts_ties_as_half():
     positive = rng.random(60) < 0.4
     assert auroc(scores, positive) == pytest.approx(_auroc_by_pairs(scores, positive))
     assert np.isnan(auroc([0.1, 0.2], [True, True]))
+    assert np.isnan(auroc([0.1, 0.2], [False, False]))  # scikit-learn raises; a NaN here
+    assert np.isnan(auroc([], []))
+
+
+def test_library_metrics_agree_with_a_hand_computed_case():
+    # 3 positives x 2 negatives: 0.35 beats 0.1 and loses to 0.4; 0.8 beats both;
+    # 0.4 beats 0.1 and ties the negative 0.4 (a half): 4.5 of 6 pairs.
+    assert auroc([0.1, 0.4, 0.35, 0.8, 0.4], [0, 0, 1, 1, 1]) == pytest.approx(4.5 / 6)
+    # Two bins: {0.1, 0.3} predicts 0.2 and sees 1 of 2; {0.6, 0.9} predicts 0.75, sees 2 of 2.
+    bins = reliability_bins([0.1, 0.3, 0.6, 0.9], [False, True, True, True], n_bins=2)
+    assert [(b["count"], b["mean_predicted"], b["observed"]) for b in bins] == [
+        (2, pytest.approx(0.2), pytest.approx(0.5)),
+        (2, pytest.approx(0.75), pytest.approx(1.0)),
+    ]
+    assert expected_calibration_error(bins) == pytest.approx((2 * 0.3 + 2 * 0.25) / 4)
+    empty = reliability_bins([0.05], [True], n_bins=4)[1]
+    assert empty["count"] == 0 and np.isnan(empty["observed"]) and np.isnan(empty["mean_predicted"])
 
 
 def test_step_metrics_and_reliability_bins():
@@ -97,18 +116,47 @@ def test_evaluate_processbench_reads_the_subset_file(tiny_llama, tmp_path):
     assert (report["error_accuracy"], report["correct_accuracy"], report["f1"]) == (1.0, 0.0, 0.0)
 
 
-def test_answers_match_normalises_light_formatting():
-    assert answers_match("\\boxed{\\dfrac{1}{2}}", "\\frac{1}{2}")
-    assert answers_match("1,000", "1000.0")
-    assert answers_match(" $29$ ", "29")
-    assert not answers_match("29", "28")
-    assert not answers_match("x+1", "x-1")
+def test_group_answers_compares_each_distinct_form_once():
+    calls = []
+
+    def equivalent(a, b):
+        calls.append((a, b))
+        return float(a) == float(b)
+
+    answers = ["0.5", " 0.5", "0.50", "2", None, "0.5 ", "2.0", None]
+    groups = group_answers(answers, equivalent, key=str.strip)
+    assert groups[:4] == [0, 0, 0, 1] and groups[5:7] == [0, 1]
+    assert groups[4] != groups[7] and groups[4] not in (0, 1)  # no answer: alone
+    # "0.5" starts a group; "0.50" vs "0.5"; "2" vs "0.5"; "2.0" vs "0.5", "2": four calls,
+    # where comparing every sample with every group would take more.
+    assert calls == [("0.50", "0.5"), ("2", "0.5"), ("2.0", "0.5"), ("2.0", "2")]
 
 
-def test_majority_vote_and_best_of_n():
-    samples = [Sample("5", 0.1, False), Sample("5.0", 0.2, False), Sample("7", 0.9, True)]
-    assert majority_pick(samples).answer == "5"
-    curve = best_of_n({"p": samples, "q": [Sample("1", 0.5, True)]}, ns=[1, 3], repeats=50)
-    assert curve[3] == {"prm": 1.0, "majority": 0.0, "problems": 1}
-    assert curve[1]["problems"] == 2
-    assert 0.0 < curve[1]["prm"] < 1.0
+def test_best_of_n_splits_ties_and_enumerates_small_subset_counts():
+    nan = float("nan")
+    samples = [  # group, correct, product, last
+        Sample(0, False, 0.1, 0.5),
+        Sample(0, False, 0.2, 0.5),
+        Sample(1, True, 0.9, 0.5),
+        Sample(2, False, nan, nan),  # unscored: never picked over a scored one
+    ]
+    curve = best_of_n({"p": samples, "q": [Sample(0, True, 0.5, 0.5)]}, ns=[1, 2, 4])
+    assert curve[4] == {"prm": 1.0, "last": 1 / 3, "majority": 0.0, "problems": 1}
+    # N=2, the 6 pairs of p: the PRM picks the right one in the 3 with it; the last step
+    # ties 3 scored pairs (1/2, 1/2, 0 credit) and 3 with the unscored one (0, 0, 1);
+    # majority: {0, 0} is wrong; of the 5 pairs that tie two groups, 3 hold the right one (1/2).
+    assert curve[2] == {
+        "prm": pytest.approx(3 / 6),
+        "last": pytest.approx(2 / 6),
+        "majority": pytest.approx(1.5 / 6),
+        "problems": 1,
+    }
+    assert curve[1]["problems"] == 2 and curve[1]["prm"] == pytest.approx((1 / 4 + 1) / 2)
+    many = [Sample(i % 3, i % 3 == 0, i / 40, 0.5) for i in range(40)]  # C(40, 2) > repeats
+    again = best_of_n({"p": many}, ns=[2], repeats=30, seed=1)
+    assert again == best_of_n({"p": many}, ns=[2], repeats=30, seed=1)  # seeded
+    assert (
+        powers_of_two(4) == [1, 2, 4] and powers_of_two(7) == [1, 2, 4] and powers_of_two(1) == [1]
+    )
+    table = best_of_n_table([{"n": 2, **curve[2]}])
+    assert table.splitlines()[1].split() == ["2", "0.500", "0.333", "0.250", "1"]
