@@ -1,12 +1,13 @@
 """Every modeling model in the admin, read-only but for the pool's notes: runs and generations
 move through their states only by their services (cancel, resume, retry on their pages), a
 model version's files and gate decide activation, scores and selections are the record of why
-a solution was picked."""
+a solution was picked; an evaluation set is frozen once written."""
 
 from django.contrib import admin
 
 from labeling.admin import ReadOnlyAdmin
 from modeling.models import (
+    EvaluationSet,
     GenerationRun,
     ModelVersion,
     PoolEntry,
@@ -28,6 +29,11 @@ class ModelVersionAdmin(ReadOnlyAdmin):
     list_display = ("id", "name", "backbone", "passed_evaluation", "is_active", "created_at")
     list_filter = ("is_active", "passed_evaluation")
     search_fields = ("name", "backbone")
+
+
+@admin.register(EvaluationSet)
+class EvaluationSetAdmin(ReadOnlyAdmin):
+    list_display = ("version", "is_current", "row_count", "step_count", "sha256", "created_at")
 
 
 @admin.register(SolutionScore)

@@ -134,3 +134,23 @@ class GenerationForm(forms.Form):
 
     def params(self) -> dict[str, Any]:
         return {name: value for name, value in self.cleaned_data.items()}
+
+
+class EvaluationSetForm(forms.Form):
+    """Create or renew the frozen evaluation set: a share or a count of the unseen problems."""
+
+    share = forms.FloatField(
+        min_value=0.0001,
+        max_value=1,
+        required=False,
+        label="Share of problems",
+        help_text="Of the problems with completed labelings that no run has used.",
+    )
+    count = forms.IntegerField(min_value=1, required=False, label="Or a count of problems")
+    seed = forms.IntegerField(initial=0, label="Seed")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if (data.get("share") is None) == (data.get("count") is None) and not self.errors:
+            raise forms.ValidationError("Give either a share or a count of problems.")
+        return data

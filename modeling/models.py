@@ -7,6 +7,8 @@ redelivered task is a no-op and two workers never train the same run.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
@@ -120,6 +122,48 @@ class ModelVersion(models.Model):
             self.is_active = True
             self.activated_at = timezone.now()
             self.save(update_fields=["is_active", "activated_at"])
+
+
+class EvaluationSet(models.Model):
+    """A frozen set of problems every gate scores the new and the active model on.
+
+    Chosen by problem among those no training run had in its data; their completed labelings
+    are written once as PRM800K lines (`file_path`, checked by `sha256`) and no run started
+    while it is current trains on them. Renewing adds a new current version; old ones stay so
+    runs that used them can still be read.
+    """
+
+    version = models.PositiveIntegerField(unique=True)
+    problem_ids = models.JSONField(default=list, help_text="Problem ids in the set.")
+    file_path = models.CharField(max_length=500, help_text="The frozen PRM800K lines.")
+    sha256 = models.CharField(max_length=64)
+    row_count = models.PositiveIntegerField(default=0, help_text="Labelings (lines).")
+    step_count = models.PositiveIntegerField(default=0, help_text="Rated steps.")
+    seed = models.IntegerField(default=0)
+    is_current = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_current"], condition=Q(is_current=True), name="one_current_evaluation_set"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"evaluation set v{self.version}"
+
+    @classmethod
+    def current(cls) -> EvaluationSet | None:
+        return cls.objects.filter(is_current=True).first()
+
+    @property
+    def path(self) -> Path:
+        return Path(settings.MEDIA_ROOT) / self.file_path
 
 
 class SolutionScore(models.Model):

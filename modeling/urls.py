@@ -20,6 +20,11 @@ run_router.register("models", runs_api.ModelVersionViewSet, basename="model-api"
 run_patterns = [
     path("modeling/runs/", runs_views.run_list, name="list"),
     path("modeling/runs/<int:run_id>/", runs_views.run_detail, name="detail"),
+    path(
+        "modeling/evaluation-set/",
+        runs_views.evaluation_set_create,
+        name="evaluation_set_create",
+    ),
     path("modeling/runs/<int:run_id>/cancel/", runs_views.run_cancel, name="cancel"),
     path("modeling/runs/<int:run_id>/resume/", runs_views.run_resume, name="resume"),
     path("modeling/models/", runs_views.model_list, name="models"),

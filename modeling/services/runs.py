@@ -13,6 +13,8 @@ Invariants:
   failed and `resume_training_run` continues it from its last checkpoint.
 - The training data is frozen into the run's folder (`data.jsonl`, its sha256 is the dataset
   version) before the first step, so a resumed run trains on exactly what it started with.
+- A run that freezes its data while an evaluation set is current leaves that set's problems out
+  and records the set; its gate then scores the new and the active model on that set.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from django.utils import timezone
 
 from labeling.models import Labeling, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
-from modeling.models import ModelVersion, SolutionScore, TrainingRun
+from modeling.models import EvaluationSet, ModelVersion, SolutionScore, TrainingRun
 from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
 from stepwise.celery import UNSENT, not_sent_since, resend_rows, send_row
@@ -255,24 +257,38 @@ def run_labelings(run: TrainingRun) -> QuerySet[Labeling]:
 def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
     """Write the run's labelings once as PRM800K lines; (path, sha256, lines).
 
-    A resumed run finds the file and reuses it: it trains on what it started with.
+    The current evaluation set's problems are left out, and the set is recorded in the run's
+    dataset_description before the file exists. A resumed run finds the file and reuses it:
+    it trains on what it started with.
     """
     folder = run_dir(run)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / DATA_FILE
     if not path.exists():
+        labelings = run_labelings(run)
+        evaluation_set = EvaluationSet.current()
+        recorded = None
+        if evaluation_set is not None:
+            labelings = labelings.exclude(solution__problem_id__in=evaluation_set.problem_ids)
+            recorded = {"version": evaluation_set.version, "sha256": evaluation_set.sha256}
+        run.dataset_description = {**run.dataset_description, "evaluation_set": recorded}
+        TrainingRun.objects.filter(pk=run.pk).update(dataset_description=run.dataset_description)
         partial = path.with_suffix(".partial")
         with partial.open("w", encoding="utf-8") as out:
-            for line in iter_prm800k_lines(run_labelings(run)):
+            for line in iter_prm800k_lines(labelings):
                 out.write(line + "\n")
         partial.replace(path)
+    return (path, *sha256_and_lines(path))
+
+
+def sha256_and_lines(path: Path) -> tuple[str, int]:
     digest = hashlib.sha256()
     lines = 0
     with path.open("rb") as f:
         for raw in f:
             digest.update(raw)
             lines += 1
-    return path, digest.hexdigest(), lines
+    return digest.hexdigest(), lines
 
 
 def load_split(run: TrainingRun) -> tuple[list, list]:
@@ -427,7 +443,13 @@ def execute_training_run(
         metrics.update(
             evaluate_processbench_files(result.output_dir, description["processbench"], count)
         )
-        return _finish(run, config, result.output_dir, dataset_version, metrics)
+        active = ModelVersion.active()
+        recorded = description.get("evaluation_set")
+        if recorded:
+            metrics["evaluation_set"] = evaluate_on_evaluation_set(
+                recorded, result.output_dir, active, count
+            )
+        return _finish(run, config, result.output_dir, dataset_version, metrics, active)
     except Exception as exc:
         _fail(run_id, exc)
         return None
@@ -480,9 +502,14 @@ def _stop(run: TrainingRun, reporter: RunReporter) -> None:
 
 
 def _finish(
-    run: TrainingRun, config: Any, model_dir: str, dataset_version: str, metrics: dict
+    run: TrainingRun,
+    config: Any,
+    model_dir: str,
+    dataset_version: str,
+    metrics: dict,
+    active: ModelVersion | None,
 ) -> ModelVersion:
-    active = ModelVersion.active()
+    """Record the model and gate it against `active`, the model it was compared with."""
     gate = evaluation_gate(metrics, active)
     metrics = {**metrics, "gate": gate}
     with transaction.atomic():
@@ -588,13 +615,61 @@ def evaluate_best_of_n_file(
     return {"best_of_n": finite({"file": Path(path).name, **report})}
 
 
+def evaluate_on_evaluation_set(
+    recorded: dict[str, Any],
+    model_dir: str,
+    active: ModelVersion | None,
+    counter: Counter | None = None,
+) -> dict[str, Any]:
+    """Step AUROC of the new and the active model on the run's evaluation set, in this run.
+
+    A missing or changed set file, or an active model that cannot be loaded, is written as an
+    `error` / `active_error` that fails the gate; the run still records its model."""
+    # torch loads only where a model trains or scores, never in the web process
+    from modeling.training.data import examples_from_prm800k, read_jsonl
+
+    report: dict[str, Any] = {
+        "version": recorded["version"],
+        "sha256": recorded["sha256"],
+        "new_auroc": None,
+        "active_auroc": None,
+        "active_model": active.pk if active else None,
+    }
+    evaluation_set = EvaluationSet.objects.filter(version=recorded["version"]).first()
+    path = evaluation_set.path if evaluation_set else None
+    if path is None or not path.exists():
+        return {**report, "error": f"the file of evaluation set v{recorded['version']} is missing"}
+    if sha256_and_lines(path)[0] != recorded["sha256"]:
+        return {**report, "error": f"the file of evaluation set v{recorded['version']} changed"}
+    examples = examples_from_prm800k(read_jsonl(path))
+    report["new_auroc"] = evaluate_held_out(model_dir, examples, counter).get("auroc")
+    if active is not None:
+        try:
+            report["active_auroc"] = evaluate_held_out(active.artifact_path, examples).get("auroc")
+        except Exception as exc:  # a missing or unreadable artifact costs the gate, not the run
+            report["active_error"] = f"{exc.__class__.__name__}: {exc}"[:1000]
+    return report
+
+
 def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dict[str, Any]:
-    """Whether a new model may become active: held-out step AUROC at least the floor, and
-    not more than the allowed regression under the active model's."""
+    """Whether a new model may become active: step AUROC at least the floor, and not more
+    than the allowed regression under the active model's.
+
+    With an evaluation set (metrics["evaluation_set"]) both AUROCs were measured on it in this
+    run; without one, the new model's held-out AUROC is compared with the one the active model
+    recorded on its own run's split, which is not a like-for-like comparison."""
     floor = settings.STEPWISE_PRM_EVAL_MIN_AUROC
     max_regression = settings.STEPWISE_PRM_EVAL_MAX_REGRESSION
+    if metrics.get("evaluation_set") is not None:
+        return _gate_on_evaluation_set(metrics["evaluation_set"], active, floor, max_regression)
     auroc = metrics.get("auroc")
-    gate: dict[str, Any] = {"min_auroc": floor, "max_regression": max_regression, "auroc": auroc}
+    gate: dict[str, Any] = {
+        "min_auroc": floor,
+        "max_regression": max_regression,
+        "auroc": auroc,
+        "evaluation_set": None,
+        "comparison": "held-out splits of each run, not a frozen evaluation set",
+    }
     if auroc is None:
         if floor <= 0:  # the gate is turned off
             return {
@@ -618,6 +693,43 @@ def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dic
     if previous is not None and auroc < previous - max_regression:
         reason = f"held-out AUROC {auroc:.3f} regresses more than {max_regression} from the active {previous:.3f}"
         return {**gate, "passed": False, "reason": reason}
+    return {**gate, "passed": True, "reason": ""}
+
+
+def _gate_on_evaluation_set(
+    on_set: dict[str, Any], active: ModelVersion | None, floor: float, max_regression: float
+) -> dict[str, Any]:
+    name = f"evaluation set v{on_set['version']}"
+    auroc, previous = on_set.get("new_auroc"), on_set.get("active_auroc")
+    gate: dict[str, Any] = {
+        "min_auroc": floor,
+        "max_regression": max_regression,
+        "auroc": auroc,
+        "active_auroc": previous,
+        "evaluation_set": on_set["version"],
+        "comparison": f"new and active model scored on {name} in this run",
+    }
+
+    def failed(reason: str) -> dict[str, Any]:
+        return {**gate, "passed": False, "reason": reason}
+
+    if on_set.get("error"):
+        return failed(on_set["error"])
+    if auroc is None:
+        if floor <= 0:  # the gate is turned off
+            return {**gate, "passed": True, "reason": f"not measured (no -1 and non -1 steps in {name})"}
+        return failed(f"{name} has no -1 and non -1 steps to measure AUROC on")
+    if auroc < floor:
+        return failed(f"AUROC {auroc:.3f} on {name} is under {floor:.3f}")
+    if active is not None and on_set.get("active_error"):
+        return failed(
+            f"the active model {active} could not be scored on {name} ({on_set['active_error']})"
+        )
+    if previous is not None and auroc < previous - max_regression:
+        return failed(
+            f"AUROC {auroc:.3f} on {name} regresses more than {max_regression} "
+            f"from the active model's {previous:.3f} on the same set"
+        )
     return {**gate, "passed": True, "reason": ""}
 
 

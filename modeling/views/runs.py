@@ -13,9 +13,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling.roles import LEAD, RESEARCHER, require
-from modeling.forms import TrainingRunForm
-from modeling.models import ModelVersion, TrainingRun
-from modeling.services import runs
+from modeling.forms import EvaluationSetForm, TrainingRunForm
+from modeling.models import EvaluationSet, ModelVersion, TrainingRun
+from modeling.services import evaluation_sets, runs
 
 RECENT_RUNS = 50
 RUN_SET_FIELDS = ("output_dir", "dataset_version")
@@ -43,12 +43,42 @@ def run_list(request: HttpRequest) -> HttpResponse:
             messages.error(request, str(exc))
         else:
             return redirect("modeling_runs:detail", run_id=run.pk)
+    return _render_list(request, form=form)
+
+
+def _render_list(
+    request: HttpRequest, *, form: TrainingRunForm | None = None, set_form: EvaluationSetForm | None = None
+) -> HttpResponse:
     context = {
-        "form": form,
+        "form": form or TrainingRunForm(),
+        "set_form": set_form or EvaluationSetForm(),
         "runs": TrainingRun.objects.select_related("model_version")[:RECENT_RUNS],
         "active_model": ModelVersion.active(),
+        "evaluation_set": EvaluationSet.objects.select_related("created_by")
+        .filter(is_current=True)
+        .first(),
     }
     return render(request, "modeling/runs/list.html", context)
+
+
+@login_required
+@require_POST
+def evaluation_set_create(request: HttpRequest) -> HttpResponse:
+    """Create or renew the evaluation set; errors come back in its form on the runs page."""
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
+    form = EvaluationSetForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = evaluation_sets.create_evaluation_set(
+                share=data["share"], count=data["count"], seed=data["seed"], created_by=request.user
+            )
+        except evaluation_sets.EvaluationSetError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Evaluation set v{created.version} is now current.")
+            return redirect("modeling_runs:list")
+    return _render_list(request, set_form=form)
 
 
 @login_required
@@ -132,6 +162,7 @@ def run_report(run: TrainingRun) -> dict[str, Any]:
         "held_out": held_out,
         "processbench": metrics.get("processbench") or [],
         "gate": metrics.get("gate"),
+        "on_set": metrics.get("evaluation_set"),
         "best_of_n": best_of_n,
         # output_dir and dataset_version are set per run when it executes: the dataset card shows them.
         "config_items": sorted(

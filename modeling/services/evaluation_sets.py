@@ -1,0 +1,125 @@
+"""The frozen evaluation set: problems no training run had in its data, written once as PRM800K
+lines, on which the gate scores the new and the active model in the same run.
+
+Invariants:
+- At most one set is current (a partial unique constraint); renewing adds a new version.
+- A set holds only problems absent from every run's frozen data file when it was made, and
+  every run that freezes its data while a set is current leaves that set's problems out
+  (`runs.freeze_dataset`), so no run trains on them.
+- The file never changes after it is written: its sha256 says so, and the gate checks it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+
+from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
+from modeling.models import EvaluationSet, TrainingRun
+from modeling.services.runs import DATA_FILE, run_dir
+
+FOLDER = "evaluation_sets"
+
+
+class EvaluationSetError(Exception):
+    """A set that cannot be made (too few problems, a bad share or count)."""
+
+
+def problem_key(text: str) -> str:
+    """A problem's identity in PRM800K lines and in the database alike (its stripped text)."""
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+
+
+def problems_in_run_data() -> set[str]:
+    """Keys of the problems in any run's frozen data (trained on or held out by it).
+
+    Held-out problems count too: they chose that run's model, so they are not unseen. A run
+    still queued has no file yet; it leaves out the current set's problems when it freezes."""
+    keys: set[str] = set()
+    for run in TrainingRun.objects.only("pk").iterator():
+        path = run_dir(run) / DATA_FILE
+        if path.exists():
+            keys.update(problem_key(problem) for problem in _problems_of(path))
+    return keys
+
+
+def _problems_of(path: Path) -> Iterator[str]:
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)["question"]["problem"]
+
+
+def create_evaluation_set(
+    *,
+    share: float | None = None,
+    count: int | None = None,
+    seed: int = 0,
+    created_by=None,
+) -> EvaluationSet:
+    """Draw `count` problems (or `share` of them) among those with completed labelings that no
+    run has in its data, freeze their labelings to a file and make it the current set."""
+    if (share is None) == (count is None):
+        raise EvaluationSetError("give either a share or a count of problems")
+    if share is not None and not 0 < share <= 1:
+        raise EvaluationSetError("the share of problems must be in (0, 1]")
+    if count is not None and count < 1:
+        raise EvaluationSetError("the count of problems must be at least 1")
+    labelings = select_labelings(ExportFilters())
+    texts = dict(
+        labelings.values_list("solution__problem_id", "solution__problem__text").distinct()
+    )
+    used = problems_in_run_data()
+    candidates = sorted(pk for pk, text in texts.items() if problem_key(text) not in used)
+    wanted = count if count is not None else max(1, round(share * len(candidates)))
+    if wanted > len(candidates):
+        raise EvaluationSetError(
+            f"only {len(candidates)} problems with completed labelings are in no run's data "
+            f"({len(texts)} in all); {wanted} wanted"
+        )
+    chosen = sorted(random.Random(seed).sample(candidates, wanted))
+    with transaction.atomic():
+        # Lock the current row so two renewals cannot both become current.
+        list(EvaluationSet.objects.select_for_update().filter(is_current=True))
+        version = (EvaluationSet.objects.aggregate(last=Max("version"))["last"] or 0) + 1
+        relative = Path(FOLDER) / f"evaluation-set-v{version}.jsonl"
+        sha256, rows, steps = _write(
+            Path(settings.MEDIA_ROOT) / relative,
+            labelings.filter(solution__problem_id__in=chosen),
+        )
+        EvaluationSet.objects.filter(is_current=True).update(is_current=False)
+        return EvaluationSet.objects.create(
+            version=version,
+            problem_ids=chosen,
+            file_path=str(relative),
+            sha256=sha256,
+            row_count=rows,
+            step_count=steps,
+            seed=seed,
+            is_current=True,
+            created_by=created_by,
+        )
+
+
+def _write(path: Path, labelings) -> tuple[str, int, int]:
+    """Write the lines once; (sha256, lines, rated steps)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    rows = steps = 0
+    partial = path.with_suffix(".partial")
+    with partial.open("wb") as out:
+        for line in iter_prm800k_lines(labelings):
+            raw = (line + "\n").encode("utf-8")
+            out.write(raw)
+            digest.update(raw)
+            rows += 1
+            steps += len(json.loads(line)["label"]["steps"])
+    partial.replace(path)
+    return digest.hexdigest(), rows, steps
