@@ -67,6 +67,9 @@ def one_of_each(superuser):
         solution=solution, model_version=model, score=0.5, step_probs=[[0.1, 0.2, 0.7]]
     )
     mm.PoolEntry.objects.create(solution=make_solution(), extracted_answer="42")
+    mm.EvaluationSet.objects.create(
+        version=1, problem_ids=[solution.problem_id], file_path="e.jsonl", sha256="0" * 64
+    )
     generation = mm.GenerationRun.objects.create(generation=1, batch=batch)
     mm.SelectionReason.objects.create(
         generation_run=generation, solution=solution, score=0.5, rank=1, rule="convincing_wrong"
@@ -92,7 +95,7 @@ def _forged(row) -> dict:
 
 
 def test_every_model_of_both_apps_is_in_the_admin():
-    assert len(MODELS) == 24
+    assert len(MODELS) == 25
     assert [_id(m) for m in MODELS if m not in admin.site._registry] == []
 
 

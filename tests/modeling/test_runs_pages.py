@@ -483,8 +483,9 @@ def test_list_pages_query_count_does_not_grow_with_runs(
         while TrainingRun.objects.count() < count:
             succeeded_run(name=f"run {TrainingRun.objects.count()}")
             running_run()
-        # session, user, roles, then: batches (the form's choices), active model, runs + their models
-        with django_assert_max_num_queries(6):
+        # session, user, roles, then: batches (the form's choices), active model, runs + their
+        # models, the current evaluation set
+        with django_assert_max_num_queries(7):
             assert client.get(reverse("modeling_runs:list")).status_code == 200
         with django_assert_max_num_queries(4):
             assert client.get(reverse("modeling_runs:models")).status_code == 200
@@ -634,3 +635,74 @@ def test_api_is_for_researchers_and_leads(client, labeler, lead):
     assert client.post("/api/runs/", {}, content_type="application/json").status_code == 403
     client.force_login(lead)
     assert client.get(f"/api/runs/{run.pk}/").status_code == 200
+
+
+# --- the evaluation set ----------------------------------------------------------------------
+
+
+def test_the_runs_page_shows_the_current_evaluation_set(client, researcher):
+    from modeling.models import EvaluationSet
+
+    client.force_login(researcher)
+    assert b"No evaluation set yet" in client.get(reverse("modeling_runs:list")).content
+    EvaluationSet.objects.create(
+        version=1, problem_ids=[1, 2], file_path="x", sha256="a" * 64, row_count=5, step_count=40
+    )
+    EvaluationSet.objects.create(
+        version=2,
+        problem_ids=[3, 4, 5],
+        file_path="y",
+        sha256="c" * 64,
+        row_count=7,
+        step_count=61,
+        is_current=True,
+    )
+    page = client.get(reverse("modeling_runs:list")).content.decode()
+    assert "Version 2</strong>: 3 problems, 7 labelings, 61 rated steps" in page
+    assert "c" * 16 in page and "Renew the set" in page
+
+
+def test_leads_and_researchers_create_and_renew_the_set_labelers_cannot(
+    client, researcher, lead, labeler, shared_data
+):
+    from labeling.services.importing import import_prm800k
+    from modeling.models import EvaluationSet
+
+    import_prm800k(shared_data / "prm800k" / "samples.jsonl")
+    url = reverse("modeling_runs:evaluation_set_create")
+    client.force_login(labeler)
+    assert client.post(url, {"count": 2, "seed": 0}).status_code == 403
+    assert not EvaluationSet.objects.exists()
+
+    client.force_login(lead)
+    assert client.post(url, {"count": 2, "seed": 0}).status_code == 302
+    client.force_login(researcher)
+    response = client.post(url, {"share": 0.5, "seed": 1}, follow=True)
+    assert b"Evaluation set v2 is now current." in response.content
+    current = EvaluationSet.current()
+    assert (current.version, len(current.problem_ids), current.created_by) == (2, 3, researcher)
+    assert EvaluationSet.objects.filter(is_current=True).count() == 1
+
+    too_many = client.post(url, {"count": 7, "seed": 0})
+    assert b"only 6 problems" in too_many.content
+    neither = client.post(url, {"seed": 0})
+    assert b"Give either a share or a count of problems." in neither.content
+    assert EvaluationSet.objects.count() == 2
+
+
+def test_the_run_page_shows_new_and_active_auroc_on_the_set(client, researcher):
+    run = succeeded_run()
+    run.metrics["evaluation_set"] = {
+        "version": 3,
+        "sha256": "d" * 64,
+        "new_auroc": 0.7312,
+        "active_auroc": 0.6845,
+        "active_model": 9,
+    }
+    run.save(update_fields=["metrics"])
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    assert "Step AUROC on evaluation set v3" in page
+    assert '<td class="num" id="set-new-auroc">0.731</td>' in page
+    assert '<td class="num" id="set-active-auroc">0.685</td>' in page
+    assert "Active model (version 9)" in page
