@@ -150,7 +150,9 @@ class EvaluationSet(models.Model):
         ordering = ["-version"]
         constraints = [
             models.UniqueConstraint(
-                fields=["is_current"], condition=Q(is_current=True), name="one_current_evaluation_set"
+                fields=["is_current"],
+                condition=Q(is_current=True),
+                name="one_current_evaluation_set",
             ),
         ]
 

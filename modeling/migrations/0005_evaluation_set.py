@@ -7,31 +7,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('modeling', '0004_trainingrun_resumable'),
+        ("modeling", "0004_trainingrun_resumable"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EvaluationSet',
+            name="EvaluationSet",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.PositiveIntegerField(unique=True)),
-                ('problem_ids', models.JSONField(default=list, help_text='Problem ids in the set.')),
-                ('file_path', models.CharField(help_text='The frozen PRM800K lines.', max_length=500)),
-                ('sha256', models.CharField(max_length=64)),
-                ('row_count', models.PositiveIntegerField(default=0, help_text='Labelings (lines).')),
-                ('step_count', models.PositiveIntegerField(default=0, help_text='Rated steps.')),
-                ('seed', models.IntegerField(default=0)),
-                ('is_current', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.PositiveIntegerField(unique=True)),
+                (
+                    "problem_ids",
+                    models.JSONField(default=list, help_text="Problem ids in the set."),
+                ),
+                (
+                    "file_path",
+                    models.CharField(help_text="The frozen PRM800K lines.", max_length=500),
+                ),
+                ("sha256", models.CharField(max_length=64)),
+                (
+                    "row_count",
+                    models.PositiveIntegerField(default=0, help_text="Labelings (lines)."),
+                ),
+                ("step_count", models.PositiveIntegerField(default=0, help_text="Rated steps.")),
+                ("seed", models.IntegerField(default=0)),
+                ("is_current", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-version'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('is_current', True)), fields=('is_current',), name='one_current_evaluation_set')],
+                "ordering": ["-version"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("is_current", True)),
+                        fields=("is_current",),
+                        name="one_current_evaluation_set",
+                    )
+                ],
             },
         ),
     ]

@@ -78,7 +78,7 @@ def create_evaluation_set(
     )
     used = problems_in_run_data()
     candidates = sorted(pk for pk, text in texts.items() if problem_key(text) not in used)
-    wanted = count if count is not None else max(1, round(share * len(candidates)))
+    wanted = max(1, round(share * len(candidates))) if share is not None else (count or 0)
     if wanted > len(candidates):
         raise EvaluationSetError(
             f"only {len(candidates)} problems with completed labelings are in no run's data "

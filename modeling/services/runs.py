@@ -717,7 +717,11 @@ def _gate_on_evaluation_set(
         return failed(on_set["error"])
     if auroc is None:
         if floor <= 0:  # the gate is turned off
-            return {**gate, "passed": True, "reason": f"not measured (no -1 and non -1 steps in {name})"}
+            return {
+                **gate,
+                "passed": True,
+                "reason": f"not measured (no -1 and non -1 steps in {name})",
+            }
         return failed(f"{name} has no -1 and non -1 steps to measure AUROC on")
     if auroc < floor:
         return failed(f"AUROC {auroc:.3f} on {name} is under {floor:.3f}")

@@ -47,7 +47,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 def _render_list(
-    request: HttpRequest, *, form: TrainingRunForm | None = None, set_form: EvaluationSetForm | None = None
+    request: HttpRequest,
+    *,
+    form: TrainingRunForm | None = None,
+    set_form: EvaluationSetForm | None = None,
 ) -> HttpResponse:
     context = {
         "form": form or TrainingRunForm(),
