@@ -1,6 +1,7 @@
 """The modeling app's pages and API, under two namespaces (the templates reverse both):
 
-- `modeling_runs`: training pages under /modeling/, the API under /api/runs/ and /api/models/;
+- `modeling_runs`: training pages under /modeling/, the API under /api/runs/, /api/models/ and
+  /api/evaluation-sets/;
 - `modeling_loop`: generation pages under /generations/, the API under /api/generations/.
 """
 
@@ -16,6 +17,7 @@ run_router = DefaultRouter(trailing_slash=True)
 run_router.include_root_view = False
 run_router.register("runs", runs_api.TrainingRunViewSet, basename="run-api")
 run_router.register("models", runs_api.ModelVersionViewSet, basename="model-api")
+run_router.register("evaluation-sets", runs_api.EvaluationSetViewSet, basename="evaluation-set-api")
 
 run_patterns = [
     path("modeling/runs/", runs_views.run_list, name="list"),

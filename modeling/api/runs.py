@@ -1,4 +1,5 @@
 """/api/runs/ and /api/models/: start, follow, cancel and resume PRM training; activate models.
+/api/evaluation-sets/: the frozen evaluation sets, read only (create or renew them on the page).
 
 The same services as the pages; a request the run's state refuses answers 409.
 """
@@ -16,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from labeling.roles import LEAD, RESEARCHER, HasRole
-from modeling.models import ModelVersion, TrainingRun
+from modeling.models import EvaluationSet, ModelVersion, TrainingRun
 from modeling.services import runs
 
 
@@ -118,6 +119,27 @@ class ModelVersionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class EvaluationSetSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(
+        source="created_by.username", allow_null=True, read_only=True
+    )
+
+    class Meta:
+        model = EvaluationSet
+        fields = [
+            "version",
+            "is_current",
+            "problem_ids",
+            "row_count",
+            "step_count",
+            "sha256",
+            "seed",
+            "created_by",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
 def _conflict(exc: runs.RunError) -> Response:
     return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
 
@@ -181,3 +203,18 @@ class ModelVersionViewSet(
         except runs.RunError as exc:
             return _conflict(exc)
         return Response(ModelVersionSerializer(version).data)
+
+
+class EvaluationSetViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Newest first; the current one has is_current. Looked up by version."""
+
+    serializer_class = EvaluationSetSerializer
+    permission_classes = [IsAuthenticated, HasRole]
+    required_roles = (LEAD, RESEARCHER)
+    role_message = "You do not have permission to perform this action."
+    lookup_field = "version"
+
+    def get_queryset(self):
+        return EvaluationSet.objects.select_related("created_by")

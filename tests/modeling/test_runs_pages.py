@@ -683,6 +683,15 @@ def test_leads_and_researchers_create_and_renew_the_set_labelers_cannot(
     assert (current.version, len(current.problem_ids), current.created_by) == (2, 3, researcher)
     assert EvaluationSet.objects.filter(is_current=True).count() == 1
 
+    listing = client.get("/api/evaluation-sets/").json()
+    assert [(x["version"], x["is_current"]) for x in listing] == [(2, True), (1, False)]
+    one = client.get("/api/evaluation-sets/2/").json()
+    assert (one["sha256"], one["row_count"]) == (current.sha256, current.row_count)
+    assert client.post("/api/evaluation-sets/", {}).status_code == 405
+    client.force_login(labeler)
+    assert client.get("/api/evaluation-sets/").status_code == 403
+    client.force_login(researcher)
+
     too_many = client.post(url, {"count": 7, "seed": 0})
     assert b"only 6 problems" in too_many.content
     neither = client.post(url, {"seed": 0})
