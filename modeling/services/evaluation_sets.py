@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
@@ -85,27 +86,36 @@ def create_evaluation_set(
             f"({len(texts)} in all); {wanted} wanted"
         )
     chosen = sorted(random.Random(seed).sample(candidates, wanted))
-    with transaction.atomic():
-        # Lock the current row so two renewals cannot both become current.
-        list(EvaluationSet.objects.select_for_update().filter(is_current=True))
-        version = (EvaluationSet.objects.aggregate(last=Max("version"))["last"] or 0) + 1
-        relative = Path(FOLDER) / f"evaluation-set-v{version}.jsonl"
-        sha256, rows, steps = _write(
-            Path(settings.MEDIA_ROOT) / relative,
-            labelings.filter(solution__problem_id__in=chosen),
-        )
-        EvaluationSet.objects.filter(is_current=True).update(is_current=False)
-        return EvaluationSet.objects.create(
-            version=version,
-            problem_ids=chosen,
-            file_path=str(relative),
-            sha256=sha256,
-            row_count=rows,
-            step_count=steps,
-            seed=seed,
-            is_current=True,
-            created_by=created_by,
-        )
+    try:
+        with transaction.atomic():
+            return _create(chosen, labelings, seed, created_by)
+    except IntegrityError:  # another renewal took this version number first
+        raise EvaluationSetError(
+            "another evaluation set was created at the same time; try again"
+        ) from None
+
+
+def _create(chosen: list[int], labelings, seed: int, created_by) -> EvaluationSet:
+    # Lock the current row so two renewals cannot both become current.
+    list(EvaluationSet.objects.select_for_update().filter(is_current=True))
+    version = (EvaluationSet.objects.aggregate(last=Max("version"))["last"] or 0) + 1
+    # A file of its own even when a concurrent renewal computes the same version number.
+    relative = Path(FOLDER) / f"evaluation-set-v{version}-{uuid.uuid4().hex[:8]}.jsonl"
+    sha256, rows, steps = _write(
+        Path(settings.MEDIA_ROOT) / relative, labelings.filter(solution__problem_id__in=chosen)
+    )
+    EvaluationSet.objects.filter(is_current=True).update(is_current=False)
+    return EvaluationSet.objects.create(
+        version=version,
+        problem_ids=chosen,
+        file_path=str(relative),
+        sha256=sha256,
+        row_count=rows,
+        step_count=steps,
+        seed=seed,
+        is_current=True,
+        created_by=created_by,
+    )
 
 
 def _write(path: Path, labelings) -> tuple[str, int, int]:
