@@ -88,7 +88,7 @@ def test_the_toggle_cycles_auto_light_dark_from_the_keyboard_and_is_remembered(
     page.fill("input[name=username]", "lena")
     page.fill("input[name=password]", "lena-pw")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/label/")
+    page.wait_for_url(f"{live_server.url}/")  # the home cockpit
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     assert background(page) == dark
     page.get_by_role("button", name="Theme: dark").click()
