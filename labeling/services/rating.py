@@ -215,21 +215,8 @@ def undo_last(*, labeling_id: int, user: User) -> Labeling:
         if labeling.status == Labeling.Status.COMPLETED:
             _reopen(labeling, user, now)
         last = labeling.step_labels.order_by("-index").prefetch_related("completions").first()
-        if last is None:
-            return labeling
-        completion = next((c for c in last.completions.all() if c.index == 0), None)
-        RatingEvent.objects.create(
-            labeling=labeling,
-            step_index=last.index,
-            old_rating=completion.rating if completion else None,
-            reason=RatingEvent.Reason.UNDO,
-            actor=user,
-            created_at=now,
-        )
-        labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - (last.time_ms or 0))
-        last.delete()
-        _renew_lease(labeling, now)
-        labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        if last is not None:
+            _take_back(labeling, user, now, [last])
         return labeling
 
 
@@ -268,24 +255,32 @@ def undo_to(*, labeling_id: int, user: User, step_index: int) -> Labeling:
             raise Conflict(f"Step {step_index + 1} is not rated: there is nothing to take back.")
         if labeling.status == Labeling.Status.COMPLETED:
             _reopen(labeling, user, now)
-        RatingEvent.objects.bulk_create(
-            RatingEvent(
-                labeling=labeling,
-                step_index=step.index,
-                old_rating=next((c.rating for c in step.completions.all() if c.index == 0), None),
-                reason=RatingEvent.Reason.UNDO,
-                detail=f"rate again from step {step_index + 1}",
-                actor=user,
-                created_at=now,
-            )
-            for step in taken
-        )
-        taken_ms = sum(step.time_ms or 0 for step in taken)
-        labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - taken_ms)
-        StepLabel.objects.filter(pk__in=[step.pk for step in taken]).delete()
-        _renew_lease(labeling, now)
-        labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        _take_back(labeling, user, now, taken, detail=f"rate again from step {step_index + 1}")
         return labeling
+
+
+def _take_back(
+    labeling: Labeling, user: User, now, steps: list[StepLabel], *, detail: str = ""
+) -> None:
+    """Delete the rated `steps` (completions prefetched), one 'undo' RatingEvent each, last step
+    first; their time leaves the labeling's total and the claim is renewed."""
+    RatingEvent.objects.bulk_create(
+        RatingEvent(
+            labeling=labeling,
+            step_index=step.index,
+            old_rating=next((c.rating for c in step.completions.all() if c.index == 0), None),
+            reason=RatingEvent.Reason.UNDO,
+            detail=detail,
+            actor=user,
+            created_at=now,
+        )
+        for step in steps
+    )
+    taken_ms = sum(step.time_ms or 0 for step in steps)
+    labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - taken_ms)
+    StepLabel.objects.filter(pk__in=[step.pk for step in steps]).delete()
+    _renew_lease(labeling, now)
+    labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
 
 
 def rating_revise(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
