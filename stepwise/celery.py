@@ -2,13 +2,14 @@
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from celery import Celery
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connections, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -68,6 +69,21 @@ def enqueue_on_commit(
 
 # Rows that wait for a task (a snapshot, a training run) carry `status`, `error`, `sent_at` and
 # `created_at`; these three functions send them and send them again, for both apps.
+
+
+def run_in_thread(name: str, work: Callable[[], Any]) -> threading.Thread:
+    """Run `work` in a daemon thread of this process: the embedded default's stand-in for a
+    worker (STEPWISE_TRAIN_IN_THREAD), so the request that started it answers at once."""
+
+    def target() -> None:
+        try:
+            work()
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 def send_row(model: type[models.Model], row_id: int, task_path: str, *, waiting: str) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, F, Max, OuterRef, QuerySet
 from django.utils import timezone
 
@@ -42,7 +42,7 @@ from modeling.models import (
 )
 from modeling.services import runs
 from modeling.training.selection import Candidate, select_generation
-from stepwise.celery import enqueue_on_commit
+from stepwise.celery import enqueue_on_commit, run_in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -311,15 +311,10 @@ def _send(run_id: int, step: str) -> None:
 def _run_in_thread(run_id: int, step: str) -> threading.Thread:
     def work() -> None:
         following: str | None = step
-        try:
-            while following is not None:
-                following = run_step(run_id, following)
-        finally:
-            connections.close_all()  # this thread's own connection
+        while following is not None:
+            following = run_step(run_id, following)
 
-    thread = threading.Thread(target=work, name=f"generation-run-{run_id}", daemon=True)
-    thread.start()
-    return thread
+    return run_in_thread(f"generation-run-{run_id}", work)
 
 
 def _set_step(run_id: int, step: str, **state: Any) -> None:

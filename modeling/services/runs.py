@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -41,7 +41,7 @@ from labeling.services.exporting import ExportFilters, iter_prm800k_lines, selec
 from modeling.models import EvaluationSet, ModelVersion, SolutionScore, TrainingRun
 from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
-from stepwise.celery import UNSENT, not_sent_since, resend_rows, send_row
+from stepwise.celery import UNSENT, not_sent_since, resend_rows, run_in_thread, send_row
 
 logger = logging.getLogger(__name__)
 
@@ -153,15 +153,7 @@ def runs_resend(now=None) -> int:
 
 
 def _train_in_thread(run_id: int) -> threading.Thread:
-    def work() -> None:
-        try:
-            execute_training_run(run_id)
-        finally:
-            connections.close_all()  # this thread's own connection
-
-    thread = threading.Thread(target=work, name=f"training-run-{run_id}", daemon=True)
-    thread.start()
-    return thread
+    return run_in_thread(f"training-run-{run_id}", lambda: execute_training_run(run_id))
 
 
 def cancel_training_run(run: TrainingRun) -> TrainingRun:
