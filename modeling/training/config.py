@@ -28,9 +28,10 @@ BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
     "lora_r": (int, 1, 4_096),
     "lora_alpha": (int, 1, 65_536),
     "lora_dropout": ((int, float), 0, 1),
+    "lora_blocks": (int, 1, 1_000),
     "checkpoint_every": (int, 1, 10**9),
 }
-OPTIONAL = {"backbone_layers", "max_steps"}
+OPTIONAL = {"backbone_layers", "max_steps", "lora_blocks"}
 DECAYS = ("linear", "cosine")
 
 
@@ -76,6 +77,11 @@ class TrainConfig:
     lora_r: int = _opt(16, "LoRA rank.")
     lora_alpha: int = _opt(32, "LoRA alpha (scale = alpha / r).")
     lora_dropout: float = _opt(0.05, "Dropout on the LoRA input.")
+    lora_blocks: int | None = _opt(
+        None,
+        "lora mode: adapters on the last N transformer blocks only (the backward pass stops "
+        "there: cheaper on a CPU). None puts them on every block.",
+    )
     cache_features: bool = _opt(
         True,
         "head mode: run the frozen backbone once over the data and train the head on the "
@@ -110,6 +116,7 @@ class TrainConfig:
         for name, count in (
             ("max_steps", self.max_steps),
             ("backbone_layers", self.backbone_layers),
+            ("lora_blocks", self.lora_blocks),
         ):
             if count is not None and count < 1:
                 raise ValueError(f"{name} must be at least 1 (or unset), not {count!r}")

@@ -78,21 +78,40 @@ def keep_first_layers(model: PreTrainedModel, n: int) -> None:
     total = model.config.num_hidden_layers
     if not 0 < n <= total:
         raise ValueError(f"backbone_layers must be in 1..{total}, not {n}")
-    blocks = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) == total]
-    if not blocks:
-        raise ValueError(f"cannot find the {total} transformer blocks of {type(model).__name__}")
-    del blocks[0][n:]
+    del transformer_blocks(model)[n:]
     model.config.num_hidden_layers = n
+
+
+def transformer_blocks(model: nn.Module) -> nn.ModuleList:
+    """The ModuleList of the model's blocks: the one as long as config.num_hidden_layers."""
+    total = model.config.num_hidden_layers
+    for module in model.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == total:
+            return module
+    raise ValueError(f"cannot find the {total} transformer blocks of {type(model).__name__}")
 
 
 def add_lora(backbone: PreTrainedModel, config: TrainConfig) -> PeftModel:
     from peft import LoraConfig, get_peft_model
 
+    targets: str | list[str] = "all-linear"
+    if config.lora_blocks is not None:
+        blocks = transformer_blocks(backbone)
+        if config.lora_blocks > len(blocks):
+            raise ValueError(f"lora_blocks must be at most the backbone's {len(blocks)} blocks")
+        # The linear layers of the last blocks by full name (peft's layers_to_transform
+        # cannot be combined with "all-linear").
+        last = {id(m) for block in blocks[-config.lora_blocks :] for m in block.modules()}
+        targets = [
+            name
+            for name, m in backbone.named_modules()
+            if isinstance(m, nn.Linear) and id(m) in last
+        ]
     lora = LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
-        target_modules="all-linear",
+        target_modules=targets,
     )
     return get_peft_model(backbone, lora)
 

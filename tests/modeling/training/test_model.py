@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from modeling.training.data import Solution, collate, pack_solution
@@ -65,6 +66,28 @@ def test_lora_mode_trains_adapters_and_head_only(tiny_llama, make_config, sample
     assert {"head.weight", "head.bias"} <= changed
     assert any("lora_" in n for n in changed)
     assert all("lora_" in n or n.startswith("head.") for n in changed)
+
+
+def test_lora_blocks_puts_adapters_on_the_last_blocks_only(
+    tiny_llama, make_config, samples, tmp_path
+):
+    config = make_config(tiny_llama, mode="lora", lora_blocks=1, max_steps=2)
+    torch.manual_seed(config.seed)
+    initial = _params(ProcessRewardModel.from_config(config))
+    train(config, samples)
+    trained = ProcessRewardModel.load(config.output_dir)  # the adapter's block list is saved
+    adapters = {n for n in _params(trained) if "lora_" in n}
+    assert adapters and all(".layers.1." in n for n in adapters)  # block 0 of 2 has none
+    changed = _changed(initial, trained)
+    assert any(".layers.1." in n and "lora_" in n for n in changed)
+    assert all("lora_" in n or n.startswith("head.") for n in changed)
+
+
+def test_lora_blocks_past_the_backbone_is_refused(tiny_llama, make_config):
+    with pytest.raises(ValueError, match="lora_blocks must be at most the backbone's 2 blocks"):
+        ProcessRewardModel.from_config(make_config(tiny_llama, mode="lora", lora_blocks=3))
+    with pytest.raises(ValueError, match="lora_blocks must be at least 1"):
+        make_config(tiny_llama, mode="lora", lora_blocks=0)
 
 
 def test_full_mode_trains_the_backbone_too(tiny_llama, make_config, samples, tmp_path):
