@@ -643,6 +643,23 @@ def evaluate_on_evaluation_set(
     return report
 
 
+# The gate's reasons, worded for what the AUROCs were measured on.
+_HELD_OUT_REASONS = {
+    "unmeasured": "not measured (no held-out -1 and non -1 steps)",
+    "unmeasurable": "no held-out -1 and non -1 steps to measure AUROC on",
+    "under": "held-out AUROC {auroc:.3f} is under {floor:.3f}",
+    "regresses": "held-out AUROC {auroc:.3f} regresses more than {max_regression} from the "
+    "active {previous:.3f}",
+}
+_SET_REASONS = {
+    "unmeasured": "not measured (no -1 and non -1 steps in {name})",
+    "unmeasurable": "{name} has no -1 and non -1 steps to measure AUROC on",
+    "under": "AUROC {auroc:.3f} on {name} is under {floor:.3f}",
+    "regresses": "AUROC {auroc:.3f} on {name} regresses more than {max_regression} from the "
+    "active model's {previous:.3f} on the same set",
+}
+
+
 def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dict[str, Any]:
     """Whether a new model may become active: step AUROC at least the floor, and not more
     than the allowed regression under the active model's.
@@ -652,81 +669,49 @@ def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dic
     recorded on its own run's split, which is not a like-for-like comparison."""
     floor = settings.STEPWISE_PRM_EVAL_MIN_AUROC
     max_regression = settings.STEPWISE_PRM_EVAL_MAX_REGRESSION
-    if metrics.get("evaluation_set") is not None:
-        return _gate_on_evaluation_set(metrics["evaluation_set"], active, floor, max_regression)
-    auroc = metrics.get("auroc")
-    gate: dict[str, Any] = {
-        "min_auroc": floor,
-        "max_regression": max_regression,
-        "auroc": auroc,
-        "evaluation_set": None,
-        "comparison": "held-out splits of each run, not a frozen evaluation set",
-    }
-    if auroc is None:
-        if floor <= 0:  # the gate is turned off
-            return {
-                **gate,
-                "passed": True,
-                "reason": "not measured (no held-out -1 and non -1 steps)",
-            }
-        return {
-            **gate,
-            "passed": False,
-            "reason": "no held-out -1 and non -1 steps to measure AUROC on",
-        }
+    on_set = metrics.get("evaluation_set")
+    gate: dict[str, Any] = {"min_auroc": floor, "max_regression": max_regression}
+    if on_set is not None:
+        name = f"evaluation set v{on_set['version']}"
+        reasons = _SET_REASONS
+        auroc, previous = on_set.get("new_auroc"), on_set.get("active_auroc")
+        gate["evaluation_set"] = on_set["version"]
+        gate["comparison"] = f"new and active model scored on {name} in this run"
+        error = on_set.get("error")
+        active_error = on_set.get("active_error") if active is not None else None
+    else:
+        name, reasons = "", _HELD_OUT_REASONS
+        auroc = metrics.get("auroc")
+        previous = (active.metrics or {}).get("auroc") if active else None
+        gate["evaluation_set"] = None
+        gate["comparison"] = "held-out splits of each run, not a frozen evaluation set"
+        error = active_error = None
+    gate.update(auroc=auroc, active_auroc=previous)
+    words = {"name": name, "auroc": auroc, "previous": previous, "floor": floor}
+
+    def verdict(passed: bool, reason: str = "") -> dict[str, Any]:
+        return {**gate, "passed": passed, "reason": reason}
+
+    def said(key: str) -> str:
+        return reasons[key].format(**words, max_regression=max_regression)
+
+    if error:
+        return verdict(False, error)
+    if auroc is None:  # a floor of 0 turns the gate off: then nothing measured is no refusal
+        return (
+            verdict(True, said("unmeasured"))
+            if floor <= 0
+            else verdict(False, said("unmeasurable"))
+        )
     if auroc < floor:
-        return {
-            **gate,
-            "passed": False,
-            "reason": f"held-out AUROC {auroc:.3f} is under {floor:.3f}",
-        }
-    previous = (active.metrics or {}).get("auroc") if active else None
-    gate["active_auroc"] = previous
-    if previous is not None and auroc < previous - max_regression:
-        reason = f"held-out AUROC {auroc:.3f} regresses more than {max_regression} from the active {previous:.3f}"
-        return {**gate, "passed": False, "reason": reason}
-    return {**gate, "passed": True, "reason": ""}
-
-
-def _gate_on_evaluation_set(
-    on_set: dict[str, Any], active: ModelVersion | None, floor: float, max_regression: float
-) -> dict[str, Any]:
-    name = f"evaluation set v{on_set['version']}"
-    auroc, previous = on_set.get("new_auroc"), on_set.get("active_auroc")
-    gate: dict[str, Any] = {
-        "min_auroc": floor,
-        "max_regression": max_regression,
-        "auroc": auroc,
-        "active_auroc": previous,
-        "evaluation_set": on_set["version"],
-        "comparison": f"new and active model scored on {name} in this run",
-    }
-
-    def failed(reason: str) -> dict[str, Any]:
-        return {**gate, "passed": False, "reason": reason}
-
-    if on_set.get("error"):
-        return failed(on_set["error"])
-    if auroc is None:
-        if floor <= 0:  # the gate is turned off
-            return {
-                **gate,
-                "passed": True,
-                "reason": f"not measured (no -1 and non -1 steps in {name})",
-            }
-        return failed(f"{name} has no -1 and non -1 steps to measure AUROC on")
-    if auroc < floor:
-        return failed(f"AUROC {auroc:.3f} on {name} is under {floor:.3f}")
-    if active is not None and on_set.get("active_error"):
-        return failed(
-            f"the active model {active} could not be scored on {name} ({on_set['active_error']})"
+        return verdict(False, said("under"))
+    if active_error:
+        return verdict(
+            False, f"the active model {active} could not be scored on {name} ({active_error})"
         )
     if previous is not None and auroc < previous - max_regression:
-        return failed(
-            f"AUROC {auroc:.3f} on {name} regresses more than {max_regression} "
-            f"from the active model's {previous:.3f} on the same set"
-        )
-    return {**gate, "passed": True, "reason": ""}
+        return verdict(False, said("regresses"))
+    return verdict(True)
 
 
 def evaluate_model_version(
