@@ -78,6 +78,7 @@ if SECRET_KEY is None:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+CSRF_FAILURE_VIEW = "stepwise.views.csrf_failure"
 SITE_NAME = env_str("SITE_NAME", "Stepwise")
 
 INSTALLED_APPS = [

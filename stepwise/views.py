@@ -35,6 +35,10 @@ SERVER_ERROR = (
     "try again, and tell your lead or administrator if it keeps happening."
 )
 FORBIDDEN = "Your role does not allow this."
+CSRF_REFUSED = (
+    "This form was not sent: the page was opened in an earlier session (you signed out or in "
+    "since, or the page is old). Nothing was saved. Reload the page and send it again."
+)
 NOT_FOUND = "Not found."  # DRF's words for its own 404s
 RETRY_AFTER_SECONDS = 5
 
@@ -65,6 +69,15 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     needed = getattr(exception, "roles", ())
     template = "403.html#refusal" if getattr(request, "htmx", False) else "403.html"
     return render(request, template, {"message": message, "needed_roles": needed}, status=403)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """Django's CSRF refusal (settings.CSRF_FAILURE_VIEW) as a page of the app: what to do,
+    not Django's plain page for developers. The reason stays in the log."""
+    if _wants_json(request):
+        return JsonResponse({"detail": f"CSRF failed: {reason}"}, status=403)
+    template = "403.html#refusal" if getattr(request, "htmx", False) else "403.html"
+    return render(request, template, {"message": CSRF_REFUSED}, status=403)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -52,6 +52,22 @@ def test_a_labeler_on_a_lead_page_is_told_why_and_which_role_it_needs(signed_in)
     assert '<a href="/label/">Label</a>' in html  # the app's own navigation, signed in
 
 
+def test_a_form_from_an_earlier_session_is_refused_with_a_page_of_the_app(labeler):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(labeler)
+    response = client.post(reverse("logout"))  # no CSRF token, as from a page of another session
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "<h1>Not allowed</h1>" in html
+    assert "Nothing was saved. Reload the page and send it again." in html
+    assert HOME_LINK in html and STYLESHEET in html
+    assert "_auth_user_id" in client.session  # the refused logout did nothing
+
+    asked_json = client.post(reverse("logout"), headers={"Accept": "application/json"})
+    assert asked_json.status_code == 403
+    assert asked_json.json()["detail"].startswith("CSRF failed: CSRF token missing")
+
+
 def test_a_page_for_several_roles_names_each(signed_in):
     html = signed_in.get("/modeling/runs/").content.decode()
     assert "Training runs are for leads and researchers." in html
