@@ -82,7 +82,7 @@ def keep_first_layers(model: PreTrainedModel, n: int) -> None:
     model.config.num_hidden_layers = n
 
 
-def transformer_blocks(model: nn.Module) -> nn.ModuleList:
+def transformer_blocks(model: PreTrainedModel) -> nn.ModuleList:
     """The ModuleList of the model's blocks: the one as long as config.num_hidden_layers."""
     total = model.config.num_hidden_layers
     for module in model.modules():
