@@ -13,6 +13,7 @@ them answers JSON, as DRF's own errors do."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.db import InterfaceError, OperationalError
@@ -63,21 +64,23 @@ def _wants_json(request: HttpRequest) -> bool:
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     """The refusal's own message (`roles.require` names who may come in) and the roles needed."""
-    message = str(exception) or FORBIDDEN
-    if _wants_json(request):
-        return JsonResponse({"detail": message}, status=403)
-    needed = getattr(exception, "roles", ())
-    template = "403.html#refusal" if getattr(request, "htmx", False) else "403.html"
-    return render(request, template, {"message": message, "needed_roles": needed}, status=403)
+    return _refusal(request, str(exception) or FORBIDDEN, getattr(exception, "roles", ()))
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """Django's CSRF refusal (settings.CSRF_FAILURE_VIEW) as a page of the app: what to do,
-    not Django's plain page for developers. The reason stays in the log."""
+    not Django's plain page for developers. Django logs the reason."""
+    return _refusal(request, CSRF_REFUSED, json_detail=f"CSRF failed: {reason}")
+
+
+def _refusal(
+    request: HttpRequest, message: str, needed_roles: Any = (), json_detail: str = ""
+) -> HttpResponse:
+    """A 403: JSON under /api/, the card alone for htmx, else the page."""
     if _wants_json(request):
-        return JsonResponse({"detail": f"CSRF failed: {reason}"}, status=403)
+        return JsonResponse({"detail": json_detail or message}, status=403)
     template = "403.html#refusal" if getattr(request, "htmx", False) else "403.html"
-    return render(request, template, {"message": CSRF_REFUSED}, status=403)
+    return render(request, template, {"message": message, "needed_roles": needed_roles}, status=403)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
