@@ -10,7 +10,7 @@ from django import forms
 from django.conf import settings
 
 from labeling.models import Batch
-from modeling.training.config import MODES, TrainConfig
+from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
 
 ALL_DATA = "all"
 _DEFAULTS = TrainConfig()
@@ -54,7 +54,13 @@ class TrainingRunForm(forms.Form):
         min_value=1, required=False, label="Max steps", help_text="Overrides epochs."
     )
     lr = forms.FloatField(
-        min_value=1e-9, max_value=1.0, initial=_DEFAULTS.lr, label="Learning rate"
+        min_value=1e-9,
+        max_value=1.0,
+        required=False,
+        label="Learning rate",
+        help_text="Empty: the mode's default ("
+        + ", ".join(f"{mode} {lr:g}" for mode, lr in LR_DEFAULTS.items())
+        + ").",
     )
     batch_tokens = forms.IntegerField(
         min_value=64, initial=_DEFAULTS.batch_tokens, label="Batch tokens"
@@ -99,7 +105,10 @@ class TrainingRunForm(forms.Form):
         """The TrainConfig overrides; the service checks them (unknown fields, bad values)."""
         data = self.cleaned_data
         # "Other settings" come first so the named fields above them win.
-        return {**data["extra"], **{name: data[name] for name in CONFIG_FIELDS}}
+        named = {name: data[name] for name in CONFIG_FIELDS}
+        if named["lr"] is None:  # empty: "other settings" or the mode's default
+            del named["lr"]
+        return {**data["extra"], **named}
 
     def filters(self) -> dict[str, Any]:
         """ExportFilters fields for the chosen labels."""

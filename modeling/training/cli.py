@@ -74,6 +74,28 @@ def config_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def config_flags(config: TrainConfig) -> list[str]:
+    """The command-line flags that make `train` build exactly this config (for a launcher
+    that runs the CLI under torchrun)."""
+    flags: list[str] = []
+    for f in dataclasses.fields(TrainConfig):
+        value = getattr(config, f.name)
+        if value is not None:
+            flags += [f"--{f.name}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return flags
+
+
+def file_progress(path: str) -> Callable[[Any], None]:
+    """Progress as JSON lines appended to a file: how a supervising process (the Celery GPU
+    task) follows a run it launched under torchrun."""
+
+    def report(p: Any) -> None:
+        with open(path, "a") as f:
+            f.write(json.dumps(dataclasses.asdict(p)) + "\n")
+
+    return report
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -98,6 +120,10 @@ def tqdm_progress() -> Callable[[Any], None]:
     return report
 
 
+def stop_file(path: str | None) -> Callable[[], bool] | None:
+    return (lambda: os.path.exists(path)) if path else None
+
+
 def tqdm_counter(desc: str) -> Callable[[int, int], None]:
     bar: list[tqdm] = []
 
@@ -113,9 +139,17 @@ def tqdm_counter(desc: str) -> Callable[[int, int], None]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train import train
+    """Train in this process, or as one of torchrun's (every rank runs this same command)."""
+    from .distributed import process_group
 
     config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    with process_group(config.device) as world:
+        return train_command(args, config, main=world.main)
+
+
+def train_command(args: argparse.Namespace, config: TrainConfig, *, main: bool) -> int:
+    from .train import train
+
     if not config.dataset_version:
         config = config.replace(dataset_version=files_sha256([*args.prm800k, *args.parquet]))
     examples = load_examples(args.prm800k, args.parquet)
@@ -124,6 +158,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     train_set, test_set = split_by_problem(examples, args.holdout_fraction, config.seed)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if not main:  # rank 0 writes the split and talks; the others only train
+        train(config, train_set, should_stop=stop_file(args.stop_file))
+        return 0
     split = {
         "seed": config.seed,
         "holdout_fraction": args.holdout_fraction,
@@ -137,7 +174,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{len(test_set)} held out ({len(split['test_problems'])} problems)",
         file=sys.stderr,
     )
-    result = train(config, train_set, progress=tqdm_progress())
+    reporters = [tqdm_progress()]
+    if args.progress_file:
+        reporters.append(file_progress(args.progress_file))
+
+    def progress(p: Any) -> None:
+        for report in reporters:
+            report(p)
+
+    result = train(config, train_set, progress=progress, should_stop=stop_file(args.stop_file))
     print(
         json.dumps(
             {"output_dir": result.output_dir, "stopped": result.stopped, **result.metrics}, indent=2
@@ -218,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="use a seeded random subset of this many problems",
+    )
+    train.add_argument(
+        "--progress-file", help="also append progress as JSON lines here (for a supervisor)"
+    )
+    train.add_argument(
+        "--stop-file",
+        help="stop at the next step, with a checkpoint, once this file exists (resume later)",
     )
     train.set_defaults(func=cmd_train)
 

@@ -10,6 +10,10 @@ from typing import Any
 from .backbones import DEFAULT_BACKBONE
 
 MODES = ("full", "lora", "head")
+# Peak learning rate when none is given: a fresh linear head takes large steps, adapters
+# smaller, and full fine-tuning of a pretrained backbone small ones (TRL/PEFT's usual ranges).
+LR_DEFAULTS = {"head": 1e-3, "lora": 2e-4, "full": 2e-5}
+DTYPES = ("auto", "float32", "bfloat16")
 # (type, lowest, highest) of each numeric field; the lower bounds that matter are checked with
 # their own message below. Upper bounds are far past any real run and inside the DB columns.
 BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
@@ -30,6 +34,8 @@ BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
     "lora_dropout": ((int, float), 0, 1),
     "lora_blocks": (int, 1, 1_000),
     "checkpoint_every": (int, 1, 10**9),
+    "num_workers": (int, 0, 256),
+    "log_every": (int, 1, 10**6),
 }
 OPTIONAL = {"backbone_layers", "max_steps", "lora_blocks"}
 DECAYS = ("linear", "cosine")
@@ -54,7 +60,10 @@ class TrainConfig:
     mode: str = _opt(
         "head", "full: train everything; lora: adapters + head; head: frozen backbone."
     )
-    lr: float = _opt(1e-3, "Peak learning rate (AdamW).")
+    lr: float = _opt(
+        None,
+        "Peak learning rate (AdamW). Unset: the mode's default (head 1e-3, lora 2e-4, full 2e-5).",
+    )
     weight_decay: float = _opt(0.0, "AdamW weight decay (not applied to biases and norms).")
     epochs: float = _opt(1.0, "Passes over the training rows; ignored when max_steps is set.")
     max_steps: int | None = _opt(None, "Optimizer steps; overrides epochs.")
@@ -91,12 +100,40 @@ class TrainConfig:
     output_dir: str = _opt("runs/prm", "Where the model, checkpoints and metrics go.")
     device: str = _opt("auto", "auto (CUDA if available, else CPU), cpu, cuda, cuda:1 ...")
     bf16: str = _opt("auto", "auto (on CUDA only), true or false: bf16 autocast.")
+    dtype: str = _opt(
+        "auto",
+        "Storage dtype of the backbone weights: auto (bfloat16 for head and lora on CUDA, "
+        "float32 master weights for full and on CPU), float32 or bfloat16 (full: pure bf16, "
+        "half the memory, no fp32 master copy).",
+    )
+    gradient_checkpointing: bool = _opt(
+        False,
+        "Recompute each block's activations in the backward pass: long solutions and big "
+        "backbones fit, at about a third more compute (lora, full).",
+    )
+    compile: bool = _opt(
+        False, "torch.compile each transformer block (dynamic shapes): faster steps on CUDA."
+    )
+    num_workers: int = _opt(
+        0,
+        "DataLoader worker processes that build the padded batches (pinned memory on CUDA); "
+        "0 builds them in the training process.",
+    )
+    log_every: int = _opt(
+        1,
+        "Read the loss back from the device (and report progress, check for a stop) every N "
+        "optimizer steps; the loss curve keeps every step.",
+    )
     dataset_version: str = _opt("", "Snapshot sha256 of the training data, saved with the model.")
 
     def __post_init__(self) -> None:
-        self._check_types()
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.lr is None:
+            self.lr = LR_DEFAULTS[self.mode]
+        self._check_types()
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, not {self.dtype!r}")
         if self.decay not in DECAYS:
             raise ValueError(f"decay must be one of {DECAYS}, not {self.decay!r}")
         if self.bf16 not in ("auto", "true", "false"):
@@ -136,11 +173,12 @@ class TrainConfig:
                 raise ValueError(f"{name} must be {what}, not {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"{name} must be finite, not {value!r}")
-        for name in ("backbone", "mode", "decay", "output_dir", "device", "bf16"):
+        for name in ("backbone", "mode", "decay", "output_dir", "device", "bf16", "dtype"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a string, not {getattr(self, name)!r}")
-        if not isinstance(self.cache_features, bool):
-            raise ValueError(f"cache_features must be true or false, not {self.cache_features!r}")
+        for name in ("cache_features", "gradient_checkpointing", "compile"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, not {getattr(self, name)!r}")
 
     def _check_bounds(self) -> None:
         for name, (_, low, high) in BOUNDS.items():
@@ -160,4 +198,7 @@ class TrainConfig:
         return cls(**data)
 
     def replace(self, **changes: Any) -> TrainConfig:
+        mode = changes.get("mode", self.mode)
+        if mode != self.mode and "lr" not in changes and self.lr == LR_DEFAULTS.get(self.mode):
+            changes["lr"] = None  # the new mode's default, not the old one's
         return dataclasses.replace(self, **changes)

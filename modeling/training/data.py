@@ -410,12 +410,17 @@ class Batch:
     slots: list[tuple[int, int]]  # (example, slot) per step end
     n_tokens: int  # real (unpadded) tokens
 
-    def to(self, device: torch.device | str) -> Batch:
-        move = {
-            k: getattr(self, k).to(device)
-            for k in ("input_ids", "position_ids", "segment", "visible", "ends", "labels")
-        }
+    TENSORS = ("input_ids", "position_ids", "segment", "visible", "ends", "labels")
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        move = {k: getattr(self, k).to(device, non_blocking=non_blocking) for k in self.TENSORS}
         return Batch(**move, slots=self.slots, n_tokens=self.n_tokens)
+
+    def pin_memory(self) -> Batch:
+        """Page-locked copies (DataLoader's pin_memory calls this): the copy to the GPU can
+        then overlap the step before it."""
+        pinned = {k: getattr(self, k).pin_memory() for k in self.TENSORS}
+        return Batch(**pinned, slots=self.slots, n_tokens=self.n_tokens)
 
 
 def collate(rows: Sequence[Row], pad_id: int) -> Batch:

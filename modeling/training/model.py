@@ -7,7 +7,8 @@ encoder then runs with a mask it was not pre-trained with: weaker features, no l
 
 Saved layout (safetensors throughout, nothing fetched on load)::
 
-    out/prm.json            effective TrainConfig, dataset_version, backbone, layout
+    out/prm.json            effective TrainConfig, dataset_version, backbone, layout, and the
+                            world_size and global batch it was trained with
     out/head.safetensors    the head
     out/backbone/           mode "full": the whole fine-tuned backbone
     out/adapter/            mode "lora": the peft adapter
@@ -54,18 +55,29 @@ def load_tokenizer(name: str) -> Any:
     return AutoTokenizer.from_pretrained(resolve_backbone(name), local_files_only=True)
 
 
-def load_backbone(name: str, layers: int | None = None) -> PreTrainedModel:
+def storage_dtype(config: TrainConfig, device: torch.device) -> torch.dtype:
+    """The dtype the backbone's weights are kept in (config.dtype; "auto": bf16 where they
+    are frozen or only adapted on CUDA, fp32 master weights for full fine-tuning and CPUs)."""
+    if config.dtype == "auto":
+        frozen = config.mode in ("head", "lora")
+        return torch.bfloat16 if frozen and device.type == "cuda" else torch.float32
+    return getattr(torch, config.dtype)
+
+
+def load_backbone(
+    name: str, layers: int | None = None, dtype: torch.dtype = torch.float32
+) -> PreTrainedModel:
     """The base model (no LM head) for a backbone name, from local files only."""
     from transformers import AutoModel
 
     path = resolve_backbone(name)
     try:
         model = AutoModel.from_pretrained(
-            path, local_files_only=True, dtype=torch.float32, attn_implementation="sdpa"
+            path, local_files_only=True, dtype=dtype, attn_implementation="sdpa"
         )
     except (ValueError, ImportError):  # architectures without SDPA support
         model = AutoModel.from_pretrained(
-            path, local_files_only=True, dtype=torch.float32, attn_implementation="eager"
+            path, local_files_only=True, dtype=dtype, attn_implementation="eager"
         )
     if layers is not None:
         keep_first_layers(model, layers)
@@ -131,13 +143,29 @@ class ProcessRewardModel(nn.Module):
             self.backbone.requires_grad_(False)
 
     @classmethod
-    def from_config(cls, config: TrainConfig) -> ProcessRewardModel:
-        """A fresh model: pretrained backbone, mode applied, new head (seeded by the caller)."""
-        backbone = load_backbone(config.backbone, config.backbone_layers)
+    def from_config(
+        cls, config: TrainConfig, device: torch.device | None = None
+    ) -> ProcessRewardModel:
+        """A fresh model: pretrained backbone in its storage dtype for `device`, activation
+        checkpointing, mode and compilation applied, new head (seeded by the caller)."""
+        dtype = storage_dtype(config, device or torch.device("cpu"))
+        backbone = load_backbone(config.backbone, config.backbone_layers, dtype)
         tokenizer = load_tokenizer(config.backbone)
-        if config.mode == "lora":
-            return cls(add_lora(backbone, config), tokenizer, config)
-        return cls(backbone, tokenizer, config)
+        if config.gradient_checkpointing and config.mode != "head":
+            # Non-reentrant: works with frozen inputs (LoRA) and with FSDP2.
+            backbone.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        blocks = transformer_blocks(backbone)
+        model = cls(
+            add_lora(backbone, config) if config.mode == "lora" else backbone, tokenizer, config
+        )
+        if config.compile:
+            # Block by block (as torchtitan does): one compiled graph serves every block, and
+            # FSDP2 still wraps each block. Dynamic: length-bucketed batches vary in shape.
+            for block in blocks:
+                block.compile(dynamic=True)
+        return model
 
     @property
     def pad_id(self) -> int:
@@ -175,7 +203,9 @@ class ProcessRewardModel(nn.Module):
 
     # --------------------------------------------------------------- save / load
 
-    def save(self, out_dir: str | Path) -> Path:
+    def save(self, out_dir: str | Path, run: dict[str, Any] | None = None) -> Path:
+        """Write the layout above; `run` (how it was trained: processes, global batch) goes
+        into prm.json as it is."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         save_file(
@@ -194,6 +224,7 @@ class ProcessRewardModel(nn.Module):
             "dataset_version": self.config.dataset_version,
             "layout": {"separator": SEPARATOR, "classes": [-1, 0, 1], "label_at": "step end"},
             "config": self.config.to_dict(),
+            **(run or {}),
         }
         (out / "prm.json").write_text(json.dumps(meta, indent=2) + "\n")
         return out

@@ -14,22 +14,35 @@ import math
 import shutil
 import time
 from array import array
-from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
 
 from .config import TrainConfig
-from .data import IGNORE, LabeledSolution, Row, build_features, collate, length_batches
-from .model import ProcessRewardModel, resolve_device
+from .data import IGNORE, Batch, LabeledSolution, Row, build_features, collate, length_batches
+from .distributed import World, all_sum, any_rank, barrier, current_world, rank_device
+from .model import ProcessRewardModel, resolve_device, transformer_blocks
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # Changing these between an interrupted run and its resume does not change the result.
-RESUMABLE_CHANGES = {"output_dir", "device", "checkpoint_every"}
+RESUMABLE_CHANGES = {
+    "output_dir",
+    "device",
+    "checkpoint_every",
+    "num_workers",
+    "log_every",
+    "gradient_checkpointing",
+    "compile",
+}
 KEEP_CHECKPOINTS = 2
 
 
@@ -64,17 +77,25 @@ def train(
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
 ) -> TrainResult:
+    """Train in this process, or as one rank of a torchrun process group (see distributed.py):
+    every rank gets the same examples and config and takes its share of each step."""
     started = time.perf_counter()
+    world = current_world()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(config.device)
+    device = rank_device(resolve_device(config.device), world)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls (the head, fp32 masters)
+        torch.backends.cudnn.allow_tf32 = True
     autocast = bf16_autocast(config, device)
-    report = progress or (lambda p: None)
+    report = (progress or (lambda p: None)) if world.main else (lambda p: None)
     stop = should_stop or (lambda: False)
 
-    # Model and data. The head is seeded so a fresh run and a resumed one start alike.
+    # Model and data. Seeded alike on every rank: a fresh run and a resumed one, one process
+    # or many, start from the same head (FSDP2 shards what each rank built, never broadcasts).
     torch.manual_seed(config.seed)
-    model = ProcessRewardModel.from_config(config).to(device)
+    model = ProcessRewardModel.from_config(config, device).to(device)
     rows = [
         r
         for r in build_features(examples, model.tokenizer, config.max_length)
@@ -84,91 +105,110 @@ def train(
         raise ValueError("no labelled step in the training examples")
     batches = length_batches([len(r) for r in rows], config.batch_tokens)
     labels_per_batch = [sum(lab != IGNORE for i in b for lab in rows[i].labels) for b in batches]
-    total_steps = config.max_steps or max(
-        1, math.ceil(config.epochs * len(batches) / config.grad_accum)
-    )
+    # One optimizer step takes grad_accum micro-batches on each rank.
+    per_step = config.grad_accum * world.size
+    total_steps = config.max_steps or max(1, math.ceil(config.epochs * len(batches) / per_step))
 
-    # Head mode: the frozen backbone's step-end features, computed once.
+    # Head mode: the frozen backbone's step-end features, computed once (shared out by rank).
     cached: list[tuple[torch.Tensor, torch.Tensor]] | None = None
     feature_s = 0.0
     if config.mode == "head" and config.cache_features:
         t0 = time.perf_counter()
-        key = features_key(config, rows, batches)
-        cached = load_features(out, key, device)
-        if cached is not None:  # a resumed run: the frozen backbone would give the same again
-            report(Progress("features", len(batches), len(batches), elapsed_s=0.0))
-        else:
-            cached = cache_features(model, rows, batches, device, autocast, report, stop)
-            if cached is None:
-                return TrainResult(str(out), 0, total_steps, stopped=True)
-            save_features(out, key, cached)
+        cached = features_for(model, config, rows, batches, device, autocast, report, stop, world)
+        if cached is None:
+            return TrainResult(str(out), 0, total_steps, stopped=True)
         feature_s = time.perf_counter() - t0
 
-    optimizer = make_optimizer(model, config)
+    trained = wrap_for_training(model, config, world, device, cached is not None)
+    optimizer = make_optimizer(model, config, device)
     scheduler = lr_scheduler(optimizer, config, total_steps)
     class_weights = torch.tensor([1.0, config.neutral_weight, 1.0], device=device)
     step, loss_curve = 0, list[tuple[int, float]]()
     checkpoint = latest_checkpoint(out)
     if checkpoint is not None:
-        step, loss_curve = restore_checkpoint(checkpoint, model, optimizer, scheduler, config)
+        step, loss_curve = restore_checkpoint(
+            checkpoint, model, optimizer, scheduler, config, world
+        )
 
+    def micro_batches(from_step: int) -> Iterator[int]:
+        """This rank's batch indices, step after step: a share of each step's micro-batches."""
+        for s in range(from_step, total_steps):
+            for m in range(config.grad_accum):
+                index = s * per_step + world.rank * config.grad_accum + m
+                yield batch_at(index, len(batches), config.seed)
+
+    order = micro_batches(step)
+    loader = (
+        None
+        if cached is not None
+        else iter(batch_loader(rows, batches, list(order), model.pad_id, config, device))
+    )
     model.train()
     tokens, t_train = 0, time.perf_counter()
     stopped = False
+    pending: list[tuple[int, torch.Tensor]] = []  # step losses still on the device
     while step < total_steps:
-        if stop():
+        if step % config.log_every == 0 and any_rank(stop(), world, device):
             stopped = True
             break
-        micro = [
-            batch_at(step * config.grad_accum + m, len(batches), config.seed)
-            for m in range(config.grad_accum)
-        ]
-        n_labels = sum(labels_per_batch[b] for b in micro)  # one mean over the whole step
-        step_loss = 0.0
-        for b in micro:
-            if cached is not None:
-                features, labels = cached[b]
-                logits = model.head(features)
-            else:
-                batch = collate([rows[i] for i in batches[b]], model.pad_id).to(device)
-                with autocast:
-                    logits = model(batch)
-                labels = batch.labels
-                tokens += batch.n_tokens
-            loss = (
-                F.cross_entropy(
-                    logits.float(),
-                    labels,
-                    weight=class_weights,
-                    ignore_index=IGNORE,
-                    reduction="sum",
+        first = step * per_step
+        n_labels = sum(
+            labels_per_batch[batch_at(first + m, len(batches), config.seed)]
+            for m in range(per_step)
+        )  # one mean over the whole step, on every rank
+        step_loss = torch.zeros((), device=device)
+        for m in range(config.grad_accum):
+            with gradient_sync(trained, last=m == config.grad_accum - 1, world=world):
+                if cached is not None:
+                    features, labels = cached[next(order)]
+                    logits = trained(features)
+                else:
+                    assert loader is not None
+                    batch = next(loader).to(device, non_blocking=True)
+                    with autocast:
+                        logits = trained(batch)
+                    labels = batch.labels
+                    tokens += batch.n_tokens
+                loss = (
+                    F.cross_entropy(
+                        logits.float(),
+                        labels,
+                        weight=class_weights,
+                        ignore_index=IGNORE,
+                        reduction="sum",
+                    )
+                    / n_labels
                 )
-                / n_labels
-            )
-            loss.backward()
-            step_loss += loss.item()
+                # DDP and FSDP average gradients over ranks; the step's loss is their sum.
+                (loss * world.size).backward()
+            step_loss += loss.detach()
         if config.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
-        loss_curve.append((step, step_loss))
-        report(
-            Progress(
-                "train",
-                step,
-                total_steps,
-                step_loss,
-                float(scheduler.get_last_lr()[0]),
-                time.perf_counter() - started,
+        pending.append((step, step_loss))
+        if step % config.log_every == 0 or step == total_steps:
+            flush_losses(pending, loss_curve, world)
+            report(
+                Progress(
+                    "train",
+                    step,
+                    total_steps,
+                    loss_curve[-1][1],
+                    float(scheduler.get_last_lr()[0]),
+                    time.perf_counter() - started,
+                )
             )
-        )
         if step % config.checkpoint_every == 0 and step < total_steps:
-            save_checkpoint(out, step, model, optimizer, scheduler, loss_curve, config)
+            flush_losses(pending, loss_curve, world)
+            save_checkpoint(out, step, model, optimizer, scheduler, loss_curve, config, world)
 
+    flush_losses(pending, loss_curve, world)
     train_s = time.perf_counter() - t_train
-    save_checkpoint(out, step, model, optimizer, scheduler, loss_curve, config)
+    tokens = int(all_sum(torch.tensor([tokens], device=device), world).item())
+    save_checkpoint(out, step, model, optimizer, scheduler, loss_curve, config, world)
     metrics = {
         "rows": len(rows),
         "labels": sum(labels_per_batch),
@@ -179,10 +219,13 @@ def train(
         # Cached head training reads features, not tokens: its tokens/s would mislead.
         "train_tokens_per_s": round(tokens / train_s, 1) if tokens and train_s else 0.0,
         "seconds": round(time.perf_counter() - started, 3),
+        "world_size": world.size,
     }
     if not stopped:
-        model.save(out)
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+        save_model(model, config, out, world)
+        if world.main:
+            (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    barrier(world)
     return TrainResult(str(out), step, total_steps, stopped, metrics, loss_curve)
 
 
@@ -217,7 +260,9 @@ def lr_scheduler(
     )
 
 
-def make_optimizer(model: ProcessRewardModel, config: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: nn.Module, config: TrainConfig, device: torch.device | None = None
+) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim >= 2]  # matrices; not biases or norms
     no_decay = [p for p in params if p.ndim < 2]
@@ -225,7 +270,176 @@ def make_optimizer(model: ProcessRewardModel, config: TrainConfig) -> torch.opti
         {"params": decay, "weight_decay": config.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=config.lr)
+    # Fused: one kernel for every parameter's update on CUDA instead of a loop of small ones.
+    fused = device is not None and device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=config.lr, fused=fused or None)
+
+
+def wrap_for_training(
+    model: ProcessRewardModel,
+    config: TrainConfig,
+    world: World,
+    device: torch.device,
+    head_only: bool,
+) -> nn.Module:
+    """The module each step calls: the model (or its head, over cached features) itself in
+    one process; under DDP for head and LoRA, FSDP2-sharded for full fine-tuning."""
+    module: nn.Module = model.head if head_only else model
+    if not world.distributed:
+        return module
+    if config.mode == "full" and not head_only:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        bf16 = device.type == "cuda" and config.bf16 != "false"
+        policy = (
+            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if bf16
+            else MixedPrecisionPolicy()
+        )
+        for block in transformer_blocks(cast("PreTrainedModel", model.backbone)):
+            fully_shard(block, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)  # the rest: embeddings, final norm, head
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(module, device_ids=ids)
+
+
+@contextmanager
+def gradient_sync(module: nn.Module, *, last: bool, world: World) -> Iterator[None]:
+    """Reduce gradients across ranks once per optimizer step, after its last micro-batch."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.nn.parallel import DistributedDataParallel
+
+    if isinstance(module, FSDPModule):
+        module.set_requires_gradient_sync(last or not world.distributed)
+        yield
+    elif isinstance(module, DistributedDataParallel) and not last:
+        with module.no_sync():
+            yield
+    else:
+        yield
+
+
+def flush_losses(
+    pending: list[tuple[int, torch.Tensor]], loss_curve: list[tuple[int, float]], world: World
+) -> None:
+    """Read the steps' losses back from the device (summed over ranks) into the curve."""
+    if not pending:
+        return
+    values = all_sum(torch.stack([loss for _, loss in pending]), world).tolist()
+    loss_curve += [(step, value) for (step, _), value in zip(pending, values, strict=True)]
+    pending.clear()
+
+
+class _Batches(Dataset):
+    """Batch i padded and collated: what a DataLoader worker builds ahead of the step."""
+
+    def __init__(self, rows: Sequence[Row], batches: Sequence[Sequence[int]], pad_id: int):
+        self.rows, self.batches, self.pad_id = rows, batches, pad_id
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> Batch:
+        return collate([self.rows[i] for i in self.batches[index]], self.pad_id)
+
+
+def batch_loader(
+    rows: Sequence[Row],
+    batches: Sequence[Sequence[int]],
+    order: Sequence[int],
+    pad_id: int,
+    config: TrainConfig,
+    device: torch.device,
+) -> DataLoader:
+    """The batches in `order`, collated by config.num_workers worker processes (none: in this
+    one), pinned for an asynchronous copy on CUDA."""
+    return DataLoader(
+        _Batches(rows, batches, pad_id),
+        batch_size=None,  # items are whole batches already
+        sampler=order,
+        num_workers=config.num_workers,
+        pin_memory=device.type == "cuda",
+        prefetch_factor=4 if config.num_workers else None,
+        # Its own generator: starting a loader draws a worker seed, which must not move the
+        # global RNG (dropout) or a resumed run would part from an uninterrupted one.
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+
+
+def features_for(
+    model: ProcessRewardModel,
+    config: TrainConfig,
+    rows: Sequence[Row],
+    batches: Sequence[Sequence[int]],
+    device: torch.device,
+    autocast: Any,
+    report: ProgressFn,
+    stop: StopFn,
+    world: World,
+) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Every batch's step-end features: from the output folder when an earlier attempt left
+    them, else computed, each rank a share of the batches, and shared through the folder."""
+    out = Path(config.output_dir)
+    key = features_key(config, rows, batches)
+    cached = load_features(out, key, device)
+    if cached is not None:  # a resumed run: the frozen backbone would give the same again
+        report(Progress("features", len(batches), len(batches), elapsed_s=0.0))
+        return cached
+    mine = list(range(world.rank, len(batches), world.size))
+    computed = cache_features(
+        model, rows, [batches[b] for b in mine], device, autocast, report, stop
+    )
+    if any_rank(computed is None, world, device):
+        return None
+    assert computed is not None
+    if not world.distributed:
+        save_features(out, key, computed)
+        return computed
+    shard = out / f"{FEATURES_FILE}.rank{world.rank}"
+    torch.save([(f.cpu(), lab.cpu()) for f, lab in computed], shard)
+    barrier(world)
+    features: list[tuple[torch.Tensor, torch.Tensor]] = [None] * len(batches)  # type: ignore[list-item]
+    for rank in range(world.size):
+        saved = torch.load(out / f"{FEATURES_FILE}.rank{rank}", weights_only=True)
+        for b, pair in zip(range(rank, len(batches), world.size), saved, strict=True):
+            features[b] = (pair[0].to(device), pair[1].to(device))
+    barrier(world)
+    if world.main:
+        save_features(out, key, features)
+    (out / f"{FEATURES_FILE}.rank{world.rank}").unlink()
+    return features
+
+
+def save_model(model: ProcessRewardModel, config: TrainConfig, out: Path, world: World) -> None:
+    """The trained model as model.save lays it out, written by rank 0; with the number of
+    processes and the global batch it was trained with in prm.json."""
+    run = {
+        "world_size": world.size,
+        "global_batch": {
+            "micro_batches": config.grad_accum * world.size,
+            "batch_tokens": config.batch_tokens,
+        },
+    }
+    if world.distributed and config.mode == "full":
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
+
+        # Sharded: gather the full weights (every rank takes part) into a plain copy.
+        full = get_model_state_dict(
+            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+        if world.main:
+            plain = ProcessRewardModel.from_config(config)
+            plain.load_state_dict(full)
+            plain.save(out, run=run)
+    elif world.main:
+        model.save(out, run=run)
+    barrier(world)
 
 
 @torch.no_grad()
@@ -316,30 +530,59 @@ def save_checkpoint(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     loss_curve: list[tuple[int, float]],
     config: TrainConfig,
+    world: World | None = None,
 ) -> Path:
+    """The trained parameters and the optimizer through torch.distributed.checkpoint (every
+    rank writes its shard; read back on any number of processes), the rest by rank 0."""
+    import torch.distributed.checkpoint as dcp
+
+    world = world or current_world()
     root = out / "checkpoints"
     final = root / f"step-{step:08d}"
     tmp = root / f"step-{step:08d}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    state = {k: v.contiguous().cpu() for k, v in model.trainable_state().items()}
-    save_file(state, tmp / "trainable.safetensors")
-    torch.save(
-        {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        },
-        tmp / "state.pt",
-    )
-    meta = {"step": step, "loss_curve": loss_curve, "config": config.to_dict()}
-    (tmp / "meta.json").write_text(json.dumps(meta) + "\n")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)  # a checkpoint is complete or absent, never half-written
-    for old in sorted(root.glob("step-*[0-9]"))[:-KEEP_CHECKPOINTS]:
-        shutil.rmtree(old, ignore_errors=True)
+    if world.main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    barrier(world)
+    dcp.save(trainable_state(model, optimizer), checkpoint_id=tmp / "dcp")
+    if world.main:
+        torch.save(
+            {
+                "scheduler": scheduler.state_dict(),
+                "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+            tmp / "state.pt",
+        )
+        meta = {
+            "step": step,
+            "loss_curve": loss_curve,
+            "config": config.to_dict(),
+            "world_size": world.size,
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta) + "\n")
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)  # a checkpoint is complete or absent, never half-written
+        for old in sorted(root.glob("step-*[0-9]"))[:-KEEP_CHECKPOINTS]:
+            shutil.rmtree(old, ignore_errors=True)
+    barrier(world)
     return final
+
+
+def trainable_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """What a checkpoint holds of the model and optimizer, keyed by parameter name (so it
+    reshards): only the parameters this mode trains, never the frozen backbone."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(ignore_frozen_params=True)
+    return {
+        "model": get_model_state_dict(model, options=options),
+        "optimizer": get_optimizer_state_dict(model, optimizer, options=options),
+    }
 
 
 def restore_checkpoint(
@@ -348,24 +591,68 @@ def restore_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     config: TrainConfig,
+    world: World | None = None,
 ) -> tuple[int, list[tuple[int, float]]]:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    world = world or current_world()
     meta = json.loads((path / "meta.json").read_text())
+    check_resumable(path, meta, config, world)
+    if not (path / "dcp").is_dir():
+        raise ValueError(
+            f"{path} is a checkpoint of an older Stepwise; resume with that version or use a "
+            "fresh output_dir"
+        )
+    state = trainable_state(model, optimizer)
+    try:
+        dcp.load(state, checkpoint_id=path / "dcp")
+    except Exception as exc:  # DCP names what it misses in a long CheckpointException
+        raise ValueError(f"{path} does not match this model: {str(exc)[:500]}") from exc
+    # Not strict: the frozen backbone is not in a checkpoint (dcp.load above has already
+    # refused one that lacks a trained parameter).
+    options = StateDictOptions(ignore_frozen_params=True, strict=False)
+    set_model_state_dict(model, state["model"], options=options)
+    set_optimizer_state_dict(model, optimizer, state["optimizer"], options=options)
+    saved = torch.load(path / "state.pt", weights_only=True)
+    scheduler.load_state_dict(saved["scheduler"])
+    torch.set_rng_state(saved["rng"])
+    if saved["cuda_rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(saved["cuda_rng"])
+    return meta["step"], [tuple(x) for x in meta["loss_curve"]]
+
+
+def check_resumable(path: Path, meta: dict[str, Any], config: TrainConfig, world: World) -> None:
+    """Same config, except what RESUMABLE_CHANGES lists, and the same global batch: on another
+    number of processes, grad_accum must change so that grad_accum x processes stays."""
     saved = meta["config"]
-    changed = {k for k, v in config.to_dict().items() if saved.get(k) != v} - RESUMABLE_CHANGES
+    changed = {k for k, v in config.to_dict().items() if saved.get(k) != v}
+    changed -= RESUMABLE_CHANGES | {"grad_accum"}
     if changed:
         raise ValueError(
             f"{path} was made with a different config ({sorted(changed)}); "
             "resume with the same config or use a fresh output_dir"
         )
-    trainable = load_file(path / "trainable.safetensors")
-    missing = set(model.trainable_state()) - set(trainable)
-    if missing:
-        raise ValueError(f"{path} lacks trained parameters: {sorted(missing)[:5]}")
-    model.load_state_dict(trainable, strict=False)
-    state = torch.load(path / "state.pt", weights_only=True)
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["rng"])
-    if state["cuda_rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda_rng"])
-    return meta["step"], [tuple(x) for x in meta["loss_curve"]]
+    saved_batch = saved["grad_accum"] * meta.get("world_size", 1)
+    if config.grad_accum * world.size != saved_batch:
+        raise ValueError(
+            f"{path} was trained with {saved_batch} micro-batches per step "
+            f"({saved['grad_accum']} x {meta.get('world_size', 1)} processes); on "
+            f"{world.size} process(es) resume with grad_accum {saved_batch / world.size:g}"
+        )
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint's trained parameters and optimizer state as plain tensors, in this process
+    (to inspect or compare one; training resumes through restore_checkpoint)."""
+    import tempfile
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dcp_to_torch_save(path / "dcp", Path(tmp) / "state.pt")
+        return torch.load(Path(tmp) / "state.pt", weights_only=False)

@@ -5,12 +5,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from modeling.training.data import examples_from_critic_rows
 from modeling.training.model import ProcessRewardModel
 from modeling.training.score import predict_labelled
-from modeling.training.train import Progress, latest_checkpoint, train
+from modeling.training.train import Progress, latest_checkpoint, read_checkpoint, train
 
 
 def _data_loss(model, examples):
@@ -33,7 +32,7 @@ def test_loss_falls_on_a_real_slice_of_the_parquet(tiny_llama, make_config, crit
 
 
 def _final_state(output_dir):
-    return load_file(str(latest_checkpoint(output_dir) / "trainable.safetensors"))
+    return read_checkpoint(latest_checkpoint(output_dir))["model"]
 
 
 def test_an_interrupted_run_resumes_to_the_same_result(
