@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+import multiprocessing
 import shutil
 import time
 from array import array
@@ -44,6 +46,7 @@ RESUMABLE_CHANGES = {
     "compile",
 }
 KEEP_CHECKPOINTS = 2
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -356,13 +359,18 @@ def batch_loader(
 ) -> DataLoader:
     """The batches in `order`, collated by config.num_workers worker processes (none: in this
     one), pinned for an asynchronous copy on CUDA."""
+    workers = config.num_workers
+    if workers and multiprocessing.current_process().daemon:
+        # A daemonic process (a Celery prefork child) may not start workers of its own.
+        logger.warning("num_workers %d ignored in a daemonic process: batches built here", workers)
+        workers = 0
     return DataLoader(
         _Batches(rows, batches, pad_id),
         batch_size=None,  # items are whole batches already
         sampler=order,
-        num_workers=config.num_workers,
+        num_workers=workers,
         pin_memory=device.type == "cuda",
-        prefetch_factor=4 if config.num_workers else None,
+        prefetch_factor=4 if workers else None,
         # Its own generator: starting a loader draws a worker seed, which must not move the
         # global RNG (dropout) or a resumed run would part from an uninterrupted one.
         generator=torch.Generator().manual_seed(config.seed),

@@ -3,6 +3,9 @@ DataLoader workers, loss read back every N steps, per-mode learning rates."""
 
 from __future__ import annotations
 
+import multiprocessing
+import queue
+
 import pytest
 import torch
 
@@ -135,3 +138,25 @@ def test_a_compiled_backbone_trains_like_the_eager_one(tiny_llama, make_config, 
         return train(config, samples).loss_curve
 
     assert losses(run("compiled", True)) == pytest.approx(losses(run("eager", False)), rel=1e-4)
+
+
+def _train_and_send(config, samples, results):
+    results.put(losses(train(config, samples).loss_curve))
+
+
+def test_workers_asked_for_in_a_daemonic_process_are_not_started(tiny_llama, make_config, samples):
+    # A Celery prefork child is daemonic and may not have children: the batches are then
+    # built in the training process instead of failing the run.
+    config = make_config(tiny_llama, mode="full", num_workers=2, **SMALL)
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_train_and_send, args=(config, samples, results), daemon=True)
+    child.start()
+    while True:  # the result, or the child's death (a failed run) as soon as it happens
+        try:
+            curve = results.get(timeout=1)
+            break
+        except queue.Empty:
+            assert child.is_alive() or not results.empty(), f"training died: {child.exitcode}"
+    child.join(timeout=60)
+    assert child.exitcode == 0 and len(curve) == 4
