@@ -3,7 +3,9 @@
 `train(config, examples)` is all a caller needs. It resumes from the newest checkpoint in
 `config.output_dir` when there is one, and ends exactly where an uninterrupted run would:
 the batch order is a pure function of (seed, epoch), and a checkpoint holds the trained
-parameters, optimizer, scheduler, RNG states, step and loss curve.
+parameters, optimizer, scheduler, RNG states, step and loss curve. Under torchrun every
+rank calls it with the same arguments (distributed.py): each takes its share of every step,
+and the checkpoint (torch.distributed.checkpoint) resumes on any number of processes.
 """
 
 from __future__ import annotations
