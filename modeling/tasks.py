@@ -13,11 +13,12 @@ step already claimed or done and does nothing.
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from modeling.models import ModelVersion
 from modeling.services import loop, runs
 
-RUN_LIMIT_S = 24 * 3600
+RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
 
 

@@ -207,6 +207,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
+# A training run's hard limit (modeling.tasks.gpu_train_run), the longest of any task.
+STEPWISE_TRAINING_TIME_LIMIT_S = env_int("STEPWISE_TRAINING_TIME_LIMIT_S", 24 * 3600)
 # How often beat runs each sweeper below (the generation check has its own period).
 STEPWISE_SWEEP_SECONDS = env_float("STEPWISE_SWEEP_SECONDS", 60.0)
 # A queued row (snapshot, training run) whose task message no worker has taken after this long
@@ -240,9 +242,17 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_int("STEPWISE_GENERATION_CHECK_SECONDS", 300),
     },
 }
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7 * 3600)
-}
+# Redis hands an unacknowledged task (acks_late) to another worker after the visibility timeout,
+# so a shorter one than the longest task limit would start a still-running training run twice.
+longest_limit = max(CELERY_TASK_TIME_LIMIT, STEPWISE_TRAINING_TIME_LIMIT_S)
+visibility_timeout = env_int("CELERY_VISIBILITY_TIMEOUT", longest_limit + 3600)
+if visibility_timeout <= longest_limit:
+    raise ImproperlyConfigured(
+        f"CELERY_VISIBILITY_TIMEOUT={visibility_timeout} must be longer than the longest "
+        f"task time limit ({longest_limit} s: STEPWISE_TRAINING_TIME_LIMIT_S, "
+        "CELERY_TASK_TIME_LIMIT), or Redis redelivers a running task to a second worker"
+    )
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": visibility_timeout}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
