@@ -244,15 +244,15 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Redis hands an unacknowledged task (acks_late) to another worker after the visibility timeout,
 # so a shorter one than the longest task limit would start a still-running training run twice.
-longest_limit = max(CELERY_TASK_TIME_LIMIT, STEPWISE_TRAINING_TIME_LIMIT_S)
-visibility_timeout = env_int("CELERY_VISIBILITY_TIMEOUT", longest_limit + 3600)
-if visibility_timeout <= longest_limit:
+_longest_limit = max(CELERY_TASK_TIME_LIMIT, STEPWISE_TRAINING_TIME_LIMIT_S)
+_visibility_timeout = env_int("CELERY_VISIBILITY_TIMEOUT", _longest_limit + 3600)
+if _visibility_timeout <= _longest_limit:
     raise ImproperlyConfigured(
-        f"CELERY_VISIBILITY_TIMEOUT={visibility_timeout} must be longer than the longest "
-        f"task time limit ({longest_limit} s: STEPWISE_TRAINING_TIME_LIMIT_S, "
+        f"CELERY_VISIBILITY_TIMEOUT={_visibility_timeout} must be longer than the longest "
+        f"task time limit ({_longest_limit} s: STEPWISE_TRAINING_TIME_LIMIT_S, "
         "CELERY_TASK_TIME_LIMIT), or Redis redelivers a running task to a second worker"
     )
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": visibility_timeout}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _visibility_timeout}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
