@@ -333,6 +333,16 @@ STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
 STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
 STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
+# Processes a run trains in on its worker's machine (one run per machine): 1 trains in the
+# worker's process; N > 1 launches the training CLI under torchrun --nproc-per-node N, which the
+# worker supervises; "auto" is the worker's GPU count (or 1), resolved where the run executes.
+STEPWISE_TRAIN_PROCESSES = env_str("STEPWISE_TRAIN_PROCESSES", "1").strip().lower()
+if STEPWISE_TRAIN_PROCESSES != "auto" and not (
+    STEPWISE_TRAIN_PROCESSES.isdigit() and int(STEPWISE_TRAIN_PROCESSES) >= 1
+):
+    raise ImproperlyConfigured(
+        f"STEPWISE_TRAIN_PROCESSES={STEPWISE_TRAIN_PROCESSES!r} is not a count >= 1 or 'auto'"
+    )
 # Embedded default only: train, and run a generation's steps, in a thread of the web process
 # (there is no worker), so starting either answers at once. Tests run tasks eagerly instead.
 STEPWISE_TRAIN_IN_THREAD = env_bool("STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not TESTING)

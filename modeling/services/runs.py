@@ -15,18 +15,26 @@ Invariants:
   version) before the first step, so a resumed run trains on exactly what it started with.
 - A run that freezes its data while an evaluation set is current leaves that set's problems out
   and records the set; its gate then scores the new and the active model on that set.
+- With STEPWISE_TRAIN_PROCESSES > 1 the run trains as a torchrun process group that this worker
+  launches and supervises (`_train_in_processes`): the same row, cancel and resume as in one
+  process; a rank that dies fails the run, resumable; no rank outlives the task.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import json
 import logging
 import math
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,7 @@ from django.utils import timezone
 from labeling.models import Labeling, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import EvaluationSet, ModelVersion, SolutionScore, TrainingRun
+from modeling.services import torchrun
 from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
 from stepwise.celery import UNSENT, not_sent_since, resend_rows, run_in_thread, send_row
@@ -50,6 +59,10 @@ TRAIN_TASK = "modeling.tasks.gpu_train_run"
 DATA_FILE = "data.jsonl"
 SPLIT_FILE = "split.json"
 MODEL_DIR = "model"
+# A run trained by a torchrun process group (STEPWISE_TRAIN_PROCESSES > 1), in its folder:
+PROGRESS_FILE = "progress.jsonl"  # rank 0's progress, one JSON line per report
+STOP_FILE = "stop"  # the worker creates it to stop every rank at the same step (cancel)
+LOG_FILE = "train.log"  # torchrun's and the ranks' output, every attempt appended
 LOSS_CURVE_POINTS = 2000  # the stored curve keeps every step up to this, then thins out
 
 
@@ -424,7 +437,10 @@ def execute_training_run(
         stop = should_stop or (lambda: False)
         report = reporter if progress is None else _both(reporter, progress)
         count = reporter.counter if counter is None else _both_counters(reporter.counter, counter)
-        result = train(
+        processes = train_processes()
+        train_here = train if processes == 1 else partial(_train_in_processes, run, processes)
+        release_cached_models()
+        result = train_here(
             config, train_set, progress=report, should_stop=lambda: reporter.should_stop() or stop()
         )
         if result.stopped:
@@ -445,6 +461,116 @@ def execute_training_run(
     except Exception as exc:
         _fail(run_id, exc)
         return None
+
+
+def train_processes() -> int:
+    """STEPWISE_TRAIN_PROCESSES for this machine: "auto" is its GPU count (or 1)."""
+    value = str(settings.STEPWISE_TRAIN_PROCESSES).lower()
+    if value == "auto":
+        import torch
+
+        return torch.cuda.device_count() or 1
+    return int(value)
+
+
+def release_cached_models() -> None:
+    """Forget the models load_model_dir keeps, and CUDA's cached blocks: a scoring model must
+    not hold GPU memory while a run trains."""
+    load_model_dir.cache_clear()
+    torch = sys.modules.get("torch")  # not loaded: nothing can be on a GPU
+    if torch is not None and torch.cuda.is_available():
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+class TrainingProcessesFailed(RuntimeError):
+    """The torchrun process group exited with an error (a rank killed, out of memory)."""
+
+
+def _train_in_processes(
+    run: TrainingRun,
+    processes: int,
+    config: TrainConfig,
+    examples: Sequence,
+    *,
+    progress: Callable[[Any], None],
+    should_stop: Callable[[], bool],
+) -> Any:
+    """train() as `processes` ranks of a torchrun process group on this machine, launched and
+    supervised from here: rank 0's progress lines go to `progress` (the row, cancel), the stop
+    file stops every rank at one step with a checkpoint. Returns train()'s TrainResult; a
+    failed group raises TrainingProcessesFailed, and if this function is interrupted (the
+    task's time limit, any error) it tears the group down first: no rank outlives it."""
+    from modeling.training.cli import config_flags
+    from modeling.training.train import Progress, TrainResult, latest_checkpoint
+
+    folder, out = run_dir(run), Path(config.output_dir)
+    progress_file, stop_file, log = folder / PROGRESS_FILE, folder / STOP_FILE, folder / LOG_FILE
+    # What an earlier attempt left must not speak for this one: its progress, its stop, and
+    # the model of an attempt that failed after training (this one writes it again).
+    for stale in (progress_file, stop_file, out / "prm.json"):
+        stale.unlink(missing_ok=True)
+    holdout = float(run.dataset_description.get("holdout_fraction", 0.0))  # as load_split
+    argv = torchrun.command(
+        processes,
+        folder / DATA_FILE,
+        holdout,
+        config_flags(config),
+        progress=progress_file,
+        stop=stop_file,
+    )
+    poll_s = min(1.0, max(0.05, settings.STEPWISE_RUN_PROGRESS_SECONDS))
+    lines = torchrun.ProgressFile(progress_file)
+    last: Any = None
+    proc = torchrun.launch(argv, cwd=folder, log=log)
+    try:
+        while True:
+            try:
+                code: int | None = proc.wait(timeout=poll_s)
+            except subprocess.TimeoutExpired:
+                code = None
+            for line in lines.new():
+                last = Progress(**line)
+                progress(last)
+            if code is not None:
+                break
+            if not stop_file.exists() and should_stop():
+                stop_file.touch()
+    except BaseException:
+        torchrun.terminate(proc)
+        raise
+    if code != 0:
+        how = f"killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        raise TrainingProcessesFailed(
+            f"the {processes} training processes failed (torchrun {how}: a rank was killed or "
+            f"failed); resume to continue from the last checkpoint. End of {log}:\n"
+            + torchrun.log_tail(log)
+        )
+    checkpoint = latest_checkpoint(out)
+    meta = json.loads((checkpoint / "meta.json").read_text()) if checkpoint else {}
+    step, curve = meta.get("step", 0), [tuple(p) for p in meta.get("loss_curve", [])]
+    if not (out / "prm.json").exists():  # stopped at the stop file, with a checkpoint
+        return TrainResult(str(out), step, last.total if last else step, True, {}, curve)
+    check_split(out, examples)
+    metrics = json.loads((out / "metrics.json").read_text())
+    return TrainResult(str(out), step, step, False, metrics, curve)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def check_split(model_dir: Path, train_set: Sequence) -> None:
+    """The CLI split the frozen data itself; it must have trained on load_split's problems."""
+    from modeling.training.data import problem_key
+
+    split = json.loads((model_dir / SPLIT_FILE).read_text())
+    trained = {problem_key(e.problem) for e in train_set}
+    if split["train_problems"] != len(trained) or trained & set(split["test_problems"]):
+        raise RuntimeError(f"{model_dir / SPLIT_FILE} differs from the run's split")
 
 
 def _fail(run_id: int, exc: Exception) -> None:

@@ -94,6 +94,26 @@ def test_a_run_trains_evaluates_and_activates(labels, backbone, open_evaluation_
     assert run.config == saved["config"]  # the row holds the effective config, output_dir included
 
 
+def test_a_run_drops_cached_scoring_models_before_it_trains(
+    labels, backbone, open_evaluation_gate, tmp_path
+):
+    from modeling.training.config import TrainConfig
+    from modeling.training.model import ProcessRewardModel
+
+    scoring = ProcessRewardModel.from_config(TrainConfig.from_dict(tiny(backbone)))
+    runs.load_model_dir(str(scoring.save(tmp_path / "scoring")))  # a generation scored with it
+    assert runs.load_model_dir.cache_info().currsize >= 1
+    cached: list[int] = []
+    run = runs.create_training_run(config=tiny(backbone, max_steps=2))
+
+    runs.execute_training_run(
+        run.pk, progress=lambda p: cached.append(runs.load_model_dir.cache_info().currsize)
+    )
+
+    assert cached and cached[0] == 0  # nothing cached (on a GPU: no memory held) while it trains
+    assert TrainingRun.objects.get(pk=run.pk).status == TrainingRun.Status.SUCCEEDED
+
+
 def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, settings):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 1.01  # unreachable
     before = previous_active()
