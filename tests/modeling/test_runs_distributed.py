@@ -40,9 +40,12 @@ def two_processes(settings, open_evaluation_gate):
     settings.STEPWISE_RUN_PROGRESS_SECONDS = 0  # every report written, cancel read each time
 
 
+STEPS = 40
+
+
 def full(backbone: str, **overrides) -> dict:
-    """Full fine-tuning of the tiny Llama: slow enough steps (FSDP2 over gloo) for a cancel or
-    a kill to land well before the last of 12."""
+    """Full fine-tuning of the tiny Llama (FSDP2 over gloo, about 0.4 s a step here): a cancel
+    or a kill lands around step 3, far from the last of STEPS even on a loaded machine."""
     return {**tiny_train_config(backbone), "mode": "full", "lr": 1e-3, **overrides}
 
 
@@ -110,7 +113,7 @@ def test_a_run_trains_in_two_processes_and_records_its_model(
 
 def test_cancel_stops_every_rank_then_resume_finishes_the_run(labels, backbone, two_processes):
     before = ModelVersion.active()
-    run = runs.create_training_run(config=full(backbone, max_steps=12, checkpoint_every=2))
+    run = runs.create_training_run(config=full(backbone, max_steps=STEPS, checkpoint_every=2))
     asked = []
 
     def cancel_once_the_row_shows_a_step(p) -> None:  # a user presses Cancel while it trains
@@ -120,7 +123,7 @@ def test_cancel_stops_every_rank_then_resume_finishes_the_run(labels, backbone, 
     assert runs.execute_training_run(run.pk, progress=cancel_once_the_row_shows_a_step) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.CANCELLED and run.resumable, run.error
-    assert 1 <= run.step < 12 and ModelVersion.active() == before
+    assert 1 <= run.step < STEPS and ModelVersion.active() == before
     assert not (Path(run.output_dir) / runs.MODEL_DIR / "prm.json").exists()
 
     runs.resume_training_run(run, send=False)
@@ -128,14 +131,14 @@ def test_cancel_stops_every_rank_then_resume_finishes_the_run(labels, backbone, 
     version = runs.execute_training_run(run.pk, progress=first_train_steps(steps))
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.attempts == 2, run.error
-    assert steps[0] > 1 and run.step == 12 and version.is_active  # from its checkpoint
-    assert [p[0] for p in run.loss_curve] == list(range(1, 13))  # no step trained twice
+    assert steps[0] > 1 and run.step == STEPS and version.is_active  # from its checkpoint
+    assert [p[0] for p in run.loss_curve] == list(range(1, STEPS + 1))  # no step trained twice
 
 
 def test_a_killed_rank_fails_the_run_resumably_and_resume_finishes_it(
     labels, backbone, two_processes
 ):
-    run = runs.create_training_run(config=full(backbone, max_steps=12, checkpoint_every=2))
+    run = runs.create_training_run(config=full(backbone, max_steps=STEPS, checkpoint_every=2))
     killed: list[psutil.Process] = []
 
     def kill_a_rank_after_a_checkpoint(p) -> None:  # step 3 reported: step 2's checkpoint saved
@@ -157,8 +160,8 @@ def test_a_killed_rank_fails_the_run_resumably_and_resume_finishes_it(
     version = runs.execute_training_run(run.pk, progress=first_train_steps(steps))
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.attempts == 2, run.error
-    assert steps[0] > 1 and run.step == 12 and version.is_active  # from its checkpoint
-    assert [p[0] for p in run.loss_curve] == list(range(1, 13))
+    assert steps[0] > 1 and run.step == STEPS and version.is_active  # from its checkpoint
+    assert [p[0] for p in run.loss_curve] == list(range(1, STEPS + 1))
 
 
 # Stands in for torchrun: starts a "rank" in a session of its own that ignores SIGTERM, which
