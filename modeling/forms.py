@@ -13,6 +13,11 @@ from labeling.models import Batch
 from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
 
 ALL_DATA = "all"
+_LR_HELP = (
+    "Empty: the mode's default ("
+    + ", ".join(f"{mode} {lr:g}" for mode, lr in LR_DEFAULTS.items())
+    + ")."
+)
 _DEFAULTS = TrainConfig()
 # The TrainConfig fields this form sets; the rest keep their defaults unless "other settings" says.
 CONFIG_FIELDS = (
@@ -58,9 +63,8 @@ class TrainingRunForm(forms.Form):
         max_value=1.0,
         required=False,
         label="Learning rate",
-        help_text="Empty: the mode's default ("
-        + ", ".join(f"{mode} {lr:g}" for mode, lr in LR_DEFAULTS.items())
-        + ").",
+        help_text=_LR_HELP,
+        widget=forms.NumberInput(attrs={"placeholder": "mode default", "title": _LR_HELP}),
     )
     batch_tokens = forms.IntegerField(
         min_value=64, initial=_DEFAULTS.batch_tokens, label="Batch tokens"

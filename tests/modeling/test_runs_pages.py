@@ -250,6 +250,21 @@ def test_valid_form_queues_a_run_and_redirects_to_it(
     assert 'id="run-status">queued' in page and "waiting for a GPU worker" in page
 
 
+def test_an_empty_learning_rate_is_the_modes_default_unless_other_settings_give_one(
+    client, researcher, django_capture_on_commit_callbacks
+):
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(reverse("modeling_runs:list"), start_form(mode="full", lr=""))
+        client.post(
+            reverse("modeling_runs:list"),
+            start_form(mode="lora", lr="", extra='{"lr": 0.0003, "dtype": "bfloat16"}'),
+        )
+    full, lora = TrainingRun.objects.order_by("pk")
+    assert (full.config["mode"], full.config["lr"]) == ("full", 2e-5)
+    assert (lora.config["lr"], lora.config["dtype"]) == (0.0003, "bfloat16")
+
+
 def test_generation_choice_filters_by_generation(
     client, researcher, django_capture_on_commit_callbacks
 ):
