@@ -148,7 +148,8 @@ def test_workers_asked_for_in_a_daemonic_process_are_not_started(tiny_llama, mak
     # A Celery prefork child is daemonic and may not have children: the batches are then
     # built in the training process instead of failing the run.
     config = make_config(tiny_llama, mode="full", num_workers=2, **SMALL)
-    context = multiprocessing.get_context("fork")
+    # Spawned, not forked: a fork of this many-threaded test process may crash the child.
+    context = multiprocessing.get_context("spawn")
     results = context.Queue()
     child = context.Process(target=_train_and_send, args=(config, samples, results), daemon=True)
     child.start()
