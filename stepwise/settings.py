@@ -202,7 +202,13 @@ CELERY_RESULT_BACKEND = None  # progress and results go to rows that pages poll
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"modeling.tasks.gpu_*": {"queue": "gpu"}}
+# `generate`: calls to the generator (candidate pools, candidate next steps for labelers), so a
+# slow model never holds up light work, and the workers near the generator take them.
+CELERY_TASK_ROUTES = {
+    "modeling.tasks.gpu_*": {"queue": "gpu"},
+    "modeling.tasks.generate_*": {"queue": "generate"},
+    "labeling.tasks.generate_*": {"queue": "generate"},
+}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -346,6 +352,20 @@ if STEPWISE_TRAIN_PROCESSES != "auto" and not (
 # Embedded default only: train, and run a generation's steps, in a thread of the web process
 # (there is no worker), so starting either answers at once. Tests run tasks eagerly instead.
 STEPWISE_TRAIN_IN_THREAD = env_bool("STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not TESTING)
+
+# The generator (modeling/generator.py): an OpenAI-compatible completion server, e.g.
+# `vllm serve MODEL` at http://gpu-host:8000/v1. Unset, generation runs the offline SmolLM2-135M
+# in the worker's process (the embedded default and the tests).
+STEPWISE_GENERATOR_URL = env_str("STEPWISE_GENERATOR_URL", "")
+STEPWISE_GENERATOR_MODEL = env_str("STEPWISE_GENERATOR_MODEL", "")  # empty: the server's model
+STEPWISE_GENERATOR_API_KEY = env_str("STEPWISE_GENERATOR_API_KEY", "")
+STEPWISE_GENERATOR_MAX_TOKENS = env_int("STEPWISE_GENERATOR_MAX_TOKENS", 512)
+STEPWISE_GENERATOR_STEP_MAX_TOKENS = env_int("STEPWISE_GENERATOR_STEP_MAX_TOKENS", 128)
+STEPWISE_GENERATOR_TEMPERATURE = env_float("STEPWISE_GENERATOR_TEMPERATURE", 0.8)
+STEPWISE_GENERATOR_TOP_P = env_float("STEPWISE_GENERATOR_TOP_P", 0.95)
+STEPWISE_GENERATOR_TIMEOUT_S = env_float("STEPWISE_GENERATOR_TIMEOUT_S", 120.0)
+STEPWISE_GENERATOR_RETRIES = env_int("STEPWISE_GENERATOR_RETRIES", 3)
+STEPWISE_GENERATOR_CONCURRENCY = env_int("STEPWISE_GENERATOR_CONCURRENCY", 8)
 
 LOGGING = {
     "version": 1,

@@ -141,7 +141,7 @@ def celery_worker_process(transactional_db, tmp_path):
             "stepwise",
             "worker",
             "-Q",
-            "default,gpu",
+            "default,gpu,generate",
             "--concurrency",
             "1",
             "--pool",
@@ -181,6 +181,44 @@ def stop_process(process: subprocess.Popen, timeout: float = 20) -> None:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+@pytest.fixture(scope="session")
+def generator_server(tmp_path_factory):
+    """`manage.py serve_generator` on a free loopback port: the local SmolLM2 behind the OpenAI
+    completions API, for tests of the HTTP client path. Yields its base URL (…/v1)."""
+    import select
+
+    log_path = tmp_path_factory.mktemp("generator") / "server.log"
+    log = open(log_path, "w")  # model loading's progress bars: never fill the stdout pipe
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve_generator", "--port", "0"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    assert process.stdout is not None
+    output = []
+    deadline = time.monotonic() + 120
+    url = None
+    while url is None and time.monotonic() < deadline and process.poll() is None:
+        ready, _, _ = select.select([process.stdout], [], [], 0.5)
+        if ready:
+            line = process.stdout.readline()
+            output.append(line)
+            if line.startswith("Serving "):
+                url = line.rsplit(" ", 1)[1].strip()
+    if url is None:
+        stop_process(process)
+        log.close()
+        pytest.fail("serve_generator did not start:\n" + "".join(output) + log_path.read_text())
+    try:
+        yield url
+    finally:
+        stop_process(process)
+        log.close()
 
 
 @pytest.fixture

@@ -1,0 +1,342 @@
+"""The generator: the language model that writes solutions and candidate next steps.
+
+One interface, two backends:
+
+- `OpenAICompatibleGenerator`: any server with an OpenAI `/v1/completions` endpoint (vLLM,
+  SGLang, TGI, llama.cpp's server, hosted APIs) through the `openai` package, which brings the
+  timeouts and the retries with backoff; a semaphore caps the requests in flight.
+- `LocalGenerator`: the offline SmolLM2-135M in this process (transformers), so the embedded
+  default, the demo and the tests generate with no service.
+
+Steps are separated by a blank line and a solution ends with PRM800K's `# Answer` section,
+as in the release, so a generated solution splits into the same steps a labeler rates.
+No Django here: settings are read in `modeling.services.sampling.generator_from_settings`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from modeling.grading import extract_answer
+
+STEP_SEPARATOR = "\n\n"
+ANSWER_HEADING = "# Answer"
+# Where a model that has answered goes on to invent the prompt's next problem.
+NEXT_PROBLEM = "\n\nProblem:"
+
+# A one-shot prompt in the release's format: a small model follows the example's blank-line
+# steps and `# Answer` section far more often than an instruction alone.
+PROMPT_TEMPLATE = (
+    "Solve the problem step by step. Put each step in its own paragraph, separated by a blank "
+    "line, and end with a line `# Answer` followed by the final answer.\n\n"
+    "Problem: What is $2^3 + 4$?\n\n"
+    "Solution:\n"
+    "First I compute $2^3 = 8$.\n\n"
+    "Then I add $4$: $8 + 4 = 12$.\n\n"
+    "# Answer\n\n"
+    "12\n\n"
+    "Problem: {problem}\n\n"
+    "Solution:\n"
+)
+
+
+class GeneratorError(Exception):
+    """The generator could not answer (unreachable, timed out after its retries, refused)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters, recorded with every generated solution."""
+
+    max_tokens: int = 512
+    temperature: float = 0.8
+    top_p: float = 0.95
+    seed: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+    finish_reason: str  # "stop" (a stop string or the end of text) or "length"
+
+
+class Generator(Protocol):
+    @property
+    def name(self) -> str:
+        """What Solution.generator records."""
+        ...
+
+    concurrency: int  # prompts worth sending at once
+
+    def complete(
+        self, prompt: str, *, n: int, sampling: Sampling, stop: Sequence[str] = ()
+    ) -> list[Text]:
+        """`n` samples continuing `prompt`, each cut before the first stop string."""
+        ...
+
+
+# --- prompts and parsing ------------------------------------------------------------------------
+
+
+def solution_prompt(problem: str, template: str = PROMPT_TEMPLATE) -> str:
+    return template.format(problem=problem.strip())
+
+
+def step_prompt(problem: str, prefix: Sequence[str], template: str = PROMPT_TEMPLATE) -> str:
+    """The prompt whose continuation up to the next blank line is the next step after `prefix`."""
+    return solution_prompt(problem, template) + "".join(step + STEP_SEPARATOR for step in prefix)
+
+
+@dataclass
+class SampledSolution:
+    steps: list[str]
+    final_answer: str | None
+    finish_reason: str
+    text: str = field(repr=False)
+
+    @property
+    def is_complete(self) -> bool:
+        """Reached a final answer (a sample cut by max_tokens before it has none)."""
+        return self.final_answer is not None
+
+
+def split_solution(text: str) -> tuple[list[str], str | None]:
+    """Steps and final answer of a generated solution. As in PRM800K, the `# Answer` heading and
+    the answer under it are one last step, and nothing after the answer counts."""
+    chunks = [chunk.strip() for chunk in text.split(STEP_SEPARATOR)]
+    chunks = [chunk for chunk in chunks if chunk]
+    steps: list[str] = []
+    for position, chunk in enumerate(chunks):
+        if chunk.startswith(ANSWER_HEADING):
+            answer = chunk[len(ANSWER_HEADING) :].strip()
+            if not answer and position + 1 < len(chunks):
+                answer = chunks[position + 1]
+            if not answer:
+                return steps, None
+            steps.append(f"{ANSWER_HEADING}{STEP_SEPARATOR}{answer}")
+            return steps, answer
+        steps.append(chunk)
+    # No answer section: the solution may still state one (a \boxed{} in the last step).
+    return steps, extract_answer(steps) if steps else None
+
+
+def is_final_step(step: str) -> bool:
+    """A step that gives the final answer ends the path (PRM800K finishes with `solution`)."""
+    return step.lstrip().startswith(ANSWER_HEADING)
+
+
+# --- what the rest of the app asks for ------------------------------------------------------
+
+
+def next_steps(
+    generator: Generator,
+    *,
+    problem: str,
+    prefix: Sequence[str],
+    k: int,
+    sampling: Sampling,
+    template: str = PROMPT_TEMPLATE,
+) -> list[str]:
+    """Up to `k` distinct candidate next steps after `prefix` (PRM800K phase 1's completions).
+
+    A sample that opens the answer section is completed through the answer, so a candidate
+    `# Answer` step always carries the answer it gives."""
+    prompt = step_prompt(problem, prefix, template)
+    samples = generator.complete(prompt, n=k, sampling=sampling, stop=(STEP_SEPARATOR,))
+    steps: list[str] = []
+    for sample in samples:
+        step = sample.text.strip()
+        if step == ANSWER_HEADING:
+            answer = generator.complete(
+                prompt + step + STEP_SEPARATOR,
+                n=1,
+                sampling=sampling,
+                stop=(STEP_SEPARATOR,),
+            )[0].text.strip()
+            step = f"{ANSWER_HEADING}{STEP_SEPARATOR}{answer}" if answer else ""
+        if step and step not in steps:
+            steps.append(step)
+    return steps
+
+
+def sample_solutions(
+    generator: Generator,
+    *,
+    problem: str,
+    n: int,
+    sampling: Sampling,
+    template: str = PROMPT_TEMPLATE,
+) -> list[SampledSolution]:
+    """`n` whole solutions to `problem`, split into steps."""
+    samples = generator.complete(
+        solution_prompt(problem, template), n=n, sampling=sampling, stop=(NEXT_PROBLEM,)
+    )
+    solutions = []
+    for sample in samples:
+        steps, answer = split_solution(sample.text)
+        solutions.append(SampledSolution(steps, answer, sample.finish_reason, sample.text))
+    return solutions
+
+
+def map_concurrently(
+    generator: Generator, work: Callable[[Any], Any], items: Sequence[Any]
+) -> list[Any]:
+    """`work(item)` for every item, `generator.concurrency` at a time, results in order."""
+    if generator.concurrency <= 1 or len(items) <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=generator.concurrency) as pool:
+        return list(pool.map(work, items))
+
+
+# --- backends -----------------------------------------------------------------------------------
+
+
+class OpenAICompatibleGenerator:
+    """A completion server reached over HTTP with the `openai` client.
+
+    `model` empty means the server's only (first) model, read from `/v1/models` once, which is
+    what `vllm serve MODEL` and llama.cpp's server offer."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str = "",
+        api_key: str = "",
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        concurrency: int = 8,
+    ) -> None:
+        from openai import OpenAI
+
+        self.base_url = base_url
+        self.concurrency = max(1, concurrency)
+        # The client retries connection errors, 408, 409, 429 and 5xx with exponential backoff.
+        self._client = OpenAI(
+            base_url=base_url,
+            api_key=api_key or "not-needed",  # local servers ignore it; the client needs one
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+        self._model = model
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    @property
+    def model(self) -> str:
+        if not self._model:
+            models = self._call(lambda: self._client.models.list())
+            first = next(iter(models.data), None)
+            if first is None:
+                raise GeneratorError(f"the generator at {self.base_url} serves no model")
+            self._model = first.id
+        return self._model
+
+    def complete(
+        self, prompt: str, *, n: int, sampling: Sampling, stop: Sequence[str] = ()
+    ) -> list[Text]:
+        model = self.model
+        response = self._call(
+            lambda: self._client.completions.create(
+                model=model,
+                prompt=prompt,
+                n=n,
+                max_tokens=sampling.max_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                seed=sampling.seed,
+                stop=list(stop) or None,
+            )
+        )
+        choices = sorted(response.choices, key=lambda choice: choice.index)
+        return [Text(choice.text, choice.finish_reason or "stop") for choice in choices]
+
+    def _call(self, request: Callable[[], Any]) -> Any:
+        import openai
+
+        with self._slots:
+            try:
+                return request()
+            except openai.APIStatusError as exc:
+                raise GeneratorError(
+                    f"the generator at {self.base_url} answered {exc.status_code}: {exc.message}"
+                ) from exc
+            except openai.APIError as exc:  # connection refused, timed out after the retries
+                raise GeneratorError(f"the generator at {self.base_url} failed: {exc}") from exc
+
+
+class LocalGenerator:
+    """A causal LM run in this process: by default the offline SmolLM2-135M-Instruct.
+
+    Loaded on first use and shared by the threads of the process (one generate at a time)."""
+
+    concurrency = 1
+
+    def __init__(self, model_dir: str | Path | None = None, *, device: str = "cpu") -> None:
+        self._model_dir = model_dir
+        self._device = device
+        self._lock = threading.Lock()
+        self._loaded: tuple[Any, Any] | None = None
+        self.name = f"{Path(model_dir).name if model_dir else 'SmolLM2-135M-Instruct'} (local)"
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            from modeling.training.backbones import smollm2_folder
+
+            folder = self._model_dir or smollm2_folder()
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+            model.to(self._device)  # type: ignore[arg-type]  # transformers' stub is wrong here
+            self._loaded = (tokenizer, model.eval())
+        return self._loaded
+
+    def complete(
+        self, prompt: str, *, n: int, sampling: Sampling, stop: Sequence[str] = ()
+    ) -> list[Text]:
+        import torch
+
+        with self._lock:
+            tokenizer, model = self._load()
+            inputs = tokenizer(prompt, return_tensors="pt").to(self._device)
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            sample = sampling.temperature > 0
+            with torch.inference_mode():
+                output = model.generate(
+                    **inputs,
+                    do_sample=sample,
+                    temperature=sampling.temperature if sample else None,
+                    top_p=sampling.top_p if sample else None,
+                    top_k=None,
+                    max_new_tokens=sampling.max_tokens,
+                    num_return_sequences=n,
+                    stop_strings=list(stop) or None,
+                    tokenizer=tokenizer,
+                    pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+                )
+        prompt_length = inputs["input_ids"].shape[1]
+        texts = []
+        for sequence in output:
+            new_tokens = sequence[prompt_length:]
+            text = tokenizer.decode(new_tokens, skip_special_tokens=True)
+            stopped = len(new_tokens) < sampling.max_tokens or (
+                tokenizer.eos_token_id is not None and tokenizer.eos_token_id in new_tokens
+            )
+            for separator in stop:  # the server contract: the stop string is not returned
+                if separator in text:
+                    text, stopped = text[: text.index(separator)], True
+            texts.append(Text(text, "stop" if stopped else "length"))
+        return texts
