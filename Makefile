@@ -59,7 +59,7 @@ serve: $(STAMP)
 	$(PY) manage.py runserver 127.0.0.1:8000
 
 worker: $(STAMP)
-	$(VENV)/bin/celery -A stepwise worker -Q default -l info
+	$(VENV)/bin/celery -A stepwise worker -Q default,generate -l info
 
 gpu-worker: $(STAMP)
 	$(VENV)/bin/celery -A stepwise worker -Q gpu --concurrency 1 --pool solo -l info

@@ -167,3 +167,31 @@ class EvaluationSetForm(forms.Form):
         if (data.get("share") is None) == (data.get("count") is None) and not self.errors:
             raise forms.ValidationError("Give either a share or a count of problems.")
         return data
+
+
+class SamplingForm(forms.Form):
+    """generate_pool from the page: N samples for the chosen problems."""
+
+    samples = forms.IntegerField(min_value=1, max_value=64, initial=16, label="Samples per problem")
+    limit = forms.IntegerField(min_value=1, required=False, label="At most … problems")
+    subject = forms.CharField(required=False, max_length=64, label="Subject")
+    level = forms.IntegerField(min_value=1, max_value=5, required=False, label="Level")
+    batch = forms.IntegerField(min_value=1, required=False, label="Problems of batch (id)")
+    max_tokens = forms.IntegerField(
+        min_value=1, max_value=8192, required=False, label="Max tokens per solution"
+    )
+    temperature = forms.FloatField(min_value=0, max_value=2, required=False, label="Temperature")
+    seed = forms.IntegerField(min_value=0, required=False, label="Seed")
+
+    def params(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "samples": data["samples"],
+            "limit": data.get("limit"),
+            "subject": data.get("subject") or None,
+            "level": data.get("level"),
+            "batch_id": data.get("batch"),
+            "max_tokens": data.get("max_tokens"),
+            "temperature": data.get("temperature"),
+            "seed": data.get("seed"),
+        }

@@ -206,10 +206,72 @@ class PoolEntry(models.Model):
         null=True, blank=True, help_text="What grading read as the final answer."
     )
     source = models.CharField(max_length=500, blank=True, help_text="The file it came from.")
+    sampling_run = models.ForeignKey(
+        "SamplingRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="entries",
+        help_text="The generate_pool run that sampled it (its generator and sampling parameters).",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         verbose_name_plural = "pool entries"
+
+
+class SamplingRun(models.Model):
+    """`generate_pool`: N solutions per problem from the generator, graded, into the pool.
+
+    `problem_ids` is fixed when the run is created and `next_index` moves past a problem in the
+    transaction that writes its solutions, so a resumed or redelivered run goes on from the
+    first problem not written, and never samples one twice."""
+
+    Status = RunStatus
+    OPEN = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+    status = models.CharField(
+        max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
+    )
+    samples = models.PositiveSmallIntegerField(help_text="Solutions sampled per problem.")
+    sampling = models.JSONField(help_text="max_tokens, temperature, top_p, seed.")
+    filters = models.JSONField(default=dict, blank=True, help_text="How the problems were chosen.")
+    generator = models.CharField(max_length=200, blank=True, help_text="Filled when it starts.")
+    problem_ids = models.JSONField(help_text="The problems to sample, in order.")
+    next_index = models.PositiveIntegerField(default=0, help_text="Problems done.")
+    added = models.PositiveIntegerField(default=0, help_text="Solutions added to the pool.")
+    graded_correct = models.PositiveIntegerField(default=0)
+    graded_wrong = models.PositiveIntegerField(default=0)
+    incomplete = models.PositiveIntegerField(
+        default=0, help_text="Samples with no final answer (cut by max_tokens): not added."
+    )
+    duplicates = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"sampling run {self.pk}"
+
+    @property
+    def total(self) -> int:
+        return len(self.problem_ids)
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.next_index / self.total) if self.total else 100
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN
 
 
 class GenerationRun(models.Model):

@@ -16,7 +16,7 @@ from celery import shared_task
 from django.conf import settings
 
 from modeling.models import ModelVersion
-from modeling.services import loop, runs
+from modeling.services import loop, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
@@ -88,3 +88,16 @@ def check_generation_progress() -> int | None:
 def fail_stale_generations() -> int:
     """Periodic (beat): a generation whose worker died is marked failed, to be retried."""
     return loop.fail_stale_generations()
+
+
+@shared_task(name="modeling.tasks.generate_pool_run", acks_late=True, reject_on_worker_lost=True)
+def generate_pool_run(run_id: int) -> int | None:
+    """A generate_pool run on the `generate` queue (settings route `generate_*` there)."""
+    run = sampling.execute_sampling_run(run_id)
+    return None if run is None else run.added
+
+
+@shared_task(name="modeling.tasks.gpu_score_for_review", acks_late=True, time_limit=STEP_LIMIT_S)
+def gpu_score_for_review(batch_id: int, version_id: int) -> int:
+    """Scores for the review page: the active model on a batch's labeled solutions."""
+    return runs.score_batch_for_review(batch_id, version_id)

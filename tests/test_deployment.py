@@ -87,7 +87,7 @@ def test_web_worker_and_beat_build_the_cpu_target():
     services = compose()["services"]
     for name in ("web", "worker", "beat"):
         assert services[name]["build"]["target"] == "cpu", name
-    assert "-Q default" in services["worker"]["command"]
+    assert "-Q default,generate" in services["worker"]["command"]
 
 
 def test_the_app_services_share_the_volume_that_holds_media_root():

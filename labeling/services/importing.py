@@ -874,6 +874,29 @@ def _write_solutions_chunk(
         after_create(new, report)
 
 
+def write_solutions(
+    samples: list[SampleLine],
+    report: ImportReport,
+    *,
+    counted_as: str = "solutions",
+    prepare: PrepareSolution | None = None,
+    after_create: AfterCreate | None = None,
+) -> None:
+    """Solutions made in the app (a generator's samples) into the pool, through the same writer
+    as a file's lines: problems by text, no duplicate by content hash. The caller's transaction
+    holds the write."""
+    numbered = [(number, "", sample) for number, sample in enumerate(samples, 1)]
+    _write_solutions_chunk(
+        numbered,
+        report,
+        batch=None,
+        create_problems=False,
+        counted_as=counted_as,
+        prepare=prepare,
+        after_create=after_create,
+    )
+
+
 def import_solutions(
     path: str | Path,
     *,

@@ -1,4 +1,5 @@
-"""/api/generations/: start, list, inspect and retry generations (same services as the pages)."""
+"""/api/generations/ and /api/sampling-runs/: start, list, inspect and retry generations and
+generate_pool runs (same services as the pages)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from labeling.roles import LEAD, RESEARCHER, HasRole
-from modeling.models import GenerationRun, SelectionReason
-from modeling.services import loop
+from modeling.models import GenerationRun, SamplingRun, SelectionReason
+from modeling.services import loop, sampling
 
 
 class SelectionSerializer(serializers.ModelSerializer):
@@ -101,3 +102,92 @@ class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         run = self.get_object()
         rows = run.selections.select_related("solution")
         return Response(SelectionSerializer(rows, many=True).data)
+
+
+class SamplingRunSerializer(serializers.ModelSerializer):
+    total = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = SamplingRun
+        fields = [
+            "id",
+            "status",
+            "samples",
+            "sampling",
+            "filters",
+            "generator",
+            "total",
+            "next_index",
+            "added",
+            "graded_correct",
+            "graded_wrong",
+            "incomplete",
+            "duplicates",
+            "error",
+            "created_at",
+            "started_at",
+            "heartbeat_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class SamplingStartSerializer(serializers.Serializer):
+    samples = serializers.IntegerField(min_value=1, max_value=64, default=16)
+    problems = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), required=False, allow_empty=False
+    )
+    batch = serializers.IntegerField(min_value=1, required=False)
+    subject = serializers.CharField(required=False, max_length=64)
+    level = serializers.IntegerField(min_value=1, max_value=5, required=False)
+    limit = serializers.IntegerField(min_value=1, required=False)
+    max_tokens = serializers.IntegerField(min_value=1, max_value=8192, required=False)
+    temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
+    top_p = serializers.FloatField(min_value=0.01, max_value=1, required=False)
+    seed = serializers.IntegerField(min_value=0, max_value=2**32 - 1, required=False)
+
+
+class SamplingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """generate_pool over the API: POST starts a run on the generate queue."""
+
+    serializer_class = SamplingRunSerializer
+    permission_classes = [permissions.IsAuthenticated, HasRole]
+    required_roles = (LEAD, RESEARCHER)
+    role_message = "You do not have permission to perform this action."
+
+    def get_queryset(self):
+        return SamplingRun.objects.all()
+
+    def create(self, request: Request) -> Response:
+        start = SamplingStartSerializer(data=request.data)
+        start.is_valid(raise_exception=True)
+        data = dict(start.validated_data)
+        try:
+            run = sampling.create_sampling_run(
+                samples=data["samples"],
+                problem_ids=data.get("problems"),
+                batch_id=data.get("batch"),
+                subject=data.get("subject"),
+                level=data.get("level"),
+                limit=data.get("limit"),
+                max_tokens=data.get("max_tokens"),
+                temperature=data.get("temperature"),
+                top_p=data.get("top_p"),
+                seed=data.get("seed"),
+                user=request.user,
+            )
+        except sampling.SamplingError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(SamplingRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str) -> Response:
+        try:
+            run = sampling.resume_sampling_run(self.get_object())
+        except sampling.SamplingError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(SamplingRunSerializer(run).data)
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        return Response(SamplingRunSerializer(sampling.cancel_sampling_run(self.get_object())).data)

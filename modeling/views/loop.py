@@ -9,9 +9,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from labeling.roles import LEAD, RESEARCHER, require
-from modeling.forms import GenerationForm
-from modeling.models import GenerationRun, ModelVersion
-from modeling.services import loop
+from modeling.forms import GenerationForm, SamplingForm
+from modeling.models import GenerationRun, ModelVersion, SamplingRun
+from modeling.services import loop, sampling
 
 GENERATIONS_REFUSED = "Generations are for leads and researchers."
 
@@ -72,3 +72,46 @@ def generation_cancel(request: HttpRequest, generation: int) -> HttpResponse:
     except loop.GenerationError as exc:
         messages.error(request, str(exc))
     return redirect("modeling_loop:generation", generation=generation)
+
+
+@login_required
+def sampling_list(request: HttpRequest) -> HttpResponse:
+    """generate_pool from the page: start a sampling run, follow the runs (htmx polls #runs)."""
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
+    form = SamplingForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            sampling.create_sampling_run(**form.params(), user=request.user)
+        except sampling.SamplingError as exc:
+            messages.error(request, str(exc))
+        else:
+            return redirect("modeling_loop:sampling")
+    runs = SamplingRun.objects.all()[:20]
+    context = {
+        "form": form,
+        "runs": runs,
+        "polling": any(run.is_open for run in runs),
+        "pool": loop.pool_stats(),
+        "generator": sampling.generator_description(),
+    }
+    template = "modeling/loop/sampling.html#runs" if request.htmx else "modeling/loop/sampling.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def sampling_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
+    try:
+        sampling.resume_sampling_run(get_object_or_404(SamplingRun, pk=run_id))
+    except sampling.SamplingError as exc:
+        messages.error(request, str(exc))
+    return redirect("modeling_loop:sampling")
+
+
+@login_required
+@require_POST
+def sampling_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
+    sampling.cancel_sampling_run(get_object_or_404(SamplingRun, pk=run_id))
+    return redirect("modeling_loop:sampling")

@@ -1,0 +1,340 @@
+"""The generator as the app configures it, and what the app asks of it.
+
+`generator_from_settings` builds the client for STEPWISE_GENERATOR_URL, or the local SmolLM2
+backend when it is unset; one generator per process, so the local model loads once.
+Sampling runs (`generate_pool`) fill the active-learning pool with the generator's solutions,
+graded against the ground truth, one problem per transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from labeling.models import Batch, Problem, Solution
+from labeling.services import importing
+from modeling.generator import (
+    Generator,
+    LocalGenerator,
+    OpenAICompatibleGenerator,
+    SampledSolution,
+    Sampling,
+    map_concurrently,
+    next_steps,
+    sample_solutions,
+)
+from modeling.grading import is_equivalent
+from modeling.models import PoolEntry, RunStatus, SamplingRun
+from stepwise.celery import enqueue_on_commit, run_in_thread
+
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def generator_from_settings() -> Generator:
+    if settings.STEPWISE_GENERATOR_URL:
+        return OpenAICompatibleGenerator(
+            base_url=settings.STEPWISE_GENERATOR_URL,
+            model=settings.STEPWISE_GENERATOR_MODEL,
+            api_key=settings.STEPWISE_GENERATOR_API_KEY,
+            timeout_s=settings.STEPWISE_GENERATOR_TIMEOUT_S,
+            max_retries=settings.STEPWISE_GENERATOR_RETRIES,
+            concurrency=settings.STEPWISE_GENERATOR_CONCURRENCY,
+        )
+    return LocalGenerator()
+
+
+def generator_description() -> str:
+    """What pages say about the configured generator, without loading a model."""
+    if settings.STEPWISE_GENERATOR_URL:
+        model = settings.STEPWISE_GENERATOR_MODEL or "its served model"
+        return f"{model} at {settings.STEPWISE_GENERATOR_URL}"
+    return "the local SmolLM2-135M (STEPWISE_GENERATOR_URL is unset)"
+
+
+def sampling_from_settings(*, max_tokens: int | None = None, **overrides) -> Sampling:
+    return Sampling(
+        max_tokens=max_tokens or settings.STEPWISE_GENERATOR_MAX_TOKENS,
+        temperature=overrides.get("temperature", settings.STEPWISE_GENERATOR_TEMPERATURE),
+        top_p=overrides.get("top_p", settings.STEPWISE_GENERATOR_TOP_P),
+        seed=overrides.get("seed"),
+    )
+
+
+def propose_next_steps(*, problem: str, prefix: Sequence[str], k: int) -> tuple[str, list[str]]:
+    """Candidate next steps for a labeler (the alternatives protocol): the generator's name and
+    up to `k` distinct steps. Raises modeling.generator.GeneratorError when it cannot answer."""
+    generator = generator_from_settings()
+    sampling = sampling_from_settings(max_tokens=settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS)
+    steps = next_steps(generator, problem=problem, prefix=prefix, k=k, sampling=sampling)
+    return generator.name, steps
+
+
+# --- generate_pool: sampling runs -----------------------------------------------------------
+
+
+class SamplingError(Exception):
+    """A request generate_pool refuses (no problems match, bad parameters)."""
+
+
+def choose_problems(
+    *,
+    problem_ids: Sequence[int] | None = None,
+    batch_id: int | None = None,
+    subject: str | None = None,
+    level: int | None = None,
+    limit: int | None = None,
+) -> list[int]:
+    """Problem ids to sample, in id order: the given ids, a batch's problems, a subject and
+    level; problems with no ground truth are left out (a sample could not be graded)."""
+    problems = Problem.objects.exclude(ground_truth_answer__isnull=True).exclude(
+        ground_truth_answer=""
+    )
+    if problem_ids:
+        problems = problems.filter(pk__in=problem_ids)
+    if batch_id is not None:
+        if not Batch.objects.filter(pk=batch_id).exists():
+            raise SamplingError(f"There is no batch {batch_id}.")
+        problems = problems.filter(solutions__batch_id=batch_id)
+    if subject:
+        problems = problems.filter(subject__iexact=subject)
+    if level is not None:
+        problems = problems.filter(level=level)
+    ids = list(problems.order_by("pk").values_list("pk", flat=True).distinct())
+    if problem_ids:
+        missing = sorted(set(problem_ids) - set(ids))
+        if missing:
+            raise SamplingError(
+                f"No problem with a ground truth answer has id {', '.join(map(str, missing))}."
+            )
+    if limit is not None:
+        ids = ids[:limit]
+    if not ids:
+        raise SamplingError("No problem with a ground truth answer matches these filters.")
+    return ids
+
+
+def create_sampling_run(
+    *,
+    samples: int,
+    problem_ids: Sequence[int] | None = None,
+    batch_id: int | None = None,
+    subject: str | None = None,
+    level: int | None = None,
+    limit: int | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    user=None,
+    send: bool = True,
+) -> SamplingRun:
+    """A run sampling `samples` solutions for each chosen problem; sent to the generate queue
+    (a thread of this process in the embedded default) unless `send` is False (the command
+    runs it itself)."""
+    if not 1 <= samples <= 64:
+        raise SamplingError("samples must be between 1 and 64 per problem.")
+    if limit is not None and limit < 1:
+        raise SamplingError("limit must be at least 1.")
+    overrides = {"temperature": temperature, "top_p": top_p, "seed": seed}
+    sampling = sampling_from_settings(
+        max_tokens=max_tokens, **{key: v for key, v in overrides.items() if v is not None}
+    )
+    if not 1 <= sampling.max_tokens <= 8192:
+        raise SamplingError("max_tokens must be between 1 and 8192.")
+    if not 0 <= sampling.temperature <= 2 or not 0 < sampling.top_p <= 1:
+        raise SamplingError("temperature must be in [0, 2] and top_p in (0, 1].")
+    filters = {
+        "problems": list(problem_ids or []),
+        "batch": batch_id,
+        "subject": subject or "",
+        "level": level,
+        "limit": limit,
+    }
+    ids = choose_problems(
+        problem_ids=problem_ids, batch_id=batch_id, subject=subject, level=level, limit=limit
+    )
+    with transaction.atomic():
+        run = SamplingRun.objects.create(
+            samples=samples,
+            sampling=sampling.as_dict(),
+            filters={key: value for key, value in filters.items() if value not in (None, "", [])},
+            problem_ids=ids,
+            created_by=user if user is not None and user.is_authenticated else None,
+        )
+        if send:
+            _send(run.pk)
+    return run
+
+
+def _send(run_id: int) -> None:
+    if settings.STEPWISE_TRAIN_IN_THREAD:  # the embedded default: no worker
+        transaction.on_commit(
+            lambda: run_in_thread(f"sampling-run-{run_id}", lambda: execute_sampling_run(run_id))
+        )
+        return
+    enqueue_on_commit("modeling.tasks.generate_pool_run", run_id)
+
+
+def _stale_or_queued(now) -> Q:
+    stale_before = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
+    return Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, heartbeat_at__lt=stale_before)
+
+
+def resume_sampling_run(run: SamplingRun) -> SamplingRun:
+    """Send a failed or cancelled run again, or one whose worker died (no heartbeat for
+    STEPWISE_RUN_STALE_SECONDS): it goes on from the first problem not written."""
+    resumable = Q(status__in=[RunStatus.FAILED, RunStatus.CANCELLED]) | _stale_or_queued(
+        timezone.now()
+    )
+    with transaction.atomic():
+        if not SamplingRun.objects.filter(resumable, pk=run.pk).update(
+            status=RunStatus.QUEUED, error="", finished_at=None
+        ):
+            raise SamplingError(f"Sampling run {run.pk} is {run.status}: nothing to resume.")
+        _send(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def cancel_sampling_run(run: SamplingRun) -> SamplingRun:
+    """Stop after the problem being sampled; what was written stays in the pool."""
+    SamplingRun.objects.filter(pk=run.pk, status__in=SamplingRun.OPEN).update(
+        status=RunStatus.CANCELLED, finished_at=timezone.now()
+    )
+    run.refresh_from_db()
+    return run
+
+
+def execute_sampling_run(
+    run_id: int, *, progress: Callable[[SamplingRun], None] | None = None
+) -> SamplingRun | None:
+    """Run (or go on with) a sampling run; None when another worker has it or it is finished.
+
+    Claimed with a conditional update, so a redelivered task does nothing. Problems go to the
+    generator `concurrency` at a time; each problem's solutions and `next_index` are written
+    in one transaction. A generator error fails the run, resumable where it stopped."""
+    now = timezone.now()
+    # Queued, or running on a worker that has gone quiet (killed: its task came back).
+    claimed = SamplingRun.objects.filter(_stale_or_queued(now), pk=run_id).update(
+        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
+    )
+    if not claimed:
+        return None
+    run = SamplingRun.objects.get(pk=run_id)
+    try:
+        generator = generator_from_settings()
+        SamplingRun.objects.filter(pk=run_id).update(generator=generator.name)
+        run.generator = generator.name
+        sampling = Sampling(**run.sampling)
+        while run.next_index < run.total:
+            chunk = run.problem_ids[run.next_index : run.next_index + generator.concurrency]
+            problems = Problem.objects.in_bulk(chunk)
+            sampled = map_concurrently(
+                generator,
+                functools.partial(_sample_problem, generator, run.samples, sampling),
+                [problems[problem_id] for problem_id in chunk],
+            )
+            for problem_id, solutions in zip(chunk, sampled, strict=True):
+                if not _write_problem(run, problems[problem_id], solutions):
+                    return run  # cancelled meanwhile
+                if progress is not None:
+                    progress(run)
+        SamplingRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+            status=RunStatus.SUCCEEDED, finished_at=timezone.now()
+        )
+    except Exception as exc:
+        logger.exception("sampling run %s failed", run_id)
+        SamplingRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            finished_at=timezone.now(),
+        )
+    run.refresh_from_db()
+    return run
+
+
+def _sample_problem(
+    generator: Generator, samples: int, sampling: Sampling, problem: Problem
+) -> list[SampledSolution]:
+    return sample_solutions(
+        generator, problem=problem.text, n=samples, sampling=_seeded(sampling, problem.pk)
+    )
+
+
+def _seeded(sampling: Sampling, problem_id: int) -> Sampling:
+    """A seeded run gives each problem its own seed, so a resumed run samples what it would have."""
+    if sampling.seed is None:
+        return sampling
+    return replace(sampling, seed=sampling.seed + problem_id)
+
+
+def _write_problem(run: SamplingRun, problem: Problem, solutions: list[SampledSolution]) -> bool:
+    """Add one problem's complete samples to the pool and move past it; False if the run was
+    cancelled or taken from this worker meanwhile (nothing written then)."""
+    complete = [solution for solution in solutions if solution.is_complete]
+    samples = [
+        importing.SampleLine(
+            problem_text=problem.text,
+            unique_id=None,
+            ground_truth_answer=None,
+            steps=solution.steps,
+            answer=solution.final_answer,
+            generator=run.generator,
+            source_id=f"sampling-run-{run.pk}/problem-{problem.pk}/{index}",
+            score=None,
+        )
+        for index, solution in enumerate(complete)
+    ]
+    report = importing.ImportReport(path=f"sampling run {run.pk}")
+
+    def grade(sample: importing.SampleLine, solution: Solution) -> PoolEntry:
+        truth = problem.ground_truth_answer
+        graded = bool(sample.answer and truth)
+        solution.answer_correct = (
+            is_equivalent(sample.answer or "", truth or "") if graded else None
+        )
+        return PoolEntry(extracted_answer=sample.answer, sampling_run_id=run.pk)
+
+    def link(created: list[tuple[Solution, PoolEntry]], report: importing.ImportReport) -> None:
+        for solution, entry in created:
+            entry.solution_id = solution.pk
+            entry.source = f"generate_pool run {run.pk}"
+        PoolEntry.objects.bulk_create([entry for _, entry in created])
+        report.created["graded correct"] += sum(s.answer_correct is True for s, _ in created)
+        report.created["graded wrong"] += sum(s.answer_correct is False for s, _ in created)
+
+    with transaction.atomic():
+        locked = SamplingRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status != RunStatus.RUNNING or locked.next_index != run.next_index:
+            return False
+        importing.write_solutions(
+            samples, report, counted_as="pool solutions", prepare=grade, after_create=link
+        )
+        run.next_index += 1
+        run.added += report.created["pool solutions"]
+        run.graded_correct += report.created["graded correct"]
+        run.graded_wrong += report.created["graded wrong"]
+        run.incomplete += len(solutions) - len(complete)
+        run.duplicates += report.duplicates
+        run.heartbeat_at = timezone.now()
+        run.save(
+            update_fields=[
+                "next_index",
+                "added",
+                "graded_correct",
+                "graded_wrong",
+                "incomplete",
+                "duplicates",
+                "heartbeat_at",
+            ]
+        )
+    return True
