@@ -75,6 +75,15 @@ class Batch(models.Model):
     lease_seconds_min = models.PositiveIntegerField(null=True, blank=True)
     lease_seconds_max = models.PositiveIntegerField(null=True, blank=True)
 
+    class Protocol(models.TextChoices):
+        STEPS = "steps", "rate the steps (PRM800K phase 2)"
+        ALTERNATIVES = "alternatives", "rate candidate next steps, choose or write one (phase 1)"
+
+    protocol = models.CharField(max_length=16, choices=Protocol.choices, default=Protocol.STEPS)
+    alternatives_k = models.PositiveSmallIntegerField(
+        default=5, help_text="Candidate next steps shown per step (alternatives protocol)."
+    )
+
     class Meta:
         verbose_name_plural = "batches"
 
@@ -288,6 +297,36 @@ class Completion(models.Model):
         ordering = ["step", "index"]
         constraints = [
             models.UniqueConstraint(fields=["step", "index"], name="one_completion_per_index"),
+        ]
+
+
+class ProposedSteps(models.Model):
+    """The generator's candidate next steps for one prefix of one problem (alternatives
+    protocol). Requested ahead of the labeler, filled by a task on the `generate` queue, shared
+    by every labeler who reaches the same prefix."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        RUNNING = "running", "running"
+        READY = "ready", "ready"
+        FAILED = "failed", "failed"
+
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="proposals")
+    prefix = models.JSONField(help_text="The path's step texts so far.")
+    prefix_sha256 = models.CharField(max_length=64)
+    k = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    steps = models.JSONField(default=list, blank=True, help_text="Up to k distinct candidates.")
+    generator = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    requested_at = models.DateTimeField(default=timezone.now)
+    ready_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["problem", "prefix_sha256", "k"], name="one_proposal_per_prefix"
+            ),
         ]
 
 

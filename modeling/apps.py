@@ -16,3 +16,12 @@ class ModelingConfig(AppConfig):
         from modeling.services.demo import demo_pool_counts
 
         return demo_pool_counts()
+
+    # The labeling page's candidate next steps (labeling.services.alternatives finds this hook:
+    # labeling never imports modeling). Returns (generator name, up to k steps).
+    def propose_next_steps(
+        self, *, problem: str, prefix: list[str], k: int
+    ) -> tuple[str, list[str]]:
+        from modeling.services.sampling import propose_next_steps
+
+        return propose_next_steps(problem=problem, prefix=prefix, k=k)

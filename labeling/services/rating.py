@@ -198,6 +198,12 @@ def _finish(labeling: Labeling, reason: str, user: User, now) -> None:
         adjudication.agreement_record(solution=solution)
 
 
+def end_labeling(labeling: Labeling, reason: str, user: User, now) -> None:
+    """Complete the labeling with `reason` inside the caller's transaction (the alternatives
+    protocol ends a path this way)."""
+    _finish(labeling, reason, user, now)
+
+
 def _store_release_line(labeling: Labeling) -> None:
     """Render the submitted labeling once, so exports stream it instead of rebuilding it."""
     labeling.release_line = prm800k.render_record(selectors.release_record(labeling.pk))

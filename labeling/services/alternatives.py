@@ -1,0 +1,330 @@
+"""PRM800K's alternatives protocol (phase 1): at each step the labeler rates k candidate next
+steps from the generator, then chooses one to continue with or writes their own.
+
+Storage is the release's: step i of the labeling is a StepLabel whose Completions are the rated
+candidates (index 0..k-1, `source` the generator), `chosen_completion` the one chosen, and a
+labeler-written step the human completion (index -1, unrated). The labeling's solution is a
+phase-1 Solution with no pre-generated steps; the path lives in the labeling. A step that gives
+the final answer (`# Answer`) ends the labeling with `solution`.
+
+Candidates come from the modeling app's generator through an app-config hook
+(`propose_next_steps`), found at run time: labeling never imports modeling. They are requested
+ahead: the first step's at claim time, and the next step's as soon as the labeler rates a
+candidate +1 (the likely choice), so the common case never waits on the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from django.apps import apps
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from labeling.models import (
+    Batch,
+    Completion,
+    FinishReason,
+    Labeling,
+    Problem,
+    ProposedSteps,
+    RatingEvent,
+    Solution,
+    StepLabel,
+)
+from labeling.services import rating
+from labeling.services.errors import Conflict, LabelingError
+from labeling.services.importing import solution_content_hash
+from labeling.services.queue import lease_duration
+from stepwise.celery import enqueue_on_commit, run_in_thread
+
+logger = logging.getLogger(__name__)
+
+ANSWER_HEADING = "# Answer"
+MAX_STEP_CHARS = 4000
+
+
+def is_final_step(text: str) -> bool:
+    return text.lstrip().startswith(ANSWER_HEADING)
+
+
+def prefix_hash(prefix: list[str]) -> str:
+    return hashlib.sha256(json.dumps(prefix).encode("utf-8")).hexdigest()
+
+
+# --- problems into an alternatives batch --------------------------------------------------------
+
+
+def add_problems(*, batch: Batch, problem_ids: list[int]) -> int:
+    """One phase-1 solution (no pre-generated steps) per problem in the batch; returns how many
+    were new (a problem already there is skipped)."""
+    if batch.protocol != Batch.Protocol.ALTERNATIVES:
+        raise LabelingError("Only a batch with the alternatives protocol takes bare problems.")
+    problems = list(Problem.objects.filter(pk__in=problem_ids))
+    missing = set(problem_ids) - {p.pk for p in problems}
+    if missing:
+        raise LabelingError(f"No problem with id {', '.join(map(str, sorted(missing)))}.")
+    created = 0
+    for problem in problems:
+        digest = solution_content_hash(
+            problem_sha256=problem.text_sha256,
+            fmt=Solution.Format.PHASE1,
+            steps=[],
+            final_answer=None,
+            verifier_score=None,
+            generation=batch.generation,
+            is_quality_control=False,
+            is_screening=False,
+            question_override=None,
+            generator=f"alternatives:{batch.pk}",
+        )
+        _, made = Solution.objects.get_or_create(
+            content_sha256=digest,
+            defaults={
+                "problem": problem,
+                "batch": batch,
+                "steps": [],
+                "format": Solution.Format.PHASE1,
+                "generation": batch.generation,
+                "generator": f"alternatives:{batch.pk}",
+            },
+        )
+        created += made
+    return created
+
+
+# --- candidates, generated ahead ----------------------------------------------------------------
+
+
+def _step_source():
+    for config in apps.get_app_configs():
+        if hasattr(config, "propose_next_steps"):
+            return config
+    raise LabelingError("No generator is installed (the modeling app provides one).")
+
+
+def request_proposal(*, problem: Problem, prefix: list[str], k: int) -> ProposedSteps:
+    """The candidates for this prefix: existing ones, or a new request sent to the generator.
+    A failed request is sent again (the page's "try again")."""
+    digest = prefix_hash(prefix)
+    proposal, created = ProposedSteps.objects.get_or_create(
+        problem=problem, prefix_sha256=digest, k=k, defaults={"prefix": prefix}
+    )
+    if not created and proposal.status == ProposedSteps.Status.FAILED:
+        again = ProposedSteps.objects.filter(
+            pk=proposal.pk, status=ProposedSteps.Status.FAILED
+        ).update(status=ProposedSteps.Status.PENDING, error="", requested_at=timezone.now())
+        created = bool(again)
+        proposal.refresh_from_db()
+    if created:
+        _send(proposal.pk)
+    return proposal
+
+
+def _send(proposal_id: int) -> None:
+    if settings.STEPWISE_TRAIN_IN_THREAD:  # the embedded default: no worker
+        transaction.on_commit(
+            lambda: run_in_thread(f"proposal-{proposal_id}", lambda: fill_proposal(proposal_id))
+        )
+        return
+    enqueue_on_commit("labeling.tasks.generate_proposal", proposal_id)
+
+
+def fill_proposal(proposal_id: int) -> ProposedSteps | None:
+    """Ask the generator; None when another worker has it or it is done (a redelivery)."""
+    if not ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.PENDING).update(
+        status=ProposedSteps.Status.RUNNING
+    ):
+        return None
+    proposal = ProposedSteps.objects.select_related("problem").get(pk=proposal_id)
+    try:
+        generator, steps = _step_source().propose_next_steps(
+            problem=proposal.problem.text, prefix=list(proposal.prefix), k=proposal.k
+        )
+        update = {
+            "status": ProposedSteps.Status.READY,
+            "steps": [step[:MAX_STEP_CHARS] for step in steps],
+            "generator": generator[:200],
+            "ready_at": timezone.now(),
+        }
+        if not steps:
+            update = {"status": ProposedSteps.Status.FAILED, "error": "The generator gave no step."}
+    except Exception as exc:  # the page says so and offers to try again
+        logger.warning("proposal %s failed: %s", proposal_id, exc)
+        update = {"status": ProposedSteps.Status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
+    ProposedSteps.objects.filter(pk=proposal_id).update(**update)
+    proposal.refresh_from_db()
+    return proposal
+
+
+# --- the labeler's path -------------------------------------------------------------------------
+
+
+def path_of(labeling: Labeling) -> tuple[list[str], StepLabel | None]:
+    """The step texts chosen or written so far, and the open step (candidates being rated)."""
+    path: list[str] = []
+    open_step = None
+    for step in rating.rated_steps(labeling):
+        completions = {c.index: c for c in step.completions.all()}
+        if step.chosen_completion is not None:
+            path.append(completions[step.chosen_completion].text)
+        elif -1 in completions:
+            path.append(completions[-1].text)
+        else:
+            open_step = step
+    return path, open_step
+
+
+def current_proposal(labeling: Labeling) -> ProposedSteps:
+    """The candidates for the labeling's next step (requested now if nobody asked yet)."""
+    path, _ = path_of(labeling)
+    batch = labeling.solution.batch
+    k = batch.alternatives_k if batch else 5
+    return request_proposal(problem=labeling.solution.problem, prefix=path, k=k)
+
+
+def _open_alternatives(labeling_id: int, user: User, step_index: int) -> tuple[Labeling, list[str]]:
+    labeling = rating.labeling_for_update(labeling_id, user)
+    if labeling.solution.format != Solution.Format.PHASE1:
+        raise LabelingError("This labeling rates fixed steps, not candidates.")
+    if labeling.status == Labeling.Status.COMPLETED:
+        raise Conflict("This labeling is already submitted.")
+    path, _ = path_of(labeling)
+    if step_index != len(path):
+        raise Conflict(f"Step {len(path) + 1} is the one to label (the page was out of date).")
+    return labeling, path
+
+
+def rate_candidate(
+    *,
+    labeling_id: int,
+    user: User,
+    step_index: int,
+    candidate_index: int,
+    rating_value: int,
+    flagged: bool = False,
+) -> Labeling:
+    """Save one candidate's rating as it is made; the same rating again is a no-op. A +1 asks
+    for the candidates after it at once (generated ahead)."""
+    if rating_value not in (-1, 0, 1):
+        raise LabelingError("A rating is -1, 0 or +1.")
+    with transaction.atomic():
+        labeling, path = _open_alternatives(labeling_id, user, step_index)
+        batch = labeling.solution.batch
+        k = batch.alternatives_k if batch else 5
+        proposal = ProposedSteps.objects.filter(
+            problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(path), k=k
+        ).first()
+        if proposal is None or proposal.status != ProposedSteps.Status.READY:
+            raise Conflict("The candidates for this step are not ready yet.")
+        if not 0 <= candidate_index < len(proposal.steps):
+            raise LabelingError(f"There is no candidate {candidate_index + 1} at this step.")
+        step, _ = StepLabel.objects.get_or_create(
+            labeling=labeling, index=step_index, defaults={"chosen_completion": None}
+        )
+        saved = Completion.objects.filter(step=step, index=candidate_index).first()
+        if saved is not None:
+            if saved.rating == rating_value and bool(saved.flagged) == flagged:
+                return labeling
+            raise Conflict(f"Candidate {candidate_index + 1} is already rated {saved.rating:+d}.")
+        text = proposal.steps[candidate_index]
+        try:
+            with transaction.atomic():
+                Completion.objects.create(
+                    step=step,
+                    index=candidate_index,
+                    text=text,
+                    rating=rating_value,
+                    flagged=flagged,
+                    source=proposal.generator[:32],
+                )
+        except IntegrityError as exc:  # a concurrent double submit won the race
+            raise Conflict("This candidate was just rated.") from exc
+        RatingEvent.objects.create(
+            labeling=labeling,
+            step_index=step_index,
+            new_rating=rating_value,
+            reason=RatingEvent.Reason.RATE,
+            detail=f"candidate {candidate_index + 1}" + (", flagged" if flagged else ""),
+            actor=user,
+        )
+        if rating_value == 1 and not is_final_step(text):
+            request_proposal(problem=labeling.solution.problem, prefix=[*path, text], k=k)
+        return labeling
+
+
+def choose_candidate(
+    *, labeling_id: int, user: User, step_index: int, candidate_index: int
+) -> Labeling:
+    """Continue the path with a rated candidate (+1 or 0); a final-answer step ends the labeling
+    with `solution`. Choosing the same candidate again is a no-op."""
+    with transaction.atomic():
+        labeling = rating.labeling_for_update(labeling_id, user)
+        step = StepLabel.objects.filter(labeling=labeling, index=step_index).first()
+        if step is not None and step.chosen_completion == candidate_index:
+            return labeling
+        labeling, path = _open_alternatives(labeling_id, user, step_index)
+        chosen = Completion.objects.filter(step=step, index=candidate_index).first()
+        if step is None or chosen is None:
+            raise Conflict(f"Rate candidate {candidate_index + 1} before choosing it.")
+        if chosen.rating not in (0, 1):
+            raise LabelingError("Continue with a candidate rated +1 or 0, or write your own step.")
+        StepLabel.objects.filter(pk=step.pk).update(chosen_completion=candidate_index)
+        return _after_step(labeling, user, [*path, chosen.text], f"chose {candidate_index + 1}")
+
+
+def write_step(*, labeling_id: int, user: User, step_index: int, text: str) -> Labeling:
+    """The labeler's own step when no candidate will do (PRM800K's human completion)."""
+    text = text.strip()
+    if not text:
+        raise LabelingError("Write the step before submitting it.")
+    if len(text) > MAX_STEP_CHARS:
+        raise LabelingError(f"A step has at most {MAX_STEP_CHARS} characters.")
+    with transaction.atomic():
+        labeling = rating.labeling_for_update(labeling_id, user)
+        step = StepLabel.objects.filter(labeling=labeling, index=step_index).first()
+        human = step and Completion.objects.filter(step=step, index=-1).first()
+        if human:
+            if human.text == text:
+                return labeling  # a double submit
+            raise Conflict(f"Step {step_index + 1} already has your own step.")
+        labeling, path = _open_alternatives(labeling_id, user, step_index)
+        step, _ = StepLabel.objects.get_or_create(
+            labeling=labeling, index=step_index, defaults={"chosen_completion": None}
+        )
+        Completion.objects.create(
+            step=step,
+            index=-1,
+            text=text,
+            rating=None,
+            flagged=False,
+            is_human=True,
+            source="human",
+        )
+        return _after_step(labeling, user, [*path, text], "wrote a step")
+
+
+def _after_step(labeling: Labeling, user: User, path: list[str], detail: str) -> Labeling:
+    now = timezone.now()
+    RatingEvent.objects.create(
+        labeling=labeling,
+        step_index=len(path) - 1,
+        reason=RatingEvent.Reason.RATE,
+        detail=detail,
+        actor=user,
+        created_at=now,
+    )
+    if is_final_step(path[-1]):
+        rating.end_labeling(labeling, FinishReason.SOLUTION, user, now)
+        return labeling
+    batch = labeling.solution.batch
+    request_proposal(
+        problem=labeling.solution.problem, prefix=path, k=batch.alternatives_k if batch else 5
+    )
+    labeling.lease_expires_at = now + lease_duration(batch)
+    labeling.save(update_fields=["lease_expires_at", "updated_at"])
+    return labeling
