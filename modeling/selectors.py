@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
@@ -15,7 +15,7 @@ from django.utils import timezone
 from labeling import selectors as labeling_selectors
 from labeling.models import Batch, Labeling, Snapshot, Solution
 from labeling.selectors import SHOWN, Alert, BatchProgress, LeadCockpit
-from modeling.models import GenerationRun, ModelVersion, TrainingRun
+from modeling.models import GenerationRun, ModelVersion, SolutionScore, TrainingRun
 from stepwise.celery import waiting_too_long
 
 if TYPE_CHECKING:
@@ -129,3 +129,187 @@ def research_cockpit(*, now: datetime | None = None) -> ResearchCockpit:
         pool_total=pool["total"],
         pool_selectable=pool["selectable"],
     )
+
+
+# --- model-assisted review: the active PRM beside the labelers -------------------------------
+#
+# A labeler's rating r at a step disagrees with the model by 1 - P(r): the probability the model
+# gives to every other rating. 0 when the model is sure of the same rating, near 1 when it is
+# sure of another. A solution's disagreement is its largest step disagreement over all labelers.
+
+RATING_COLUMN = {-1: 0, 0: 1, 1: 2}  # SolutionScore.step_probs: [P(-1), P(0), P(+1)]
+
+
+def step_disagreement(probs: Sequence[float], rating: int) -> float:
+    return 1.0 - float(probs[RATING_COLUMN[rating]])
+
+
+def model_rating(probs: Sequence[float]) -> int:
+    """The rating the model finds likeliest at a step."""
+    return max(RATING_COLUMN, key=lambda rating: probs[RATING_COLUMN[rating]])
+
+
+@dataclass(frozen=True)
+class ReviewedLabeling:
+    labeling_id: int
+    labeler: str
+    ratings: list[int]  # per rated step
+    disagreements: list[float | None]  # per step of the solution; None where not rated
+
+
+@dataclass(frozen=True)
+class ReviewedSolution:
+    solution: Solution
+    step_probs: list[list[float]]
+    labelings: list[ReviewedLabeling]
+    disagreement: float  # the largest over steps and labelings
+
+    @property
+    def steps(self) -> list[dict]:
+        """Per step: text, the model's probabilities and likeliest rating, each labeling's rating
+        and disagreement (for the solution page)."""
+        rows = []
+        for index, text in enumerate(self.solution.steps):
+            probs = self.step_probs[index] if index < len(self.step_probs) else None
+            rows.append(
+                {
+                    "index": index,
+                    "text": text,
+                    "probs": probs,
+                    "model_rating": model_rating(probs) if probs else None,
+                    "labels": [
+                        {
+                            "labeler": labeling.labeler,
+                            "rating": labeling.ratings[index]
+                            if index < len(labeling.ratings)
+                            else None,
+                            "disagreement": labeling.disagreements[index],
+                        }
+                        for labeling in self.labelings
+                    ],
+                    "disagreement": max(
+                        (
+                            d
+                            for labeling in self.labelings
+                            if (d := labeling.disagreements[index]) is not None
+                        ),
+                        default=None,
+                    ),
+                }
+            )
+        return rows
+
+
+@dataclass(frozen=True)
+class LabelerAgreement:
+    labeler: str
+    steps: int
+    mean_disagreement: float
+    argmax_differs: float  # share of steps where the model's likeliest rating is not theirs
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    model_version: ModelVersion | None
+    solutions: list[ReviewedSolution]  # largest disagreement first
+    labelers: list[LabelerAgreement]  # least agreeing first
+    unscored: int  # labeled solutions the active model has not scored
+
+
+def _review(
+    solution: Solution,
+    probs: list[list[float]],
+    labelings: list[Labeling],
+    ratings: dict[int, list[int]],
+) -> ReviewedSolution:
+    reviewed = []
+    for labeling in labelings:
+        given = ratings.get(labeling.pk, [])
+        disagreements: list[float | None] = [
+            step_disagreement(probs[i], given[i]) if i < len(given) and i < len(probs) else None
+            for i in range(len(solution.steps))
+        ]
+        reviewed.append(
+            ReviewedLabeling(labeling.pk, labeling.labeler.username, given, disagreements)
+        )
+    largest = max((d for r in reviewed for d in r.disagreements if d is not None), default=0.0)
+    return ReviewedSolution(solution, probs, reviewed, largest)
+
+
+def labeled_solutions(batch: Batch) -> QuerySet[Solution]:
+    done = Labeling.objects.filter(solution_id=OuterRef("pk"), status=Labeling.Status.COMPLETED)
+    return Solution.objects.filter(batch=batch).filter(Exists(done))
+
+
+def unscored_labeled(batch: Batch, version: ModelVersion) -> QuerySet[Solution]:
+    scored = SolutionScore.objects.filter(solution_id=OuterRef("pk"), model_version=version)
+    return labeled_solutions(batch).exclude(Exists(scored))
+
+
+def review_queue(batch: Batch, *, limit: int = 200) -> ReviewQueue:
+    """The batch's labeled solutions that the active model scored, largest disagreement first,
+    and each labeler's agreement with the model over those solutions."""
+    version = ModelVersion.active()
+    labeled = labeled_solutions(batch)
+    if version is None:
+        return ReviewQueue(None, [], [], labeled.count())
+    scores = {
+        score.solution_id: score
+        for score in SolutionScore.objects.filter(
+            model_version=version, solution__in=labeled
+        ).select_related("solution__problem")
+    }
+    labelings = list(
+        Labeling.objects.filter(solution_id__in=scores, status=Labeling.Status.COMPLETED)
+        .select_related("labeler")
+        .order_by("pk")
+    )
+    ratings = labeling_selectors.labeling_step_ratings([labeling.pk for labeling in labelings])
+    by_solution: dict[int, list[Labeling]] = {}
+    for labeling in labelings:
+        by_solution.setdefault(labeling.solution_id, []).append(labeling)
+    reviewed = [
+        _review(score.solution, score.step_probs, by_solution.get(solution_id, []), ratings)
+        for solution_id, score in scores.items()
+    ]
+    reviewed.sort(key=lambda r: (-r.disagreement, r.solution.pk))
+    per_labeler: dict[str, list[tuple[float, bool]]] = {}
+    for solution in reviewed:
+        for passed in solution.labelings:
+            for index, rating in enumerate(passed.ratings):
+                if index < len(solution.step_probs):
+                    probs = solution.step_probs[index]
+                    per_labeler.setdefault(passed.labeler, []).append(
+                        (step_disagreement(probs, rating), model_rating(probs) != rating)
+                    )
+    labelers = [
+        LabelerAgreement(
+            name,
+            len(rows),
+            sum(d for d, _ in rows) / len(rows),
+            sum(differs for _, differs in rows) / len(rows),
+        )
+        for name, rows in per_labeler.items()
+    ]
+    labelers.sort(key=lambda row: (-row.mean_disagreement, row.labeler))
+    return ReviewQueue(version, reviewed[:limit], labelers, labeled.count() - len(scores))
+
+
+def review_solution(solution: Solution) -> ReviewedSolution | None:
+    """One solution's steps, the active model's probabilities and every completed labeling's
+    ratings; None when the active model has not scored it (or there is none)."""
+    version = ModelVersion.active()
+    score = (
+        SolutionScore.objects.filter(model_version=version, solution=solution).first()
+        if version
+        else None
+    )
+    if score is None:
+        return None
+    labelings = list(
+        Labeling.objects.filter(solution=solution, status=Labeling.Status.COMPLETED)
+        .select_related("labeler")
+        .order_by("pk")
+    )
+    ratings = labeling_selectors.labeling_step_ratings([labeling.pk for labeling in labelings])
+    return _review(solution, score.step_probs, labelings, ratings)

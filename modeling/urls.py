@@ -11,6 +11,7 @@ from rest_framework.routers import DefaultRouter
 from modeling.api import loop as loop_api
 from modeling.api import runs as runs_api
 from modeling.views import loop as loop_views
+from modeling.views import review as review_views
 from modeling.views import runs as runs_views
 
 run_router = DefaultRouter(trailing_slash=True)
@@ -37,16 +38,31 @@ run_patterns = [
 loop_router = DefaultRouter(trailing_slash=True)
 loop_router.include_root_view = False
 loop_router.register("generations", loop_api.GenerationViewSet, basename="generation-api")
+loop_router.register("sampling-runs", loop_api.SamplingRunViewSet, basename="sampling-run-api")
 
 loop_patterns = [
     path("generations/", loop_views.generation_list, name="generations"),
     path("generations/<int:generation>/", loop_views.generation_detail, name="generation"),
     path("generations/<int:generation>/retry/", loop_views.generation_retry, name="retry"),
     path("generations/<int:generation>/cancel/", loop_views.generation_cancel, name="cancel"),
+    path("pool/sampling/", loop_views.sampling_list, name="sampling"),
+    path("pool/sampling/<int:run_id>/resume/", loop_views.sampling_resume, name="sampling_resume"),
+    path("pool/sampling/<int:run_id>/cancel/", loop_views.sampling_cancel, name="sampling_cancel"),
     path("api/", include(loop_router.urls)),
+]
+
+review_patterns = [
+    path("modeling/review/", review_views.review_queue, name="queue"),
+    path("modeling/review/batches/<int:batch_id>/score/", review_views.review_score, name="score"),
+    path(
+        "modeling/review/solutions/<int:solution_id>/",
+        review_views.review_solution,
+        name="solution",
+    ),
 ]
 
 urlpatterns = [
     path("", include((loop_patterns, "modeling_loop"))),
     path("", include((run_patterns, "modeling_runs"))),
+    path("", include((review_patterns, "modeling_review"))),
 ]

@@ -44,13 +44,21 @@ from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from labeling.models import Labeling, Solution
+from labeling.models import Batch, Labeling, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
+from modeling import selectors
 from modeling.models import EvaluationSet, ModelVersion, SolutionScore, TrainingRun
 from modeling.services import torchrun
 from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
-from stepwise.celery import UNSENT, not_sent_since, resend_rows, run_in_thread, send_row
+from stepwise.celery import (
+    UNSENT,
+    enqueue_on_commit,
+    not_sent_since,
+    resend_rows,
+    run_in_thread,
+    send_row,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -949,3 +957,33 @@ def score_solutions_with(
 
 def _nan_to(value: float, default: float) -> float:
     return value if math.isfinite(value) else default
+
+
+def score_for_review(batch: Batch) -> int:
+    """Score the batch's labeled solutions that the active model has not scored, for the review
+    page: on the gpu queue (a thread of this process in the embedded default). Returns how many
+    are to be scored; 0 (nothing sent) when there is no active model or nothing is missing."""
+    version = ModelVersion.active()
+    if version is None:
+        return 0
+    missing = selectors.unscored_labeled(batch, version).count()
+    if missing:
+        if settings.STEPWISE_TRAIN_IN_THREAD:
+            transaction.on_commit(
+                lambda: run_in_thread(
+                    f"review-scores-{batch.pk}",
+                    lambda: score_batch_for_review(batch.pk, version.pk),
+                )
+            )
+        else:
+            enqueue_on_commit("modeling.tasks.gpu_score_for_review", batch.pk, version.pk)
+    return missing
+
+
+def score_batch_for_review(batch_id: int, version_id: int) -> int:
+    """The task's work: score what is still missing (a redelivery fills only gaps)."""
+    batch = Batch.objects.get(pk=batch_id)
+    version = ModelVersion.objects.get(pk=version_id)
+    return score_solutions_with(
+        model_version=version, solutions=selectors.unscored_labeled(batch, version)
+    )

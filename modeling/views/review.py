@@ -1,0 +1,65 @@
+"""Model-assisted review for leads: the active PRM's step probabilities beside the labelers'
+ratings, largest disagreement first. Labelers never see model scores (PRM800K did not show them)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from labeling.models import Batch, Solution
+from labeling.roles import LEAD, RESEARCHER, require
+from modeling import selectors
+from modeling.models import ModelVersion
+from modeling.services import runs
+
+REVIEW_REFUSED = "Model-assisted review is for leads and researchers."
+
+
+@login_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
+    batches = Batch.objects.order_by("-created_at")
+    batch_id = request.GET.get("batch")
+    batch = (
+        get_object_or_404(Batch, pk=batch_id)
+        if batch_id and batch_id.isdigit()
+        else batches.first()
+    )
+    context = {
+        "batches": batches[:100],
+        "batch": batch,
+        "queue": selectors.review_queue(batch) if batch else None,
+    }
+    return render(request, "modeling/review/queue.html", context)
+
+
+@login_required
+@require_POST
+def review_score(request: HttpRequest, batch_id: int) -> HttpResponse:
+    require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
+    batch = get_object_or_404(Batch, pk=batch_id)
+    if ModelVersion.active() is None:
+        messages.error(request, "There is no active model to score with.")
+    else:
+        missing = runs.score_for_review(batch)
+        messages.info(request, f"Scoring {missing} solutions with the active model.")
+    return redirect(f"{reverse('modeling_review:queue')}?batch={batch.pk}")
+
+
+@login_required
+def review_solution(request: HttpRequest, solution_id: int) -> HttpResponse:
+    require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
+    solution = get_object_or_404(
+        Solution.objects.select_related("problem", "batch"), pk=solution_id
+    )
+    context = {
+        "solution": solution,
+        "problem": solution.problem,
+        "review": selectors.review_solution(solution),
+        "active_model": ModelVersion.active(),
+    }
+    return render(request, "modeling/review/solution.html", context)
