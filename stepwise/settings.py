@@ -162,7 +162,15 @@ if DATABASE_URL is None:  # EMBEDDED
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "stepwise.sqlite3",
             # Labelers write concurrently even in the demo; wait for the lock instead of failing.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                # Test-only speed: the test database is thrown away, no fsync per commit.
+                **({"init_command": "PRAGMA synchronous=OFF"} if TESTING else {}),
+            },
+            # Tests use a file too: a shared in-memory database raises "table is locked" at once
+            # where the user's file waits for the lock (a web request beside a worker thread).
+            "TEST": {"NAME": str(VAR_DIR / "test-stepwise.sqlite3")},
         }
     }
 else:
