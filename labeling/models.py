@@ -83,6 +83,11 @@ class Batch(models.Model):
     alternatives_k = models.PositiveSmallIntegerField(
         default=5, help_text="Candidate next steps shown per step (alternatives protocol)."
     )
+    alternatives_after_error = models.BooleanField(
+        default=False,
+        help_text="Rate the steps: after a −1, the labeler also rates the model's alternatives "
+        "to the wrong step, as in PRM800K phase 2.",
+    )
 
     class Meta:
         verbose_name_plural = "batches"

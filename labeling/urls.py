@@ -11,7 +11,7 @@ from drf_spectacular.views import (
 from rest_framework.routers import DefaultRouter
 
 from labeling import api
-from labeling.views import labeler, lead, research
+from labeling.views import alternatives, labeler, lead, research
 
 labeler_patterns = [
     path("", labeler.queue, name="queue"),
@@ -23,6 +23,22 @@ labeler_patterns = [
     path("<int:labeling_id>/revise/", labeler.revise, name="revise"),
     path("<int:labeling_id>/extend/", labeler.extend, name="extend"),
     path("<int:labeling_id>/finish/", labeler.finish, name="finish"),
+    # The alternatives protocol: candidates rated, one chosen or the labeler's own step written.
+    path("<int:labeling_id>/candidates/rate/", alternatives.rate_candidate, name="rate_candidate"),
+    path(
+        "<int:labeling_id>/candidates/choose/",
+        alternatives.choose_candidate,
+        name="choose_candidate",
+    ),
+    path("<int:labeling_id>/candidates/write/", alternatives.write_step, name="write_step"),
+    path("<int:labeling_id>/candidates/again/", alternatives.ask_again, name="ask_again"),
+    # Rate the steps, after a −1 (PRM800K phase 2): the model's alternatives to the wrong step.
+    path("<int:labeling_id>/alternatives/rate/", labeler.rate_after_error, name="rate_after_error"),
+    path(
+        "<int:labeling_id>/alternatives/again/",
+        labeler.ask_again_after_error,
+        name="ask_again_after_error",
+    ),
     path("guidelines/", labeler.guidelines, name="guidelines"),
     # Leads: dashboard, batches, labelers, adjudication, audit, guidelines.
     path("guidelines/edit/", lead.guidelines_edit, name="guidelines_edit"),

@@ -13,6 +13,15 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name="batch",
+            name="alternatives_after_error",
+            field=models.BooleanField(
+                default=False,
+                help_text="Rate the steps: after a −1, the labeler also rates the model's "
+                "alternatives to the wrong step, as in PRM800K phase 2.",
+            ),
+        ),
+        migrations.AddField(
+            model_name="batch",
             name="alternatives_k",
             field=models.PositiveSmallIntegerField(
                 default=5, help_text="Candidate next steps shown per step (alternatives protocol)."

@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
+from datetime import timedelta
 
 from django.apps import apps
 from django.conf import settings
@@ -39,13 +41,16 @@ from labeling.models import (
 from labeling.services import rating
 from labeling.services.errors import Conflict, LabelingError
 from labeling.services.importing import solution_content_hash
-from labeling.services.queue import lease_duration
+from labeling.services.queue import lease_duration, next_claims
+from labeling.services.rating import MAX_STEP_TIME_MS
 from stepwise.celery import enqueue_on_commit, run_in_thread
 
 logger = logging.getLogger(__name__)
 
 ANSWER_HEADING = "# Answer"
 MAX_STEP_CHARS = 4000
+# Past labeling.tasks.generate_proposal's time limit: a request still open has lost its worker.
+PROPOSAL_STALE = timedelta(seconds=660)
 
 
 def is_final_step(text: str) -> bool:
@@ -107,18 +112,28 @@ def _step_source():
     raise LabelingError("No generator is installed (the modeling app provides one).")
 
 
-def request_proposal(*, problem: Problem, prefix: list[str], k: int) -> ProposedSteps:
+def request_proposal(
+    *, problem: Problem, prefix: list[str], k: int, again: bool = False
+) -> ProposedSteps:
     """The candidates for this prefix: existing ones, or a new request sent to the generator.
-    A failed request is sent again (the page's "try again")."""
+    `again` sends a failed request once more (the page's "ask the model again"); a request
+    whose worker died (still open past the task's time limit) is sent again by itself."""
     digest = prefix_hash(prefix)
     proposal, created = ProposedSteps.objects.get_or_create(
         problem=problem, prefix_sha256=digest, k=k, defaults={"prefix": prefix}
     )
-    if not created and proposal.status == ProposedSteps.Status.FAILED:
-        again = ProposedSteps.objects.filter(
-            pk=proposal.pk, status=ProposedSteps.Status.FAILED
-        ).update(status=ProposedSteps.Status.PENDING, error="", requested_at=timezone.now())
-        created = bool(again)
+    stale = proposal.requested_at < timezone.now() - PROPOSAL_STALE
+    open_statuses = (ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
+    resend = (again and proposal.status == ProposedSteps.Status.FAILED) or (
+        stale and proposal.status in open_statuses
+    )
+    if not created and resend:
+        # Conditional on what was read: of two requests racing here, one sends.
+        created = bool(
+            ProposedSteps.objects.filter(
+                pk=proposal.pk, status=proposal.status, requested_at=proposal.requested_at
+            ).update(status=ProposedSteps.Status.PENDING, error="", requested_at=timezone.now())
+        )
         proposal.refresh_from_db()
     if created:
         _send(proposal.pk)
@@ -179,12 +194,204 @@ def path_of(labeling: Labeling) -> tuple[list[str], StepLabel | None]:
     return path, open_step
 
 
-def current_proposal(labeling: Labeling) -> ProposedSteps:
-    """The candidates for the labeling's next step (requested now if nobody asked yet)."""
+@dataclass(frozen=True)
+class PathStep:
+    index: int
+    text: str
+    rating: int | None  # the chosen candidate's; None for the labeler's own step
+    written: bool
+    candidates_rated: int
+
+
+@dataclass(frozen=True)
+class Candidate:
+    index: int
+    text: str
+    rating: int | None
+    flagged: bool
+
+    @property
+    def choosable(self) -> bool:
+        return self.rating in (0, 1)
+
+
+@dataclass(frozen=True)
+class AlternativesPanel:
+    """What the labeling page shows in the alternatives protocol."""
+
+    path: list[PathStep]
+    step_index: int  # the step being labeled (or the last one, when done)
+    candidates: list[Candidate]  # the open step's, with what the labeler gave them so far
+    proposal: ProposedSteps | None  # None once the labeling is done
+
+    @property
+    def waiting(self) -> bool:
+        return self.proposal is not None and self.proposal.status in (
+            ProposedSteps.Status.PENDING,
+            ProposedSteps.Status.RUNNING,
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.proposal is not None and self.proposal.status == ProposedSteps.Status.FAILED
+
+    @property
+    def rated_count(self) -> int:
+        return sum(c.rating is not None for c in self.candidates)
+
+
+def alternatives_panel(labeling: Labeling, *, request_missing: bool = True) -> AlternativesPanel:
+    """The path so far and the open step's candidates. The candidates of an open labeling are
+    requested if nobody asked yet (`request_missing`: the labeler's own page, not a lead's)."""
+    path: list[PathStep] = []
+    saved: dict[int, Completion] = {}
+    for step in rating.rated_steps(labeling):
+        completions = {c.index: c for c in step.completions.all()}
+        rated = sum(1 for i, c in completions.items() if i >= 0 and c.rating is not None)
+        if step.chosen_completion is not None:
+            chosen = completions[step.chosen_completion]
+            path.append(PathStep(step.index, chosen.text, chosen.rating, False, rated))
+        elif -1 in completions:
+            path.append(PathStep(step.index, completions[-1].text, None, True, rated))
+        else:
+            saved = completions
+    proposal = None
+    candidates: list[Candidate] = []
+    if labeling.status == Labeling.Status.IN_PROGRESS or saved:
+        batch = labeling.solution.batch
+        k = batch.alternatives_k if batch else 5
+        prefix = [step.text for step in path]
+        if request_missing and labeling.status == Labeling.Status.IN_PROGRESS:
+            proposal = request_proposal(problem=labeling.solution.problem, prefix=prefix, k=k)
+            if not path and batch is not None:
+                _first_steps_ahead(labeling, batch, k)
+        else:
+            proposal = ProposedSteps.objects.filter(
+                problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(prefix), k=k
+            ).first()
+        texts = list(proposal.steps) if proposal is not None else []
+        for index, text in enumerate(texts):
+            completion = saved.get(index)
+            candidates.append(
+                Candidate(
+                    index,
+                    text,
+                    completion.rating if completion else None,
+                    bool(completion and completion.flagged),
+                )
+            )
+    return AlternativesPanel(path, len(path), candidates, proposal)
+
+
+def after_error_panel(
+    labeling: Labeling, *, request_missing: bool = True, again: bool = False
+) -> AlternativesPanel | None:
+    """Rate the steps, PRM800K phase 2: once a labeling ends on a −1 (in a batch that asks for
+    it), the model's alternatives to the wrong step, each with the labeler's rating so far.
+    They are stored after the step's own completion (index 1..k), as in the release."""
+    batch = labeling.solution.batch
+    if (
+        batch is None
+        or not batch.alternatives_after_error
+        or batch.protocol != Batch.Protocol.STEPS
+        or labeling.status != Labeling.Status.COMPLETED
+        or labeling.finish_reason != FinishReason.FOUND_ERROR
+    ):
+        return None
+    wrong = labeling.step_labels.prefetch_related("completions").order_by("-index").first()
+    if wrong is None:
+        return None
+    prefix = list(labeling.solution.steps[: wrong.index])
+    k = batch.alternatives_k
+    proposal: ProposedSteps | None
+    if request_missing:
+        proposal = request_proposal(
+            problem=labeling.solution.problem, prefix=prefix, k=k, again=again
+        )
+    else:
+        proposal = ProposedSteps.objects.filter(
+            problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(prefix), k=k
+        ).first()
+    saved = {c.index - 1: c for c in wrong.completions.all() if c.index >= 1}
+    candidates = [
+        Candidate(
+            index,
+            text,
+            saved[index].rating if index in saved else None,
+            bool(index in saved and saved[index].flagged),
+        )
+        for index, text in enumerate(proposal.steps if proposal else [])
+    ]
+    return AlternativesPanel([], wrong.index, candidates, proposal)
+
+
+def rate_after_error(
+    *, labeling_id: int, user: User, candidate_index: int, rating_value: int, flagged: bool = False
+) -> Labeling:
+    """Rate one alternative to the labeling's −1 step. The same rating again is a no-op, another
+    one an edit; the labeling's release line is rendered again with it."""
+    if rating_value not in (-1, 0, 1):
+        raise LabelingError("A rating is -1, 0 or +1.")
+    with transaction.atomic():
+        labeling = rating.labeling_for_update(labeling_id, user)
+        panel = after_error_panel(labeling, request_missing=False)
+        if panel is None:
+            raise LabelingError("Only a labeling that ended on a −1 has alternatives to rate.")
+        if panel.proposal is None or panel.proposal.status != ProposedSteps.Status.READY:
+            raise Conflict("The alternatives are not ready yet.")
+        if not 0 <= candidate_index < len(panel.candidates):
+            raise LabelingError(f"There is no alternative {candidate_index + 1}.")
+        step = StepLabel.objects.get(labeling=labeling, index=panel.step_index)
+        before = panel.candidates[candidate_index]
+        if before.rating == rating_value and before.flagged == flagged:
+            return labeling  # a double submit
+        detail = f"alternative {candidate_index + 1}" + (", flagged" if flagged else "")
+        if before.rating is None:
+            Completion.objects.create(
+                step=step,
+                index=candidate_index + 1,
+                text=before.text,
+                rating=rating_value,
+                flagged=flagged,
+                source=panel.proposal.generator[:32],
+            )
+            reason = RatingEvent.Reason.RATE
+        else:
+            Completion.objects.filter(step=step, index=candidate_index + 1).update(
+                rating=rating_value, flagged=flagged
+            )
+            reason = RatingEvent.Reason.EDIT
+        RatingEvent.objects.create(
+            labeling=labeling,
+            step_index=panel.step_index,
+            old_rating=before.rating,
+            new_rating=rating_value,
+            reason=reason,
+            detail=detail,
+            actor=user,
+        )
+        rating.store_release_line(labeling)
+        return labeling
+
+
+# Solutions whose first candidates are generated while the labeler works on this one.
+FIRST_STEPS_AHEAD = 1
+
+
+def _first_steps_ahead(labeling: Labeling, batch: Batch, k: int) -> None:
+    """The first step of a solution has no step before it to generate ahead from: ask for the
+    first candidates of the solution this labeler will claim next, so it is ready by then."""
+    for solution in next_claims(labeling.labeler, batch, FIRST_STEPS_AHEAD):
+        request_proposal(problem=solution.problem, prefix=[], k=k)
+
+
+def current_proposal(labeling: Labeling, *, again: bool = False) -> ProposedSteps:
+    """The candidates for the labeling's next step (requested now if nobody asked yet; with
+    `again`, a failed request is sent once more)."""
     path, _ = path_of(labeling)
     batch = labeling.solution.batch
     k = batch.alternatives_k if batch else 5
-    return request_proposal(problem=labeling.solution.problem, prefix=path, k=k)
+    return request_proposal(problem=labeling.solution.problem, prefix=path, k=k, again=again)
 
 
 def _open_alternatives(labeling_id: int, user: User, step_index: int) -> tuple[Labeling, list[str]]:
@@ -227,11 +434,23 @@ def rate_candidate(
             labeling=labeling, index=step_index, defaults={"chosen_completion": None}
         )
         saved = Completion.objects.filter(step=step, index=candidate_index).first()
+        text = proposal.steps[candidate_index]
         if saved is not None:
             if saved.rating == rating_value and bool(saved.flagged) == flagged:
-                return labeling
-            raise Conflict(f"Candidate {candidate_index + 1} is already rated {saved.rating:+d}.")
-        text = proposal.steps[candidate_index]
+                return labeling  # a double submit
+            # The step is still open (nothing chosen or written): a change of mind is an edit.
+            Completion.objects.filter(pk=saved.pk).update(rating=rating_value, flagged=flagged)
+            RatingEvent.objects.create(
+                labeling=labeling,
+                step_index=step_index,
+                old_rating=saved.rating,
+                new_rating=rating_value,
+                reason=RatingEvent.Reason.EDIT,
+                detail=f"candidate {candidate_index + 1}" + (", flagged" if flagged else ""),
+                actor=user,
+            )
+            _ask_ahead(labeling, path, text, rating_value, k)
+            return labeling
         try:
             with transaction.atomic():
                 Completion.objects.create(
@@ -252,13 +471,23 @@ def rate_candidate(
             detail=f"candidate {candidate_index + 1}" + (", flagged" if flagged else ""),
             actor=user,
         )
-        if rating_value == 1 and not is_final_step(text):
-            request_proposal(problem=labeling.solution.problem, prefix=[*path, text], k=k)
+        _ask_ahead(labeling, path, text, rating_value, k)
         return labeling
 
 
+def _ask_ahead(labeling: Labeling, path: list[str], text: str, rating_value: int, k: int) -> None:
+    """A +1 is the likely choice: its successors are generated while the labeler rates on."""
+    if rating_value == 1 and not is_final_step(text):
+        request_proposal(problem=labeling.solution.problem, prefix=[*path, text], k=k)
+
+
 def choose_candidate(
-    *, labeling_id: int, user: User, step_index: int, candidate_index: int
+    *,
+    labeling_id: int,
+    user: User,
+    step_index: int,
+    candidate_index: int,
+    elapsed_ms: int | None = None,
 ) -> Labeling:
     """Continue the path with a rated candidate (+1 or 0); a final-answer step ends the labeling
     with `solution`. Choosing the same candidate again is a no-op."""
@@ -274,10 +503,14 @@ def choose_candidate(
         if chosen.rating not in (0, 1):
             raise LabelingError("Continue with a candidate rated +1 or 0, or write your own step.")
         StepLabel.objects.filter(pk=step.pk).update(chosen_completion=candidate_index)
-        return _after_step(labeling, user, [*path, chosen.text], f"chose {candidate_index + 1}")
+        return _after_step(
+            labeling, user, step, [*path, chosen.text], f"chose {candidate_index + 1}", elapsed_ms
+        )
 
 
-def write_step(*, labeling_id: int, user: User, step_index: int, text: str) -> Labeling:
+def write_step(
+    *, labeling_id: int, user: User, step_index: int, text: str, elapsed_ms: int | None = None
+) -> Labeling:
     """The labeler's own step when no candidate will do (PRM800K's human completion)."""
     text = text.strip()
     if not text:
@@ -305,11 +538,24 @@ def write_step(*, labeling_id: int, user: User, step_index: int, text: str) -> L
             is_human=True,
             source="human",
         )
-        return _after_step(labeling, user, [*path, text], "wrote a step")
+        return _after_step(labeling, user, step, [*path, text], "wrote a step", elapsed_ms)
 
 
-def _after_step(labeling: Labeling, user: User, path: list[str], detail: str) -> Labeling:
+def _after_step(
+    labeling: Labeling,
+    user: User,
+    step: StepLabel,
+    path: list[str],
+    detail: str,
+    elapsed_ms: int | None,
+) -> Labeling:
+    """The step is settled: time it, then end on a final answer or ask for the next candidates."""
     now = timezone.now()
+    step_time = None if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
+    if step_time is not None:
+        StepLabel.objects.filter(pk=step.pk).update(time_ms=step_time)
+        labeling.total_time_ms = (labeling.total_time_ms or 0) + step_time
+        labeling.save(update_fields=["total_time_ms", "updated_at"])
     RatingEvent.objects.create(
         labeling=labeling,
         step_index=len(path) - 1,

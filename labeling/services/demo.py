@@ -13,6 +13,7 @@ from django.db import transaction
 
 from labeling.models import Batch, GoldLabel, Labeler, Labeling, Problem, Solution
 from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
+from labeling.services.alternatives import add_problems
 from labeling.services.importing import import_math, import_prm800k, import_samples
 from labeling.services.quality import gold_label_set
 
@@ -73,6 +74,10 @@ def mark_demo_gold() -> str:
 
 
 REFERENCE_BATCH = "Demo reference labels"
+# PRM800K phase 1 in the demo: the labeler builds a solution from the local model's candidate
+# steps. Inactive, so the demo's labeling queue stays as it was; a lead switches it on.
+ALTERNATIVES_BATCH = "Demo step by step (alternatives)"
+ALTERNATIVES_PROBLEMS = 3
 REFERENCE_LABELER = "00000000-0000-4000-8000-00000000de70"
 
 
@@ -155,7 +160,35 @@ def load_sample_data() -> list[str]:
             SAMPLE_DIR / "solutions.jsonl", batch_name=DEMO_BATCH, overlap=2, generation=1
         )
     )
-    return [r.summary() for r in reports] + [mark_demo_gold(), load_reference_labelings()]
+    return [r.summary() for r in reports] + [
+        mark_demo_gold(),
+        load_reference_labelings(),
+        load_alternatives_batch(),
+    ]
+
+
+def load_alternatives_batch() -> str:
+    batch, _ = Batch.objects.get_or_create(
+        name=ALTERNATIVES_BATCH,
+        defaults={
+            "protocol": Batch.Protocol.ALTERNATIVES,
+            "alternatives_k": 3,
+            "is_active": False,
+            "origin": Batch.Origin.MANUAL,
+        },
+    )
+    problems = Problem.objects.filter(unique_id__in=_sample_unique_ids()).order_by("pk")
+    ids = list(problems.values_list("pk", flat=True)[:ALTERNATIVES_PROBLEMS])
+    made = add_problems(batch=batch, problem_ids=ids)
+    return (
+        f"{ALTERNATIVES_BATCH!r} (inactive; a lead activates it): "
+        f"{f'{made} problems to label step by step' if made else 'nothing new'}"
+    )
+
+
+def _sample_unique_ids() -> list[str]:
+    lines = (SAMPLE_DIR / "problems.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["unique_id"] for line in lines if line.strip()]
 
 
 def demo_parts() -> list[Any]:
@@ -204,9 +237,8 @@ class DemoCounts:
 
 
 def demo_counts() -> DemoCounts:
-    lines = (SAMPLE_DIR / "problems.jsonl").read_text(encoding="utf-8").splitlines()
-    unique_ids = [json.loads(line)["unique_id"] for line in lines if line.strip()]
-    batches = Batch.objects.filter(name__in=(DEMO_BATCH, REFERENCE_BATCH))
+    unique_ids = _sample_unique_ids()
+    batches = Batch.objects.filter(name__in=(DEMO_BATCH, REFERENCE_BATCH, ALTERNATIVES_BATCH))
     solutions = Solution.objects.filter(batch__in=batches)
     usernames = [username for username, _, _ in DEMO_ACCOUNTS]
     return DemoCounts(

@@ -214,6 +214,12 @@ def _open_solutions(user: User, batch: Batch) -> QuerySet[Solution]:
     )
 
 
+def next_claims(user: User, batch: Batch, count: int) -> list[Solution]:
+    """The solutions of `batch` this user would claim next, in claim order (nothing locked:
+    a guess, for work done ahead such as generating the first candidate steps)."""
+    return list(_open_solutions(user, batch).select_related("problem")[:count])
+
+
 def _gold_pool(user: User, *, screening: bool) -> QuerySet[Solution]:
     mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler=user)
     pool = Solution.objects.filter(is_quality_control=True, gold__isnull=False).exclude(

@@ -182,7 +182,7 @@ def _finish(labeling: Labeling, reason: str, user: User, now) -> None:
         actor=user,
         created_at=now,
     )
-    _store_release_line(labeling)
+    store_release_line(labeling)
     ratings = selectors.labeling_ratings(labeling)
     if solution.is_quality_control:
         gold = GoldLabel.objects.filter(solution=solution).first()
@@ -204,8 +204,9 @@ def end_labeling(labeling: Labeling, reason: str, user: User, now) -> None:
     _finish(labeling, reason, user, now)
 
 
-def _store_release_line(labeling: Labeling) -> None:
-    """Render the submitted labeling once, so exports stream it instead of rebuilding it."""
+def store_release_line(labeling: Labeling) -> None:
+    """Render the submitted labeling once, so exports stream it instead of rebuilding it (and
+    again when it gains ratings after its submission: alternatives to its −1 step)."""
     labeling.release_line = prm800k.render_record(selectors.release_record(labeling.pk))
     Labeling.objects.filter(pk=labeling.pk).update(release_line=labeling.release_line)
 
@@ -383,7 +384,7 @@ def rating_edit(*, labeling_id: int, user: User, step_index: int, rating: int) -
             actor=user,
         )
         if labeling.release_line is not None:
-            _store_release_line(labeling)
+            store_release_line(labeling)
         if labeling.status == Labeling.Status.COMPLETED and labeling.solution.batch_id:
             delta = {"pos": 1 if rating == 1 else -1, "neu": 1 if rating == 0 else -1}
             batch_id = labeling.solution.batch_id

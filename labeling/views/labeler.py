@@ -6,33 +6,26 @@ Views fetch, validate, call a service, render; htmx gets the fragment.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling import selectors
 from labeling.models import FinishReason, Labeling
-from labeling.roles import LABELER, LEAD, has_role, require
+from labeling.roles import LABELER, require
+from labeling.services import alternatives as alternatives_service
 from labeling.services import rating
 from labeling.services.errors import LabelingError
 from labeling.services.queue import claim_next, ensure_labeler, extend_lease
+from labeling.views import alternatives
+from labeling.views.common import Key, act, int_param, own_labeling
 from labeling.views.navigation import safe_return_url
 
-
-def _int_param(request: HttpRequest, name: str, *, required: bool = True) -> int | None:
-    value = request.POST.get(name, "")
-    if value == "" and not required:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise LabelingError(f"{name} must be an integer, got {value!r}.") from None
+PANEL = "labeling/labeling.html#panel"
 
 
 @login_required
@@ -70,10 +63,10 @@ def claim(request: HttpRequest) -> HttpResponse:
     return redirect("labeling:labeling", labeling_id=labeling.pk)
 
 
-def _panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
+def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
     panel = selectors.labeling_panel(labeling)
     own = labeling.labeler_id == user.pk
-    return {
+    context = {
         "labeling": labeling,
         "solution": labeling.solution,
         "problem": labeling.solution.problem,
@@ -88,24 +81,12 @@ def _panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
         "error": error,
         "finish_reasons": FinishReason,
     }
-
-
-def _own_labeling(request: HttpRequest, labeling_id: int) -> Labeling:
-    # Labelers see only their own work; leads may read anyone's.
-    labeling = get_object_or_404(selectors.labelings_for_page(), pk=labeling_id)
-    if labeling.labeler_id != request.user.pk and not has_role(request.user, LEAD):
-        raise PermissionDenied("This labeling is not yours.")
-    return labeling
-
-
-@dataclass(frozen=True)
-class Key:
-    """One key of the labeling page: the help lists it, labeling.js acts on it."""
-
-    keys: tuple[str, ...]  # KeyboardEvent.key values, letters in lower case
-    action: str  # a button's data-key-action, or one labeling.js handles itself
-    shown: tuple[str, ...]  # as the help writes them
-    help: str
+    after_error = alternatives_service.after_error_panel(labeling, request_missing=own)
+    if after_error is not None:  # PRM800K phase 2: the model's alternatives to the −1 step
+        context.update(
+            alternatives.candidates_context(labeling, after_error, own=own, choose=False)
+        )
+    return context
 
 
 # The one list of the page's keys: the help (side panel and the ? overlay) is rendered from it,
@@ -124,6 +105,9 @@ LABELING_KEYS = [
     Key(("]",), "select-next", ("]",), "select the next rated step (past the last: back)"),
     Key(("a",), "again", ("A",), "rate again from the selected step (takes back later ones)"),
     Key(("Escape",), "deselect", ("Esc",), "back to the current step; closes this help"),
+    # Letters only: the arrows keep scrolling a long solution here.
+    Key(("j",), "cand-next", ("J",), "after a \u22121: the next alternative to rate"),
+    Key(("k",), "cand-prev", ("K",), "after a \u22121: the previous alternative"),
     Key(("?",), "help", ("?",), "show these keys"),
     Key(("h",), "guidelines", ("H",), "open the guidelines"),
 ]
@@ -132,35 +116,16 @@ LABELING_KEY_MAP = json.dumps({key: k.action for k in LABELING_KEYS for key in k
 
 @login_required
 def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
-    labeling = _own_labeling(request, labeling_id)
-    context = _panel_context(labeling, request.user)
+    labeling = own_labeling(request, labeling_id)
+    if alternatives.is_alternatives(labeling):
+        return alternatives.page(request, labeling)
+    context = panel_context(labeling, request.user)
     context["keys"] = LABELING_KEYS
     context["key_map"] = LABELING_KEY_MAP
     template = "labeling/labeling.html#panel" if request.htmx else "labeling/labeling.html"
+    if request.htmx and request.GET.get("part") == "candidates":
+        template = alternatives.CANDIDATES
     return render(request, template, context)
-
-
-def _act(request: HttpRequest, labeling_id: int, action) -> HttpResponse:
-    """Run a labeling action and answer with the panel; errors keep the saved state visible."""
-    try:
-        labeling = action()
-        status, error = 200, None
-    except LabelingError as exc:
-        labeling = _own_labeling(request, labeling_id)
-        status, error = exc.status_code, str(exc)
-    if labeling.labeler_id != request.user.pk:
-        raise PermissionDenied("This labeling is not yours.")
-    labeling = selectors.labelings_for_page().get(pk=labeling.pk)
-    if not request.htmx:
-        if error:
-            messages.error(request, error)
-        return redirect("labeling:labeling", labeling_id=labeling.pk)
-    return render(
-        request,
-        "labeling/labeling.html#panel",
-        _panel_context(labeling, request.user, error),
-        status=status,
-    )
 
 
 @login_required
@@ -170,13 +135,13 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
         return rating.rate_step(
             labeling_id=labeling_id,
             user=request.user,
-            step_index=_int_param(request, "step_index"),
-            rating=_int_param(request, "rating"),
+            step_index=int_param(request, "step_index"),
+            rating=int_param(request, "rating"),
             flagged=request.POST.get("flagged") in ("1", "on", "true"),
-            elapsed_ms=_int_param(request, "elapsed_ms", required=False),
+            elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
 
-    return _act(request, labeling_id, action)
+    return act(request, labeling_id, action, template=PANEL, context=panel_context)
 
 
 @login_required
@@ -193,8 +158,12 @@ def extend(request: HttpRequest, labeling_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def undo(request: HttpRequest, labeling_id: int) -> HttpResponse:
-    return _act(
-        request, labeling_id, lambda: rating.undo_last(labeling_id=labeling_id, user=request.user)
+    return act(
+        request,
+        labeling_id,
+        lambda: rating.undo_last(labeling_id=labeling_id, user=request.user),
+        template=PANEL,
+        context=panel_context,
     )
 
 
@@ -207,11 +176,11 @@ def revise(request: HttpRequest, labeling_id: int) -> HttpResponse:
         return rating.rating_revise(
             labeling_id=labeling_id,
             user=request.user,
-            step_index=_int_param(request, "step_index"),
-            rating=_int_param(request, "rating"),
+            step_index=int_param(request, "step_index"),
+            rating=int_param(request, "rating"),
         )
 
-    return _act(request, labeling_id, action)
+    return act(request, labeling_id, action, template=PANEL, context=panel_context)
 
 
 @login_required
@@ -223,10 +192,10 @@ def undo_to(request: HttpRequest, labeling_id: int) -> HttpResponse:
         return rating.undo_to(
             labeling_id=labeling_id,
             user=request.user,
-            step_index=_int_param(request, "step_index"),
+            step_index=int_param(request, "step_index"),
         )
 
-    return _act(request, labeling_id, action)
+    return act(request, labeling_id, action, template=PANEL, context=panel_context)
 
 
 @login_required
@@ -237,10 +206,19 @@ def finish(request: HttpRequest, labeling_id: int) -> HttpResponse:
             labeling_id=labeling_id,
             user=request.user,
             reason=request.POST.get("reason", ""),
-            elapsed_ms=_int_param(request, "elapsed_ms", required=False),
+            elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
 
-    return _act(request, labeling_id, action)
+    # Giving up and reporting a bad problem end a labeling of either protocol.
+    if alternatives.is_alternatives(own_labeling(request, labeling_id)):
+        return act(
+            request,
+            labeling_id,
+            action,
+            template=alternatives.PANEL,
+            context=alternatives.panel_context,
+        )
+    return act(request, labeling_id, action, template=PANEL, context=panel_context)
 
 
 @login_required
@@ -255,3 +233,34 @@ def guidelines(request: HttpRequest) -> HttpResponse:
             "back": safe_return_url(request, request.GET.get("back")),
         },
     )
+
+
+@login_required
+@require_POST
+def rate_after_error(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """After the −1 (PRM800K phase 2): rate one of the model's alternatives to the wrong step."""
+
+    def action() -> Labeling:
+        return alternatives_service.rate_after_error(
+            labeling_id=labeling_id,
+            user=request.user,
+            candidate_index=int_param(request, "candidate_index"),
+            rating_value=int_param(request, "rating"),
+            flagged=request.POST.get("flagged") in ("1", "on", "true"),
+        )
+
+    return act(request, labeling_id, action, template=PANEL, context=panel_context)
+
+
+@login_required
+@require_POST
+def ask_again_after_error(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """The model failed on the alternatives to the −1 step: send the request again."""
+
+    def action() -> Labeling:
+        labeling = own_labeling(request, labeling_id)
+        if labeling.labeler_id == request.user.pk:
+            alternatives_service.after_error_panel(labeling, again=True)
+        return labeling
+
+    return act(request, labeling_id, action, template=PANEL, context=panel_context)

@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -15,7 +16,7 @@ from labeling import selectors
 from labeling.forms import BatchForm, GuidelinesForm
 from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
 from labeling.roles import LEAD, require
-from labeling.services import adjudication, batches, importing, quality
+from labeling.services import adjudication, alternatives, batches, importing, quality
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
 from labeling.views.navigation import safe_return_url
@@ -85,6 +86,14 @@ def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpRespons
                         generation=saved.generation,
                     )
                     notes.append(report.summary())
+                problem_ids = form.cleaned_data.get("problems")
+                if problem_ids:
+                    added = alternatives.add_problems(batch=saved, problem_ids=problem_ids)
+                    notes.append(f"Added {added} problem{pluralize(added)} to label step by step.")
+        except LabelingError as refused:  # an unknown problem id: nothing is saved
+            form.add_error("problems", str(refused))
+            context = {"form": form, "batch": batch}
+            return render(request, "labeling/lead/batch_form.html", context, status=400)
         except importing.UploadRejected as rejected:
             form.add_error("upload", rejected.message)
             for error in rejected.errors:

@@ -81,16 +81,118 @@
     if (back && back.focus) back.focus();
   }, true);
 
-  function perform(action) {
+  // The alternatives protocol: one candidate of the open step is selected (arrows or j/k);
+  // the rating keys and Enter act on it. After each answer the selection moves to the next
+  // candidate still unrated, then to the likely choice (the first +1).
+  var CANDIDATE_ACTIONS = { "rate-pos": true, "rate-neu": true, "rate-neg": true, "choose": true };
+  var candidateFocus = null;
+  var candidateStep = null;
+  function candidates() {
+    var p = panel();
+    return p ? Array.prototype.slice.call(p.querySelectorAll(".candidate")) : [];
+  }
+  function focusCandidate(index, scroll) {
+    var list = candidates();
+    list.forEach(function (el) { el.classList.remove("focused"); });
+    if (!list.length) { candidateFocus = null; return false; }
+    candidateFocus = Math.max(0, Math.min(index, list.length - 1));
+    list[candidateFocus].classList.add("focused");
+    if (scroll) list[candidateFocus].scrollIntoView({ block: "nearest" });
+    return true;
+  }
+  function refocusCandidates() {
+    var p = panel();
+    var list = candidates();
+    if (!p || !list.length) { candidateFocus = null; return; }
+    var step = p.dataset.stepIndex;
+    if (step !== candidateStep) { candidateStep = step; candidateFocus = null; }
+    var unrated = function (el) { return !el.hasAttribute("data-rating"); };
+    var from = candidateFocus === null ? 0 : candidateFocus;
+    if (from < list.length && unrated(list[from])) { focusCandidate(from, false); return; }
+    for (var i = 1; i <= list.length; i++) {
+      var at = (from + i) % list.length;
+      if (unrated(list[at])) { focusCandidate(at, true); return; }
+    }
+    var likely = list.findIndex(function (el) { return el.dataset.rating === "1"; });
+    focusCandidate(likely >= 0 ? likely : from, true);
+  }
+
+  // The labeler's own step: a box with a live preview of its math; its draft survives the
+  // panel's swaps while the step stays the same.
+  var draft = { step: null, text: "", open: false };
+  function writeBox() { return document.getElementById("write-step"); }
+  function openWriteBox() {
+    var form = writeBox();
+    if (!form) return false;
+    form.hidden = false;
+    draft.open = true;
+    draft.step = panel() && panel().dataset.stepIndex;
+    form.querySelector("textarea").focus();
+    return true;
+  }
+  function closeWriteBox() {
+    var form = writeBox();
+    if (!form) return;
+    form.hidden = true;
+    draft.open = false;
+    if (document.activeElement && form.contains(document.activeElement)) document.activeElement.blur();
+  }
+  function showPreview() {
+    var form = writeBox();
+    if (!form) return;
+    var preview = form.querySelector(".write-preview");
+    preview.textContent = form.querySelector("textarea").value;
+    if (window.stepwiseRenderMath) window.stepwiseRenderMath(preview);
+  }
+  function restoreDraft() {
+    var form = writeBox();
+    var p = panel();
+    if (!form || !p || draft.step !== p.dataset.stepIndex) {
+      draft = { step: null, text: "", open: false };
+      return;
+    }
+    form.querySelector("textarea").value = draft.text;
+    showPreview();
+    if (draft.open) { form.hidden = false; form.querySelector("textarea").focus(); }
+  }
+  document.addEventListener("input", function (e) {
+    if (!e.target.closest || !e.target.closest("#write-step")) return;
+    draft.text = e.target.value;
+    draft.step = panel() && panel().dataset.stepIndex;
+    showPreview();
+  });
+  document.addEventListener("keydown", function (e) {
+    if (!e.target.closest || !e.target.closest("#write-step textarea")) return;
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      var send = writeBox().querySelector("[data-write-submit]");
+      if (send && !busy()) send.click();
+    } else if (e.key === "Escape") {
+      e.preventDefault();
+      closeWriteBox();
+    }
+  });
+
+  function perform(actions) {
+    // Several words: the first action the page offers now (Enter: continue, else next).
+    return actions.split(" ").some(performOne);
+  }
+  function performOne(action) {
     var p = panel();
     if (!p) return false;
+    if (action === "cand-next") return focusCandidate(candidateFocus === null ? 0 : candidateFocus + 1, true);
+    if (action === "cand-prev") return focusCandidate(candidateFocus === null ? 0 : candidateFocus - 1, true);
+    if (action === "write") return openWriteBox();
     if (action === "select-prev") return selectBy(-1);
     if (action === "select-next") return selectBy(1);
     if (action === "deselect") return selectedIndex() !== null && select(null);
     var el;
     var selected = selectedIndex() !== null && p.querySelector(".step.selected");
+    var focused = CANDIDATE_ACTIONS[action] && p.querySelector(".candidate.focused");
     if (selected && STEP_ACTIONS[action]) {
       el = selected.querySelector('[data-key-action="' + action + '"]');
+    } else if (focused) {
+      el = focused.querySelector('[data-key-action="' + action + '"]');
     } else {
       el = p.querySelector('[data-key-action="' + action + '"]:not([data-scope="step"])');
     }
@@ -113,8 +215,10 @@
     var action = KEYS[key];
     if (!action) return;
     if (action === "retry") {
-      if (window.stepwiseRetry && window.stepwiseRetry()) e.preventDefault();
-      return;
+      // A request that did not save first; else the page's own "again" (ask the model again).
+      if (window.stepwiseRetry && window.stepwiseRetry()) { e.preventDefault(); return; }
+      var again = panel() && panel().querySelector('[data-key-action="retry"]');
+      if (!again) return;
     }
     if (action === "help") { e.preventDefault(); openHelp(); return; }
     if (action === "guidelines") {
@@ -133,6 +237,10 @@
     var target = e.target.closest ? e.target : e.target.parentElement;
     if (!target) return;
     if (target.closest("[data-open-help]")) { openHelp(); return; }
+    if (target.closest("#labeling [data-write-open]")) { openWriteBox(); return; }
+    if (target.closest("#labeling [data-write-close]")) { closeWriteBox(); return; }
+    var candidate = target.closest("#labeling .candidate");
+    if (candidate) focusCandidate(candidates().indexOf(candidate), false);
     var cell = target.closest("#labeling [data-select-step]");
     if (cell) { select(Number(cell.dataset.selectStep)); return; }
     if (target.closest("#labeling [data-select-current]")) select(null);
@@ -164,6 +272,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     setTimeout(function () {
       inFlight = false;
+      refocusCandidates();
       document.documentElement.dataset.keys = "ready";  // tests wait for this
       if (pending.length) perform(pending.shift());
     }, 0);
@@ -240,6 +349,8 @@
     keepStepTime = false;
     var current = panel().querySelector(".step.current");
     if (current) current.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    refocusCandidates();
+    if (e.detail.elt && e.detail.elt.id === "labeling") restoreDraft();
     if (pending.length) perform(pending.shift());
   });
 })();

@@ -5,6 +5,7 @@ exported as a phase-1 line of the release's shape."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.db.models import F
@@ -14,7 +15,7 @@ from labeling import prm800k, selectors
 from labeling.models import Batch, FinishReason, Labeling, ProposedSteps, RatingEvent, Solution
 from labeling.services import alternatives, queue
 from labeling.services.errors import Conflict, LabelingError
-from tests.factories import make_batch, make_problem
+from tests.factories import make_batch, make_problem, make_solution
 
 
 @pytest.fixture
@@ -134,8 +135,12 @@ def test_ratings_are_idempotent_and_out_of_order_requests_are_refused(
     alternatives.rate_candidate(**rate, rating_value=-1)
     alternatives.rate_candidate(**rate, rating_value=-1)  # a double submit: nothing new
     assert RatingEvent.objects.filter(labeling=claimed).count() == 1
-    with pytest.raises(Conflict, match="already rated -1"):
-        alternatives.rate_candidate(**rate, rating_value=1)
+    # Until the step is settled, a change of mind is an edit, kept in the audit trail.
+    alternatives.rate_candidate(**rate, rating_value=0)
+    edit = RatingEvent.objects.get(labeling=claimed, reason=RatingEvent.Reason.EDIT)
+    assert (edit.old_rating, edit.new_rating) == (-1, 0)
+    alternatives.rate_candidate(**rate, rating_value=-1)
+    assert claimed.step_labels.get().completions.get(index=0).rating == -1
     with pytest.raises(LabelingError, match="rated \\+1 or 0"):
         alternatives.choose_candidate(
             labeling_id=claimed.pk, user=labeler, step_index=0, candidate_index=0
@@ -173,8 +178,9 @@ def test_a_generator_that_cannot_answer_fails_the_proposal_and_try_again_resends
         assert alternatives.fill_proposal(proposal.pk) is None  # a redelivery does nothing
         settings.STEPWISE_GENERATOR_URL = ""
         sampling.generator_from_settings.cache_clear()
+        assert alternatives.current_proposal(claimed).status == ProposedSteps.Status.FAILED
         with eager_tasks():
-            again = alternatives.current_proposal(claimed)  # "try again"
+            again = alternatives.current_proposal(claimed, again=True)  # "ask again"
         assert again.pk == proposal.pk
         ready(again)
     finally:
@@ -188,3 +194,102 @@ def test_only_an_alternatives_batch_takes_bare_problems(db):
     batch.protocol = Batch.Protocol.ALTERNATIVES
     with pytest.raises(LabelingError, match="No problem with id 999999"):
         alternatives.add_problems(batch=batch, problem_ids=[999999])
+
+
+def test_a_request_whose_worker_died_is_sent_again_and_a_failed_one_only_when_asked(
+    claimed, eager_tasks
+):
+    proposal = alternatives.current_proposal(claimed)  # sent to a worker that never answers
+    ProposedSteps.objects.filter(pk=proposal.pk).update(status=ProposedSteps.Status.RUNNING)
+    assert alternatives.current_proposal(claimed).status == ProposedSteps.Status.RUNNING
+    long_ago = timezone.now() - alternatives.PROPOSAL_STALE - timedelta(seconds=1)
+    ProposedSteps.objects.filter(pk=proposal.pk).update(requested_at=long_ago)
+    with eager_tasks():
+        again = alternatives.current_proposal(claimed)  # past the task's limit: sent again
+    ready(again)
+    assert again.pk == proposal.pk and ProposedSteps.objects.count() == 1
+
+
+def real_phase2_line(shared_data) -> dict:
+    for line in (shared_data / "prm800k" / "samples.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["generation"] not in (None, -1):
+            return record
+    raise AssertionError("no phase-2 line in the samples")
+
+
+def test_after_a_minus_one_the_alternatives_to_the_wrong_step_are_rated_as_in_phase_2(
+    labeler, short_steps, shared_data, eager_tasks
+):
+    from labeling.services import rating
+
+    batch = make_batch(alternatives_after_error=True, alternatives_k=2)
+    steps = ["I write $2 + 3 = 6$.", "# Answer\n\n6"]
+    solution = make_solution(
+        batch, steps=steps, problem=make_problem("What is $2 + 3$?", answer="5")
+    )
+    labeling = queue.claim_next(labeler)
+    assert labeling.solution_id == solution.pk
+    assert alternatives.after_error_panel(labeling) is None  # not before the −1
+    with eager_tasks():
+        rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)
+        labeling.refresh_from_db()
+        panel = alternatives.after_error_panel(labeling)  # the page asks the model
+    assert labeling.finish_reason == FinishReason.FOUND_ERROR and panel.step_index == 0
+    panel = alternatives.after_error_panel(labeling, request_missing=False)
+    assert panel.proposal.prefix == [] and panel.proposal.status == ProposedSteps.Status.READY
+    texts = [c.text for c in panel.candidates]
+
+    rate = {"labeling_id": labeling.pk, "user": labeler}
+    for index in range(len(texts)):
+        alternatives.rate_after_error(**rate, candidate_index=index, rating_value=1)
+    alternatives.rate_after_error(**rate, candidate_index=0, rating_value=1)  # a double submit
+    alternatives.rate_after_error(**rate, candidate_index=0, rating_value=0, flagged=True)
+    with pytest.raises(LabelingError, match="no alternative 9"):
+        alternatives.rate_after_error(**rate, candidate_index=8, rating_value=1)
+    events = RatingEvent.objects.filter(labeling=labeling, detail__startswith="alternative")
+    assert [e.reason for e in events] == ["rate"] * len(texts) + ["edit"]
+
+    labeling.refresh_from_db()
+    line = json.loads(labeling.release_line)  # rendered again with the alternatives
+    assert line == json.loads(prm800k.render_record(selectors.release_record(labeling.pk)))
+    (wrong,) = line["label"]["steps"]
+    assert [c["text"] for c in wrong["completions"]] == [steps[0], *texts]
+    assert [c["rating"] for c in wrong["completions"]] == [-1, 0] + [1] * (len(texts) - 1)
+    assert wrong["completions"][1]["flagged"] is True
+    assert wrong["chosen_completion"] is None and wrong["human_completion"] is None
+    real = real_phase2_line(shared_data)
+    real_wrong = real["label"]["steps"][-1]
+    assert len(real_wrong["completions"]) > 1 and real_wrong["completions"][0]["rating"] == -1
+    assert list(wrong) == list(real_wrong)
+    assert list(wrong["completions"][1]) == list(real_wrong["completions"][1])
+    assert line["label"]["finish_reason"] == real["label"]["finish_reason"] == "found_error"
+
+
+def test_alternatives_after_an_error_only_where_the_batch_asks_for_them(labeler, eager_tasks):
+    from labeling.services import rating
+
+    make_solution(make_batch(), steps=["Wrong.", "# Answer\n\n1"])
+    labeling = queue.claim_next(labeler)
+    rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)
+    labeling.refresh_from_db()
+    assert alternatives.after_error_panel(labeling) is None
+    with pytest.raises(LabelingError, match="ended on a −1"):
+        alternatives.rate_after_error(
+            labeling_id=labeling.pk, user=labeler, candidate_index=0, rating_value=1
+        )
+    assert not ProposedSteps.objects.exists()
+
+
+def test_the_first_candidates_of_the_next_solution_are_asked_for_ahead(claimed, labeler):
+    batch = claimed.solution.batch
+    following = make_problem("What is $3 + 4$?", answer="7")
+    alternatives.add_problems(batch=batch, problem_ids=[following.pk])
+    panel = alternatives.alternatives_panel(claimed)  # sent to the generate queue
+    assert panel.waiting and panel.path == [] and panel.candidates == []
+    asked = ProposedSteps.objects.filter(prefix_sha256=alternatives.prefix_hash([]))
+    assert sorted(p.problem_id for p in asked) == sorted(
+        [claimed.solution.problem_id, following.pk]
+    )
+    alternatives.alternatives_panel(claimed)  # the page polls: nothing asked twice
+    assert ProposedSteps.objects.count() == 2

@@ -1,0 +1,168 @@
+"""The labeling page in the alternatives protocol (PRM800K phase 1): rate the generator's
+candidate next steps, continue with one or write your own.
+
+The labeler's page (`labeler.labeling_page`) hands a labeling of an alternatives batch to
+`page`; the actions answer with the panel, as the rate-the-steps page does.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from labeling.models import Batch, FinishReason, Labeling
+from labeling.services import alternatives
+from labeling.views.common import Key, act, int_param, own_labeling
+
+# The page's keys: the help is rendered from this list and labeling.js reads its map from it.
+# An action of several words is tried word by word: Enter continues with the selected
+# candidate, or opens the next solution once the labeling is done.
+ALTERNATIVES_KEYS = [
+    Key(("ArrowDown", "j"), "cand-next", ("\u2193", "J"), "select the next candidate"),
+    Key(("ArrowUp", "k"), "cand-prev", ("\u2191", "K"), "select the previous candidate"),
+    Key(("1", "+", "="), "rate-pos", ("1",), "+1: the selected candidate is correct and helps"),
+    Key(("0",), "rate-neu", ("0",), "0: correct but unhelpful or ambiguous"),
+    Key(("-", "_"), "rate-neg", ("-",), "\u22121: wrong, unverifiable or a dead end"),
+    Key(("f",), "flag", ("F",), "flag the next rating as unsure"),
+    Key(
+        ("Enter",),
+        "choose next",
+        ("Enter",),
+        "continue with the selected candidate (rated +1 or 0); when done, next solution",
+    ),
+    Key(("w",), "write", ("W",), "write your own step (Ctrl+Enter sends it, Esc closes)"),
+    Key(("r",), "retry", ("R",), "retry what did not save, or ask the model again"),
+    Key(("g",), "give-up", ("G",), "give up on this solution"),
+    Key(("b",), "bad-problem", ("B",), "report a bad problem"),
+    Key(("Escape",), "deselect", ("Esc",), "closes this help"),
+    Key(("?",), "help", ("?",), "show these keys"),
+    Key(("h",), "guidelines", ("H",), "open the guidelines"),
+]
+ALTERNATIVES_KEY_MAP = json.dumps({key: k.action for k in ALTERNATIVES_KEYS for key in k.keys})
+
+
+PANEL = "labeling/alternatives.html#panel"
+CANDIDATES = "labeling/_candidates.html"  # polled while the model writes
+
+
+def is_alternatives(labeling: Labeling) -> bool:
+    batch = labeling.solution.batch
+    return batch is not None and batch.protocol == Batch.Protocol.ALTERNATIVES
+
+
+def candidates_context(labeling: Labeling, panel, *, own: bool, choose: bool) -> dict:
+    """What templates/labeling/_candidates.html needs."""
+    rate = "labeling:rate_candidate" if choose else "labeling:rate_after_error"
+    return {
+        "cpanel": panel,
+        "choose": choose,
+        "title": "Candidates for step" if choose else "Alternatives to step",
+        "actionable": own and (labeling.is_open or not choose),
+        "rate_url": reverse(rate, args=[labeling.pk]),
+        "ask_url": reverse(
+            "labeling:ask_again" if choose else "labeling:ask_again_after_error", args=[labeling.pk]
+        ),
+    }
+
+
+def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
+    own = labeling.labeler_id == user.pk
+    panel = alternatives.alternatives_panel(labeling, request_missing=own)
+    return {
+        **candidates_context(labeling, panel, own=own, choose=True),
+        "labeling": labeling,
+        "solution": labeling.solution,
+        "problem": labeling.solution.problem,
+        "panel": panel,
+        "open": labeling.status == Labeling.Status.IN_PROGRESS,
+        "read_only": not own,
+        "error": error,
+        "finish_reasons": FinishReason,
+        "number_today": labeling.earlier_today + 1,  # type: ignore[attr-defined]
+    }
+
+
+def page(request: HttpRequest, labeling: Labeling) -> HttpResponse:
+    """The whole page, the panel (htmx), or only the candidates while they are generated."""
+    context = panel_context(labeling, request.user)
+    context["keys"] = ALTERNATIVES_KEYS
+    context["key_map"] = ALTERNATIVES_KEY_MAP
+    template = "labeling/alternatives.html"
+    if request.htmx:
+        template = CANDIDATES if request.GET.get("part") == "candidates" else PANEL
+    return render(request, template, context)
+
+
+def _answer(request: HttpRequest, labeling_id: int, action) -> HttpResponse:
+    return act(
+        request,
+        labeling_id,
+        action,
+        template=PANEL,
+        context=panel_context,
+    )
+
+
+@login_required
+@require_POST
+def rate_candidate(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    def action() -> Labeling:
+        return alternatives.rate_candidate(
+            labeling_id=labeling_id,
+            user=request.user,
+            step_index=int_param(request, "step_index"),
+            candidate_index=int_param(request, "candidate_index"),
+            rating_value=int_param(request, "rating"),
+            flagged=request.POST.get("flagged") in ("1", "on", "true"),
+        )
+
+    return _answer(request, labeling_id, action)
+
+
+@login_required
+@require_POST
+def choose_candidate(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    def action() -> Labeling:
+        return alternatives.choose_candidate(
+            labeling_id=labeling_id,
+            user=request.user,
+            step_index=int_param(request, "step_index"),
+            candidate_index=int_param(request, "candidate_index"),
+            elapsed_ms=int_param(request, "elapsed_ms", required=False),
+        )
+
+    return _answer(request, labeling_id, action)
+
+
+@login_required
+@require_POST
+def write_step(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    def action() -> Labeling:
+        return alternatives.write_step(
+            labeling_id=labeling_id,
+            user=request.user,
+            step_index=int_param(request, "step_index"),
+            text=request.POST.get("text", ""),
+            elapsed_ms=int_param(request, "elapsed_ms", required=False),
+        )
+
+    return _answer(request, labeling_id, action)
+
+
+@login_required
+@require_POST
+def ask_again(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """The model failed on this step: send the request again."""
+
+    def action() -> Labeling:
+        labeling = own_labeling(request, labeling_id)
+        if labeling.labeler_id == request.user.pk and labeling.is_open:
+            alternatives.current_proposal(labeling, again=True)
+        return labeling
+
+    return _answer(request, labeling_id, action)

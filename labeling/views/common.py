@@ -1,0 +1,72 @@
+"""What the labeling pages share: parameters, the labeling a request may see, the keys' shape,
+and running an action that answers with the page's panel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from labeling import selectors
+from labeling.models import Labeling
+from labeling.roles import LEAD, has_role
+from labeling.services.errors import LabelingError
+
+
+def int_param(request: HttpRequest, name: str, *, required: bool = True) -> int | None:
+    value = request.POST.get(name, "")
+    if value == "" and not required:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise LabelingError(f"{name} must be an integer, got {value!r}.") from None
+
+
+def own_labeling(request: HttpRequest, labeling_id: int) -> Labeling:
+    # Labelers see only their own work; leads may read anyone's.
+    labeling = get_object_or_404(selectors.labelings_for_page(), pk=labeling_id)
+    if labeling.labeler_id != request.user.pk and not has_role(request.user, LEAD):
+        raise PermissionDenied("This labeling is not yours.")
+    return labeling
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a labeling page: the help lists it, labeling.js acts on it."""
+
+    keys: tuple[str, ...]  # KeyboardEvent.key values, letters in lower case
+    action: str  # a button's data-key-action, or one labeling.js handles itself
+    shown: tuple[str, ...]  # as the help writes them
+    help: str
+
+
+def act(
+    request: HttpRequest,
+    labeling_id: int,
+    action: Callable[[], Labeling],
+    *,
+    template: str,
+    context: Callable[..., dict[str, Any]],
+) -> HttpResponse:
+    """Run a labeling action and answer with the panel (`template`, `context(labeling, user,
+    error)`); errors keep the saved state visible."""
+    try:
+        labeling = action()
+        status, error = 200, None
+    except LabelingError as exc:
+        labeling = own_labeling(request, labeling_id)
+        status, error = exc.status_code, str(exc)
+    if labeling.labeler_id != request.user.pk:
+        raise PermissionDenied("This labeling is not yours.")
+    labeling = selectors.labelings_for_page().get(pk=labeling.pk)
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        return redirect("labeling:labeling", labeling_id=labeling.pk)
+    return render(request, template, context(labeling, request.user, error), status=status)

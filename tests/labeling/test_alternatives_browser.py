@@ -1,0 +1,163 @@
+"""The alternatives protocol in Debian's chromium, against the local SmolLM2 generator: a
+labeler builds a whole solution with the keyboard (rates every candidate, continues with one,
+writes the last step), and the export is a phase-1 line of the release's shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from labeling import prm800k, selectors
+from labeling.models import Batch, Labeling, ProposedSteps, RatingEvent
+from labeling.services import alternatives
+from tests.conftest import make_user
+from tests.factories import make_batch, make_problem, make_solution
+from tests.test_browser_labeling import keys_ready, open_first_solution, sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def generator_in_thread(settings):
+    """As on the embedded default: candidates are generated in a thread of the web process."""
+    settings.STEPWISE_TRAIN_IN_THREAD = True
+    settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24  # a few seconds a proposal on this CPU
+
+
+def wait_for_candidates(page, step_index: int) -> int:
+    page.wait_for_selector(f'#labeling[data-step-index="{step_index}"] .candidate.focused')
+    keys_ready(page)
+    return page.locator("#labeling .candidate").count()
+
+
+def rate_each(page, ratings: list[str]) -> None:
+    """Rate the candidates in order: the selection moves to the next unrated one by itself."""
+    for index, key in enumerate(ratings):
+        page.wait_for_selector(f'.candidate.focused[data-candidate="{index}"]')
+        page.keyboard.press(key)
+        page.wait_for_selector(f'.candidate[data-candidate="{index}"][data-rating]')
+
+
+def test_a_labeler_builds_a_solution_from_candidates_with_the_keyboard(
+    page, live_server, generator_in_thread, artifacts_dir
+):
+    labeler = make_user("mia", "labeler")
+    batch = make_batch(
+        name="Phase 1", protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=3, generation=None
+    )
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
+
+    sign_in(page, live_server, "mia")
+    page.keyboard.press("Enter")  # claim: the first step's candidates are asked for at once
+    page.wait_for_selector("#labeling.alternatives")
+    count = wait_for_candidates(page, 0)
+    texts = ProposedSteps.objects.get(prefix=[]).steps
+    assert 1 <= count == len(texts) <= 3
+    page.screenshot(path=str(artifacts_dir / "alternatives-candidates.png"), full_page=True)
+
+    # Step 1: +1 for the first candidate that does not end the solution, -1 for the others.
+    going_on = [i for i, text in enumerate(texts) if not text.lstrip().startswith("# Answer")]
+    chosen = going_on[0] if going_on else None
+    rate_each(page, ["1" if i == chosen else "-" for i in range(count)])
+    if chosen is None:  # every candidate answered at once: the labeler writes step 1
+        page.keyboard.press("w")
+        page.keyboard.type("I add the two numbers.")
+        page.keyboard.press("Control+Enter")
+    else:
+        # Every candidate rated: the selection is back on the +1; j/k move it, Enter continues.
+        page.wait_for_selector(f'.candidate.focused[data-candidate="{chosen}"]')
+        if count > 1:
+            page.keyboard.press("j")
+            page.keyboard.press("k")
+            page.wait_for_selector(f'.candidate.focused[data-candidate="{chosen}"]')
+        page.keyboard.press("Enter")
+    page.wait_for_selector('#labeling .path .step[data-step="0"]')
+
+    # Step 2: the candidates were asked for when the +1 was given (ahead of the choice).
+    count = wait_for_candidates(page, 1)
+    rate_each(page, ["0"] * count)
+    page.keyboard.press("w")  # none is good enough: write the last step, with its answer
+    page.wait_for_selector("#write-step textarea:focus")
+    page.keyboard.type("# Answer")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    page.keyboard.type("$5$")
+    page.wait_for_selector("#write-preview .katex")  # the live preview renders the math
+    page.screenshot(path=str(artifacts_dir / "alternatives-write.png"), full_page=True)
+    page.keyboard.press("Control+Enter")
+    page.wait_for_selector("#labeling .done")
+    assert "solution" in page.inner_text("#labeling .done").lower()
+    page.screenshot(path=str(artifacts_dir / "alternatives-done.png"), full_page=True)
+
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert labeling.status == Labeling.Status.COMPLETED and labeling.finish_reason == "solution"
+    line = json.loads(prm800k.render_record(selectors.release_record(labeling.pk)))
+    step1, step2 = line["label"]["steps"]
+    assert [c["text"] for c in step1["completions"]] == texts
+    if chosen is not None:
+        assert step1["chosen_completion"] == chosen and step1["human_completion"] is None
+        assert [c["rating"] for c in step1["completions"]] == [
+            1 if i == chosen else -1 for i in range(len(texts))
+        ]
+    assert [c["rating"] for c in step2["completions"]] == [0] * count
+    assert step2["chosen_completion"] is None
+    assert step2["human_completion"]["text"] == "# Answer\n\n$5$"
+    assert line["question"] == {"problem": "What is $2 + 3$?", "ground_truth_answer": "5"}
+    assert all(s.time_ms is not None for s in labeling.step_labels.all())
+    assert RatingEvent.objects.filter(labeling=labeling, reason="rate").count() >= 4
+
+
+def test_a_failed_generator_says_so_and_the_labeler_writes_or_asks_again(
+    page, live_server, generator_in_thread, settings
+):
+    from modeling.services import sampling
+
+    make_user("lev", "labeler")
+    batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
+    problem = make_problem("What is $1 + 1$?", answer="2")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
+    settings.STEPWISE_GENERATOR_URL = "http://127.0.0.1:9/v1"  # nothing listens there
+    settings.STEPWISE_GENERATOR_RETRIES = 0
+    sampling.generator_from_settings.cache_clear()
+    try:
+        sign_in(page, live_server, "lev")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#candidates [role=alert]:has-text('could not propose steps')")
+        keys_ready(page)
+        assert ProposedSteps.objects.get().status == ProposedSteps.Status.FAILED
+        settings.STEPWISE_GENERATOR_URL = ""  # the service is back
+        sampling.generator_from_settings.cache_clear()
+        page.keyboard.press("r")  # ask the model again
+        wait_for_candidates(page, 0)
+        assert ProposedSteps.objects.get().status == ProposedSteps.Status.READY
+    finally:
+        sampling.generator_from_settings.cache_clear()
+
+
+def test_after_a_minus_one_the_labeler_rates_the_alternatives_with_the_keyboard(
+    page, live_server, generator_in_thread, artifacts_dir
+):
+    labeler = make_user("ola", "labeler")
+    batch = make_batch(alternatives_after_error=True, alternatives_k=2)
+    steps = ["I write $2 + 3 = 6$.", "# Answer\n\n6"]
+    make_solution(batch, steps=steps, problem=make_problem("What is $2 + 3$?", answer="5"))
+
+    sign_in(page, live_server, "ola")
+    open_first_solution(page)
+    page.keyboard.press("-")  # the error: the labeling is submitted, then the alternatives
+    page.wait_for_selector("#labeling .done #candidates .candidate.focused")
+    keys_ready(page)
+    count = page.locator("#labeling .candidate").count()
+    rate_each(page, ["1", "0"][:count])
+    page.screenshot(path=str(artifacts_dir / "alternatives-after-error.png"), full_page=True)
+    page.keyboard.press("Enter")  # next solution: none is waiting, back to the queue
+    page.wait_for_url(f"{live_server.url}/label/")
+
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert labeling.finish_reason == "found_error"
+    (wrong,) = json.loads(labeling.release_line)["label"]["steps"]
+    texts = ProposedSteps.objects.get(prefix=[]).steps
+    assert [c["text"] for c in wrong["completions"]] == [steps[0], *texts]
+    assert [c["rating"] for c in wrong["completions"]] == [-1, 1, 0][: count + 1]

@@ -1,0 +1,168 @@
+"""The alternatives protocol through the pages: a lead sets a batch up with problems, a labeler
+rates, continues and writes through htmx requests; bad requests change nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from labeling.models import Batch, Completion, Labeling, ProposedSteps, Solution
+from labeling.services import alternatives, queue
+from tests.factories import make_batch, make_problem, make_solution
+
+pytestmark = pytest.mark.django_db
+
+
+def htmx_post(client, url, data):
+    return client.post(url, data, HTTP_HX_REQUEST="true")
+
+
+def test_a_lead_creates_an_alternatives_batch_from_problem_ids(client, lead):
+    first, second = make_problem("What is $1+1$?", answer="2"), make_problem(answer="3")
+    client.force_login(lead)
+    response = client.post(
+        reverse("labeling:batch_new"),
+        {
+            "name": "Phase 1",
+            "overlap": 2,
+            "priority": 1,
+            "is_active": "on",
+            "protocol": "alternatives",
+            "alternatives_k": 4,
+            "problems": f"{first.pk}-{second.pk}, {first.pk}",
+        },
+    )
+    batch = Batch.objects.get(name="Phase 1")
+    assert response.status_code == 302
+    assert (batch.protocol, batch.alternatives_k) == ("alternatives", 4)
+    solutions = Solution.objects.filter(batch=batch)
+    assert sorted(s.problem_id for s in solutions) == [first.pk, second.pk]
+    assert all(s.format == Solution.Format.PHASE1 and s.steps == [] for s in solutions)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"problems": "1-x"}, "is not an id or a range"),
+        ({"problems": "999999"}, "No problem with id 999999"),
+        ({"problems": "5-1"}, "is not a range"),
+        ({"protocol": "steps", "problems": "1"}, "Only a batch with the alternatives protocol"),
+        ({"alternatives_k": 40}, "Between 1 and 16"),
+    ],
+)
+def test_a_bad_batch_setup_is_refused_and_saves_nothing(client, lead, extra, message):
+    client.force_login(lead)
+    data = {"name": "bad", "overlap": 1, "priority": 0, "protocol": "alternatives"}
+    data.setdefault("alternatives_k", 5)
+    response = client.post(reverse("labeling:batch_new"), {**data, **extra})
+    assert response.status_code in (200, 400)
+    assert message in response.content.decode()
+    assert not Batch.objects.filter(name="bad").exists()
+
+
+def test_the_protocol_of_a_batch_with_solutions_stays(client, lead):
+    batch = make_batch("kept")
+    make_solution(batch)
+    client.force_login(lead)
+    response = client.post(
+        reverse("labeling:batch_edit", args=[batch.pk]),
+        {"name": "kept", "overlap": 1, "priority": 0, "protocol": "alternatives"},
+    )
+    batch.refresh_from_db()
+    assert "stays as it is" in response.content.decode() and batch.protocol == "steps"
+
+
+@pytest.fixture
+def claimed(client, labeler, settings):
+    settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24
+    batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
+    alternatives.add_problems(batch=batch, problem_ids=[make_problem(answer="2").pk])
+    client.force_login(labeler)
+    labeling = queue.claim_next(labeler)
+    assert labeling is not None
+    return labeling
+
+
+def test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writes(
+    client, claimed, eager_tasks
+):
+    page_url = reverse("labeling:labeling", args=[claimed.pk])
+    with eager_tasks():
+        first = client.get(page_url)  # asks for the candidates (run at the block's end)
+    assert first.status_code == 200
+    assert "The model is writing candidates for step 1" in first.content.decode()
+    part = client.get(page_url + "?part=candidates", HTTP_HX_REQUEST="true")
+    assert part.status_code == 200 and 'class="candidate' in part.content.decode()
+    proposal = ProposedSteps.objects.get(prefix=[])
+    assert proposal.status == ProposedSteps.Status.READY
+
+    rate = reverse("labeling:rate_candidate", args=[claimed.pk])
+    response = htmx_post(client, rate, {"step_index": 0, "candidate_index": 0, "rating": 7})
+    assert response.status_code == 400 and "A rating is -1, 0 or +1" in response.content.decode()
+    response = htmx_post(client, rate, {"step_index": 2, "candidate_index": 0, "rating": 1})
+    assert response.status_code == 409 and "Step 1 is the one" in response.content.decode()
+    assert not Completion.objects.exists()
+    with eager_tasks():
+        response = htmx_post(client, rate, {"step_index": 0, "candidate_index": 0, "rating": 1})
+    assert response.status_code == 200 and 'data-rating="1"' in response.content.decode()
+
+    choose = reverse("labeling:choose_candidate", args=[claimed.pk])
+    response = htmx_post(
+        client, choose, {"step_index": 0, "candidate_index": 0, "elapsed_ms": 1500}
+    )
+    assert response.status_code == 200
+    claimed.refresh_from_db()
+    step = claimed.step_labels.get(index=0)
+    if proposal.steps[0].startswith("# Answer"):  # the model answered at once: done
+        assert claimed.status == Labeling.Status.COMPLETED
+        return
+    assert step.chosen_completion == 0 and step.time_ms == 1500
+
+    write = reverse("labeling:write_step", args=[claimed.pk])
+    response = htmx_post(client, write, {"step_index": 1, "text": "   "})
+    assert response.status_code == 400 and "Write the step" in response.content.decode()
+    response = client.post(write, {"step_index": 1, "text": "# Answer\n\n2"})  # no htmx
+    assert response.status_code == 302 and response["Location"] == page_url
+    claimed.refresh_from_db()
+    assert claimed.status == Labeling.Status.COMPLETED and claimed.finish_reason == "solution"
+    done = client.get(page_url)
+    assert "Submitted" in done.content.decode() and "Next solution" in done.content.decode()
+
+
+def test_another_labeler_cannot_act_on_the_labeling(client, claimed, labeler2):
+    client.force_login(labeler2)
+    response = htmx_post(
+        client,
+        reverse("labeling:rate_candidate", args=[claimed.pk]),
+        {"step_index": 0, "candidate_index": 0, "rating": 1},
+    )
+    assert response.status_code == 403 and not Completion.objects.exists()
+
+
+def test_leads_add_problems_to_an_alternatives_batch_through_the_api(client, lead, labeler):
+    batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, generation=None)
+    problem = make_problem(answer="4")
+    url = reverse("batch-problems", args=[batch.pk])
+    client.force_login(labeler)
+    assert (
+        client.post(url, {"problems": [problem.pk]}, content_type="application/json").status_code
+        == 403
+    )
+    client.force_login(lead)
+    response = client.post(url, {"problems": [problem.pk]}, content_type="application/json")
+    assert response.status_code == 200 and response.json() == {"added": 1}
+    again = client.post(url, {"problems": [problem.pk]}, content_type="application/json")
+    assert again.json() == {"added": 0}  # idempotent
+    unknown = client.post(url, {"problems": [999999]}, content_type="application/json")
+    assert unknown.status_code == 400 and "No problem with id 999999" in unknown.json()["detail"]
+    bad = client.post(url, {"problems": "x"}, content_type="application/json")
+    assert bad.status_code == 400 and "problems" in bad.json()
+    steps = make_batch()
+    refused = client.post(
+        reverse("batch-problems", args=[steps.pk]),
+        {"problems": [problem.pk]},
+        content_type="application/json",
+    )
+    assert refused.status_code == 400 and "alternatives protocol" in refused.json()["detail"]
+    assert Solution.objects.filter(batch=batch).count() == 1
+    assert client.get(reverse("batch-detail", args=[batch.pk])).json()["protocol"] == "alternatives"
