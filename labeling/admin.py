@@ -23,6 +23,7 @@ from labeling.models import (
     Labeling,
     PairAgreement,
     Problem,
+    ProposedSteps,
     RatingEvent,
     Snapshot,
     Solution,
@@ -66,9 +67,10 @@ class BatchAdmin(admin.ModelAdmin):
         "origin",
         "created_at",
     )
-    list_filter = ("is_active", "origin")
+    list_filter = ("is_active", "origin", "protocol")
     filter_horizontal = ("labelers",)
-    readonly_fields = ("origin", "created_by", "created_at")
+    # The protocol is set on the batch form, which keeps it once the batch has solutions.
+    readonly_fields = ("origin", "protocol", "created_by", "created_at")
 
 
 @admin.register(Solution)
@@ -184,3 +186,11 @@ class SnapshotAdmin(ReadOnlyAdmin):
     list_display = ("id", "format", "status", "row_count", "sha256", "created_by", "created_at")
     list_filter = ("status", "format")
     list_select_related = ("created_by",)
+
+
+@admin.register(ProposedSteps)
+class ProposedStepsAdmin(ReadOnlyAdmin):
+    """The generator's candidates, as labelers rated them: changed only by the generate task."""
+
+    list_display = ("id", "problem_id", "k", "status", "generator", "requested_at", "ready_at")
+    list_filter = ("status",)

@@ -34,6 +34,7 @@ from rest_framework.views import APIView
 from labeling.models import Batch, Completion, Labeling, Problem, Snapshot, Solution, StepLabel
 from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER, HasRole, has_role
 from labeling.serializers import (
+    BatchProblemsSerializer,
     BatchSerializer,
     ExportRequestSerializer,
     ImportReportSerializer,
@@ -48,7 +49,8 @@ from labeling.serializers import (
     SnapshotSerializer,
     SolutionSerializer,
 )
-from labeling.services import importing, snapshots
+from labeling.services import alternatives, importing, snapshots
+from labeling.services.errors import LabelingError
 from labeling.services.exporting import (
     ExportFormat,
     export_filename,
@@ -116,6 +118,32 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
     required_roles, role_message = STAFF_READERS, STAFF_ONLY
     pagination_class = IdCursorPagination
     filterset_fields = {"generation": ["exact"], "is_active": ["exact"], "origin": ["exact"]}
+
+    @extend_schema(
+        request=BatchProblemsSerializer,
+        responses={
+            200: inline_serializer("ProblemsAdded", {"added": serializers.IntegerField()}),
+            400: OpenApiResponse(description="A problem id is unknown, or the batch rates steps."),
+        },
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        required_roles=(LEAD, ADMIN),
+        role_message="Only leads and admins can add problems to a batch.",
+    )
+    def problems(self, request: Request, pk: str | None = None) -> Response:
+        """Add problems to a batch of the alternatives protocol (PRM800K phase 1): each becomes
+        one solution the labelers build from the model's candidate steps. Idempotent."""
+        form = BatchProblemsSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            added = alternatives.add_problems(
+                batch=self.get_object(), problem_ids=form.validated_data["problems"]
+            )
+        except LabelingError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response({"added": added})
 
 
 class SolutionFilter(filters.FilterSet):

@@ -26,6 +26,12 @@ class BatchForm(forms.ModelForm):
         required=False,
         label="Or upload generator samples (JSONL, as `import_samples`)",
     )
+    problems = forms.CharField(
+        required=False,
+        label="Problems to label step by step (alternatives protocol)",
+        help_text="Problem ids and ranges, e.g. 1-20, 35: each becomes a solution the "
+        "labelers build from the model's candidate steps.",
+    )
 
     class Meta:
         model = Batch
@@ -38,6 +44,9 @@ class BatchForm(forms.ModelForm):
             "gold_rate",
             "lease_seconds_min",
             "lease_seconds_max",
+            "protocol",
+            "alternatives_k",
+            "alternatives_after_error",
             "labelers",
         ]
         help_texts = {
@@ -56,6 +65,52 @@ class BatchForm(forms.ModelForm):
         if self.instance.pk:
             others = others.exclude(pk=self.instance.pk)
         self.fields["take_from"].queryset = others
+        # Left out of a form (older clients, scripts): the batch keeps what it has.
+        self.fields["protocol"].required = False
+        self.fields["alternatives_k"].required = False
+
+    def clean_problems(self) -> list[int]:
+        ids: list[int] = []
+        for part in filter(None, (p.strip() for p in self.cleaned_data["problems"].split(","))):
+            low, _, high = part.partition("-")
+            try:
+                first, last = int(low), int(high or low)
+            except ValueError:
+                raise forms.ValidationError(
+                    f"“{part}” is not an id or a range like 1-20."
+                ) from None
+            if first > last or last - first >= 10_000:
+                raise forms.ValidationError(f"“{part}” is not a range of at most 10,000 ids.")
+            ids.extend(range(first, last + 1))
+        return ids
+
+    def clean_protocol(self) -> str:
+        return self.cleaned_data.get("protocol") or self.instance.protocol
+
+    def clean_alternatives_k(self) -> int:
+        k = self.cleaned_data.get("alternatives_k")
+        if k is None:
+            return self.instance.alternatives_k
+        if not 1 <= k <= 16:
+            raise forms.ValidationError("Between 1 and 16 candidates per step.")
+        return k
+
+    def clean(self) -> dict:
+        data = super().clean()
+        alternatives = data.get("protocol") == Batch.Protocol.ALTERNATIVES
+        if alternatives and (data.get("take_from") or data.get("upload")):
+            raise forms.ValidationError(
+                "A batch with the alternatives protocol takes problems, not finished solutions."
+            )
+        if data.get("problems") and not alternatives:
+            self.add_error(
+                "problems", "Only a batch with the alternatives protocol takes problems."
+            )
+        # The instance still has its saved values here (the form writes them after clean).
+        changed = self.instance.pk and data.get("protocol") != self.instance.protocol
+        if changed and self.instance.solutions.exists():
+            self.add_error("protocol", "The protocol of a batch that has solutions stays as it is.")
+        return data
 
     def clean_overlap(self) -> int:
         overlap = self.cleaned_data["overlap"]

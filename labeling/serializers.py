@@ -222,8 +222,20 @@ class BatchSerializer(serializers.ModelSerializer):
             "priority",
             "is_active",
             "origin",
+            "protocol",
+            "alternatives_k",
+            "alternatives_after_error",
             "created_at",
         ]
+
+
+class BatchProblemsSerializer(serializers.Serializer):
+    problems = serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        min_length=1,
+        max_length=10_000,
+        help_text="Problem ids: each becomes a solution labeled in the alternatives protocol.",
+    )
 
 
 class SolutionSerializer(serializers.ModelSerializer):

@@ -11,6 +11,7 @@ from modeling.models import (
     GenerationRun,
     ModelVersion,
     PoolEntry,
+    SamplingRun,
     SelectionReason,
     SolutionScore,
     TrainingRun,
@@ -60,3 +61,9 @@ class PoolEntryAdmin(admin.ModelAdmin):
     list_display = ("id", "solution_id", "extracted_answer", "source", "created_at")
     search_fields = ("source",)
     readonly_fields = ("solution", "created_at")
+
+
+@admin.register(SamplingRun)
+class SamplingRunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "status", "samples", "generator", "next_index", "added", "created_at")
+    list_filter = ("status",)

@@ -70,6 +70,10 @@ def one_of_each(superuser):
     mm.EvaluationSet.objects.create(
         version=1, problem_ids=[solution.problem_id], file_path="e.jsonl", sha256="0" * 64
     )
+    lm.ProposedSteps.objects.create(
+        problem=solution.problem, prefix=[], prefix_sha256="0" * 64, k=2, steps=["I add."]
+    )
+    mm.SamplingRun.objects.create(samples=2, sampling={}, problem_ids=[solution.problem_id])
     generation = mm.GenerationRun.objects.create(generation=1, batch=batch)
     mm.SelectionReason.objects.create(
         generation_run=generation, solution=solution, score=0.5, rank=1, rule="convincing_wrong"
@@ -95,7 +99,7 @@ def _forged(row) -> dict:
 
 
 def test_every_model_of_both_apps_is_in_the_admin():
-    assert len(MODELS) == 25
+    assert len(MODELS) == 27
     assert [_id(m) for m in MODELS if m not in admin.site._registry] == []
 
 

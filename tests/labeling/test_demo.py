@@ -13,7 +13,7 @@ from labeling.models import Batch, Completion, GoldLabel, Labeling, Problem, Sol
 pytestmark = pytest.mark.django_db
 
 HOLDS = (
-    "The demo holds 21 problems, 126 solutions, 2 batches, 63 completed labelings, "
+    "The demo holds 21 problems, 129 solutions, 3 batches, 63 completed labelings, "
     "18 gold solutions, 63 pool solutions and 5 demo accounts."
 )
 
@@ -34,12 +34,15 @@ def test_setup_demo_reports_what_it_holds_and_a_rerun_adds_nothing():
     first = _setup_demo()
     assert HOLDS in first
     assert (
-        "This run added 21 problems, 126 solutions, 2 batches, 63 completed labelings, "
+        "This run added 21 problems, 129 solutions, 3 batches, 63 completed labelings, "
         "18 gold solutions, 63 pool solutions and 5 demo accounts." in first
     )
     rows = _rows()
-    # 126 in the two batches, 63 in the candidate pool (tests/modeling/test_demo.py)
-    assert (rows["Problem"], rows["Solution"], rows["Batch"], rows["Labeling"]) == (21, 189, 2, 63)
+    # 126 in the two labeled batches, 3 problems to label step by step (alternatives), 63 in the
+    # candidate pool (tests/modeling/test_demo.py)
+    assert (rows["Problem"], rows["Solution"], rows["Batch"], rows["Labeling"]) == (21, 192, 3, 63)
+    step_by_step = Batch.objects.get(protocol=Batch.Protocol.ALTERNATIVES)
+    assert not step_by_step.is_active and step_by_step.solutions.count() == 3
     assert rows["GoldLabel"] == 18
 
     second = _setup_demo()
