@@ -14,8 +14,15 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 
-from labeling.models import Labeling, Snapshot
-from labeling.services import queue
+from labeling.models import (
+    Batch,
+    Completion,
+    Labeling,
+    ProposedSteps,
+    Snapshot,
+    StepLabel,
+)
+from labeling.services import alternatives, queue
 from labeling.services.rating import rate_step
 from modeling.models import GenerationRun, SelectionReason
 from tests.conftest import make_user
@@ -97,6 +104,28 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
         )
     Snapshot.objects.create(status=Snapshot.Status.DONE, sha256="0" * 64, row_count=3)
 
+    # Lena is also building a solution step by step: one candidate rated, one to go.
+    phase1 = make_batch(
+        "Phase 1 · arithmetic", protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2
+    )
+    sum_problem = make_problem("What is $2 + 3$?", "5")
+    alternatives.add_problems(batch=phase1, problem_ids=[sum_problem.pk])
+    step_by_step = Labeling.objects.create(
+        solution=phase1.solutions.get(), labeler=lena, lease_expires_at=timezone.now()
+    )
+    candidates = ["I add: $2 + 3 = 5$.", "# Answer\n\n5"]
+    ProposedSteps.objects.create(
+        problem=sum_problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=2,
+        status=ProposedSteps.Status.READY,
+        steps=candidates,
+        generator="SmolLM2-135M-Instruct (local)",
+    )
+    first = StepLabel.objects.create(labeling=step_by_step, index=0)
+    Completion.objects.create(step=first, index=0, text=candidates[0], rating=1)
+
     return {
         "signed-out": [("login", "/accounts/login/")],
         "lena": [
@@ -104,6 +133,7 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("queue", "/label/"),
             ("labeling-in-progress", f"/label/{in_progress.pk}/"),
             ("labeling-finished", f"/label/{finished.pk}/"),
+            ("labeling-alternatives", f"/label/{step_by_step.pk}/"),
             ("guidelines", "/label/guidelines/"),
             ("403", "/research/"),
             ("404", "/no-such-page/"),
