@@ -86,6 +86,16 @@ def run_in_thread(name: str, work: Callable[[], Any]) -> threading.Thread:
     return thread
 
 
+def start_on_commit(task_path: str, *args: Any, name: str, work: Callable[[], Any]) -> None:
+    """Once the transaction commits, send the task `task_path` with `args`, or on the embedded
+    default (STEPWISE_TRAIN_IN_THREAD: no worker) run `work`, the task's service call, in a
+    thread named `name`, so the request that asked answers at once."""
+    if settings.STEPWISE_TRAIN_IN_THREAD:
+        transaction.on_commit(lambda: run_in_thread(name, work))
+    else:
+        enqueue_on_commit(task_path, *args)
+
+
 def send_row(model: type[models.Model], row_id: int, task_path: str, *, waiting: str) -> None:
     """Record when the row's task was sent and send it once the transaction commits; a broker
     that cannot be reached marks the row UNSENT while it is still `waiting`."""

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.apps import apps
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -43,7 +42,7 @@ from labeling.services.errors import Conflict, LabelingError
 from labeling.services.importing import solution_content_hash
 from labeling.services.queue import lease_duration, next_claims
 from labeling.services.rating import MAX_STEP_TIME_MS
-from stepwise.celery import enqueue_on_commit, run_in_thread
+from stepwise.celery import start_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -141,12 +140,12 @@ def request_proposal(
 
 
 def _send(proposal_id: int) -> None:
-    if settings.STEPWISE_TRAIN_IN_THREAD:  # the embedded default: no worker
-        transaction.on_commit(
-            lambda: run_in_thread(f"proposal-{proposal_id}", lambda: fill_proposal(proposal_id))
-        )
-        return
-    enqueue_on_commit("labeling.tasks.generate_proposal", proposal_id)
+    start_on_commit(
+        "labeling.tasks.generate_proposal",
+        proposal_id,
+        name=f"proposal-{proposal_id}",
+        work=lambda: fill_proposal(proposal_id),
+    )
 
 
 def fill_proposal(proposal_id: int) -> ProposedSteps | None:

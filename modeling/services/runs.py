@@ -53,11 +53,11 @@ from modeling.training.backbones import check_available
 from modeling.training.config import TrainConfig
 from stepwise.celery import (
     UNSENT,
-    enqueue_on_commit,
     not_sent_since,
     resend_rows,
     run_in_thread,
     send_row,
+    start_on_commit,
 )
 
 logger = logging.getLogger(__name__)
@@ -968,15 +968,13 @@ def score_for_review(batch: Batch) -> int:
         return 0
     missing = selectors.unscored_labeled(batch, version).count()
     if missing:
-        if settings.STEPWISE_TRAIN_IN_THREAD:
-            transaction.on_commit(
-                lambda: run_in_thread(
-                    f"review-scores-{batch.pk}",
-                    lambda: score_batch_for_review(batch.pk, version.pk),
-                )
-            )
-        else:
-            enqueue_on_commit("modeling.tasks.gpu_score_for_review", batch.pk, version.pk)
+        start_on_commit(
+            "modeling.tasks.gpu_score_for_review",
+            batch.pk,
+            version.pk,
+            name=f"review-scores-{batch.pk}",
+            work=lambda: score_batch_for_review(batch.pk, version.pk),
+        )
     return missing
 
 

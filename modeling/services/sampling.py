@@ -33,7 +33,7 @@ from modeling.generator import (
 )
 from modeling.grading import is_equivalent
 from modeling.models import PoolEntry, RunStatus, SamplingRun
-from stepwise.celery import enqueue_on_commit, run_in_thread
+from stepwise.celery import start_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -176,12 +176,12 @@ def create_sampling_run(
 
 
 def _send(run_id: int) -> None:
-    if settings.STEPWISE_TRAIN_IN_THREAD:  # the embedded default: no worker
-        transaction.on_commit(
-            lambda: run_in_thread(f"sampling-run-{run_id}", lambda: execute_sampling_run(run_id))
-        )
-        return
-    enqueue_on_commit("modeling.tasks.generate_pool_run", run_id)
+    start_on_commit(
+        "modeling.tasks.generate_pool_run",
+        run_id,
+        name=f"sampling-run-{run_id}",
+        work=lambda: execute_sampling_run(run_id),
+    )
 
 
 def _stale_or_queued(now) -> Q:

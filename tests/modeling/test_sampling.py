@@ -263,16 +263,19 @@ def test_generated_pool_feeds_a_generation_through_the_real_worker(
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_default_samples_in_a_thread_and_answers_at_once(settings, monkeypatch):
     settings.STEPWISE_TRAIN_IN_THREAD = True  # what the demo does (no broker, no worker)
+    import stepwise.celery
+
     threads = []
-    start_thread = sampling.run_in_thread
+    start_thread = stepwise.celery.run_in_thread
     monkeypatch.setattr(
-        sampling, "run_in_thread", lambda name, work: threads.append(start_thread(name, work))
+        stepwise.celery,
+        "run_in_thread",
+        lambda name, work: threads.append(start_thread(name, work)),
     )
     problem = make_problem("What is $1 + 1$?", answer="2")
     run = sampling.create_sampling_run(samples=1, problem_ids=[problem.pk], max_tokens=48, seed=2)
     assert run.status == SamplingRun.Status.QUEUED  # the request answered before sampling
-    # Wait for the thread, not the rows: an in-memory SQLite test database answers "table is
-    # locked" to a read while the thread writes (the demo's file database waits instead).
+    # Wait for the thread itself: the run's row says nothing before the thread has started.
     [thread] = threads
     thread.join(timeout=300)
     assert not thread.is_alive()
