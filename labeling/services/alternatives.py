@@ -26,6 +26,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from labeling import selectors
 from labeling.models import (
     Batch,
     Completion,
@@ -98,6 +99,8 @@ def add_problems(*, batch: Batch, problem_ids: list[int]) -> int:
             },
         )
         created += made
+    if created:
+        selectors.clear_count_cache(batch.pk)  # the dashboards' cached solution count
     return created
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from labeling import selectors
 from labeling.models import Batch, Completion, Labeling, ProposedSteps, Solution
 from labeling.services import alternatives, queue
 from tests.factories import make_batch, make_problem, make_solution
@@ -38,6 +39,13 @@ def test_a_lead_creates_an_alternatives_batch_from_problem_ids(client, lead):
     solutions = Solution.objects.filter(batch=batch)
     assert sorted(s.problem_id for s in solutions) == [first.pk, second.pk]
     assert all(s.format == Solution.Format.PHASE1 and s.steps == [] for s in solutions)
+    assert selectors.solution_counts([batch.pk]) == {batch.pk: 2}  # now cached
+    third = make_problem(answer="5")
+    client.post(
+        reverse("labeling:batch_edit", args=[batch.pk]),
+        {"name": "Phase 1", "overlap": 2, "priority": 1, "problems": str(third.pk)},
+    )
+    assert selectors.solution_counts([batch.pk]) == {batch.pk: 3}  # not the cached 2
 
 
 @pytest.mark.parametrize(
