@@ -32,6 +32,7 @@ labeler_patterns = [
     ),
     path("<int:labeling_id>/candidates/write/", alternatives.write_step, name="write_step"),
     path("<int:labeling_id>/candidates/again/", alternatives.ask_again, name="ask_again"),
+    path("<int:labeling_id>/candidates/back/", alternatives.step_back, name="step_back"),
     # Rate the steps, after a −1 (PRM800K phase 2): the model's alternatives to the wrong step.
     path("<int:labeling_id>/alternatives/rate/", labeler.rate_after_error, name="rate_after_error"),
     path(

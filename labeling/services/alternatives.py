@@ -543,6 +543,67 @@ def write_step(
         return _after_step(labeling, user, step, [*path, text], "wrote a step", elapsed_ms)
 
 
+def step_back(*, labeling_id: int, user: User) -> Labeling:
+    """Take back the last step of the path (the candidate continued with, or the labeler's own
+    step): that step is open again with its candidates' ratings, to choose again. Ratings
+    already given at the step after it go too. Allowed where undo is; a labeling that ended on
+    its final step moments ago is reopened."""
+    with transaction.atomic():
+        labeling = rating.labeling_for_update(labeling_id, user)
+        if labeling.solution.format != Solution.Format.PHASE1:
+            raise LabelingError("This labeling rates fixed steps: use undo.")
+        now = timezone.now()
+        refusal = rating.revisit_refusal(labeling, now)
+        if refusal:
+            raise Conflict(refusal)
+        steps = rating.rated_steps(labeling)
+        open_step = next(
+            (
+                s
+                for s in steps
+                if s.chosen_completion is None and all(c.index != -1 for c in s.completions.all())
+            ),
+            None,
+        )
+        settled = [s for s in steps if s is not open_step]
+        if not settled:
+            raise Conflict("There is no step to take back yet.")
+        if labeling.status == Labeling.Status.COMPLETED:
+            rating.reopen(labeling, user, now)
+        last = settled[-1]
+        events = [
+            RatingEvent(
+                labeling=labeling,
+                step_index=last.index,
+                reason=RatingEvent.Reason.UNDO,
+                detail=f"took back step {last.index + 1}",
+                actor=user,
+                created_at=now,
+            )
+        ]
+        if open_step is not None:
+            events += [
+                RatingEvent(
+                    labeling=labeling,
+                    step_index=open_step.index,
+                    old_rating=c.rating,
+                    reason=RatingEvent.Reason.UNDO,
+                    detail=f"candidate {c.index + 1}",
+                    actor=user,
+                    created_at=now,
+                )
+                for c in open_step.completions.all()
+            ]
+            open_step.delete()
+        RatingEvent.objects.bulk_create(events)
+        Completion.objects.filter(step=last, index=-1).delete()
+        StepLabel.objects.filter(pk=last.pk).update(chosen_completion=None, time_ms=None)
+        labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - (last.time_ms or 0))
+        labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
+        labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        return labeling
+
+
 def _after_step(
     labeling: Labeling,
     user: User,

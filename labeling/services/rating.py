@@ -220,7 +220,7 @@ def undo_last(*, labeling_id: int, user: User) -> Labeling:
         if refusal:
             raise Conflict(refusal)
         if labeling.status == Labeling.Status.COMPLETED:
-            _reopen(labeling, user, now)
+            reopen(labeling, user, now)
         last = labeling.step_labels.order_by("-index").prefetch_related("completions").first()
         if last is not None:
             _take_back(labeling, user, now, [last])
@@ -261,7 +261,7 @@ def undo_to(*, labeling_id: int, user: User, step_index: int) -> Labeling:
             # Also what a second send of the same request meets: its ratings are gone already.
             raise Conflict(f"Step {step_index + 1} is not rated: there is nothing to take back.")
         if labeling.status == Labeling.Status.COMPLETED:
-            _reopen(labeling, user, now)
+            reopen(labeling, user, now)
         _take_back(labeling, user, now, taken, detail=f"rate again from step {step_index + 1}")
         return labeling
 
@@ -306,7 +306,9 @@ def rating_revise(*, labeling_id: int, user: User, step_index: int, rating: int)
         return labeling
 
 
-def _reopen(labeling: Labeling, user: User, now) -> None:
+def reopen(labeling: Labeling, user: User, now) -> None:
+    """A labeling submitted moments ago is in progress again: counters and the solution's
+    completed count step back (undo, and the alternatives protocol's step back)."""
     solution = (
         Solution.objects.select_for_update(of=("self",))
         .select_related("batch")

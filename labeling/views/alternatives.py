@@ -36,6 +36,12 @@ ALTERNATIVES_KEYS = [
         "continue with the selected candidate (rated +1 or 0); when done, next solution",
     ),
     Key(("w",), "write", ("W",), "write your own step (Ctrl+Enter sends it, Esc closes)"),
+    Key(
+        ("u", "Backspace"),
+        "undo",
+        ("U", "Backspace"),
+        "back a step: take back the last step of the path and choose again",
+    ),
     Key(("r",), "retry", ("R",), "retry what did not save, or ask the model again"),
     Key(("g",), "give-up", ("G",), "give up on this solution"),
     Key(("b",), "bad-problem", ("B",), "report a bad problem"),
@@ -166,3 +172,13 @@ def ask_again(request: HttpRequest, labeling_id: int) -> HttpResponse:
         return labeling
 
     return _answer(request, labeling_id, action)
+
+
+@login_required
+@require_POST
+def step_back(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    return _answer(
+        request,
+        labeling_id,
+        lambda: alternatives.step_back(labeling_id=labeling_id, user=request.user),
+    )

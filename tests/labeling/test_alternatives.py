@@ -293,3 +293,45 @@ def test_the_first_candidates_of_the_next_solution_are_asked_for_ahead(claimed, 
     )
     alternatives.alternatives_panel(claimed)  # the page polls: nothing asked twice
     assert ProposedSteps.objects.count() == 2
+
+
+def test_back_a_step_reopens_the_last_choice_and_a_just_finished_solution(
+    claimed, labeler, eager_tasks
+):
+    with eager_tasks():
+        first = alternatives.current_proposal(claimed)
+    first = ready(first)
+    ids = {"labeling_id": claimed.pk, "user": labeler}
+    with pytest.raises(Conflict, match="no step to take back"):
+        alternatives.step_back(**ids)
+    alternatives.rate_candidate(**ids, step_index=0, candidate_index=0, rating_value=0)
+    with eager_tasks():  # the next step's candidates are generated at the block's end
+        alternatives.write_step(**ids, step_index=0, text="I add: $2 + 3 = 5$.", elapsed_ms=800)
+    second = ready(alternatives.current_proposal(claimed))
+    alternatives.rate_candidate(**ids, step_index=1, candidate_index=0, rating_value=-1)
+
+    alternatives.step_back(**ids)  # step 1 is open again; step 2's rating goes
+    panel = alternatives.alternatives_panel(claimed)
+    assert panel.path == [] and panel.proposal.pk == first.pk
+    assert [c.rating for c in panel.candidates][:1] == [0]  # kept, to choose again
+    assert claimed.step_labels.count() == 1
+    undone = RatingEvent.objects.filter(labeling=claimed, reason=RatingEvent.Reason.UNDO)
+    assert sorted(e.detail for e in undone) == ["candidate 1", "took back step 1"]
+    claimed.refresh_from_db()
+    assert claimed.total_time_ms == 0
+
+    alternatives.write_step(**ids, step_index=0, text="I add: $2 + 3 = 5$.")
+    alternatives.write_step(**ids, step_index=1, text="# Answer\n\n5")
+    claimed.refresh_from_db()
+    solution = claimed.solution
+    solution.refresh_from_db()
+    assert claimed.status == Labeling.Status.COMPLETED and solution.completed_count == 1
+    alternatives.step_back(**ids)  # moments later: reopened at step 2
+    claimed.refresh_from_db()
+    solution.refresh_from_db()
+    assert claimed.status == Labeling.Status.IN_PROGRESS and claimed.finish_reason is None
+    assert (solution.completed_count, solution.active_count) == (0, 1)
+    assert [s.text for s in alternatives.alternatives_panel(claimed).path] == [
+        "I add: $2 + 3 = 5$."
+    ]
+    assert second.pk == alternatives.current_proposal(claimed).pk

@@ -73,6 +73,10 @@ def test_a_labeler_builds_a_solution_from_candidates_with_the_keyboard(
             page.keyboard.press("k")
             page.wait_for_selector(f'.candidate.focused[data-candidate="{chosen}"]')
         page.keyboard.press("Enter")
+        page.wait_for_selector('#labeling .path .step[data-step="0"]')
+        page.keyboard.press("u")  # back a step: the ratings stay, the choice is taken back
+        page.wait_for_selector('#labeling[data-step-index="0"] .candidate.focused[data-rating="1"]')
+        page.keyboard.press("Enter")  # and continue with it again
     page.wait_for_selector('#labeling .path .step[data-step="0"]')
 
     # Step 2: the candidates were asked for when the +1 was given (ahead of the choice).
