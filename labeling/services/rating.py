@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from labeling import prm800k, selectors
 from labeling.models import (
+    Batch,
     BatchHourStats,
     BatchLabelerStats,
     Completion,
@@ -194,7 +195,10 @@ def _finish(labeling: Labeling, reason: str, user: User, now) -> None:
     reached_n = not labeling.is_surplus and solution.completed_count + 1 == overlap
     if solution.batch is not None:
         counters.tally(labeling, solution.batch, ratings, sign=1, solutions_done=int(reached_n))
-    if reached_n and overlap >= 2:
+    # Step agreement compares ratings of the same steps: labelers who built their own paths
+    # from candidates (the alternatives protocol) rated different steps.
+    same_steps = solution.batch is None or solution.batch.protocol == Batch.Protocol.STEPS
+    if reached_n and overlap >= 2 and same_steps:
         adjudication.agreement_record(solution=solution)
 
 

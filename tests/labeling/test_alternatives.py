@@ -335,3 +335,31 @@ def test_back_a_step_reopens_the_last_choice_and_a_just_finished_solution(
         "I add: $2 + 3 = 5$."
     ]
     assert second.pk == alternatives.current_proposal(claimed).pk
+
+
+def test_two_labelers_paths_through_one_problem_get_no_step_agreement(labeler, labeler2):
+    from labeling.models import SolutionAgreement
+
+    batch = make_batch(
+        protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=1, overlap=2, generation=None
+    )
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
+    ProposedSteps.objects.create(  # the model's one candidate, as the generate task leaves it
+        problem=problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=1,
+        status=ProposedSteps.Status.READY,
+        steps=["# Answer\n\n5"],
+        generator="test",
+    )
+    for user, value in ((labeler, 1), (labeler2, 0)):
+        labeling = queue.claim_next(user)
+        ids = {"labeling_id": labeling.pk, "user": user, "step_index": 0, "candidate_index": 0}
+        alternatives.rate_candidate(**ids, rating_value=value)
+        alternatives.choose_candidate(**ids)
+    solution = Solution.objects.get(batch=batch)
+    assert solution.completed_count == 2
+    assert Labeling.objects.filter(finish_reason=FinishReason.SOLUTION).count() == 2
+    assert not SolutionAgreement.objects.exists()  # different paths: nothing to adjudicate
