@@ -108,6 +108,8 @@ def test_enter_on_the_toggle_does_not_act_on_the_labeling_page(page, live_server
     page.fill("input[name=username]", "lena")
     page.fill("input[name=password]", "lena-pw")
     page.click("button[type=submit]")
+    # Until the page has loaded, its deferred queue.js may not be listening for Enter yet.
+    page.wait_for_url(f"{live_server.url}/")
     page.wait_for_selector("#start")
     page.keyboard.press("Enter")
     page.wait_for_selector("html[data-keys=ready]", state="attached")
