@@ -142,6 +142,19 @@ def request_proposal(
     return proposal
 
 
+def _k(labeling: Labeling) -> int:
+    """Candidates per step: the batch's setting (5 for a solution in no batch)."""
+    batch = labeling.solution.batch
+    return batch.alternatives_k if batch else 5
+
+
+def _find_proposal(labeling: Labeling, prefix: list[str], k: int) -> ProposedSteps | None:
+    """The candidates asked for this prefix of the labeling's problem, if anyone asked."""
+    return ProposedSteps.objects.filter(
+        problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(prefix), k=k
+    ).first()
+
+
 def _send(proposal_id: int) -> None:
     start_on_commit(
         "labeling.tasks.generate_proposal",
@@ -261,16 +274,14 @@ def alternatives_panel(labeling: Labeling, *, request_missing: bool = True) -> A
     candidates: list[Candidate] = []
     if labeling.status == Labeling.Status.IN_PROGRESS or saved:
         batch = labeling.solution.batch
-        k = batch.alternatives_k if batch else 5
+        k = _k(labeling)
         prefix = [step.text for step in path]
         if request_missing and labeling.status == Labeling.Status.IN_PROGRESS:
             proposal = request_proposal(problem=labeling.solution.problem, prefix=prefix, k=k)
             if not path and batch is not None:
                 _first_steps_ahead(labeling, batch, k)
         else:
-            proposal = ProposedSteps.objects.filter(
-                problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(prefix), k=k
-            ).first()
+            proposal = _find_proposal(labeling, prefix, k)
         texts = list(proposal.steps) if proposal is not None else []
         for index, text in enumerate(texts):
             completion = saved.get(index)
@@ -311,9 +322,7 @@ def after_error_panel(
             problem=labeling.solution.problem, prefix=prefix, k=k, again=again
         )
     else:
-        proposal = ProposedSteps.objects.filter(
-            problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(prefix), k=k
-        ).first()
+        proposal = _find_proposal(labeling, prefix, k)
     saved = {c.index - 1: c for c in wrong.completions.all() if c.index >= 1}
     candidates = [
         Candidate(
@@ -391,13 +400,13 @@ def current_proposal(labeling: Labeling, *, again: bool = False) -> ProposedStep
     """The candidates for the labeling's next step (requested now if nobody asked yet; with
     `again`, a failed request is sent once more)."""
     path, _ = path_of(labeling)
-    batch = labeling.solution.batch
-    k = batch.alternatives_k if batch else 5
-    return request_proposal(problem=labeling.solution.problem, prefix=path, k=k, again=again)
+    return request_proposal(
+        problem=labeling.solution.problem, prefix=path, k=_k(labeling), again=again
+    )
 
 
-def _open_alternatives(labeling_id: int, user: User, step_index: int) -> tuple[Labeling, list[str]]:
-    labeling = rating.labeling_for_update(labeling_id, user)
+def _open_alternatives(labeling: Labeling, step_index: int) -> list[str]:
+    """The path of a labeling locked by the caller, checked to be open at `step_index`."""
     if labeling.solution.format != Solution.Format.PHASE1:
         raise LabelingError("This labeling rates fixed steps, not candidates.")
     if labeling.status == Labeling.Status.COMPLETED:
@@ -405,7 +414,7 @@ def _open_alternatives(labeling_id: int, user: User, step_index: int) -> tuple[L
     path, _ = path_of(labeling)
     if step_index != len(path):
         raise Conflict(f"Step {len(path) + 1} is the one to label (the page was out of date).")
-    return labeling, path
+    return path
 
 
 def rate_candidate(
@@ -422,12 +431,10 @@ def rate_candidate(
     if rating_value not in (-1, 0, 1):
         raise LabelingError("A rating is -1, 0 or +1.")
     with transaction.atomic():
-        labeling, path = _open_alternatives(labeling_id, user, step_index)
-        batch = labeling.solution.batch
-        k = batch.alternatives_k if batch else 5
-        proposal = ProposedSteps.objects.filter(
-            problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(path), k=k
-        ).first()
+        labeling = rating.labeling_for_update(labeling_id, user)
+        path = _open_alternatives(labeling, step_index)
+        k = _k(labeling)
+        proposal = _find_proposal(labeling, path, k)
         if proposal is None or proposal.status != ProposedSteps.Status.READY:
             raise Conflict("The candidates for this step are not ready yet.")
         if not 0 <= candidate_index < len(proposal.steps):
@@ -498,7 +505,7 @@ def choose_candidate(
         step = StepLabel.objects.filter(labeling=labeling, index=step_index).first()
         if step is not None and step.chosen_completion == candidate_index:
             return labeling
-        labeling, path = _open_alternatives(labeling_id, user, step_index)
+        path = _open_alternatives(labeling, step_index)
         chosen = Completion.objects.filter(step=step, index=candidate_index).first()
         if step is None or chosen is None:
             raise Conflict(f"Rate candidate {candidate_index + 1} before choosing it.")
@@ -527,7 +534,7 @@ def write_step(
             if human.text == text:
                 return labeling  # a double submit
             raise Conflict(f"Step {step_index + 1} already has your own step.")
-        labeling, path = _open_alternatives(labeling_id, user, step_index)
+        path = _open_alternatives(labeling, step_index)
         step, _ = StepLabel.objects.get_or_create(
             labeling=labeling, index=step_index, defaults={"chosen_completion": None}
         )
@@ -631,9 +638,7 @@ def _after_step(
         rating.end_labeling(labeling, FinishReason.SOLUTION, user, now)
         return labeling
     batch = labeling.solution.batch
-    request_proposal(
-        problem=labeling.solution.problem, prefix=path, k=batch.alternatives_k if batch else 5
-    )
+    request_proposal(problem=labeling.solution.problem, prefix=path, k=_k(labeling))
     labeling.lease_expires_at = now + lease_duration(batch)
     labeling.save(update_fields=["lease_expires_at", "updated_at"])
     return labeling
