@@ -6,7 +6,6 @@ labeler or hour), read Labeler counters, and look at the last 200 labelings for 
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from labeling.models import (
     StepLabel,
     Tally,
 )
+from stepwise import caching
 from stepwise.celery import waiting_too_long
 
 # --- one labeling as a PRM800K record ------------------------------------------------------
@@ -174,17 +174,20 @@ def final_step_ratings(solution: Solution) -> FinalRatings:
 # --- batch dashboard ------------------------------------------------------------------------
 
 
-_COUNT_CACHE: dict[int, tuple[float, int]] = {}
-SOLUTION_COUNT_SECONDS = 60.0
+SOLUTION_COUNT_SECONDS = 60
+
+
+def _count_key(batch_id: int) -> str:
+    return f"labeling:solution-count:{batch_id}"
 
 
 def solution_counts(batch_ids: list[int]) -> dict[int, int]:
     """Regular solutions per batch. They change only on import or a lead's move, so a count
-    (a 100 ms scan at 100k solutions) is cached per process for a minute."""
-    now = time.monotonic()
-    missing = [
-        b for b in batch_ids if now - _COUNT_CACHE.get(b, (-1e9, 0))[0] > SOLUTION_COUNT_SECONDS
-    ]
+    (a 100 ms scan at 100k solutions) is cached for a minute, in the cache every process
+    shares: a move clears it for all of them (`clear_count_cache`)."""
+    cached = caching.get_many(_count_key(b) for b in batch_ids)
+    counts = {b: cached[_count_key(b)] for b in batch_ids if _count_key(b) in cached}
+    missing = [b for b in batch_ids if b not in counts]
     if missing:
         fresh = dict(
             Solution.objects.filter(batch_id__in=missing, is_quality_control=False)
@@ -192,17 +195,15 @@ def solution_counts(batch_ids: list[int]) -> dict[int, int]:
             .annotate(n=Count("id"))
             .values_list("batch_id", "n")
         )
-        for b in missing:
-            _COUNT_CACHE[b] = (now, fresh.get(b, 0))
-    return {b: _COUNT_CACHE[b][1] for b in batch_ids}
+        counts.update({b: fresh.get(b, 0) for b in missing})
+        caching.set_many({_count_key(b): counts[b] for b in missing}, SOLUTION_COUNT_SECONDS)
+    return counts
 
 
 def clear_count_cache(*batch_ids: int) -> None:
-    """Forget cached solution counts (of these batches, or all): after a move, and in tests."""
-    if not batch_ids:
-        _COUNT_CACHE.clear()
-    for batch_id in batch_ids:
-        _COUNT_CACHE.pop(batch_id, None)
+    """Forget the cached solution counts of these batches, in every process (after solutions
+    move in or out of them)."""
+    caching.forget(*(_count_key(b) for b in batch_ids))
 
 
 def _sum_tally(rows) -> dict[str, int]:
@@ -650,6 +651,10 @@ class LabelingPanel:
         return len(self.steps)
 
     @property
+    def rated_count(self) -> int:
+        return len(self.rated)
+
+    @property
     def step_number(self) -> int:
         """The step being rated (1-based); the last one rated once there is none to rate."""
         return self.current.index + 1 if self.current else len(self.rated)
@@ -657,6 +662,19 @@ class LabelingPanel:
     @property
     def hidden_count(self) -> int:
         return len(self.steps) - len(self.rated) - (1 if self.current else 0)
+
+
+@dataclass(frozen=True)
+class PanelProgress:
+    """The panel's progress line after a rating in the middle of a solution, known without a
+    query: steps 1..rated_count are rated and the next one is shown."""
+
+    rated_count: int
+    step_total: int
+
+    @property
+    def step_number(self) -> int:
+        return self.rated_count + 1
 
 
 def labeling_panel(labeling: Labeling) -> LabelingPanel:
@@ -735,8 +753,9 @@ def expired_claims(user, *, within=timedelta(days=1)) -> list[ExpiredClaim]:
 def batches_for(user) -> QuerySet[Batch]:
     """Active batches this user may label: assigned to them, or open to every labeler."""
     assigned = Batch.labelers.through.objects.filter(batch_id=OuterRef("pk"))
-    return (
-        Batch.objects.filter(is_active=True).filter(Q(labelers=user) | ~Exists(assigned)).distinct()
+    # Two EXISTS rather than a join: no DISTINCT over every active batch on each claim.
+    return Batch.objects.filter(is_active=True).filter(
+        Exists(assigned.filter(user_id=user.pk)) | ~Exists(assigned)
     )
 
 

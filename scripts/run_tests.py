@@ -116,6 +116,12 @@ def main() -> int:
     # take each other's tasks from a shared queue.
     broker = urllib.parse.urlsplit(base["REDIS_URL"])._replace(path=f"/{1 + os.getpid() % 15}")
     base.setdefault("CELERY_BROKER_URL", urllib.parse.urlunsplit(broker))
+    # And a cache database of its own, another one than the broker's: tests clear the cache
+    # (FLUSHDB) before each test, which must not drop queued tasks.
+    cache_db = urllib.parse.urlsplit(base["REDIS_URL"])._replace(
+        path=f"/{1 + (os.getpid() + 7) % 15}"
+    )
+    base.setdefault("STEPWISE_CACHE_URL", urllib.parse.urlunsplit(cache_db))
     base["STEPWISE_TESTING"] = "1"
     base.setdefault("SECRET_KEY", "test-only-secret")
     base.setdefault("HF_HUB_OFFLINE", "1")

@@ -8,7 +8,7 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
@@ -205,6 +205,25 @@ WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstat
 
 # Celery. Embedded default: tasks run in-process, no broker needed.
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# Cached counts and medians shared by every web and worker process: Redis beside PostgreSQL,
+# this process's memory in the embedded default (one process).
+CACHES: dict[str, dict[str, Any]]
+if EMBEDDED:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": env_str("STEPWISE_CACHE_URL", REDIS_URL),
+            "KEY_PREFIX": env_str("STEPWISE_CACHE_PREFIX", "stepwise"),
+            # A cache that is down costs a query, not the request.
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+    # Every request reads its session: from the cache, written through to the database (a
+    # session outlives a cache restart).
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = None  # progress and results go to rows that pages poll
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
@@ -307,6 +326,11 @@ STEPWISE_LEASE_SECONDS_MIN = env_int("STEPWISE_LEASE_SECONDS_MIN", 10 * 60)
 STEPWISE_LEASE_SECONDS_MAX = env_int("STEPWISE_LEASE_SECONDS_MAX", 2 * 3600)
 STEPWISE_UNDO_WINDOW_SECONDS = env_int("STEPWISE_UNDO_WINDOW_SECONDS", 10 * 60)
 STEPWISE_IMPORT_CHUNK = env_int("STEPWISE_IMPORT_CHUNK", 2000)
+# Processes that parse a PRM800K import while this one writes (0: parse in this process). The
+# default leaves a core to the writing process and the database server.
+STEPWISE_IMPORT_WORKERS = env_int(
+    "STEPWISE_IMPORT_WORKERS", max(1, min(4, (os.cpu_count() or 2) - 1))
+)
 STEPWISE_UPLOAD_MAX_BYTES = env_int("STEPWISE_UPLOAD_MAX_BYTES", 1024 * 1024 * 1024)
 
 # Quality control (defaults follow PRM800K: a 30-solution screening, gold mixed into the queue).

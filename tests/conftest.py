@@ -25,6 +25,21 @@ CHROMIUM_ARGS = [
 REQUIRE_ALL = os.environ.get("STEPWISE_REQUIRE_ALL") == "1"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """The shared cache (solution counts, lease medians) starts empty for every test: this
+    session's own Redis database (scripts/run_tests.py), or this process's memory."""
+    from django.core.cache import cache
+
+    from stepwise.caching import CACHE_DOWN
+
+    try:
+        cache.clear()
+    except CACHE_DOWN:
+        pass  # no Redis: what needs it is skipped or fails by itself
+    yield
+
+
 def pytest_collection_modifyitems(config, items):
     reasons = {
         "postgres": os.environ.get("STEPWISE_SKIP_POSTGRES"),

@@ -9,17 +9,6 @@ from rest_framework.test import APIClient
 from labeling.services.importing import import_prm800k
 
 
-@pytest.fixture(autouse=True)
-def _fresh_process_caches():
-    """Per-process caches (solution counts, lease medians) must not leak between tests."""
-    from labeling import selectors
-    from labeling.services import queue
-
-    selectors.clear_count_cache()
-    queue.clear_median_cache()
-    yield
-
-
 @pytest.fixture
 def samples(shared_data):
     """The six reference PRM800K lines, imported; returns the file's path."""

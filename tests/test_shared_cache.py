@@ -1,0 +1,100 @@
+"""Cached counts and medians are shared by every process: what one process invalidates,
+another does not read stale. Two real processes against the real cache (Redis beside
+PostgreSQL; the embedded default's local memory is one process's and is checked in-process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from labeling import selectors
+from labeling.models import Solution
+from labeling.services import batches as batch_service
+from tests.conftest import _test_database_url
+from tests.factories import make_batch, make_solution
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A second process that stays up (as a web worker beside this one does): it reads a batch id
+# per line and answers that batch's solution count as it reads it, cache included.
+COUNTING_PROCESS = """
+import json, sys, django
+django.setup()
+from labeling import selectors
+for line in sys.stdin:
+    print(json.dumps(selectors.solution_counts([int(line)])), flush=True)
+"""
+
+
+@pytest.fixture
+def other_process():
+    process = subprocess.Popen(
+        [sys.executable, "-c", COUNTING_PROCESS],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "stepwise.settings",
+            "DATABASE_URL": _test_database_url(),
+        },
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def count(batch_id: int) -> int:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(f"{batch_id}\n")
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())[str(batch_id)]
+
+    yield count
+    process.kill()
+    process.wait()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    "RedisCache" not in settings.CACHES["default"]["BACKEND"],
+    reason="the embedded default's cache is one process's memory",
+)
+def test_a_move_in_one_process_is_not_read_stale_by_another(other_process):
+    source, target = make_batch(name="source"), make_batch(name="target")
+    moved = [make_solution(source).pk for _ in range(3)]
+    selectors.solution_counts([source.pk])  # cached here too
+    # The other process counts first and caches what it saw (for a minute).
+    assert other_process(target.pk) == 0
+    assert selectors.solution_counts([target.pk]) == {target.pk: 0}  # read from the cache
+    # This process moves the solutions, which clears the count for every process.
+    assert batch_service.batch_move_solutions(batch=target, source=source) == 3
+    assert Solution.objects.filter(batch=target, pk__in=moved).count() == 3
+    assert other_process(target.pk) == 3
+
+
+def test_the_cache_is_redis_beside_postgresql_and_local_memory_embedded():
+    backend = settings.CACHES["default"]["BACKEND"]
+    if connection.vendor == "postgresql":
+        assert backend == "django.core.cache.backends.redis.RedisCache"
+    else:
+        assert backend == "django.core.cache.backends.locmem.LocMemCache"
+
+
+@pytest.mark.django_db
+def test_a_cache_that_is_down_costs_the_count_not_the_request(settings):
+    batch = make_batch()
+    make_solution(batch)
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+    assert selectors.solution_counts([batch.pk]) == {batch.pk: 1}
+    selectors.clear_count_cache(batch.pk)  # nothing to forget, and no error
