@@ -228,6 +228,8 @@ class Labeling(models.Model):
     finish_reason = models.CharField(
         max_length=16, choices=FinishReason.choices, null=True, blank=True
     )
+    # Set when the labeling is submitted: its steps' times, plus time on a step left unrated
+    # (give up, bad problem). A rating does not write it (rating.rate_step).
     total_time_ms = models.PositiveIntegerField(null=True, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True, db_index=True)

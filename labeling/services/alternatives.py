@@ -605,9 +605,8 @@ def step_back(*, labeling_id: int, user: User) -> Labeling:
         RatingEvent.objects.bulk_create(events)
         Completion.objects.filter(step=last, index=-1).delete()
         StepLabel.objects.filter(pk=last.pk).update(chosen_completion=None, time_ms=None)
-        labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - (last.time_ms or 0))
         labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
-        labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+        labeling.save(update_fields=["lease_expires_at", "updated_at"])
         return labeling
 
 
@@ -622,10 +621,8 @@ def _after_step(
     """The step is settled: time it, then end on a final answer or ask for the next candidates."""
     now = timezone.now()
     step_time = None if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
-    if step_time is not None:
+    if step_time is not None:  # the labeling's total is summed from its steps at the finish
         StepLabel.objects.filter(pk=step.pk).update(time_ms=step_time)
-        labeling.total_time_ms = (labeling.total_time_ms or 0) + step_time
-        labeling.save(update_fields=["total_time_ms", "updated_at"])
     RatingEvent.objects.create(
         labeling=labeling,
         step_index=len(path) - 1,

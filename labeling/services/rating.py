@@ -7,11 +7,13 @@ that finishes it, and stores its PRM800K release line once.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Count, F, IntegerField, OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from labeling import prm800k, selectors
@@ -55,6 +57,29 @@ def _renew_lease(labeling: Labeling, now) -> None:
     labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
 
 
+def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
+    """The labeling, locked, with its solution and batch and `rated_count`, the number of steps
+    rated so far (the index of the next one), in one query."""
+    # Each rated step is one StepLabel (with its completion 0): counting them needs no join.
+    rated_count = (
+        StepLabel.objects.filter(labeling=OuterRef("pk"))
+        .order_by()
+        .values("labeling")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    labeling = (
+        Labeling.objects.select_for_update(of=("self",))
+        .select_related("solution__batch")
+        .annotate(rated_count=Coalesce(Subquery(rated_count, output_field=IntegerField()), 0))
+        .filter(pk=labeling_id)
+        .first()
+    )
+    if labeling is None or labeling.labeler_id != user.pk:
+        raise LabelingError("This labeling is not yours.")
+    return labeling
+
+
 def rate_step(
     *,
     labeling_id: int,
@@ -64,38 +89,42 @@ def rate_step(
     flagged: bool = False,
     elapsed_ms: int | None = None,
 ) -> Labeling:
-    """Save one step's rating as it is made. Re-sending the same rating is a no-op."""
+    """Save one step's rating as it is made. Re-sending the same rating is a no-op.
+
+    A rating in the middle of a solution is four queries: the locked read and three inserts
+    (the step, its completion, the audit event). The labeling row itself is written only when
+    its lease is past half its length; its total time is summed from the steps when it is
+    finished. The returned labeling's `rated_count` is the number of steps rated now."""
     if rating not in (-1, 0, 1):
         raise LabelingError("A rating is -1, 0 or +1.")
     with transaction.atomic():
-        labeling = labeling_for_update(labeling_id, user)
+        labeling = _locked_for_rating(labeling_id, user)
+        rated = cast(Any, labeling).rated_count  # annotated by the locked read
         steps = labeling.solution.steps
         if not 0 <= step_index < len(steps):
             raise LabelingError(f"This solution has no step {step_index + 1}.")
-        # One read gives both the saved rating of this step (a retry?) and the next step due.
-        saved = dict(
-            (index, (saved_rating, saved_flag))
-            for index, saved_rating, saved_flag in Completion.objects.filter(
-                step__labeling=labeling, index=0
-            ).values_list("step__index", "rating", "flagged")
-        )
-        if step_index in saved:
-            saved_rating, saved_flag = saved[step_index]
-            if saved_rating == rating and bool(saved_flag) == flagged:
+        if step_index < rated:
+            saved = Completion.objects.filter(
+                step__labeling=labeling, step__index=step_index, index=0
+            ).first()
+            if saved is not None and saved.rating == rating and bool(saved.flagged) == flagged:
                 return labeling  # a retry or double submit of a saved rating
             raise Conflict(
-                f"Step {step_index + 1} is already rated {saved_rating:+d}; undo to change it."
+                f"Step {step_index + 1} is already rated"
+                f"{'' if saved is None or saved.rating is None else f' {saved.rating:+d}'}; "
+                "undo to change it."
             )
         if labeling.status == Labeling.Status.COMPLETED:
             raise Conflict("This labeling is already submitted.")
+        now = timezone.now()
+        renew = False
         if labeling.status == Labeling.Status.EXPIRED and reactivate_expired(labeling_id, user):
             # Back from a pause past the lease, and the solution still has room: counted again.
             # Without room the rating is still kept (a late finish is marked surplus).
             labeling.status = Labeling.Status.IN_PROGRESS
-        next_index = len(saved)
-        if step_index != next_index:
-            raise Conflict(f"Rate step {next_index + 1} first (the page was out of date).")
-        now = timezone.now()
+            renew = True
+        if step_index != rated:
+            raise Conflict(f"Rate step {rated + 1} first (the page was out of date).")
         step_time = None if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
         step = StepLabel.objects.create(
             labeling=labeling,
@@ -117,15 +146,24 @@ def rate_step(
             actor=user,
             created_at=now,
         )
-        labeling.total_time_ms = (labeling.total_time_ms or 0) + (step_time or 0)
+        labeling.rated_count = rated + 1  # type: ignore[attr-defined]  # the view reads it
         if rating == -1:
             _finish(labeling, FinishReason.FOUND_ERROR, user, now)
         elif step_index == len(steps) - 1:
             _finish(labeling, FinishReason.SOLUTION, user, now)
-        else:
+        elif renew or _lease_half_gone(labeling, now):
             _renew_lease(labeling, now)
-            labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+            labeling.save(update_fields=["lease_expires_at", "updated_at"])
         return labeling
+
+
+def _lease_half_gone(labeling: Labeling, now) -> bool:
+    """Renew a claim only once half of it has passed: a rating then writes no labeling row,
+    and the page extends the claim of a labeler at work anyway. The claim was last set when
+    the row was last written (`updated_at`), so its half-way point needs no lease lookup."""
+    if labeling.lease_expires_at is None:
+        return True
+    return now >= labeling.updated_at + (labeling.lease_expires_at - labeling.updated_at) / 2
 
 
 def finish_labeling(
@@ -141,13 +179,16 @@ def finish_labeling(
                 return labeling
             raise Conflict(f"This labeling already ended ({labeling.get_finish_reason_display()}).")
         step_time = 0 if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
-        labeling.total_time_ms = (labeling.total_time_ms or 0) + step_time
-        _finish(labeling, reason, user, timezone.now())
+        _finish(labeling, reason, user, timezone.now(), extra_ms=step_time)
         return labeling
 
 
-def _finish(labeling: Labeling, reason: str, user: User, now) -> None:
-    """Complete the labeling, move it from active to completed, and update the lead counters."""
+def _finish(labeling: Labeling, reason: str, user: User, now, *, extra_ms: int = 0) -> None:
+    """Complete the labeling, move it from active to completed, and update the lead counters.
+
+    Its total time is its steps' times, plus `extra_ms` (time on a step left unrated)."""
+    steps_ms = StepLabel.objects.filter(labeling=labeling).aggregate(ms=Sum("time_ms"))["ms"]
+    labeling.total_time_ms = (steps_ms or 0) + extra_ms
     solution = (
         Solution.objects.select_for_update(of=("self",))
         .select_related("batch")
@@ -274,7 +315,7 @@ def _take_back(
     labeling: Labeling, user: User, now, steps: list[StepLabel], *, detail: str = ""
 ) -> None:
     """Delete the rated `steps` (completions prefetched), one 'undo' RatingEvent each, last step
-    first; their time leaves the labeling's total and the claim is renewed."""
+    first, and renew the claim (their time leaves the total, which is summed at the finish)."""
     RatingEvent.objects.bulk_create(
         RatingEvent(
             labeling=labeling,
@@ -287,11 +328,9 @@ def _take_back(
         )
         for step in steps
     )
-    taken_ms = sum(step.time_ms or 0 for step in steps)
-    labeling.total_time_ms = max(0, (labeling.total_time_ms or 0) - taken_ms)
     StepLabel.objects.filter(pk__in=[step.pk for step in steps]).delete()
     _renew_lease(labeling, now)
-    labeling.save(update_fields=["total_time_ms", "lease_expires_at", "updated_at"])
+    labeling.save(update_fields=["lease_expires_at", "updated_at"])
 
 
 def rating_revise(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:

@@ -53,9 +53,11 @@ def act(
     *,
     template: str,
     context: Callable[..., dict[str, Any]],
+    fragment: Callable[[Labeling], HttpResponse | None] | None = None,
 ) -> HttpResponse:
     """Run a labeling action and answer with the panel (`template`, `context(labeling, user,
-    error)`); errors keep the saved state visible."""
+    error)`), or with `fragment(labeling)` where it gives a smaller answer for htmx; errors
+    keep the saved state visible."""
     try:
         labeling = action()
         status, error = 200, None
@@ -64,6 +66,10 @@ def act(
         status, error = exc.status_code, str(exc)
     if labeling.labeler_id != request.user.pk:
         raise PermissionDenied("This labeling is not yours.")
+    if error is None and request.htmx and fragment is not None:
+        small = fragment(labeling)
+        if small is not None:
+            return small
     labeling = selectors.labelings_for_page().get(pk=labeling.pk)
     if not request.htmx:
         if error:

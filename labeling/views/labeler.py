@@ -6,11 +6,13 @@ Views fetch, validate, call a service, render; htmx gets the fragment.
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -45,11 +47,8 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_POST
 def claim(request: HttpRequest) -> HttpResponse:
     require(request, LABELER, message="You need the labeler role to label.")
-    had_open = Labeling.objects.filter(
-        labeler=request.user, status=Labeling.Status.IN_PROGRESS
-    ).exists()
     labeling = claim_next(request.user)
-    if labeling is not None and not had_open and labeling.step_labels.exists():
+    if labeling is not None and getattr(labeling, "resumed_expired", False):
         messages.info(
             request,
             "Your claim on this solution had expired while you were away; it is yours again. "
@@ -131,17 +130,57 @@ def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    flagged = request.POST.get("flagged") in ("1", "on", "true")
+    rated: dict[str, int] = {}  # what was rated, for the fragment (parsed inside: bad → 400)
+
     def action() -> Labeling:
+        rated["step_index"] = cast(int, int_param(request, "step_index"))
+        rated["value"] = cast(int, int_param(request, "rating"))
         return rating.rate_step(
             labeling_id=labeling_id,
             user=request.user,
-            step_index=int_param(request, "step_index"),
-            rating=int_param(request, "rating"),
-            flagged=request.POST.get("flagged") in ("1", "on", "true"),
+            step_index=rated["step_index"],
+            rating=rated["value"],
+            flagged=flagged,
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
 
-    return act(request, labeling_id, action, template=PANEL, context=panel_context)
+    def fragment(labeling: Labeling) -> HttpResponse | None:
+        return rated_fragment(request, labeling, rated["step_index"], rated["value"], flagged)
+
+    return act(
+        request, labeling_id, action, template=PANEL, context=panel_context, fragment=fragment
+    )
+
+
+def rated_fragment(
+    request: HttpRequest, labeling: Labeling, step_index: int, value: int, flagged: bool
+) -> HttpResponse | None:
+    """After a rating in the middle of a solution, only what changed (labeling/_rated.html),
+    built from what the rating loaded: no query. None where the whole panel must come (the
+    solution ended, or the page is behind)."""
+    steps = labeling.solution.steps
+    next_index = step_index + 1
+    if (
+        labeling.status != Labeling.Status.IN_PROGRESS
+        or getattr(labeling, "rated_count", None) != next_index
+        or next_index >= len(steps)
+    ):
+        return None
+    context = {
+        "labeling": labeling,
+        "rated": selectors.StepView(step_index, steps[step_index], value, flagged, taken_back=1),
+        "current": selectors.StepView(next_index, steps[next_index], None, None),
+        "panel": selectors.PanelProgress(rated_count=next_index, step_total=len(steps)),
+        "hidden_count": len(steps) - next_index - 1,
+        "can_revisit": True,
+        "read_only": False,
+        "oob": True,
+    }
+    # Rendered without the request: the context processors (roles: a query) are not needed.
+    response = HttpResponse(render_to_string("labeling/_rated.html", context))
+    response["HX-Reswap"] = "none"  # the answer is all out of band: the panel itself stays
+    return response
 
 
 @login_required

@@ -340,10 +340,32 @@
   setInterval(showLease, 10000);
   document.addEventListener("DOMContentLoaded", showLease);
 
+  // "Rate again from here": how many ratings it takes back is read from the page when asked,
+  // since a rating answered with a fragment leaves the earlier steps' buttons as they were.
+  document.addEventListener("htmx:confirm", function (e) {
+    var elt = e.detail.elt;
+    if (e.defaultPrevented || !elt.matches || !elt.matches('#labeling .step.rated [data-key-action="again"]')) return;
+    var from = Number(elt.closest(".step.rated").dataset.step);
+    var n = Array.prototype.filter.call(panel().querySelectorAll(".step.rated"), function (el) {
+      return Number(el.dataset.step) >= from;
+    }).length;
+    e.preventDefault();
+    var question = "Take back " + n + " rating" + (n > 1 ? "s" : "") + " (step " + (from + 1) +
+      (n > 1 ? " to " + (from + n) : "") + ") and rate again from step " + (from + 1) + "?";
+    if (window.confirm(question)) e.detail.issueRequest(true);
+  });
+
   document.addEventListener("htmx:afterSettle", function (e) {
     if (!panel()) return;
+    // A fragment's pieces settle one by one after the panel (its request's target) has: the
+    // panel's settle stands for the whole answer.
+    if (e.detail.elt && e.detail.elt.hasAttribute && e.detail.elt.hasAttribute("data-oob")) return;
+    var fragment = e.detail.xhr && e.detail.xhr.getResponseHeader("HX-Reswap") === "none";
     inFlight = false;
-    lastExtend = Date.now();  // a rating renews the lease on the server
+    // A new panel comes with a renewed lease; a fragment renews it only past half its length,
+    // so the page goes on extending it while the labeler is active.
+    if (!fragment) lastExtend = Date.now();
+    else if (selectedIndex() !== null) select(null);  // as a new panel: no step selected
     showLease();
     if (!keepStepTime) shownAt = performance.now();
     keepStepTime = false;

@@ -48,15 +48,33 @@ def test_labeling_page_shows_problem_and_only_the_current_step(client, labeling)
     assert 'data-key-action="rate-pos"' in body
 
 
-def test_rating_through_htmx_returns_the_panel_and_saves(client, labeling):
+def test_rating_through_htmx_answers_with_only_what_changed_and_saves(client, labeling):
     client.force_login(labeling.labeler)
     url = reverse("labeling:rate", args=[labeling.pk])
     response = htmx_post(client, url, {"step_index": 0, "rating": 1, "elapsed_ms": 1500})
-    assert response.status_code == 200
+    assert response.status_code == 200 and response["HX-Reswap"] == "none"
     body = response.content.decode()
-    assert body.lstrip().startswith('<section id="labeling"') and "<html" not in body
-    assert "Then $x^2 = 4$." in body  # the next step is revealed
+    assert '<section id="labeling"' not in body and "<html" not in body
+    # Out of band, by id: the rated step, the next one (appended), their map cells, progress.
+    assert '<li class="step rated rating-1" data-step="0" id="step-0" hx-swap-oob="true"' in body
+    assert 'hx-swap-oob="beforeend:#steps"' in body and "Then $x^2 = 4$." in body
+    assert 'id="map-0" hx-swap-oob="true"' in body and 'id="map-1" hx-swap-oob="true"' in body
+    assert "Step 2 of 3" in body and "1 / 3 steps rated" in body
+    assert '"step_index": 1, "rating": 1' in body  # the rate buttons now rate step 2
     assert labeling.step_labels.get().time_ms == 1500
+    # The same panel as a reload would show: the page is what the fragment left.
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert "Step 2 of 3" in page and "Then $x^2 = 4$." in page
+
+
+def test_the_rating_that_ends_a_solution_answers_with_the_whole_panel(client, labeling):
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    response = htmx_post(client, url, {"step_index": 0, "rating": -1})
+    assert response.status_code == 200 and "HX-Reswap" not in response
+    assert response.content.decode().lstrip().startswith('<section id="labeling"')
+    labeling.refresh_from_db()
+    assert labeling.finish_reason == "found_error"
 
 
 def test_double_submit_returns_the_same_state(client, labeling):
@@ -126,8 +144,30 @@ def test_labeling_page_and_rating_use_a_bounded_number_of_queries(
         client.get(reverse("labeling:labeling", args=[labeling.pk]))
     with django_assert_max_num_queries(15):
         htmx_post(
-            client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1}
-        )
+            client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 2}
+        )  # refused: the whole panel comes back, with the error
+
+
+def test_a_rating_in_the_middle_of_a_solution_is_four_queries(client, labeling):
+    """Past authentication (the session and the user): the locked read of the labeling and
+    three inserts (the step, its completion, the audit event); the answer needs no query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    with CaptureQueriesContext(connection) as captured:
+        response = htmx_post(client, url, {"step_index": 0, "rating": 1})
+    assert response.status_code == 200 and response["HX-Reswap"] == "none"
+    sql = [q["sql"] for q in captured.captured_queries]
+    auth = [q for q in sql if '"django_session"' in q or '"auth_user"' in q]
+    # The test's own transaction turns the rating's transaction into a savepoint.
+    own = [
+        q.split()[0] for q in sql if q not in auth and not q.startswith(("SAVEPOINT", "RELEASE"))
+    ]
+    # The user, and the session but where it is read from the cache (Redis, beside PostgreSQL).
+    assert len(auth) == (1 if connection.vendor == "postgresql" else 2)
+    assert own == ["SELECT", "INSERT", "INSERT", "INSERT"], "\n".join(sql)
 
 
 def test_the_demo_brings_reference_labels_to_train_on(db):
