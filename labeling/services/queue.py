@@ -19,13 +19,12 @@ work with gold mixed in at the batch's gold rate; paused/rejected -> nothing new
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, When
 from django.utils import timezone
 
 from labeling import selectors
@@ -40,6 +39,7 @@ from labeling.models import (
 from labeling.roles import LABELER, has_role
 from labeling.services.errors import Conflict, LabelingError
 from labeling.services.quality import labeler_set_state
+from stepwise import caching
 
 
 def ensure_labeler(user: User) -> Labeler:
@@ -47,30 +47,23 @@ def ensure_labeler(user: User) -> Labeler:
     return labeler
 
 
-_MEDIAN_CACHE: dict[int | None, tuple[float, float | None]] = {}
-
-
-MEDIAN_CACHE_SECONDS = 30.0
+MEDIAN_CACHE_SECONDS = 30
 
 
 def _median_solution_ms(batch_id: int | None) -> float | None:
-    """Median time of the last 200 finished labelings (of a batch), cached for 30 s per process."""
-    hit = _MEDIAN_CACHE.get(batch_id)
-    if hit is not None and time.monotonic() - hit[0] < MEDIAN_CACHE_SECONDS:
-        return hit[1]
+    """Median time of the last 200 finished labelings (of a batch), cached for 30 s in the
+    cache every process shares: one process computes it, the others read it."""
+    key = f"labeling:median-solution-ms:{'all' if batch_id is None else batch_id}"
+    return caching.cached(key, lambda: _median_of_recent(batch_id), MEDIAN_CACHE_SECONDS)
+
+
+def _median_of_recent(batch_id: int | None) -> float | None:
     recent = Labeling.objects.filter(status=Labeling.Status.COMPLETED, total_time_ms__isnull=False)
     if batch_id is not None:
         recent = recent.filter(solution__batch_id=batch_id)
     times = recent.order_by("-finished_at").values_list("total_time_ms", flat=True)[:200]
     values = sorted(t for t in times if t is not None)  # filtered above; narrows the type
-    median = values[len(values) // 2] if values else None
-    _MEDIAN_CACHE[batch_id] = (time.monotonic(), median)
-    return median
-
-
-def clear_median_cache() -> None:
-    """Forget the cached median times (tests; a process sees new ones within 30 s anyway)."""
-    _MEDIAN_CACHE.clear()
+    return values[len(values) // 2] if values else None
 
 
 def lease_duration(batch: Batch | None = None) -> timedelta:
@@ -277,17 +270,28 @@ def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
     if not has_role(user, LABELER):
         raise LabelingError("Only labelers can claim solutions.")
     labeler = ensure_labeler(user)
-    current = (
-        Labeling.objects.filter(labeler=user, status=Labeling.Status.IN_PROGRESS)
-        .order_by("started_at")
+    # One query for both: their open labeling, else their latest expired one with steps rated.
+    mine = (
+        Labeling.objects.filter(labeler=user)
+        .filter(
+            Q(status=Labeling.Status.IN_PROGRESS)
+            | Q(status=Labeling.Status.EXPIRED)
+            & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
+        )
+        .order_by(
+            Case(When(status=Labeling.Status.IN_PROGRESS, then=0), default=1),
+            "started_at",
+            "-lease_expires_at",
+            "-id",
+        )
         .first()
     )
-    if current is not None:
-        return current
-    if labeler.state in (Labeler.State.ACTIVE, Labeler.State.SCREENING):
-        expire_stale_leases()
+    if mine is not None and mine.status == Labeling.Status.IN_PROGRESS:
+        return mine
+    if labeler.state in (Labeler.State.ACTIVE, Labeler.State.SCREENING) and mine is not None:
         resumed = resume_expired(user)
         if resumed is not None:
+            resumed.resumed_expired = True  # type: ignore[attr-defined]  # the page says so
             return resumed
     if labeler.state == Labeler.State.SCREENING:
         claimed = _claim_screening(user, labeler)
@@ -295,9 +299,17 @@ def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
             return claimed
     if labeler.state != Labeler.State.ACTIVE:
         return None
-    batches = selectors.batches_for(user).order_by("-priority", "id")
+    batches = list(selectors.batches_for(user).order_by("-priority", "id"))
     if batch is not None:
-        batches = batches.filter(pk=batch.pk)
+        batches = [b for b in batches if b.pk == batch.pk]
+    claimed = _claim_in_batches(user, labeler, batches)
+    if claimed is None and expire_stale_leases():
+        # Nothing free, but claims past their lease held some: they are free now.
+        claimed = _claim_in_batches(user, labeler, batches)
+    return claimed
+
+
+def _claim_in_batches(user: User, labeler: Labeler, batches: list[Batch]) -> Labeling | None:
     for candidate_batch in batches:
         claimed = _claim_in_batch(user, labeler, candidate_batch)
         if claimed is not None:
