@@ -2,8 +2,8 @@
 
 `parse_record` validates one decoded line and names the failing field; `render_record` writes
 it back exactly as the public release does (Python `json.dumps` defaults, the release's key
-order). The importer checks `render_record(parse_record(obj)) == line` for every line, so a
-line our columns cannot reproduce is caught at import, not at export.
+order). The importer checks `render_record(parse_record(obj)) == line` for every line
+(`labeling.parsing`), so a line our columns cannot reproduce is caught at import, not at export.
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ class RecordError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, str]]:
+        # Pickled from an import's worker process: rebuilt from both parts, not from args.
+        return type(self), (self.field, self.message)
 
 
 @dataclass(slots=True)

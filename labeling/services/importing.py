@@ -1,7 +1,9 @@
 """Importers: MATH problems, PRM800K label lines, generator samples.
 
-Each reads its JSONL file line by line and writes in chunks with bulk inserts, so memory
-stays flat on the full PRM800K release. A bad line raises LineError naming file, line and
+Each reads its JSONL file line by line and writes in chunks with bulk inserts (COPY on
+PostgreSQL), so memory stays flat on the full PRM800K release. PRM800K lines are decoded,
+validated and checked byte for byte in worker processes (`labeling.parsing`) while this
+process writes the chunks before them. A bad line raises LineError naming file, line and
 field; by default the whole file is one transaction, so nothing of it is written. With
 `skip_invalid` bad lines are reported and the rest is written, chunk by chunk. Re-importing
 a file adds nothing twice (problems by text hash or unique_id, solutions by content hash,
@@ -11,17 +13,15 @@ labelings by the line's hash).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import hashlib
+import itertools
 import json
+import multiprocessing
 import os
-import re
 import tempfile
-import uuid
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +40,13 @@ from labeling.models import (
     Problem,
     Solution,
     StepLabel,
+)
+from labeling.parsing import (
+    PreparedLine,
+    parse_lines,
+    prepare_prm800k_line,
+    sha256_text,
+    solution_content_hash,
 )
 from labeling.services.counters import rebuild_batch_stats
 
@@ -93,10 +100,6 @@ class ImportReport:
         return text
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def problem_hash(text: str) -> str:
     return sha256_text(text)
 
@@ -109,76 +112,54 @@ def _read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 yield number, line.rstrip("\n").rstrip("\r")
 
 
-# A byte that is not UTF-8 (read with surrogateescape).
-_NOT_UTF8 = re.compile("[\udc80-\udcff]")
-# What may hide a value no column can store: a long digit run (an integer past 64 bits), an
-# escaped NUL, an escaped surrogate (a lone one cannot be stored). Only such lines are walked.
-_SUSPECT = re.compile(r"\d{19}|\\u0000|\\u[dD][89abAB]")
+def _read_chunks(path: str | Path, size: int) -> Iterator[list[tuple[int, str]]]:
+    lines = _read_lines(path)
+    while chunk := list(itertools.islice(lines, size)):
+        yield chunk
 
 
-def decode_line(line: str, number: int) -> Any:
-    """One JSONL line decoded; RecordError says where it stops being JSON or UTF-8 text, or
-    which field holds a value no column can store."""
-    bad_byte = _NOT_UTF8.search(line)
-    if bad_byte:
-        byte = ord(bad_byte.group()) - 0xDC00
-        raise prm800k.RecordError(
-            "line", f"not UTF-8 text: byte 0x{byte:02x} at column {bad_byte.start() + 1}"
-        )
+def _parsed_chunks(
+    path: str | Path, parse: Callable[[Any, str], Item], *, chunk_size: int, workers: int
+) -> Generator[list[tuple[int, str, Item | prm800k.RecordError]], None, None]:
+    """The file's lines in chunks, in file order, each line with what `parse` made of it (or
+    its RecordError).
+
+    With `workers` and more than one chunk, spawned worker processes parse while the caller
+    writes; at most `workers + 1` chunks are in flight, so memory stays flat however long the
+    file. `parse` must then be importable without Django (see labeling.parsing)."""
+    chunks = _read_chunks(path, chunk_size)
+    head = list(itertools.islice(chunks, 2))
+    # A daemonic process (a multiprocessing pool's worker) may not start processes of its own.
+    if len(head) < 2 or workers < 1 or multiprocessing.current_process().daemon:
+        for chunk in itertools.chain(head, chunks):
+            yield _zip_parsed(chunk, parse_lines(parse, chunk))
+        return
+    # Spawned, not forked: a fork of a process with threads and database connections may
+    # inherit a held lock. Spawning starts a fresh interpreter, which runs the parent's
+    # __main__ script again unless it is guarded by `if __name__ == "__main__"`.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        obj = json.loads(line)
-    except RecursionError:
-        raise prm800k.RecordError("line", "not valid JSON: nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        if number == 1 and line.strip() in ("{", "["):
-            message = (
-                f"not valid JSON: the file starts with a lone {line.strip()!r} line, so it looks "
-                "pretty-printed; one JSON object per line (JSONL) is expected"
-            )
-        else:  # a JSONL line is one text line: its column is the position that matters
-            at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
-            message = f"not valid JSON: {exc.msg}{at} column {exc.colno}"
-        raise prm800k.RecordError("line", message) from None
-    if _SUSPECT.search(line):
-        try:
-            unstorable = _unstorable_value(obj, "")
-        except RecursionError:
-            raise prm800k.RecordError("line", "not valid JSON: nested too deeply") from None
-        if unstorable:
-            raise prm800k.RecordError(*unstorable)
-    return obj
+        pending: deque[tuple[list[tuple[int, str]], Future[list[Any]]]] = deque()
+        rest = itertools.chain(head[1:], chunks)
+        for chunk in itertools.islice(rest, workers):
+            pending.append((chunk, pool.submit(parse_lines, parse, chunk)))
+        # This process parses the first chunk while the workers start (a second or so).
+        yield _zip_parsed(head[0], parse_lines(parse, head[0]))
+        for chunk in rest:
+            pending.append((chunk, pool.submit(parse_lines, parse, chunk)))
+            done, future = pending.popleft()
+            yield _zip_parsed(done, future.result())
+        while pending:
+            done, future = pending.popleft()
+            yield _zip_parsed(done, future.result())
+    finally:  # also when the caller stops early (a bad line): nothing more is parsed
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _unstorable_value(value: Any, path: str) -> tuple[str, str] | None:
-    """(field, why) of the first value no database column can hold, else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and not -prm800k.INT64_MAX - 1 <= value <= prm800k.INT64_MAX:
-        return path or "line", "integer beyond the 64-bit range"
-    if isinstance(value, str):
-        if "\x00" in value:
-            return path or "line", "text holds a NUL character (\\u0000)"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return (
-                path or "line",
-                "text holds a lone surrogate (an unpaired \\ud800-\\udfff escape)",
-            )
-        return None
-    if isinstance(value, dict):
-        items: Iterable[tuple[str, Any]] = (
-            (f"{path}.{key}" if path else str(key), item) for key, item in value.items()
-        )
-    elif isinstance(value, list):
-        items = ((f"{path}[{i}]", item) for i, item in enumerate(value))
-    else:
-        return None
-    for child_path, child in items:
-        found = _unstorable_value(child, child_path)
-        if found:
-            return found
-    return None
+def _zip_parsed(
+    chunk: list[tuple[int, str]], parsed: list[Item | prm800k.RecordError]
+) -> list[tuple[int, str, Item | prm800k.RecordError]]:
+    return [(number, line, item) for (number, line), item in zip(chunk, parsed, strict=True)]
 
 
 def _run_import(
@@ -188,37 +169,31 @@ def _run_import(
     *,
     skip_invalid: bool,
     chunk_size: int | None = None,
+    workers: int = 0,
 ) -> ImportReport:
-    """Parse every line, write valid ones in chunks; all-or-nothing unless skip_invalid."""
+    """Parse every line, write valid ones in chunks; all-or-nothing unless skip_invalid.
+
+    `workers` > 0 parses in that many worker processes (see _parsed_chunks)."""
     require_records(path)
     chunk_size = chunk_size or settings.STEPWISE_IMPORT_CHUNK
     report = ImportReport(path=str(path))
     whole_file = contextlib.nullcontext() if skip_invalid else transaction.atomic()
-
-    def flush(chunk: list[tuple[int, str, Item]]) -> None:
-        if chunk:
-            with transaction.atomic():
-                write_chunk(chunk, report)
-
-    with whole_file:
-        chunk: list[tuple[int, str, Item]] = []
-        for number, line in _read_lines(path):
-            report.lines += 1
-            try:
-                try:
-                    item = parse(decode_line(line, number), line)
-                except prm800k.RecordError as exc:
-                    raise LineError(str(path), number, exc.field, exc.message) from None
-            except LineError as error:
-                if not skip_invalid:
-                    raise
-                report.errors.append(error)
-                continue
-            chunk.append((number, line, item))
-            if len(chunk) >= chunk_size:
-                flush(chunk)
-                chunk = []
-        flush(chunk)
+    chunks = _parsed_chunks(path, parse, chunk_size=chunk_size, workers=workers)
+    with whole_file, contextlib.closing(chunks):  # a bad line stops the workers at once
+        for parsed in chunks:
+            report.lines += len(parsed)
+            chunk: list[tuple[int, str, Item]] = []
+            for number, line, item in parsed:
+                if isinstance(item, prm800k.RecordError):
+                    error = LineError(str(path), number, item.field, item.message)
+                    if not skip_invalid:
+                        raise error
+                    report.errors.append(error)
+                else:
+                    chunk.append((number, line, item))
+            if chunk:
+                with transaction.atomic():
+                    write_chunk(chunk, report)
     if report.lines >= ANALYZE_AFTER_LINES:
         refresh_planner_statistics()
     return report
@@ -338,43 +313,6 @@ def import_math(path: str | Path, *, skip_invalid: bool = False) -> ImportReport
 
 # --- PRM800K labels ------------------------------------------------------------------------
 
-PRM800K_NAMESPACE = uuid.UUID("6f1c2a8e-4a57-4b4e-9a53-3f0cbf5e8d11")
-
-
-@dataclass(slots=True)
-class ParsedLine:
-    record: prm800k.LabelRecord
-    source_sha256: str
-    labeler_uuid: uuid.UUID
-    timestamp: datetime  # aware, UTC
-    exact: bool  # our columns reproduce the line byte for byte
-    line: str
-
-
-def labeler_uuid(labeler: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(labeler)
-    except ValueError:
-        return uuid.uuid5(PRM800K_NAMESPACE, labeler)
-
-
-def parse_prm800k_line(obj: Any, line: str) -> ParsedLine:
-    record = prm800k.parse_record(obj)
-    public_id = labeler_uuid(record.labeler)
-    timestamp = prm800k.as_utc(record.timestamp)
-    # Render the line as the exporter will from our columns; if that differs, keep the line.
-    stored = dataclasses.replace(
-        record, labeler=str(public_id), timestamp=prm800k.export_timestamp(timestamp)
-    )
-    return ParsedLine(
-        record=record,
-        source_sha256=sha256_text(line),
-        labeler_uuid=public_id,
-        timestamp=timestamp,
-        exact=prm800k.render_record(stored) == line,
-        line=line,
-    )
-
 
 def _batch_for_generation(generation: int | None, cache: dict[Any, Batch]) -> Batch:
     if generation not in cache:
@@ -386,11 +324,15 @@ def _batch_for_generation(generation: int | None, cache: dict[Any, Batch]) -> Ba
     return cache[generation]
 
 
-def _labeler_users(public_ids: set[uuid.UUID]) -> dict[uuid.UUID, int]:
-    found = dict(
-        Labeler.objects.filter(public_id__in=public_ids).values_list("public_id", "user_id")
-    )
-    missing = sorted(public_ids - found.keys(), key=str)
+def _labeler_users(public_ids: set[str]) -> dict[str, int]:
+    """User ids by labeler public id (as text), creating inactive users for new labelers."""
+    found = {
+        str(public_id): user_id
+        for public_id, user_id in Labeler.objects.filter(public_id__in=public_ids).values_list(
+            "public_id", "user_id"
+        )
+    }
+    missing = sorted(public_ids - found.keys())
     if missing:
         User = get_user_model()
         users = [User(username=f"prm800k-{pid}", is_active=False) for pid in missing]
@@ -410,330 +352,405 @@ def _labeler_users(public_ids: set[uuid.UUID]) -> dict[uuid.UUID, int]:
     return found
 
 
-def _question_override(problem: Problem, question: prm800k.QuestionRecord) -> dict[str, Any] | None:
+def _question_override(
+    problem_answer: str | None, problem_solution: str | None, line: PreparedLine
+) -> dict[str, Any] | None:
     """Ground truth as the line showed it, where the shared Problem row may say otherwise."""
-    shown = {"ground_truth_answer": question.ground_truth_answer}
-    if question.is_phase2:
-        shown["ground_truth_solution"] = question.ground_truth_solution
+    stored = {"ground_truth_answer": problem_answer, "ground_truth_solution": problem_solution}
+    shown = {"ground_truth_answer": line.ground_truth_answer}
+    if line.is_phase2:
+        shown["ground_truth_solution"] = line.ground_truth_solution
     override = {
-        key: value
-        for key, value in shown.items()
-        if getattr(problem, key) is None or getattr(problem, key) != value
+        key: value for key, value in shown.items() if stored[key] is None or stored[key] != value
     }
     return override or None
 
 
-def solution_content_hash(
-    *,
-    problem_sha256: str,
-    fmt: str,
-    steps: list[str],
-    final_answer: str | None,
-    verifier_score: float | None,
-    generation: int | None,
-    is_quality_control: bool,
-    is_screening: bool,
-    question_override: dict[str, Any] | None,
-    generator: str = "",
-) -> str:
-    key = [
-        problem_sha256,
-        fmt,
-        steps,
-        final_answer,
-        verifier_score,
-        generation,
-        is_quality_control,
-        is_screening,
-        question_override,
-        generator,
-    ]
-    return sha256_text(json.dumps(key, sort_keys=True))
+_SOLUTION_FIELDS = (
+    "problem_id",
+    "batch_id",
+    "steps",
+    "final_answer",
+    "verifier_score",
+    "generator",
+    "format",
+    "generation",
+    "is_quality_control",
+    "is_screening",
+    "content_sha256",
+    "question_override",
+    "completed_count",
+)
+_LABELING_FIELDS = (
+    "solution_id",
+    "labeler_id",
+    "status",
+    "finish_reason",
+    "total_time_ms",
+    "started_at",
+    "finished_at",
+    "source_sha256",
+    "release_line",
+)
+
+
+def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    found = model._meta.get_field(name)
+    assert isinstance(found, models.Field)
+    return found
+
+
+def _rows_with_hashes(
+    model: type[models.Model], column: str, hashes: Iterable[str], *fields: str
+) -> list[tuple[Any, ...]]:
+    """`fields` of the rows whose `column` holds one of `hashes` (hex digests). On PostgreSQL
+    as one comma-joined text parameter: an IN list of a chunk's 2,000 hashes, or an array
+    parameter, cost more to build and send than the query cost to run."""
+    if connection.vendor != "postgresql":
+        rows = model._default_manager.filter(**{f"{column}__in": hashes}).values_list(*fields)
+        return list(rows)
+    quote = connection.ops.quote_name
+    selected = ", ".join(quote(_field(model, name).column) for name in fields)
+    where = quote(_field(model, column).column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {selected} FROM {quote(model._meta.db_table)}"
+            f" WHERE {where} = ANY(string_to_array(%s, ','))",
+            [",".join(hashes)],
+        )
+        return cursor.fetchall()
 
 
 def _write_prm800k_chunk(
-    chunk: list[tuple[int, str, ParsedLine]],
+    chunk: list[tuple[int, str, PreparedLine]],
     report: ImportReport,
     *,
     batch: Batch | None,
     batch_cache: dict[Any, Batch],
 ) -> None:
-    seen = set(
-        Labeling.objects.filter(
-            source_sha256__in=[p.source_sha256 for _, _, p in chunk]
-        ).values_list("source_sha256", flat=True)
-    )
-    fresh: list[ParsedLine] = []
-    for _, _, parsed in chunk:
-        if parsed.source_sha256 in seen:
+    hashes = [p.source_sha256 for _, _, p in chunk]
+    seen = {
+        digest
+        for (digest,) in _rows_with_hashes(Labeling, "source_sha256", hashes, "source_sha256")
+    }
+    fresh: list[tuple[str, PreparedLine]] = []
+    for _, line, prepared in chunk:
+        if prepared.source_sha256 in seen:
             report.duplicates += 1
             continue
-        seen.add(parsed.source_sha256)
-        fresh.append(parsed)
+        seen.add(prepared.source_sha256)
+        fresh.append((line, prepared))
     if not fresh:
         return
 
-    # Problems: matched by text, created from the line when new.
-    problems = _problems_by_hash(problem_hash(p.record.question.problem) for p in fresh)
-    new_problems: dict[str, Problem] = {}
-    for parsed in fresh:
-        q = parsed.record.question
-        digest = problem_hash(q.problem)
-        if digest not in problems and digest not in new_problems:
-            new_problems[digest] = Problem(
-                text=q.problem,
-                text_sha256=digest,
-                ground_truth_answer=q.ground_truth_answer,
-                ground_truth_solution=q.ground_truth_solution,
-            )
-    create_rows(list(new_problems.values()))
-    report.created["problems"] += len(new_problems)
-    problems.update(_problems_by_hash(new_problems))
-
-    # Solutions: the pre-generated one (phase 2) or the path the labeler chose (phase 1).
-    solution_rows: dict[str, Solution] = {}
-    solution_key_of: list[str] = []
-    for parsed in fresh:
-        record, q = parsed.record, parsed.record.question
-        problem = problems[problem_hash(q.problem)]
-        override = _question_override(problem, q)
-        fmt = Solution.Format.PHASE2 if q.is_phase2 else Solution.Format.PHASE1
-        if q.is_phase2:
-            assert q.pre_generated_steps is not None  # parsing a phase-2 question requires them
-            steps = q.pre_generated_steps
-        else:
-            steps = prm800k.chosen_path(record)
-        digest = solution_content_hash(
-            problem_sha256=problem.text_sha256,
-            fmt=fmt,
-            steps=steps,
-            final_answer=q.pre_generated_answer,
-            verifier_score=q.pre_generated_verifier_score,
-            generation=record.generation,
-            is_quality_control=record.is_quality_control_question,
-            is_screening=record.is_initial_screening_question,
-            question_override=override,
-        )
-        solution_key_of.append(digest)
-        if digest not in solution_rows:
-            solution_rows[digest] = Solution(
-                problem=problem,
-                batch=batch or _batch_for_generation(record.generation, batch_cache),
-                steps=steps,
-                final_answer=q.pre_generated_answer,
-                verifier_score=q.pre_generated_verifier_score,
-                generator="prm800k",
-                format=fmt,
-                generation=record.generation,
-                is_quality_control=record.is_quality_control_question,
-                is_screening=record.is_initial_screening_question,
-                content_sha256=digest,
-                question_override=override,
-            )
-    existing = {
-        s.content_sha256: s.pk
-        for s in Solution.objects.filter(content_sha256__in=solution_rows).only(
-            "id", "content_sha256"
+    # Problems: matched by text, created from the line when new. Kept as (id, ground truth).
+    problems: dict[str, tuple[int, str | None, str | None]] = {
+        digest: (pk, answer, solution)
+        for digest, pk, answer, solution in _rows_with_hashes(
+            Problem,
+            "text_sha256",
+            {p.problem_sha256 for _, p in fresh},
+            "text_sha256",
+            "id",
+            "ground_truth_answer",
+            "ground_truth_solution",
         )
     }
-    to_create = [s for digest, s in solution_rows.items() if digest not in existing]
-    create_rows(to_create)
-    report.created["solutions"] += len(to_create)
-    solution_ids = {**existing, **{s.content_sha256: s.pk for s in to_create}}
+    new_problems: dict[str, tuple[str, str, str | None, str | None]] = {}
+    for _, p in fresh:
+        if p.problem_sha256 not in problems and p.problem_sha256 not in new_problems:
+            new_problems[p.problem_sha256] = (
+                p.problem,
+                p.problem_sha256,
+                p.ground_truth_answer,
+                p.ground_truth_solution,
+            )
+    fields = ("text", "text_sha256", "ground_truth_answer", "ground_truth_solution")
+    new_ids = insert_rows(Problem, fields, list(new_problems.values()))
+    for (_, digest, answer, truth), pk in zip(new_problems.values(), new_ids, strict=True):
+        problems[digest] = (pk, answer, truth)
+    report.created["problems"] += len(new_problems)
 
-    users = _labeler_users({p.labeler_uuid for p in fresh})
-    labelings = [
-        Labeling(
-            solution_id=solution_ids[digest],
-            labeler_id=users[parsed.labeler_uuid],
-            status=Labeling.Status.COMPLETED,
-            finish_reason=parsed.record.finish_reason,
-            total_time_ms=parsed.record.total_time,
-            started_at=parsed.timestamp,
-            finished_at=parsed.timestamp,
-            source_sha256=parsed.source_sha256,
-            release_line=parsed.line,
-        )
-        for parsed, digest in zip(fresh, solution_key_of, strict=True)
-    ]
-    create_rows(labelings)
-    report.created["labelings"] += len(labelings)
+    # Solutions: the pre-generated one (phase 2) or the path the labeler chose (phase 1),
+    # each counting the labelings of it in this chunk (its completed_count once written).
+    solutions: dict[str, list[Any]] = {}
+    solution_of: list[str] = []
+    for _, p in fresh:
+        problem_id, answer, truth = problems[p.problem_sha256]
+        override = _question_override(answer, truth, p)
+        digest = p.solution_sha256
+        if override is not None:
+            digest = solution_content_hash(
+                problem_sha256=p.problem_sha256,
+                fmt=p.solution_format,
+                steps=p.solution_steps,
+                final_answer=p.final_answer,
+                verifier_score=p.verifier_score,
+                generation=p.generation,
+                is_quality_control=p.is_quality_control,
+                is_screening=p.is_screening,
+                question_override=override,
+            )
+        solution_of.append(digest)
+        solution = solutions.get(digest)
+        if solution is None:
+            solutions[digest] = solution = [
+                problem_id,
+                (batch or _batch_for_generation(p.generation, batch_cache)).pk,
+                p.solution_steps,
+                p.final_answer,
+                p.verifier_score,
+                "prm800k",
+                p.solution_format,
+                p.generation,
+                p.is_quality_control,
+                p.is_screening,
+                digest,
+                override,
+                0,
+            ]
+        solution[-1] += 1
+    existing = dict(
+        _rows_with_hashes(Solution, "content_sha256", solutions, "content_sha256", "id")
+    )
+    new_digests = [digest for digest in solutions if digest not in existing]
+    new_ids = insert_rows(Solution, _SOLUTION_FIELDS, [solutions[d] for d in new_digests])
+    solution_ids = {**existing, **dict(zip(new_digests, new_ids, strict=True))}
+    report.created["solutions"] += len(new_digests)
+    # Labelings of solutions an earlier chunk or import wrote: their counters move up.
+    increments: dict[int, list[int]] = {}
+    for digest, pk in existing.items():
+        increments.setdefault(solutions[digest][-1], []).append(pk)
+    for increment, ids in increments.items():
+        Solution.objects.filter(pk__in=ids).update(completed_count=F("completed_count") + increment)
+
+    users = _labeler_users({p.labeler for _, p in fresh})
+    if connection.vendor == "postgresql":
+        # The stored lines (3 KB each) go to TOAST compressed; lz4 where the server has it
+        # compresses them several times faster than the default pglz. Till the transaction ends.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('default_toast_compression', 'lz4', true) FROM pg_settings"
+                " WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
+            )
+    completed = Labeling.Status.COMPLETED
+    labeling_ids = insert_rows(
+        Labeling,
+        _LABELING_FIELDS,
+        [
+            (
+                solution_ids[digest],
+                users[p.labeler],
+                completed,
+                p.finish_reason,
+                p.total_time,
+                p.timestamp,
+                p.timestamp,
+                p.source_sha256,
+                line,
+            )
+            for (line, p), digest in zip(fresh, solution_of, strict=True)
+        ],
+    )
+    report.created["labelings"] += len(labeling_ids)
     # Lines our columns cannot reproduce (unknown keys, other formatting) export as imported.
-    report.created["lines kept verbatim"] += sum(1 for parsed in fresh if not parsed.exact)
+    report.created["lines kept verbatim"] += sum(1 for _, p in fresh if not p.exact)
 
     if connection.vendor == "postgresql":
-        steps_made, completions_made = _copy_steps(labelings, fresh)
+        steps_made, completions_made = _copy_steps(labeling_ids, [p for _, p in fresh])
     else:
-        steps_made, completions_made = _bulk_create_steps(labelings, fresh)
+        steps_made, completions_made = _bulk_create_steps(labeling_ids, [line for line, _ in fresh])
     report.created["step labels"] += steps_made
     report.created["completions"] += completions_made
 
-    per_solution = Counter(solution_ids[d] for d in solution_key_of)
-    for increment in set(per_solution.values()):
-        ids = [sid for sid, n in per_solution.items() if n == increment]
-        Solution.objects.filter(pk__in=ids).update(completed_count=F("completed_count") + increment)
-
 
 def _reserve_ids(table: str, count: int) -> list[int]:
+    """`count` ids from the table's sequence, as other sessions' inserts would take them."""
     with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
+        (sequence,) = cursor.fetchone()
+        # The sequence as a constant (a per-row lookup made this 9x slower), and the ids back
+        # as runs of consecutive values rather than one row each: one run unless another
+        # session took ids from the same sequence meanwhile.
         cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [table, count],
+            "WITH ids AS MATERIALIZED ("
+            " SELECT nextval(%s::regclass) AS id FROM generate_series(1, %s))"
+            " SELECT min(id), max(id) FROM"
+            " (SELECT id, id - row_number() OVER (ORDER BY id) AS run FROM ids) AS numbered"
+            " GROUP BY run ORDER BY 1",
+            [sequence, count],
         )
-        return [row[0] for row in cursor.fetchall()]
+        runs = cursor.fetchall()
+    return [pk for first, last in runs for pk in range(first, last + 1)]
 
 
-def create_rows(objs: list[Any]) -> None:
-    """Insert new model instances and set their pks: COPY on PostgreSQL, else bulk_create.
-
-    Like bulk_create, no save() or signals; field defaults and pre_save (auto_now) apply.
-    """
-    if not objs:
-        return
-    model = type(objs[0])
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create(objs)
-        return
-    meta = model._meta
-    fields = list(meta.concrete_fields)
-    for obj, pk in zip(objs, _reserve_ids(meta.db_table, len(objs)), strict=True):
-        obj.pk = pk
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    # psycopg adapts plain values itself; only JSON needs Django's wrapping and only auto_now
-    # fields need pre_save. Skipping the rest keeps this loop cheap.
-    special = [
-        isinstance(f, models.JSONField)
-        or getattr(f, "auto_now", False)
+def _takes_now(f: models.Field[Any, Any]) -> bool:
+    return (
+        getattr(f, "auto_now", False)
         or getattr(f, "auto_now_add", False)
-        for f in fields
-    ]
-    plan = list(zip(fields, special, strict=True))
+        or f.default is timezone.now
+    )
+
+
+def insert_rows(
+    model: type[models.Model], fields: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> list[int]:
+    """Insert rows given as values of `fields` (attnames); returns their new pks, in order.
+
+    Every other field takes its default as bulk_create would give it (a default, auto_now,
+    auto_now_add; those that take the time share one moment); no save() or signals. COPY on
+    PostgreSQL, with ids taken from the table's sequence first; else bulk_create.
+    """
+    if not rows:
+        return []
+    if connection.vendor != "postgresql":
+        objs = [model(**dict(zip(fields, row, strict=True))) for row in rows]
+        model._default_manager.bulk_create(objs)
+        return [obj.pk for obj in objs]
+    meta = model._meta
+    now = timezone.now()
+    given = [_field(model, name) for name in fields]
+    rest = [f for f in meta.concrete_fields if not f.primary_key and f.attname not in fields]
+    # A callable default (uuid4, say) gives each row its own value.
+    per_row = [f for f in rest if f.has_default() and callable(f.default) and not _takes_now(f)]
+    fixed = [f for f in rest if f not in per_row]
+    defaults = [now if _takes_now(f) else f.get_default() for f in fixed]
+    # psycopg adapts plain values itself; only JSON needs Django's wrapping.
+    fixed_values = tuple(
+        f.get_db_prep_save(value, connection) if isinstance(f, models.JSONField) else value
+        for f, value in zip(fixed, defaults, strict=True)
+    )
+    json_at = [i for i, f in enumerate(given) if isinstance(f, models.JSONField)]
+    columns = ", ".join(
+        connection.ops.quote_name(f.column) for f in [meta.pk, *given, *fixed, *per_row]
+    )
+    ids = _reserve_ids(meta.db_table, len(rows))
     with (
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {meta.db_table} ({columns}) FROM STDIN") as copy,
     ):
-        for obj in objs:
-            copy.write_row(
-                [
-                    f.get_db_prep_save(f.pre_save(obj, True), connection)
-                    if slow
-                    else getattr(obj, f.attname)
-                    for f, slow in plan
-                ]
-            )
-    for obj in objs:
-        obj._state.adding = False
-        obj._state.db = "default"
+        for pk, row in zip(ids, rows, strict=True):
+            if json_at:
+                row = list(row)
+                for i in json_at:
+                    row[i] = given[i].get_db_prep_save(row[i], connection)
+            copy.write_row((pk, *row, *fixed_values, *(f.get_default() for f in per_row)))
+    return ids
 
 
-def _step_items(step: prm800k.StepRecord) -> list[Any]:
-    items: list[Any] = list(step.completions or [])
-    if step.human_completion is not None:
-        items.append(step.human_completion)
-    return items
-
-
-def _bulk_create_steps(labelings: list[Labeling], fresh: list[ParsedLine]) -> tuple[int, int]:
-    step_labels: list[StepLabel] = []
-    completions_of: list[list[Any]] = []
-    for labeling, parsed in zip(labelings, fresh, strict=True):
-        for index, step in enumerate(parsed.record.steps):
-            step_labels.append(
-                StepLabel(
-                    labeling_id=labeling.pk,
-                    index=index,
-                    chosen_completion=step.chosen_completion,
-                    has_completions=step.completions is not None,
-                )
-            )
-            completions_of.append(_step_items(step))
+def _bulk_create_steps(labeling_ids: list[int], lines: list[str]) -> tuple[int, int]:
+    """Steps and completions through the ORM (SQLite): the records are read from the lines
+    again, the worker having prepared COPY text for PostgreSQL only."""
+    records = [prm800k.parse_record(json.loads(line)) for line in lines]
+    steps = [step for record in records for step in record.steps]
+    step_labels = [
+        StepLabel(
+            labeling_id=labeling_id,
+            index=index,
+            chosen_completion=step.chosen_completion,
+            has_completions=step.completions is not None,
+        )
+        for labeling_id, record in zip(labeling_ids, records, strict=True)
+        for index, step in enumerate(record.steps)
+    ]
     StepLabel.objects.bulk_create(step_labels, batch_size=5000)
     completions = []
-    for step_label, items in zip(step_labels, completions_of, strict=True):
-        for index, item in enumerate(items):
-            human = isinstance(item, prm800k.HumanCompletionRecord)
+    for step_label, step in zip(step_labels, steps, strict=True):
+        for index, item in enumerate(step.completions or ()):
             completions.append(
                 Completion(
                     step_id=step_label.pk,
-                    index=-1 if human else index,
+                    index=index,
                     text=item.text,
                     rating=item.rating,
                     flagged=item.flagged,
-                    is_human=human,
-                    source=item.source if human else "",
+                )
+            )
+        human = step.human_completion
+        if human is not None:
+            completions.append(
+                Completion(
+                    step_id=step_label.pk,
+                    index=-1,
+                    text=human.text,
+                    rating=human.rating,
+                    flagged=human.flagged,
+                    is_human=True,
+                    source=human.source,
                 )
             )
     Completion.objects.bulk_create(completions, batch_size=5000)
     return len(step_labels), len(completions)
 
 
-# COPY's text format: backslash, tab, newline and carriage return are escaped; \N is NULL.
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-_COPY_BOOL = {True: "t", False: "f", None: "\\N"}
+_COPY_FLUSH = 1 << 20  # characters of COPY text sent to the server at a time
 
 
-def _copy_int(value: int | None) -> str:
-    return "\\N" if value is None else str(value)
-
-
-def _copy_steps(labelings: list[Labeling], fresh: list[ParsedLine]) -> tuple[int, int]:
+def _copy_steps(labeling_ids: list[int], lines: list[PreparedLine]) -> tuple[int, int]:
     """PostgreSQL: steps and completions with COPY, step ids taken from the sequence first.
 
-    Same rows as `_bulk_create_steps`, without building model instances: the rows are
-    formatted as COPY text in one block per table (str.translate escapes in C), which is
-    several times faster than adapting row by row. Inside the chunk's transaction, so a
-    failure still writes nothing.
+    Same rows as `_bulk_create_steps`: the worker formatted each row's COPY text but for the
+    ids, which go in front here. Sent a block at a time, so the server stores one block while
+    the next is put together. Inside the chunk's transaction: a failure writes nothing.
     """
-    step_count = sum(len(parsed.record.steps) for parsed in fresh)
+    step_count = sum(len(prepared.steps) for prepared in lines)
     if not step_count:
         return 0, 0
     step_table, completion_table = StepLabel._meta.db_table, Completion._meta.db_table
     now = timezone.now().isoformat()
-    step_ids = iter(_reserve_ids(step_table, step_count))
-    escape, as_bool, as_int = _COPY_ESCAPES, _COPY_BOOL, _copy_int
-    step_lines: list[str] = []
-    completion_lines: list[str] = []
-    for labeling, parsed in zip(labelings, fresh, strict=True):
-        for index, step in enumerate(parsed.record.steps):
-            step_id = next(step_ids)
-            has = step.completions is not None
-            step_lines.append(
-                f"{step_id}\t{labeling.pk}\t{index}\t{as_int(step.chosen_completion)}\t{as_bool[has]}\t{now}\n"
-            )
-            for c_index, item in enumerate(step.completions or ()):
-                completion_lines.append(
-                    f"{step_id}\t{c_index}\t{item.text.translate(escape)}\t{as_int(item.rating)}"
-                    f"\t{as_bool[item.flagged]}\tf\t\n"
-                )
-            human = step.human_completion
-            if human is not None:
-                completion_lines.append(
-                    f"{step_id}\t-1\t{human.text.translate(escape)}\t{as_int(human.rating)}"
-                    f"\t{as_bool[human.flagged]}\tt\t{human.source.translate(escape)}\n"
-                )
+    step_ids = _reserve_ids(step_table, step_count)
+    completion_count = 0
     with connection.cursor() as cursor:
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper
         with raw.copy(
-            f"COPY {step_table} (id, labeling_id, index, chosen_completion, has_completions, created_at)"
+            f"COPY {step_table} (id, labeling_id, created_at, index, chosen_completion,"
+            " has_completions) FROM STDIN"
+        ) as copy:
+            ids = iter(step_ids)
+            block: list[str] = []
+            for labeling_id, prepared in zip(labeling_ids, lines, strict=True):
+                for step, _ in prepared.steps:
+                    block.append(f"{next(ids)}\t{labeling_id}\t{now}\t{step}")
+                if len(block) > _COPY_FLUSH // 32:
+                    copy.write("".join(block))
+                    block = []
+            copy.write("".join(block))
+        with raw.copy(
+            f"COPY {completion_table} (step_id, index, text, rating, flagged, is_human, source)"
             " FROM STDIN"
         ) as copy:
-            copy.write("".join(step_lines))
-        with raw.copy(
-            f"COPY {completion_table} (step_id, index, text, rating, flagged, is_human, source) FROM STDIN"
-        ) as copy:
-            copy.write("".join(completion_lines))
-    return step_count, len(completion_lines)
+            ids = iter(step_ids)
+            block, size = [], 0
+            for prepared in lines:
+                for _, completions in prepared.steps:
+                    prefix = f"{next(ids)}\t"
+                    for completion in completions:
+                        block.append(prefix + completion)
+                        size += len(completion)
+                    completion_count += len(completions)
+                if size > _COPY_FLUSH:
+                    copy.write("".join(block))
+                    block, size = [], 0
+            copy.write("".join(block))
+    return step_count, completion_count
 
 
 def import_prm800k(
-    path: str | Path, *, skip_invalid: bool = False, batch: Batch | None = None
+    path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    batch: Batch | None = None,
+    workers: int | None = None,
 ) -> ImportReport:
+    """PRM800K label lines. `workers` parse in worker processes (default the setting
+    STEPWISE_IMPORT_WORKERS; 0 parses in this process, as a file of one chunk always is)."""
     cache: dict[Any, Batch] = {}
     report = _run_import(
         path,
-        parse_prm800k_line,
+        prepare_prm800k_line,
         lambda chunk, report: _write_prm800k_chunk(chunk, report, batch=batch, batch_cache=cache),
         skip_invalid=skip_invalid,
+        workers=settings.STEPWISE_IMPORT_WORKERS if workers is None else workers,
     )
     if report.created["labelings"]:  # imported labelings bypass the live counters: recount
         for touched in {*cache.values(), *([batch] if batch else [])}:

@@ -354,3 +354,243 @@ def test_a_non_finite_verifier_score_in_a_prm800k_line_is_refused(shared_data, t
         "question.pre_generated_verifier_score",
     )
     assert Labeling.objects.count() == 0 and Solution.objects.count() == 0
+
+
+# --- parsing in worker processes -----------------------------------------------------------
+
+
+@pytest.fixture
+def started_pools(monkeypatch):
+    """The worker pools an import starts (real processes, only recorded)."""
+    from labeling.services import importing
+
+    started = []
+
+    class Recorded(importing.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(importing, "ProcessPoolExecutor", Recorded)
+    return started
+
+
+def _left_behind() -> dict[str, list]:
+    """What imports left in the database, ids aside."""
+    queries = {
+        "problems": Problem.objects.values_list(
+            "text_sha256", "text", "ground_truth_answer", "ground_truth_solution"
+        ),
+        "solutions": Solution.objects.values_list(
+            "content_sha256",
+            "problem__text_sha256",
+            "batch__name",
+            "steps",
+            "final_answer",
+            "verifier_score",
+            "generator",
+            "format",
+            "generation",
+            "is_quality_control",
+            "is_screening",
+            "question_override",
+            "completed_count",
+            "active_count",
+        ),
+        "labelings": Labeling.objects.values_list(
+            "source_sha256",
+            "solution__content_sha256",
+            "labeler__username",
+            "status",
+            "finish_reason",
+            "total_time_ms",
+            "started_at",
+            "finished_at",
+            "release_line",
+            "is_surplus",
+            "lease_expires_at",
+        ),
+        "steps": StepLabel.objects.values_list(
+            "labeling__source_sha256", "index", "chosen_completion", "has_completions", "time_ms"
+        ),
+        "completions": Completion.objects.values_list(
+            "step__labeling__source_sha256",
+            "step__index",
+            "index",
+            "text",
+            "rating",
+            "flagged",
+            "is_human",
+            "source",
+        ),
+    }
+    return {name: sorted(query, key=repr) for name, query in queries.items()}
+
+
+def test_worker_processes_leave_the_same_rows_as_parsing_in_process(
+    shared_data, settings, started_pools
+):
+    settings.STEPWISE_IMPORT_CHUNK = 2  # six lines, three chunks: workers start
+    import_prm800k(samples_path(shared_data), workers=0)
+    assert not started_pools
+    in_process = _left_behind()
+    Problem.objects.all().delete()  # solutions, labelings, steps and completions go with them
+    Batch.objects.all().delete()
+
+    report = import_prm800k(samples_path(shared_data), workers=2)
+    assert len(started_pools) == 1
+    assert report.created["labelings"] == 6 and report.created["step labels"] == sum(
+        len(json.loads(line)["label"]["steps"])
+        for line in samples_path(shared_data).read_text().splitlines()
+    )
+    assert _left_behind() == in_process
+    out = io.StringIO()
+    write_prm800k(out)
+    assert out.getvalue() == samples_path(shared_data).read_text()
+
+
+def _with_blank_line_after(path: Path, line_number: int) -> None:
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:line_number], "", *lines[line_number:]]) + "\n")
+
+
+def _bad_finish_reason(line: str) -> str:
+    obj = json.loads(line)
+    obj["label"]["finish_reason"] = "nope"
+    return json.dumps(obj)
+
+
+def test_a_bad_line_parsed_by_a_worker_is_named_by_its_line_and_nothing_is_written(
+    shared_data, tmp_path, settings, started_pools
+):
+    settings.STEPWISE_IMPORT_CHUNK = 2
+    path = _broken_copy(shared_data, tmp_path, 5, _bad_finish_reason)
+    _with_blank_line_after(path, 1)  # blank lines count: the bad line is now line 6
+    with pytest.raises(LineError) as caught:
+        import_prm800k(path, workers=2)
+    assert len(started_pools) == 1
+    error = caught.value
+    assert (error.path, error.line, error.field) == (str(path), 6, "label.finish_reason")
+    assert "must be one of" in error.message
+    assert not Labeling.objects.exists() and not Problem.objects.exists()
+    assert not Solution.objects.exists() and not Batch.objects.exists()
+
+
+def test_skip_invalid_with_workers_reports_every_bad_line_in_order_and_keeps_the_rest(
+    shared_data, tmp_path, settings, started_pools
+):
+    settings.STEPWISE_IMPORT_CHUNK = 2
+    path = _broken_copy(shared_data, tmp_path, 6, _bad_finish_reason)
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1][:-5]  # line 2: not JSON
+    path.write_text("\n".join(lines) + "\n")
+    report = import_prm800k(path, skip_invalid=True, workers=2)
+    assert len(started_pools) == 1
+    assert [(e.line, e.field) for e in report.errors] == [(2, "line"), (6, "label.finish_reason")]
+    assert report.lines == 6 and report.created["labelings"] == 4
+    assert Labeling.objects.count() == 4
+
+
+def _same_solution_other_labeler(shared_data, tmp_path) -> Path:
+    line = samples_path(shared_data).read_text().splitlines()[PHASE2_LINE - 1]
+    other = json.loads(line)
+    other["labeler"] = "00000000-0000-4000-8000-000000000042"
+    path = tmp_path / "two.jsonl"
+    path.write_text(line + "\n" + json.dumps(other) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_a_solution_labeled_twice_counts_both_labelings_within_a_chunk_or_across(
+    shared_data, tmp_path, settings, chunk
+):
+    settings.STEPWISE_IMPORT_CHUNK = chunk
+    report = import_prm800k(_same_solution_other_labeler(shared_data, tmp_path), workers=0)
+    assert report.created["labelings"] == 2 and report.created["solutions"] == 1
+    (solution,) = Solution.objects.all()
+    assert solution.completed_count == 2 == solution.labelings.count()
+
+
+def _minimal_line(problem: str = "1+1?", **dumps) -> str:
+    return json.dumps(
+        {
+            "labeler": "e90a38f3-3135-4465-87af-3e6322e3d772",
+            "timestamp": "2022-07-30T23:23:32.118856",
+            "generation": None,
+            "is_quality_control_question": False,
+            "is_initial_screening_question": False,
+            "question": {"problem": problem, "ground_truth_answer": "2"},
+            "label": {
+                "steps": [
+                    {
+                        "completions": [{"text": "2", "rating": 1, "flagged": False}],
+                        "human_completion": None,
+                        "chosen_completion": 0,
+                    }
+                ],
+                "total_time": 1000,
+                "finish_reason": "solution",
+            },
+        },
+        **dumps,
+    )
+
+
+def test_a_line_our_columns_cannot_reproduce_is_counted_and_exported_as_it_came(tmp_path):
+    """The byte-exact check: a line that parses but renders back differently (here compact
+    separators) is counted as kept verbatim, and the export gives it back byte for byte."""
+    line = _minimal_line(separators=(",", ":"))
+    path = tmp_path / "compact.jsonl"
+    path.write_text(line + "\n")
+    report = import_prm800k(path)
+    assert report.created["lines kept verbatim"] == 1 and report.created["labelings"] == 1
+    out = io.StringIO()
+    write_prm800k(out)
+    assert out.getvalue() == line + "\n"
+
+
+def test_a_lone_low_surrogate_is_named_by_line_and_field(tmp_path):
+    """\\udc00-\\udfff escapes were not screened (only \\ud800-\\udbff): such a line reached
+    the database driver and failed with a UnicodeEncodeError naming no line."""
+    line = _minimal_line(problem="1+1? \udc00")
+    path = tmp_path / "surrogate.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(LineError) as caught:
+        import_prm800k(path)
+    assert (caught.value.line, caught.value.field) == (1, "question.problem")
+    assert "lone surrogate" in caught.value.message
+    assert not Problem.objects.exists() and not Labeling.objects.exists()
+
+
+@pytest.mark.postgres
+def test_stored_lines_are_compressed_with_lz4_where_the_server_has_it(shared_data):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+        )
+        (has_lz4,) = cursor.fetchone()
+        if not has_lz4:
+            pytest.skip("this PostgreSQL was built without lz4")
+        import_prm800k(samples_path(shared_data))
+        cursor.execute(
+            "SELECT DISTINCT pg_column_compression(release_line) FROM labeling_labeling"
+            " WHERE length(release_line) > 2100"  # shorter values are stored uncompressed
+        )
+        assert cursor.fetchall() == [("lz4",)]
+
+
+def test_insert_rows_fills_every_other_field_as_bulk_create_would():
+    from django.contrib.auth import get_user_model
+
+    from labeling.services.importing import insert_rows
+
+    users = [get_user_model().objects.create(username=f"u{i}") for i in range(2)]
+    ids = insert_rows(Labeler, ["user_id"], [(user.pk,) for user in users])
+    labelers = [Labeler.objects.get(pk=pk) for pk in ids]
+    assert [labeler.user_id for labeler in labelers] == [user.pk for user in users]
+    # A callable default (uuid4) per row, the field defaults, a time for the timestamp.
+    assert labelers[0].public_id != labelers[1].public_id
+    assert all(labeler.state == Labeler.State.SCREENING for labeler in labelers)
+    assert all(labeler.created_at is not None for labeler in labelers)
