@@ -44,9 +44,14 @@ SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDP
 
 
 def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    resolved = torch.device(
+        ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    )
+    if resolved.type == "cuda" and resolved.index is None:
+        # A bare "cuda" names no GPU, and torch.cuda.set_device refuses it (torch 2.11 on
+        # the H100): pin it to the current one.
+        resolved = torch.device("cuda", torch.cuda.current_device())
+    return resolved
 
 
 def load_tokenizer(name: str) -> Any:
@@ -188,8 +193,13 @@ class ProcessRewardModel(nn.Module):
             mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, -1e30)
         grad = torch.is_grad_enabled() and self.config.mode != "head"
         with torch.set_grad_enabled(grad), sdpa_kernel(SDPA_BACKENDS):
+            # No KV cache: a scoring pass never decodes, and transformers would otherwise
+            # build one per forward (memory, and a graph break under torch.compile).
             out = self.backbone(
-                input_ids=batch.input_ids, attention_mask=mask, position_ids=batch.position_ids
+                input_ids=batch.input_ids,
+                attention_mask=mask,
+                position_ids=batch.position_ids,
+                use_cache=False,
             )
         hidden = out.last_hidden_state
         return hidden.reshape(-1, hidden.shape[-1])[batch.ends].float()
