@@ -1,5 +1,7 @@
 """End to end in Debian's chromium: sign in, label a whole solution with the keyboard, check the rows."""
 
+import time
+
 import pytest
 
 from labeling.models import Labeling
@@ -30,6 +32,15 @@ def open_first_solution(page):
     page.keyboard.press("Enter")
     page.wait_for_selector("#labeling .step.current")
     keys_ready(page)
+
+
+def pump_until(page, condition, timeout_s: float = 60) -> None:
+    """Waits for `condition()`, a state of the test's own (a held route). Playwright runs route
+    handlers only while the test is inside one of its calls, so the wait is made of short ones."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come about"
+        page.wait_for_timeout(20)
 
 
 def keys_ready(page):
@@ -123,6 +134,7 @@ def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(p
     sign_in(page, live_server, "ivo")
     open_first_solution(page)
     answers = []
+    held = []
 
     def outage(route):
         if not answers:
@@ -130,8 +142,7 @@ def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(p
             answers.append(502)
             route.fulfill(status=502, body="Bad gateway")
         elif len(answers) == 1:
-            answers.append(503)
-            route.fulfill(status=503, body="The database cannot be reached right now.")
+            held.append(route)  # the retry hangs: the page is seen retrying, however slow
         else:
             answers.append(200)
             route.continue_()
@@ -141,6 +152,9 @@ def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(p
     page.wait_for_selector("html[data-retrying]", state="attached")
     assert "Not saved yet" in page.inner_text("#net-error")
     page.keyboard.press("0")  # pressed while the page retries: kept for the next step
+    pump_until(page, lambda: held)
+    answers.append(503)
+    held[0].fulfill(status=503, body="The database cannot be reached right now.")
     page.wait_for_selector('.step.rated[data-step="1"]')
     assert page.locator("#net-error").is_hidden()
     assert answers[:3] == [502, 503, 200]

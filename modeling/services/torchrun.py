@@ -23,6 +23,7 @@ import psutil  # type: ignore[import-untyped]  # no stubs installed (types-psuti
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: `-m modeling.training.cli` from here
 TERMINATE_GRACE_S = 30.0
+KILL_WAIT_S = 10.0  # SIGKILL cannot be ignored; this only bounds a stuck (D-state) process
 LOG_TAIL_CHARS = 2000
 
 
@@ -105,7 +106,28 @@ def terminate(proc: subprocess.Popen, grace_s: float | None = None) -> None:
             p.kill()  # psutil checks it is still the process it listed (no reused pid)
         except psutil.NoSuchProcess:
             pass
+    _wait_until_dead(alive, timeout_s=KILL_WAIT_S)
     proc.wait()
+
+
+def _wait_until_dead(processes: list[psutil.Process], timeout_s: float) -> None:
+    """SIGKILL is delivered when the kernel next schedules the process, later on a loaded
+    machine: wait for it so that the caller sees no rank left. An orphaned rank belongs to
+    init, which may never reap it in a container, so a zombie counts as dead (it holds no GPU
+    memory)."""
+    deadline = time.monotonic() + timeout_s
+    left = list(processes)
+    while left and time.monotonic() < deadline:
+        left = [p for p in left if _still_running(p)]
+        if left:
+            time.sleep(0.02)
+
+
+def _still_running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _pgid(p: psutil.Process) -> int | None:
