@@ -56,8 +56,9 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
         )
         cur.execute("DELETE FROM auth_user WHERE username LIKE 'bench-%%'")
         cur.execute(
-            "INSERT INTO labeling_batch (name, generation, overlap, priority, is_active, origin, created_at)"
-            " VALUES (%s, 6, 1, 0, false, 'import', now()) RETURNING id",
+            "INSERT INTO labeling_batch (name, generation, overlap, priority, is_active, origin, created_at,"
+            " protocol, alternatives_k, alternatives_after_error)"
+            " VALUES (%s, 6, 1, 0, false, 'import', now(), 'steps', 5, false) RETURNING id",
             [BENCH_BATCH],
         )
         batch_id = cur.fetchone()[0]

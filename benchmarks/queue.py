@@ -4,7 +4,8 @@
     stepwise_bench_queue on 127.0.0.1), seeds it with bulk SQL (generate_series), starts
     gunicorn (gthread workers) on 127.0.0.1, and runs simulated labelers in several processes,
     each thread a logged-in `requests` session looping: POST /label/next/ (claim), then one
-    htmx POST per step (rate) until the labeling ends. It prints latency percentiles,
+    htmx POST per step (rate) until the labeling ends (the load generator is
+    benchmarks/_load.py, shared with floor.py). It prints latency percentiles,
     throughput, overshoot and lost ratings (both must be 0), and the lead dashboard's time.
 
     python benchmarks/queue.py [--seconds 60] [--labelers 50] [--solutions 100000] [--reseed]
@@ -15,20 +16,32 @@ Bounded: the run stops after --seconds; everything stays on 127.0.0.1.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-# This file is named queue.py: keep its folder off sys.path so `import queue` finds the stdlib.
-sys.path = [p for p in sys.path if p not in ("", __file__.rsplit("/", 1)[0])]
+# This file is named queue.py: keep its folder off sys.path so `import queue` finds the stdlib;
+# the repo root goes there instead (benchmarks._load, and this checkout's apps).
+_HERE = Path(__file__).resolve().parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+if str(_HERE.parent) not in sys.path:
+    sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
-import multiprocessing as mp  # noqa: E402
 import os  # noqa: E402
+import random  # noqa: E402
 import re  # noqa: E402
-import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks._load import (  # noqa: E402
+    ROOT,
+    Run,
+    Tally,
+    gunicorn,
+    login,
+    pct,
+    run_labelers,
+)
+
 PG = dict(host="127.0.0.1", port=5432, user="postgres")
 STEPS = 10
 
@@ -87,8 +100,9 @@ def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
         insert into labeling_problem (text, text_sha256, ground_truth_answer, subject, created_at)
           select 'Bench problem ' || g, md5('p' || g) || md5('q' || g), '42', 'algebra', now()
           from generate_series(1, {solutions // 10}) g;
-        insert into labeling_batch (name, generation, overlap, priority, is_active, origin, created_at)
-          values ('bench', 1, 2, 0, true, 'manual', now());
+        insert into labeling_batch (name, generation, overlap, priority, is_active, origin, created_at,
+            protocol, alternatives_k, alternatives_after_error)
+          values ('bench', 1, 2, 0, true, 'manual', now(), 'steps', 5, false);
         insert into auth_group (name) values ('labeler'), ('lead') on conflict do nothing;
         insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
           select 'md5$bench$' || md5('bench' || 'pw'), false, 'b' || g, '', '', '', false, true, now()
@@ -142,27 +156,6 @@ def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
 
 # --- the simulated labelers ---------------------------------------------------------------------
 
-CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-
-
-def login(base: str, username: str):
-    import requests
-
-    session = requests.Session()
-    page = session.get(f"{base}/accounts/login/", timeout=30)
-    token = CSRF.search(page.text).group(1)
-    response = session.post(
-        f"{base}/accounts/login/",
-        data={"username": username, "password": "pw", "csrfmiddlewaretoken": token},
-        headers={"Referer": f"{base}/accounts/login/"},
-        timeout=30,
-        allow_redirects=False,
-    )
-    assert response.status_code == 302, f"login of {username} failed: {response.status_code}"
-    session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
-    session.headers["Referer"] = base + "/"
-    return session
-
 
 def rating_for(labeling_id: int, step: int) -> int:
     """The simulated labeler's rating: the same for a labeling and step every time it is sent
@@ -170,99 +163,155 @@ def rating_for(labeling_id: int, step: int) -> int:
     return -1 if (labeling_id % 9 == 0 and step == 6) else (0 if step % 4 == 3 else 1)
 
 
-def labeler_process(
-    base: str, usernames: list[str], deadline: float, out: mp.Queue, think_s: float = 0.0
-) -> None:
-    import threading
+def claim_and_rate(session, base: str, deadline: float, think_s: float, tally: Tally) -> None:
+    """One labeler (a benchmarks._load scenario): claim, rate every step of the labeling with
+    one htmx POST each (until a -1), claim again, until the deadline or the queue is empty.
+    Tally kinds: claim, rate, labeling (a whole labeling's time).
 
-    results = {
-        "claim": [],
-        "rate": [],
-        "claim_server": [],
-        "rate_server": [],
-        "labeling": [],
-        "acked": [],
-        "errors": 0,
-    }
-    lock = threading.Lock()
-
-    def run(username: str) -> None:
-        session = login(base, username)
-        claims, rates, labelings, acked, errors = [], [], [], [], 0
-        claims_server, rates_server = [], []
-        while time.time() < deadline:
-            t0 = time.perf_counter()
-            r = session.post(f"{base}/label/next/", allow_redirects=False, timeout=60)
-            claims.append(time.perf_counter() - t0)
-            claims_server.append(server_seconds(r))
-            location = r.headers.get("Location", "")
-            match = re.search(r"/label/(\d+)/$", location)
-            if not match:
-                break  # nothing left for this labeler
-            labeling_id = int(match.group(1))
-            started = time.perf_counter()
-            for step in range(STEPS):
-                rating = rating_for(labeling_id, step)
-                t1 = time.perf_counter()
-                r = session.post(
-                    f"{base}/label/{labeling_id}/rate/",
-                    data={"step_index": step, "rating": rating, "elapsed_ms": 4000},
-                    headers={"HX-Request": "true"},
-                    timeout=60,
-                )
-                rates.append(time.perf_counter() - t1)
-                rates_server.append(server_seconds(r))
-                if think_s:
-                    time.sleep(think_s)  # a person reading the next step
-                if r.status_code == 200:
-                    acked.append((labeling_id, step))
-                else:
-                    errors += 1
-                    break
-                if rating == -1:
-                    break
-            labelings.append(time.perf_counter() - started)
-        with lock:
-            results["claim"] += claims
-            results["rate"] += rates
-            results["claim_server"] += claims_server
-            results["rate_server"] += rates_server
-            results["labeling"] += labelings
-            results["acked"] += acked
-            results["errors"] += errors
-
-    threads = [threading.Thread(target=run, args=(u,)) for u in usernames]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=deadline - time.time() + 120)
-    out.put(results)
+    People neither start nor read in lockstep: at human pace the first claim waits a random
+    part of a solution's length and each pause is drawn around `think_s` (identical pauses had
+    every labeler claim at the same instant, and the claims queued behind each other)."""
+    rng = random.Random()
+    if think_s:
+        time.sleep(rng.uniform(0, think_s * STEPS))
+    while time.time() < deadline:
+        r = tally.timed(
+            "claim", session.post, f"{base}/label/next/", allow_redirects=False, timeout=60
+        )
+        match = re.search(r"/label/(\d+)/$", r.headers.get("Location", ""))
+        if not match:
+            break  # nothing left for this labeler
+        labeling_id = int(match.group(1))
+        started = time.perf_counter()
+        for step in range(STEPS):
+            rating = rating_for(labeling_id, step)
+            r = tally.timed(
+                "rate",
+                session.post,
+                f"{base}/label/{labeling_id}/rate/",
+                data={"step_index": step, "rating": rating, "elapsed_ms": 4000},
+                headers={"HX-Request": "true"},
+                timeout=60,
+            )
+            if think_s:
+                time.sleep(rng.uniform(0.5, 1.5) * think_s)  # reading the next step
+            if r.status_code == 200:
+                tally.acked.append((labeling_id, step))
+            else:
+                tally.errors += 1
+                break
+            if rating == -1:
+                break
+        tally.add("labeling", time.perf_counter() - started)
 
 
-def server_seconds(response) -> float:
-    """Django's own time for the request (stepwise.middleware.ServerTimingMiddleware)."""
-    match = re.search(r"dur=([0-9.]+)", response.headers.get("Server-Timing", ""))
-    return float(match.group(1)) / 1000 if match else float("nan")
+def start_labelings(db: str) -> int:
+    """The last labeling id before a run: the run's own labelings come after it."""
+    with psql(db) as conn:
+        return conn.execute("select coalesce(max(id), 0) from labeling_labeling").fetchone()[0]
 
 
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return 1000 * values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+def integrity(db: str, since: int, acked: list[tuple[int, int]]) -> dict[str, int]:
+    """Counts that must be 0 (overshoot, counter_overshoot, double, lost) and what the run
+    left (surplus, finished), from the database after a run that began at labeling `since`."""
+    with psql(db) as conn:
+
+        def one(sql: str, *params: object) -> int:
+            return conn.execute(sql, list(params)).fetchone()[0]
+
+        overshoot = one(
+            """select count(*) from (select l.solution_id from labeling_labeling l join labeling_solution s
+               on s.id = l.solution_id join labeling_batch b on b.id = s.batch_id
+               where l.status = 'completed' and not l.is_surplus group by l.solution_id, b.overlap
+               having count(*) > b.overlap) x"""
+        )
+        counter_overshoot = one(
+            "select count(*) from labeling_solution s join labeling_batch b on b.id = s.batch_id "
+            "where s.completed_count + s.active_count > b.overlap"
+        )
+        double = one(
+            "select count(*) from (select solution_id, labeler_id from labeling_labeling "
+            "group by 1, 2 having count(*) > 1) x"
+        )
+        stored = set(
+            conn.execute(
+                "select st.labeling_id, st.index from labeling_steplabel st where st.labeling_id > %s",
+                [since],
+            ).fetchall()
+        )
+        surplus = one("select count(*) from labeling_labeling where id > %s and is_surplus", since)
+        finished = one(
+            "select count(*) from labeling_labeling where id > %s and status = 'completed'", since
+        )
+    lost = sum(1 for item in acked if tuple(item) not in stored)
+    return dict(
+        overshoot=overshoot,
+        counter_overshoot=counter_overshoot,
+        double=double,
+        lost=lost,
+        surplus=surplus,
+        finished=finished,
+    )
 
 
-def wait_for(base: str, timeout: float = 60) -> None:
-    import requests
+def idle_pages(base: str, db: str, labeler: str) -> dict[str, list[float]]:
+    """Round trips of the lead's dashboard (its htmx fragment and the full page) and of a
+    labeler's queue page, on the server once the load has stopped."""
+    lead = login(base, "benchlead")
+    with psql(db) as conn:
+        batch_id = conn.execute("select id from labeling_batch where name='bench'").fetchone()[0]
+    times: dict[str, list[float]] = {"dash": [], "full": [], "queue": []}
+    for _ in range(15):
+        t1 = time.perf_counter()
+        r = lead.get(
+            f"{base}/label/lead/batches/{batch_id}/", headers={"HX-Request": "true"}, timeout=30
+        )
+        times["dash"].append(time.perf_counter() - t1)
+        assert r.status_code == 200
+    for _ in range(5):
+        t1 = time.perf_counter()
+        lead.get(f"{base}/label/lead/batches/{batch_id}/", timeout=30)
+        times["full"].append(time.perf_counter() - t1)
+    labeler_session = login(base, labeler)
+    for _ in range(10):
+        t1 = time.perf_counter()
+        labeler_session.get(f"{base}/label/", timeout=30)
+        times["queue"].append(time.perf_counter() - t1)
+    return times
 
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            requests.get(f"{base}/accounts/login/", timeout=2)
-            return
-        except requests.RequestException:
-            time.sleep(0.3)
-    raise SystemExit("gunicorn did not start")
+
+def print_run(run: Run, checks: dict[str, int]) -> None:
+    """The claim/submit/labeling percentiles, throughput and integrity lines of a run (the
+    format benchmarks/peers.py parses)."""
+    t = run.tally
+    print(f"load average before/after: {run.load_before:.2f} / {run.load_after:.2f} (1-min)")
+    print(
+        f"claim  (POST /label/next/)      n={t.n('claim'):6d}  p50 {t.p('claim', 50):7.1f} ms"
+        f"  p95 {t.p('claim', 95):7.1f} ms  p99 {t.p('claim', 99):7.1f} ms"
+    )
+    print(
+        f"submit (POST rate, one step)    n={t.n('rate'):6d}  p50 {t.p('rate', 50):7.1f} ms"
+        f"  p95 {t.p('rate', 95):7.1f} ms  p99 {t.p('rate', 99):7.1f} ms"
+    )
+    print(
+        f"  server time (Server-Timing)   claim p50 {t.p('claim', 50, server=True):7.1f} ms  p95 {t.p('claim', 95, server=True):7.1f} ms;"
+        f"  submit p50 {t.p('rate', 50, server=True):7.1f} ms  p95 {t.p('rate', 95, server=True):7.1f} ms"
+        " (the rest of the round trip is queueing for a worker thread and the client)"
+    )
+    print(
+        f"whole labeling (all its steps)  n={t.n('labeling'):6d}  p50 {t.p('labeling', 50):7.1f} ms"
+        f"  p95 {t.p('labeling', 95):7.1f} ms  p99 {t.p('labeling', 99):7.1f} ms"
+    )
+    finished, ratings = checks["finished"], len(t.acked)
+    print(
+        f"throughput: {run.per_s(finished):.1f} labelings/s, {run.per_s(ratings):.1f} step ratings/s "
+        f"({finished} labelings, {ratings} ratings in {run.wall:.1f} s; {t.errors} non-200 answers)"
+    )
+    print(
+        f"overshoot: {checks['overshoot']} (counter check {checks['counter_overshoot']}); "
+        f"double claims: {checks['double']}; surplus kept: {checks['surplus']}; "
+        f"lost ratings: {checks['lost']}"
+    )
 
 
 def main() -> None:
@@ -289,158 +338,29 @@ def main() -> None:
     args = parser.parse_args()
 
     seed(args.db, args.solutions, args.labelers, args.reseed)
-    with psql(args.db) as conn:
-        start_labelings = conn.execute(
-            "select coalesce(max(id), 0) from labeling_labeling"
-        ).fetchone()[0]
-    base = f"http://127.0.0.1:{args.port}"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "stepwise.wsgi",
-            "-b",
-            f"127.0.0.1:{args.port}",
-            "-k",
-            "gthread",
-            "--workers",
-            str(args.workers),
-            "--threads",
-            str(args.threads),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env_for(args.db),
-    )
-    try:
-        wait_for(base)
-        load_before = os.getloadavg()
-        users = [f"b{i}" for i in range(args.labelers)]
-        deadline = time.time() + args.seconds
-        queue: mp.Queue = mp.Queue()
-        procs = [
-            mp.Process(
-                target=labeler_process,
-                args=(base, users[i :: args.clients], deadline, queue, args.think_ms / 1000),
-            )
-            for i in range(args.clients)
-        ]
-        t0 = time.perf_counter()
-        for p in procs:
-            p.start()
-        results = {
-            "claim": [],
-            "rate": [],
-            "claim_server": [],
-            "rate_server": [],
-            "labeling": [],
-            "acked": [],
-            "errors": 0,
-        }
-        for _ in procs:
-            part = queue.get(timeout=args.seconds + 300)
-            for key in results:
-                results[key] += part[key]
-        for p in procs:
-            p.join(timeout=30)
-        wall = time.perf_counter() - t0
-        load_after = os.getloadavg()
-
-        lead = login(base, "benchlead")
-        with psql(args.db) as conn:
-            batch_id = conn.execute("select id from labeling_batch where name='bench'").fetchone()[
-                0
-            ]
-        dash = []
-        for _ in range(15):
-            t1 = time.perf_counter()
-            r = lead.get(
-                f"{base}/label/lead/batches/{batch_id}/", headers={"HX-Request": "true"}, timeout=30
-            )
-            dash.append(time.perf_counter() - t1)
-            assert r.status_code == 200
-        full = []
-        for _ in range(5):
-            t1 = time.perf_counter()
-            lead.get(f"{base}/label/lead/batches/{batch_id}/", timeout=30)
-            full.append(time.perf_counter() - t1)
-        queue_page = []
-        labeler_session = login(base, users[0])
-        for _ in range(10):
-            t1 = time.perf_counter()
-            labeler_session.get(f"{base}/label/", timeout=30)
-            queue_page.append(time.perf_counter() - t1)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
-
-    with psql(args.db) as conn:
-        overshoot = conn.execute(
-            """select count(*) from (select l.solution_id from labeling_labeling l join labeling_solution s
-               on s.id = l.solution_id join labeling_batch b on b.id = s.batch_id
-               where l.status = 'completed' and not l.is_surplus group by l.solution_id, b.overlap
-               having count(*) > b.overlap) x"""
-        ).fetchone()[0]
-        counter_overshoot = conn.execute(
-            "select count(*) from labeling_solution s join labeling_batch b on b.id = s.batch_id "
-            "where s.completed_count + s.active_count > b.overlap"
-        ).fetchone()[0]
-        double = conn.execute(
-            "select count(*) from (select solution_id, labeler_id from labeling_labeling "
-            "group by 1, 2 having count(*) > 1) x"
-        ).fetchone()[0]
-        stored = set(
-            conn.execute(
-                "select st.labeling_id, st.index from labeling_steplabel st where st.labeling_id > %s",
-                [start_labelings],
-            ).fetchall()
+    since = start_labelings(args.db)
+    users = [f"b{i}" for i in range(args.labelers)]
+    with gunicorn(args.port, args.workers, args.threads, env_for(args.db)) as base:
+        run = run_labelers(
+            base,
+            users,
+            args.seconds,
+            claim_and_rate,
+            clients=args.clients,
+            think_s=args.think_ms / 1000,
         )
-        surplus = conn.execute(
-            "select count(*) from labeling_labeling where id > %s and is_surplus", [start_labelings]
-        ).fetchone()[0]
-        finished = conn.execute(
-            "select count(*) from labeling_labeling where id > %s and status = 'completed'",
-            [start_labelings],
-        ).fetchone()[0]
-    lost = sum(1 for item in results["acked"] if tuple(item) not in stored)
-    ratings = len(results["acked"])
+        pages = idle_pages(base, args.db, users[0])
+    checks = integrity(args.db, since, run.tally.acked)
 
     print(
         f"\nbenchmarks/queue.py on {os.cpu_count()} cores; gunicorn gthread {args.workers}x{args.threads}; "
         f"{args.labelers} labelers in {args.clients} client processes for {args.seconds:.0f} s, "
         f"think time {args.think_ms:.0f} ms per step"
     )
-    print(f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} (1-min)")
+    print_run(run, checks)
     print(
-        f"claim  (POST /label/next/)      n={len(results['claim']):6d}  p50 {pct(results['claim'], 50):7.1f} ms"
-        f"  p95 {pct(results['claim'], 95):7.1f} ms  p99 {pct(results['claim'], 99):7.1f} ms"
-    )
-    print(
-        f"submit (POST rate, one step)    n={len(results['rate']):6d}  p50 {pct(results['rate'], 50):7.1f} ms"
-        f"  p95 {pct(results['rate'], 95):7.1f} ms  p99 {pct(results['rate'], 99):7.1f} ms"
-    )
-    print(
-        f"  server time (Server-Timing)   claim p50 {pct(results['claim_server'], 50):7.1f} ms  p95 {pct(results['claim_server'], 95):7.1f} ms;"
-        f"  submit p50 {pct(results['rate_server'], 50):7.1f} ms  p95 {pct(results['rate_server'], 95):7.1f} ms"
-        " (the rest of the round trip is queueing for a worker thread and the client)"
-    )
-    print(
-        f"whole labeling (all its steps)  n={len(results['labeling']):6d}  p50 {pct(results['labeling'], 50):7.1f} ms"
-        f"  p95 {pct(results['labeling'], 95):7.1f} ms  p99 {pct(results['labeling'], 99):7.1f} ms"
-    )
-    print(
-        f"throughput: {finished / wall:.1f} labelings/s, {ratings / wall:.1f} step ratings/s "
-        f"({finished} labelings, {ratings} ratings in {wall:.1f} s; {results['errors']} non-200 answers)"
-    )
-    print(
-        f"overshoot: {overshoot} (counter check {counter_overshoot}); double claims: {double}; "
-        f"surplus kept: {surplus}; lost ratings: {lost}"
-    )
-    print(
-        f"dashboard fragment (htmx) p50 {pct(dash, 50):.1f} ms, max {max(dash) * 1000:.1f} ms; full page p50 "
-        f"{pct(full, 50):.1f} ms; labeler queue page p50 {pct(queue_page, 50):.1f} ms (round trip on loopback, idle server)"
+        f"dashboard fragment (htmx) p50 {pct(pages['dash'], 50):.1f} ms, max {max(pages['dash']) * 1000:.1f} ms; full page p50 "
+        f"{pct(pages['full'], 50):.1f} ms; labeler queue page p50 {pct(pages['queue'], 50):.1f} ms (round trip on loopback, idle server)"
     )
     print(
         "peers (PEERS.md, Label Studio 1.23.2, 50 labelers): 7-9 annotations/s saturated; submit p50 2.8-3.4 s, p99 4.8-7.6 s"

@@ -1,7 +1,10 @@
 """Soak under load, with faults: labelers at human pace against gunicorn + PostgreSQL + Redis +
 a Celery worker and beat, each its own process on 127.0.0.1.
 
-    python benchmarks/soak.py [--faults] [--seconds 300] [--labelers 200] [--reset]
+    python benchmarks/soak.py --labelers 200 --seconds 600 [--think 2,10] [--faults] [--reset]
+
+That is the documented configuration, and the defaults: 200 labelers for 10 minutes, reading
+each step for 2 to 10 s.
 
 Isolated from the machine's PostgreSQL and Redis (test suites use them meanwhile): it creates
 once and starts its own PostgreSQL cluster (`pg_createcluster <version> soak`, port 5433,
@@ -10,13 +13,15 @@ database stepwise_soak, reseeded every run by benchmarks/queue.py's bulk SQL: 20
 gunicorn (3 gthread workers), one Celery worker (queues default and gpu) and Celery beat run against
 them, the sweepers every 5 s with 20 s staleness bounds.
 
-Labelers are logged-in `requests` sessions, threads in a few processes: claim (POST
-/label/next/), then one htmx POST per step after 1-3 s of reading (seeded): at most about 100
-ratings/s offered, fewer when answers are slow (a person waits for the page). A 5xx or a
-connection error is retried, the same request, with backoff (re-sending a saved rating is a
-no-op). Every request (time, outcome) and every acknowledged rating goes to a per-process
-log. A researcher creates a snapshot through the API every 15 s and starts one
-tiny training run (MiniLM head, 3 steps, CPU) during the warm-up.
+Labelers are logged-in `requests` sessions, threads in a few processes, arriving over the
+first 10 s: claim (POST /label/next/), then one htmx POST per step after reading it for a time
+drawn uniformly from --think MIN,MAX seconds (seeded; `--think 1,3` is this script's earlier
+pace): 200 labelers offer at most about 33 ratings/s at 2-10 s (about 100 at 1-3 s), fewer
+when answers are slow (a person waits for the page). A 5xx or a connection error is retried,
+the same request, with backoff (re-sending a saved rating is a no-op). Every request (time,
+outcome) and every acknowledged rating goes to a per-process log. A researcher creates a
+snapshot through the API every 15 s and starts one tiny training run (MiniLM head, 3 steps,
+CPU) during the warm-up.
 
 With --faults, after a 60 s warm-up and about 40 s apart, each once: (a) kill -9 a gunicorn
 worker, (b) kill -9 Redis, queue a snapshot while it is down, start it again (its messages
@@ -27,9 +32,14 @@ probe finds the service back, plus 5 s.
 Afterwards, from the database and the logs: acknowledged ratings lost, solutions over N,
 double claims, snapshots or runs not finished after waiting up to 90 s (or failed without a
 reason) must all be 0, and so must 5xx and connection errors outside the fault windows. It
-prints one row per fault (the warm-up first) and exits 1 if an invariant fails. Logs stay in
-/tmp/stepwise-soak/. Everything it started is stopped at the end, the cluster too (its files
-stay; --reset drops and recreates it). Bounded: the load stops after --seconds.
+prints one row per fault (the warm-up first); then one row per minute of load, the first to
+the last, with the count, p50 and p99 of claim and submit round trips (those answered below
+500), and whether p99 is flat: the last full minute's p99 of each within 1.5x of the first full
+minute's (full: under the whole load, so not the first minute with its arrivals, nor a cut
+last one; judged from --seconds 180). Flatness is reported, not an invariant: the script
+exits 1 if, and only if, an invariant fails. Logs stay in /tmp/stepwise-soak/. Everything it
+started is stopped at the end, the cluster too (its files stay; --reset drops and recreates
+it). Bounded: the load stops after --seconds.
 """
 
 from __future__ import annotations
@@ -38,9 +48,11 @@ import sys
 from pathlib import Path
 
 # Run from the repo root, not this folder: benchmarks/queue.py would shadow the stdlib `queue`.
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
+if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
@@ -57,6 +69,7 @@ from datetime import UTC, datetime, timedelta  # noqa: E402
 import psutil  # noqa: E402
 import requests  # noqa: E402
 
+from benchmarks import _load as loadgen  # noqa: E402
 from benchmarks import queue as bench  # noqa: E402
 
 ROOT = bench.ROOT
@@ -69,7 +82,8 @@ SOLUTIONS = 20_000
 # As the README advises on 2 cores: one process per core plus one, no extra threads.
 WEB_WORKERS, WEB_THREADS = 3, 1
 CLIENT_PROCESSES = 4
-THINK_S = (1.0, 3.0)
+THINK_S = (2.0, 10.0)  # --think's default: seconds a person reads a step (1-3 s before)
+ARRIVAL_S = 10.0  # people arrive over the first seconds
 WARMUP_S, FAULT_GAP_S, GRACE_S, SETTLE_S = 60.0, 40.0, 5.0, 90.0
 SNAPSHOT_EVERY_S = 15.0
 RESEARCHER = "benchresearcher"
@@ -243,7 +257,7 @@ class Services:
             # (seen at 10 s: a connection error that is no fault of the app).
             + ["--keep-alive", "30", "--log-level", "warning"],
         )
-        bench.wait_for(BASE)
+        loadgen.wait_for(BASE)
 
     def web_workers(self) -> list[psutil.Process]:
         assert self.web is not None
@@ -334,7 +348,7 @@ class Client:
         while time.time() < self.deadline:
             start = time.time()
             try:
-                self.session, outcome = bench.login(BASE, self.who), "302"
+                self.session, outcome = loadgen.login(BASE, self.who), "302"
             except requests.RequestException as exc:
                 outcome = f"conn:{type(exc).__name__}"
             except (AssertionError, AttributeError) as exc:  # an error page, not the form
@@ -363,7 +377,7 @@ class Client:
             # waiting for a worker), the body of a refusal, the text of a connection error.
             detail = error[:150] if response is None else ""
             if response is not None and response.status_code < 400:
-                detail = f"{bench.server_seconds(response):.4f}"
+                detail = f"{loadgen.server_seconds(response):.4f}"
             elif response is not None and kind != "rate":
                 detail = response.text[:200]
             self.log.write(start, self.who, kind, outcome, *(*fields, "", "", "")[:3], detail)
@@ -374,10 +388,13 @@ class Client:
             delay = self.backoff(delay)
 
 
-def labeler(username: str, deadline: float, log: Log, seed: int) -> None:
-    """A person: claims a solution, reads each step for 1-3 s and rates it, until the end."""
+def labeler(
+    username: str, deadline: float, log: Log, seed: int, think: tuple[float, float] = THINK_S
+) -> None:
+    """A person: claims a solution, reads each step for `think` seconds (drawn uniformly) and
+    rates it, until the end."""
     me = Client(username, log, deadline, random.Random(f"{seed}:{username}"))
-    time.sleep(me.rng.uniform(0, 10))  # people arrive over the first seconds
+    time.sleep(me.rng.uniform(0, ARRIVAL_S))  # people arrive over the first seconds
     if not me.sign_in():
         return
     refused: set[int] = set()
@@ -391,7 +408,7 @@ def labeler(username: str, deadline: float, log: Log, seed: int) -> None:
             return  # nothing left for this labeler (or signed out): it shows in the log
         labeling_id = int(match.group(1))
         for step in range(bench.STEPS):
-            pause = me.rng.uniform(*THINK_S)
+            pause = me.rng.uniform(*think)
             if time.time() + pause >= deadline:
                 return
             time.sleep(pause)
@@ -414,10 +431,12 @@ def labeler(username: str, deadline: float, log: Log, seed: int) -> None:
                 break
 
 
-def client_process(usernames: list[str], deadline: float, path: Path, seed: int) -> None:
+def client_process(
+    usernames: list[str], deadline: float, path: Path, seed: int, think: tuple[float, float]
+) -> None:
     log = Log(path)
     threads = [
-        threading.Thread(target=labeler, args=(u, deadline, log, seed), daemon=True)
+        threading.Thread(target=labeler, args=(u, deadline, log, seed, think), daemon=True)
         for u in usernames
     ]
     for thread in threads:
@@ -468,7 +487,7 @@ class Faults:
     def __init__(self, services: Services, deadline: float, seed: int) -> None:
         self.services = services
         self.rng = random.Random(seed)
-        self.probe = bench.login(BASE, "benchlead")
+        self.probe = loadgen.login(BASE, "benchlead")
         log = Log(RUN_DIR / "clients" / "control.log")
         self.control = Client(RESEARCHER, log, deadline, random.Random(seed))
         self.control.sign_in()
@@ -685,11 +704,92 @@ def database_checks(
     }
 
 
+FLAT_LIMIT = 1.5  # the last full minute's p99 over the first's, at most
+
+
+def think_range(text: str) -> tuple[float, float]:
+    """--think MIN,MAX: seconds, 0 <= MIN <= MAX."""
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--think takes MIN,MAX in seconds, got {text!r}"
+        ) from None
+    if not 0 <= low <= high:
+        raise argparse.ArgumentTypeError(f"--think needs 0 <= MIN <= MAX, got {text!r}")
+    return low, high
+
+
+def per_minute(seen: list[Request], load_start: float, deadline: float) -> list[dict]:
+    """One row per minute of load (numbered from 1), the first to the last, a partial last one
+    included: the round trips of the claims and ratings sent in it that got an answer below
+    500 (a fault's errors are counted in the table above, not here), and whether the minute
+    was whole and under full load (begun after every labeler had arrived, ended by the
+    deadline)."""
+    minutes = max(1, math.ceil((deadline - load_start) / 60 - 1e-9))
+    rows: list[dict] = [
+        {
+            "minute": k + 1,
+            "full": 60 * k >= ARRIVAL_S and load_start + 60 * (k + 1) <= deadline + 1e-6,
+            "claim": [],
+            "rate": [],
+        }
+        for k in range(minutes)
+    ]
+    for r in seen:
+        if r.kind in ("claim", "rate") and r.outcome.isdigit() and int(r.outcome) < 500:
+            k = int((r.start - load_start) // 60)
+            if 0 <= k < minutes:
+                rows[k][r.kind].append(r.end - r.start)
+    return rows
+
+
+def flatness(rows: list[dict]) -> tuple[bool | None, str]:
+    """Is p99 flat: the last full minute's claim and rating p99 within FLAT_LIMIT times the
+    first full minute's? None when fewer than two full minutes (or no requests) to compare."""
+    full = [row for row in rows if row["full"]]
+    if len(full) < 2:
+        return None, "n/a: needs two full minutes after the arrivals (--seconds 180 or more)"
+    first, last = full[0], full[-1]
+    ratios = {}
+    for kind in ("claim", "rate"):
+        before, after = loadgen.pct(first[kind], 99), loadgen.pct(last[kind], 99)
+        if math.isnan(before) or math.isnan(after) or not before:
+            return None, f"n/a: no {kind} answered in minute {first['minute']} or {last['minute']}"
+        ratios[kind] = after / before
+    flat = all(r <= FLAT_LIMIT for r in ratios.values())
+    return flat, (
+        f"minute {last['minute']} over minute {first['minute']}: claim p99 "
+        f"{ratios['claim']:.2f}x, submit p99 {ratios['rate']:.2f}x; limit {FLAT_LIMIT}x"
+    )
+
+
+def print_minutes(rows: list[dict]) -> None:
+    print(
+        f"\n{'minute':>6s} {'':4s} | {'claims':>6s} {'p50 ms':>7s} {'p99 ms':>7s} | "
+        f"{'ratings':>7s} {'p50 ms':>7s} {'p99 ms':>7s}"
+    )
+    for row in rows:
+        print(
+            f"{row['minute']:6d} {'' if row['full'] else '(p)':4s} | "
+            f"{len(row['claim']):6d} {loadgen.pct(row['claim'], 50):7.0f} "
+            f"{loadgen.pct(row['claim'], 99):7.0f} | {len(row['rate']):7d} "
+            f"{loadgen.pct(row['rate'], 50):7.0f} {loadgen.pct(row['rate'], 99):7.0f}"
+        )
+    flat, detail = flatness(rows)
+    verdict = {True: "yes", False: "NO", None: "n/a"}[flat]
+    print(
+        f"(p): not a full minute under full load (the arrivals, or cut by the end). "
+        f"p99 flat: {verdict} ({detail})"
+    )
+
+
 def report(
     load: tuple[float, float],
     windows: list[Window],
     seen: list[Request],
     problems: dict[str, list[tuple]],
+    deadline: float,
 ) -> bool:
     """Print the table; True when every invariant holds."""
     load_start, load_end = load
@@ -737,8 +837,8 @@ def report(
         f"{wall:.0f} s of load), {len(seen)} requests, {sum(r.is_5xx for r in seen)} 5xx, "
         f"{sum(r.is_conn_error for r in seen)} connection errors, "
         f"{sum(r.is_other_error for r in seen)} other non-2xx/3xx; rate round trip p50 "
-        f"{bench.pct(latencies, 50):.0f} ms, p95 {bench.pct(latencies, 95):.0f} ms (server time "
-        f"p50 {bench.pct(server, 50):.0f} ms, p95 {bench.pct(server, 95):.0f} ms; the rest is "
+        f"{loadgen.pct(latencies, 50):.0f} ms, p95 {loadgen.pct(latencies, 95):.0f} ms (server time "
+        f"p50 {loadgen.pct(server, 50):.0f} ms, p95 {loadgen.pct(server, 95):.0f} ms; the rest is "
         "waiting for a web worker)"
     )
     for window in windows:
@@ -753,6 +853,7 @@ def report(
                 f"select id, error from {table} where status = 'failed' order by id"
             ).fetchall():
                 print(f"    {label[:-1]} {pk} failed: {error[:150]}")
+    print_minutes(per_minute(seen, load_start, deadline))
     for key, label in (
         ("lost", "acknowledged ratings lost"),
         ("over_n", "solutions over N"),
@@ -807,8 +908,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--faults", action="store_true", help="inject the four faults")
-    parser.add_argument("--seconds", type=float, default=300, help="length of the load")
+    parser.add_argument("--seconds", type=float, default=600, help="length of the load")
     parser.add_argument("--labelers", type=int, default=200)
+    parser.add_argument(
+        "--think",
+        type=think_range,
+        default=THINK_S,
+        metavar="MIN,MAX",
+        help="seconds a labeler reads each step, drawn uniformly (default 2,10; 1,3 was the old pace)",
+    )
     parser.add_argument("--reset", action="store_true", help="drop and recreate the soak cluster")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
@@ -844,6 +952,7 @@ def main() -> None:
                     deadline,
                     RUN_DIR / "clients" / f"p{i}.log",
                     args.seed,
+                    args.think,
                 ),
             )
             for i in range(CLIENT_PROCESSES)
@@ -896,13 +1005,13 @@ def main() -> None:
         problems = database_checks(acked, windows)
         print(
             f"\nbenchmarks/soak.py{' --faults' if args.faults else ''} on {os.cpu_count()} cores: "
-            f"{args.labelers} labelers ({CLIENT_PROCESSES} processes), think {THINK_S[0]:.0f}-"
-            f"{THINK_S[1]:.0f} s per step; gunicorn gthread {WEB_WORKERS}x{WEB_THREADS}, PostgreSQL "
+            f"{args.labelers} labelers ({CLIENT_PROCESSES} processes), think {args.think[0]:g}-"
+            f"{args.think[1]:g} s per step; gunicorn gthread {WEB_WORKERS}x{WEB_THREADS}, PostgreSQL "
             f"{services.version} :{PG_PORT}, Redis :{REDIS_PORT}, Celery worker -c 2 + beat; "
             f"{time.time() - started:.0f} s in all; load average {busy:.1f} in the last minute "
             "of load"
         )
-        ok = report((load_start, load_end), windows, seen, problems)
+        ok = report((load_start, load_end), windows, seen, problems, deadline)
     finally:
         stop_researcher.set()
         for proc in procs:
