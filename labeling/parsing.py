@@ -166,6 +166,21 @@ class PreparedLine(NamedTuple):
     # without the ids that only the writer knows (see copy_step_rows).
     steps: tuple[tuple[str, tuple[str, ...]], ...]
 
+    def content_hash(self, question_override: dict[str, Any] | None = None) -> str:
+        """The solution's content hash, with the ground truth the problem row does not show
+        (`question_override`) where there is some."""
+        return solution_content_hash(
+            problem_sha256=self.problem_sha256,
+            fmt=self.solution_format,
+            steps=self.solution_steps,
+            final_answer=self.final_answer,
+            verifier_score=self.verifier_score,
+            generation=self.generation,
+            is_quality_control=self.is_quality_control,
+            is_screening=self.is_screening,
+            question_override=question_override,
+        )
+
 
 _COPY_BOOL = {True: "t", False: "f", None: "\\N"}
 
@@ -251,7 +266,7 @@ def prepare_prm800k_line(obj: Any, line: str) -> PreparedLine:
         solution_steps = q.pre_generated_steps
     else:
         solution_steps = prm800k.chosen_path(record)
-    return PreparedLine(
+    prepared = PreparedLine(
         source_sha256=sha256_text(line),
         labeler=public_id,
         timestamp=timestamp,
@@ -270,16 +285,7 @@ def prepare_prm800k_line(obj: Any, line: str) -> PreparedLine:
         solution_steps=solution_steps,
         final_answer=q.pre_generated_answer,
         verifier_score=q.pre_generated_verifier_score,
-        solution_sha256=solution_content_hash(
-            problem_sha256=problem_sha256,
-            fmt=fmt,
-            steps=solution_steps,
-            final_answer=q.pre_generated_answer,
-            verifier_score=q.pre_generated_verifier_score,
-            generation=record.generation,
-            is_quality_control=record.is_quality_control_question,
-            is_screening=record.is_initial_screening_question,
-            question_override=None,
-        ),
+        solution_sha256="",  # hashed below, from these fields
         steps=copy_step_rows(record.steps),
     )
+    return prepared._replace(solution_sha256=prepared.content_hash())

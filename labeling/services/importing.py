@@ -480,17 +480,7 @@ def _write_prm800k_chunk(
         override = _question_override(answer, truth, p)
         digest = p.solution_sha256
         if override is not None:
-            digest = solution_content_hash(
-                problem_sha256=p.problem_sha256,
-                fmt=p.solution_format,
-                steps=p.solution_steps,
-                final_answer=p.final_answer,
-                verifier_score=p.verifier_score,
-                generation=p.generation,
-                is_quality_control=p.is_quality_control,
-                is_screening=p.is_screening,
-                question_override=override,
-            )
+            digest = p.content_hash(override)
         solution_of.append(digest)
         solution = solutions.get(digest)
         if solution is None:
