@@ -72,6 +72,22 @@ def wait_for(base: str, timeout: float = 60) -> None:
     raise SystemExit("gunicorn did not start")
 
 
+def add_load_arguments(parser: Any, *, db: str, port: int) -> None:
+    """The flags every gunicorn load benchmark shares (queue.py, floor.py): its database, the
+    seed, the load and the server's shape."""
+    parser.add_argument("--db", default=db)
+    parser.add_argument("--solutions", type=int, default=100_000)
+    parser.add_argument("--labelers", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60, help="length of each load")
+    # One process per core plus one, one thread each: the app is CPU-bound, and threads only
+    # contend for the GIL (4x4 gthread: 5.7 labelings/s, claim p95 3.9 s; 3x1: 7.7/s, 1.3 s).
+    parser.add_argument("--workers", type=int, default=(os.cpu_count() or 1) + 1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clients", type=int, default=5, help="client processes")
+    parser.add_argument("--port", type=int, default=port)
+    parser.add_argument("--reseed", action="store_true")
+
+
 @contextmanager
 def gunicorn(
     port: int, workers: int, threads: int, env: dict[str, str], wsgi: str = "stepwise.wsgi"

@@ -40,7 +40,7 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from benchmarks import queue as bench  # noqa: E402
-from benchmarks._load import Run, Tally, gunicorn, run_labelers  # noqa: E402
+from benchmarks._load import Run, Tally, add_load_arguments, gunicorn, run_labelers  # noqa: E402
 
 TABLE = "bench_floor_rating"  # benchmarks/floor_urls.py inserts into it (the same name there)
 
@@ -138,15 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--db", default="stepwise_bench_floor")
-    parser.add_argument("--solutions", type=int, default=100_000)
-    parser.add_argument("--labelers", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=60, help="length of each of the two loads")
-    parser.add_argument("--workers", type=int, default=(os.cpu_count() or 1) + 1)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--clients", type=int, default=5, help="client processes")
-    parser.add_argument("--port", type=int, default=8732)
-    parser.add_argument("--reseed", action="store_true")
+    add_load_arguments(parser, db="stepwise_bench_floor", port=8732)
     args = parser.parse_args()
 
     bench.seed(args.db, args.solutions, args.labelers, args.reseed)

@@ -36,6 +36,7 @@ from benchmarks._load import (  # noqa: E402
     ROOT,
     Run,
     Tally,
+    add_load_arguments,
     gunicorn,
     login,
     pct,
@@ -318,23 +319,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--db", default="stepwise_bench_queue")
-    parser.add_argument("--solutions", type=int, default=100_000)
-    parser.add_argument("--labelers", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=60)
-    # One process per core plus one, one thread each: the app is CPU-bound, and threads only
-    # contend for the GIL (4x4 gthread: 5.7 labelings/s, claim p95 3.9 s; 3x1: 7.7/s, 1.3 s).
-    parser.add_argument("--workers", type=int, default=(os.cpu_count() or 1) + 1)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--clients", type=int, default=5, help="client processes")
-    parser.add_argument("--port", type=int, default=8731)
+    add_load_arguments(parser, db="stepwise_bench_queue", port=8731)
     parser.add_argument(
         "--think-ms",
         type=float,
         default=0,
         help="pause after each rating, as a person reading the next step (0: saturate)",
     )
-    parser.add_argument("--reseed", action="store_true")
     args = parser.parse_args()
 
     seed(args.db, args.solutions, args.labelers, args.reseed)
