@@ -223,7 +223,7 @@ else:
     }
     # Every request reads its session: from the cache, written through to the database (a
     # session outlives a cache restart).
-    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+    SESSION_ENGINE = "stepwise.sessions"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = None  # progress and results go to rows that pages poll
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)

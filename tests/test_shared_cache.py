@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection
 
 from labeling import selectors
-from labeling.models import Solution
+from labeling.models import Labeling, Solution
 from labeling.services import batches as batch_service
 from tests.conftest import _test_database_url
 from tests.factories import make_batch, make_solution
@@ -98,3 +98,43 @@ def test_a_cache_that_is_down_costs_the_count_not_the_request(settings):
     }
     assert selectors.solution_counts([batch.pk]) == {batch.pk: 1}
     selectors.clear_count_cache(batch.pk)  # nothing to forget, and no error
+
+
+DEAD_CACHE = {  # nothing listens on port 1: every cache call is refused at once
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:1/0",
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
+}
+
+
+def test_with_the_cache_down_a_labeler_signs_in_labels_and_signs_out(client, db, settings):
+    """Sessions live in the cache and the database beside PostgreSQL. With Redis down the
+    requests read and write the database instead: no 500, and the sign-out still ends the
+    session (its row is gone)."""
+    from django.contrib.sessions.models import Session
+    from django.urls import reverse
+
+    from tests.conftest import make_user
+
+    settings.CACHES = DEAD_CACHE
+    settings.SESSION_ENGINE = "stepwise.sessions"
+    make_user("lena", "labeler")
+    make_solution(make_batch(), steps=["$1+1=2$.", "# Answer\n\n2"])
+    signed_in = client.post(reverse("login"), {"username": "lena", "password": "lena-pw"})
+    assert signed_in.status_code == 302 and Session.objects.count() == 1
+    assert client.get(reverse("home")).status_code == 200  # the session is read from its row
+    claimed = client.post(reverse("labeling:claim"))
+    assert claimed.status_code == 302
+    labeling = Labeling.objects.get()
+    for step in (0, 1):
+        rated = client.post(
+            reverse("labeling:rate", args=[labeling.pk]), {"step_index": step, "rating": 1}
+        )
+        assert rated.status_code in (200, 302)
+    labeling.refresh_from_db()
+    assert labeling.status == Labeling.Status.COMPLETED and labeling.step_labels.count() == 2
+    signed_out = client.post(reverse("logout"))
+    assert signed_out.status_code == 302 and Session.objects.count() == 0
+    assert client.get(reverse("home")).status_code == 302  # signed out: to the sign-in page

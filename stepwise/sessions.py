@@ -1,0 +1,43 @@
+"""Sessions read from the shared cache and written through to the database (SESSION_ENGINE
+beside PostgreSQL), for which a cache that is down costs a query, never the request.
+
+Django's cached_db store already survives a failed cache read or write on save, but not a
+failed write after a database read (`load`), a lookup for a new key (`exists`, at every sign
+in) or a delete (sign out): with Redis down, every signed-in page would answer 500."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.contrib.sessions.backends.cached_db import SessionStore as CachedDBStore
+from django.contrib.sessions.backends.db import SessionStore as DBStore
+
+from stepwise.caching import CACHE_DOWN
+
+log = logging.getLogger(__name__)
+
+
+class SessionStore(CachedDBStore):
+    def load(self) -> dict[str, Any]:
+        try:
+            return super().load()
+        except CACHE_DOWN as exc:
+            log.warning("session cache unavailable, reading the database: %s", exc)
+            return DBStore.load(self)
+
+    def exists(self, session_key: str) -> bool:
+        try:
+            return super().exists(session_key)
+        except CACHE_DOWN as exc:
+            log.warning("session cache unavailable, asking the database: %s", exc)
+            return DBStore.exists(self, session_key)
+
+    def delete(self, session_key: str | None = None) -> None:
+        # The database row goes first: that is the session's end. The cached copy cannot be
+        # deleted while the cache is down; a Redis that comes back without persistence (as a
+        # cache should run) has lost it, one that persists serves it until the session's expiry.
+        try:
+            super().delete(session_key)
+        except CACHE_DOWN as exc:
+            log.warning("session cache unavailable, the database row is deleted: %s", exc)
