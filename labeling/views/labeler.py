@@ -146,7 +146,7 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
         )
 
     def fragment(labeling: Labeling) -> HttpResponse | None:
-        return rated_fragment(request, labeling, rated["step_index"], rated["value"], flagged)
+        return rated_fragment(labeling, rated["step_index"], rated["value"], flagged)
 
     return act(
         request, labeling_id, action, template=PANEL, context=panel_context, fragment=fragment
@@ -154,7 +154,7 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 
 def rated_fragment(
-    request: HttpRequest, labeling: Labeling, step_index: int, value: int, flagged: bool
+    labeling: Labeling, step_index: int, value: int, flagged: bool
 ) -> HttpResponse | None:
     """After a rating in the middle of a solution, only what changed (labeling/_rated.html),
     built from what the rating loaded: no query. None where the whole panel must come (the
