@@ -3,8 +3,9 @@
 `make test` runs pytest twice: on PostgreSQL (DATABASE_URL, default
 postgres://postgres@127.0.0.1:5432/stepwise) with Redis (REDIS_URL), then on SQLite, the
 embedded default a new user gets from `make demo`, with every test not marked `postgres` or
-`redis`. The run fails if either fails. `--db postgres` or `--db sqlite` runs one of them;
-every other argument goes to pytest.
+`redis`. The two passes run side by side (`--serial`: one after the other), each line of
+their output prefixed with its database. The run fails if either fails. `--db postgres` or
+`--db sqlite` runs one of them; every other argument goes to pytest.
 
 Without PostgreSQL or Redis the tests that need them are skipped, by name. With CI=true
 nothing is skipped: a missing service fails the run. Pytest's "no tests ran" (exit 5) is a
@@ -19,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -88,40 +90,63 @@ def counts(junit: Path) -> dict[str, int]:
     return {"passed": total - failed - skipped, "failed": failed, "skipped": skipped}
 
 
-def run_pytest(
+def start_pytest(
     label: str, env: dict[str, str], markers: str, args: list[str]
-) -> tuple[int, dict[str, int]]:
+) -> subprocess.Popen:
     junit = Path(env["STEPWISE_VAR_DIR"]) / f"junit-{label}.xml"
     junit.unlink(missing_ok=True)
     print(f"\n=== {label}: pytest -m {markers!r} {' '.join(args)}", flush=True)
-    code = subprocess.call(
-        [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={junit}", *args], env=env
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={junit}", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
     )
+
+
+def relay(label: str, process: subprocess.Popen, lock: threading.Lock) -> None:
+    """Each line of a run's output, prefixed with its database, as it comes."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        with lock:
+            sys.stdout.write(f"[{label}] {line}")
+            sys.stdout.flush()
+
+
+def finish_pytest(
+    label: str, env: dict[str, str], process: subprocess.Popen
+) -> tuple[int, dict[str, int]]:
+    code = process.wait()
     if code == 5:
         print(f"{label}: pytest collected no tests: treating that as a failure", file=sys.stderr)
         code = 1
-    return code, counts(junit)
+    return code, counts(Path(env["STEPWISE_VAR_DIR"]) / f"junit-{label}.xml")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--db", choices=("both", "postgres", "sqlite"), default="both")
+    parser.add_argument("--serial", action="store_true")
     options, pytest_args = parser.parse_known_args()
     markers, pytest_args = split_markers(pytest_args)
 
     ci = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
     base = dict(os.environ)
     base.setdefault("REDIS_URL", DEFAULT_REDIS_URL)
-    # A Redis database of this run's own (1-15): two test sessions on one machine must not
-    # take each other's tasks from a shared queue.
-    broker = urllib.parse.urlsplit(base["REDIS_URL"])._replace(path=f"/{1 + os.getpid() % 15}")
-    base.setdefault("CELERY_BROKER_URL", urllib.parse.urlunsplit(broker))
-    # And a cache database of its own, another one than the broker's: tests clear the cache
-    # (FLUSHDB) before each test, which must not drop queued tasks.
-    cache_db = urllib.parse.urlsplit(base["REDIS_URL"])._replace(
-        path=f"/{1 + (os.getpid() + 7) % 15}"
-    )
-    base.setdefault("STEPWISE_CACHE_URL", urllib.parse.urlunsplit(cache_db))
+
+    # Redis databases of this session's own (1-15), one broker and one cache per database pass:
+    # two test sessions on one machine, or the two passes side by side, must not take each
+    # other's tasks from a shared queue, and a test's cache FLUSHDB must not drop queued tasks.
+    def redis_db(offset: int) -> str:
+        url = urllib.parse.urlsplit(base["REDIS_URL"])
+        return urllib.parse.urlunsplit(url._replace(path=f"/{1 + (os.getpid() + offset) % 15}"))
+
+    redis_dbs = {
+        "postgres": {"CELERY_BROKER_URL": redis_db(0), "STEPWISE_CACHE_URL": redis_db(7)},
+        "sqlite": {"CELERY_BROKER_URL": redis_db(3), "STEPWISE_CACHE_URL": redis_db(11)},
+    }
     base["STEPWISE_TESTING"] = "1"
     base.setdefault("SECRET_KEY", "test-only-secret")
     base.setdefault("HF_HUB_OFFLINE", "1")
@@ -146,7 +171,9 @@ def main() -> int:
     runs: list[tuple[str, dict[str, str], str]] = []
     if options.db in ("both", "postgres") and not problems["postgres"]:
         env = dict(
-            base, DATABASE_URL=database_url, STEPWISE_VAR_DIR=str(ROOT / "var" / "test-postgres")
+            {**redis_dbs["postgres"], **base},
+            DATABASE_URL=database_url,
+            STEPWISE_VAR_DIR=str(ROOT / "var" / "test-postgres"),
         )
         runs.append(("postgres", env, markers))
     elif options.db == "postgres":
@@ -158,12 +185,31 @@ def main() -> int:
         shutil.rmtree(var, ignore_errors=True)
         services_free = "not postgres and not redis"
         sqlite_markers = f"({markers}) and {services_free}" if markers.strip() else services_free
-        runs.append(("sqlite", dict(base, STEPWISE_VAR_DIR=str(var)), sqlite_markers))
+        runs.append(
+            (
+                "sqlite",
+                dict({**redis_dbs["sqlite"], **base}, STEPWISE_VAR_DIR=str(var)),
+                sqlite_markers,
+            )
+        )
 
+    # Side by side: most of a test's time is waiting (browsers, workers, servers), so the two
+    # passes overlap on two cores; --serial runs one after the other.
     failed_runs, total = [], {"passed": 0, "failed": 0, "skipped": 0}
+    lock = threading.Lock()
+    started = []
     for label, env, run_markers in runs:
         Path(env["STEPWISE_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
-        code, figures = run_pytest(label, env, run_markers, pytest_args)
+        process = start_pytest(label, env, run_markers, pytest_args)
+        relaying = threading.Thread(target=relay, args=(label, process, lock))
+        relaying.start()
+        started.append((label, env, process, relaying))
+        if options.serial:
+            relaying.join()
+            process.wait()
+    for label, env, process, relaying in started:
+        relaying.join()
+        code, figures = finish_pytest(label, env, process)
         print(
             f"=== {label}: {figures['passed']} passed, {figures['failed']} failed, {figures['skipped']} skipped (exit {code})",
             flush=True,
