@@ -50,19 +50,28 @@ _LONG_DIGIT_RUN = b"0" * 19
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")  # NUL, any surrogate (d800-dfff)
 
 
-def decode_line(line: str, number: int) -> Any:
-    """One JSONL line decoded; RecordError says where it stops being JSON or UTF-8 text, or
-    which field holds a value no column can store."""
-    bad_byte = None if line.isascii() else _NOT_UTF8.search(line)
-    if bad_byte:
-        byte = ord(bad_byte.group()) - 0xDC00
-        raise prm800k.RecordError(
-            "line", f"not UTF-8 text: byte 0x{byte:02x} at column {bad_byte.start() + 1}"
-        )
+# Deeper than any import's format (a PRM800K line nests 6 levels): refused at decoding, so that
+# no later json.loads or json.dumps of the value (the SQLite writer decodes a line again, in a
+# process whose stack may be deeper than the worker's) can meet Python's recursion limit.
+MAX_NESTING = 100
+
+
+class _LongInteger(str):
+    """An integer literal too long for int() (Python's limit on digits in a conversion, 4,300
+    by default), kept as its text so the field that holds it can be named."""
+
+
+def _integer_or_long(text: str) -> int | _LongInteger:
+    # 20 characters hold every 64-bit integer (-9223372036854775808); longer ones stay text.
+    return int(text) if len(text) <= 20 else _LongInteger(text)
+
+
+def _loads(line: str, number: int, parse_int: Callable[[str], Any] | None = None) -> Any:
+    """json.loads with its failures as RecordErrors naming the line's column."""
     try:
-        obj = json.loads(line)
+        return json.loads(line, parse_int=parse_int)
     except RecursionError:
-        raise prm800k.RecordError("line", "not valid JSON: nested too deeply") from None
+        raise prm800k.RecordError("line", _TOO_DEEP) from None
     except json.JSONDecodeError as exc:
         if number == 1 and line.strip() in ("{", "["):
             message = (
@@ -73,12 +82,55 @@ def decode_line(line: str, number: int) -> Any:
             at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
             message = f"not valid JSON: {exc.msg}{at} column {exc.colno}"
         raise prm800k.RecordError("line", message) from None
+
+
+_TOO_DEEP = f"not valid JSON: nested too deeply (more than {MAX_NESTING} levels)"
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests more than `limit` lists and objects deep (walked level by level,
+    without recursion)."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if type(child) in (dict, list)
+        ]
+    return False
+
+
+def decode_line(line: str, number: int) -> Any:
+    """One JSONL line decoded; RecordError says where it stops being JSON or UTF-8 text, or
+    which field holds a value no column can store."""
+    bad_byte = None if line.isascii() else _NOT_UTF8.search(line)
+    if bad_byte:
+        byte = ord(bad_byte.group()) - 0xDC00
+        raise prm800k.RecordError(
+            "line", f"not UTF-8 text: byte 0x{byte:02x} at column {bad_byte.start() + 1}"
+        )
+    try:
+        obj = _loads(line, number)
+    except prm800k.RecordError:
+        raise
+    except ValueError:
+        # An integer literal past int()'s limit on digits: decoded again, integers past 64 bits
+        # left as text, to name the field that holds it.
+        obj = _loads(line, number, parse_int=_integer_or_long)
+    # Nesting deeper than the limit needs at least that many brackets: most lines are not walked.
+    if (
+        type(obj) in (dict, list)
+        and line.count("[") + line.count("{") > MAX_NESTING
+        and _nested_deeper_than(obj, MAX_NESTING)
+    ):
+        raise prm800k.RecordError("line", _TOO_DEEP)
     digits = line.encode("utf-8", "surrogateescape").translate(_DIGITS_AS_ZERO)
     if ("\\u" in line and _SUSPECT_ESCAPE.search(line)) or _LONG_DIGIT_RUN in digits:
-        try:
-            unstorable = _unstorable_value(obj, "")
-        except RecursionError:
-            raise prm800k.RecordError("line", "not valid JSON: nested too deeply") from None
+        unstorable = _unstorable_value(obj, "")
         if unstorable:
             raise prm800k.RecordError(*unstorable)
     return obj
@@ -88,6 +140,9 @@ def _unstorable_value(value: Any, path: str) -> tuple[str, str] | None:
     """(field, why) of the first value no database column can hold, else None."""
     if isinstance(value, bool):
         return None
+    if isinstance(value, _LongInteger):
+        digits = len(value.lstrip("-"))
+        return path or "line", f"integer of {digits:,} digits, beyond the 64-bit range"
     if isinstance(value, int) and not -prm800k.INT64_MAX - 1 <= value <= prm800k.INT64_MAX:
         return path or "line", "integer beyond the 64-bit range"
     if isinstance(value, str):
@@ -130,6 +185,60 @@ def parse_lines(
         except prm800k.RecordError as error:
             parsed.append(error)
     return parsed
+
+
+# --- size bounds --------------------------------------------------------------------------
+
+
+class Bounds(NamedTuple):
+    """How large one solution may be: the settings STEPWISE_MAX_STEPS_PER_SOLUTION and
+    STEPWISE_MAX_STEP_CHARS, handed in by the importer (this module reads no settings). A
+    solution's steps are shown whole on its labeling and adjudication pages."""
+
+    max_steps: int
+    max_step_chars: int
+
+
+def check_step_count(count: int, field: str, bounds: Bounds) -> None:
+    if count > bounds.max_steps:
+        raise prm800k.RecordError(
+            field, f"{count:,} steps; a solution has at most {bounds.max_steps:,}"
+        )
+
+
+def check_step_text(text: str, field: str, bounds: Bounds) -> None:
+    if len(text) > bounds.max_step_chars:
+        raise prm800k.RecordError(
+            field, f"{len(text):,} characters; a step has at most {bounds.max_step_chars:,}"
+        )
+
+
+def check_steps(steps: list[str], field: str, bounds: Bounds) -> None:
+    """A solution's step texts within the bounds, else a RecordError naming the list or step."""
+    check_step_count(len(steps), field, bounds)
+    for i, text in enumerate(steps):
+        check_step_text(text, f"{field}[{i}]", bounds)
+
+
+def _check_record_size(record: prm800k.LabelRecord, line: str, bounds: Bounds) -> None:
+    """The PRM800K record's steps within the bounds: the pre-generated ones (phase 2), the
+    labeled steps, and every candidate and human-written step's text."""
+    q = record.question
+    if q.pre_generated_steps is not None:
+        check_step_count(len(q.pre_generated_steps), "question.pre_generated_steps", bounds)
+    check_step_count(len(record.steps), "label.steps", bounds)
+    # A text is at least as long in the line as decoded: a short line holds no long text, and
+    # the texts of the release's lines (a few KB) are not looked at one by one.
+    if len(line) <= bounds.max_step_chars:
+        return
+    if q.pre_generated_steps is not None:
+        check_steps(q.pre_generated_steps, "question.pre_generated_steps", bounds)
+    for i, step in enumerate(record.steps):
+        for j, completion in enumerate(step.completions or ()):
+            check_step_text(completion.text, f"label.steps[{i}].completions[{j}].text", bounds)
+        if step.human_completion is not None:
+            field = f"label.steps[{i}].human_completion.text"
+            check_step_text(step.human_completion.text, field, bounds)
 
 
 # --- PRM800K label lines -------------------------------------------------------------------
@@ -247,9 +356,11 @@ def solution_content_hash(
     return sha256_text(json.dumps(key, sort_keys=True))
 
 
-def prepare_prm800k_line(obj: Any, line: str) -> PreparedLine:
-    """Validate a decoded PRM800K line and compute what the importer stores of it."""
+def prepare_prm800k_line(obj: Any, line: str, *, bounds: Bounds) -> PreparedLine:
+    """Validate a decoded PRM800K line (its solution within `bounds`) and compute what the
+    importer stores of it. Handed to worker processes as a functools.partial with the bounds."""
     record = prm800k.parse_record(obj)
+    _check_record_size(record, line, bounds)
     public_id = str(labeler_uuid(record.labeler))
     timestamp = prm800k.as_utc(record.timestamp)
     # Render the line as the exporter will from our columns: byte for byte the same, or the

@@ -332,6 +332,10 @@ STEPWISE_IMPORT_WORKERS = env_int(
     "STEPWISE_IMPORT_WORKERS", max(1, min(4, (os.cpu_count() or 2) - 1))
 )
 STEPWISE_UPLOAD_MAX_BYTES = env_int("STEPWISE_UPLOAD_MAX_BYTES", 1024 * 1024 * 1024)
+# A solution's size, refused at import past these (its pages show every step): PRM800K's
+# longest solution has 107 steps and its longest step 1,093 characters.
+STEPWISE_MAX_STEPS_PER_SOLUTION = env_int("STEPWISE_MAX_STEPS_PER_SOLUTION", 1000)
+STEPWISE_MAX_STEP_CHARS = env_int("STEPWISE_MAX_STEP_CHARS", 10_000)
 
 # Quality control (defaults follow PRM800K: a 30-solution screening, gold mixed into the queue).
 STEPWISE_GOLD_RATE = env_float("STEPWISE_GOLD_RATE", 0.1)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -414,6 +415,10 @@ def _open_alternatives(labeling: Labeling, step_index: int) -> list[str]:
     path, _ = path_of(labeling)
     if step_index != len(path):
         raise Conflict(f"Step {len(path) + 1} is the one to label (the page was out of date).")
+    # The path becomes the solution: bounded as an imported one is.
+    limit = settings.STEPWISE_MAX_STEPS_PER_SOLUTION
+    if step_index >= limit:
+        raise LabelingError(f"A solution has at most {limit} steps: give up on this one.")
     return path
 
 

@@ -13,6 +13,7 @@ labelings by the line's hash).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import multiprocessing
@@ -42,7 +43,9 @@ from labeling.models import (
     StepLabel,
 )
 from labeling.parsing import (
+    Bounds,
     PreparedLine,
+    check_steps,
     parse_lines,
     prepare_prm800k_line,
     sha256_text,
@@ -98,6 +101,14 @@ class ImportReport:
         if self.errors:
             text += f"; {len(self.errors)} invalid lines skipped"
         return text
+
+
+def solution_bounds() -> Bounds:
+    """The settings' bound on a solution's size, for the parsers (which read no settings)."""
+    return Bounds(
+        max_steps=settings.STEPWISE_MAX_STEPS_PER_SOLUTION,
+        max_step_chars=settings.STEPWISE_MAX_STEP_CHARS,
+    )
 
 
 def problem_hash(text: str) -> str:
@@ -737,7 +748,7 @@ def import_prm800k(
     cache: dict[Any, Batch] = {}
     report = _run_import(
         path,
-        prepare_prm800k_line,
+        functools.partial(prepare_prm800k_line, bounds=solution_bounds()),
         lambda chunk, report: _write_prm800k_chunk(chunk, report, batch=batch, batch_cache=cache),
         skip_invalid=skip_invalid,
         workers=settings.STEPWISE_IMPORT_WORKERS if workers is None else workers,
@@ -775,6 +786,7 @@ def parse_sample_line(obj: Any, line: str = "") -> SampleLine:
     for i, step in enumerate(steps):
         if not isinstance(step, str) or not step.strip():
             raise prm800k.RecordError(f"steps[{i}]", "expected a non-empty string")
+    check_steps(steps, "steps", solution_bounds())
     score = obj.get("score")
     if score is not None:
         score = prm800k.finite_number(score, "score")

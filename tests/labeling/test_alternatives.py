@@ -161,6 +161,19 @@ def test_ratings_are_idempotent_and_out_of_order_requests_are_refused(
     assert len(proposal.steps) >= 1
 
 
+def test_a_path_past_the_bound_on_steps_is_refused(claimed, labeler, settings):
+    settings.STEPWISE_MAX_STEPS_PER_SOLUTION = 2
+    ids = {"labeling_id": claimed.pk, "user": labeler}
+    alternatives.write_step(**ids, step_index=0, text="I add.")
+    alternatives.write_step(**ids, step_index=1, text="I add again.")
+    with pytest.raises(LabelingError, match="A solution has at most 2 steps"):
+        alternatives.write_step(**ids, step_index=2, text="And again.")
+    with pytest.raises(LabelingError, match="A solution has at most 2 steps"):
+        alternatives.rate_candidate(**ids, step_index=2, candidate_index=0, rating_value=1)
+    assert sorted(claimed.step_labels.values_list("index", flat=True)) == [0, 1]
+    assert alternatives.path_of(claimed)[0] == ["I add.", "I add again."]
+
+
 def test_a_generator_that_cannot_answer_fails_the_proposal_and_try_again_resends_it(
     claimed, settings, eager_tasks
 ):

@@ -1,5 +1,6 @@
 """labeling.parsing: what an import's worker processes do to a line, without Django."""
 
+import functools
 import json
 import pickle
 import subprocess
@@ -16,8 +17,11 @@ def sample_lines(shared_data) -> list[str]:
     return (shared_data / "prm800k" / "samples.jsonl").read_text().splitlines()
 
 
-def prepare(line: str) -> parsing.PreparedLine:
-    return parsing.prepare_prm800k_line(parsing.decode_line(line, 1), line)
+BOUNDS = parsing.Bounds(max_steps=1000, max_step_chars=10_000)
+
+
+def prepare(line: str, bounds: parsing.Bounds = BOUNDS) -> parsing.PreparedLine:
+    return parsing.prepare_prm800k_line(parsing.decode_line(line, 1), line, bounds=bounds)
 
 
 def test_every_release_line_is_exact(shared_data):
@@ -107,9 +111,114 @@ def test_values_no_column_can_hold_are_named(text, field):
     assert caught.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        ('{"a": [1, ' + "9" * 5000 + "]}", "a[1]", "integer of 5,000 digits"),
+        ('{"b": -' + "1" * 4301 + "}", "b", "integer of 4,301 digits"),
+        ("[" + "7" * 10_000 + ", " + "[" * 5000 + "]" * 5000 + "]", "line", "not valid JSON"),
+    ],
+)
+def test_an_integer_past_pythons_digit_limit_is_named_not_a_value_error(text, field, message):
+    with pytest.raises(prm800k.RecordError) as caught:
+        parsing.decode_line(text, 1)
+    assert caught.value.field == field and caught.value.message.startswith(message)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 5000 + "]" * 5000,
+        '{"a": ' * 5000 + "1" + "}" * 5000,
+        '{"a": ' * 101 + "1" + "}" * 101,  # decodes, yet deeper than any format nests
+        "[" + "[" * 900 + "]" * 900 + "]",
+    ],
+)
+def test_deep_nesting_is_a_clean_error(text):
+    with pytest.raises(prm800k.RecordError) as caught:
+        parsing.decode_line(text, 1)
+    assert caught.value.field == "line"
+    assert caught.value.message == "not valid JSON: nested too deeply (more than 100 levels)"
+
+
+def test_nesting_up_to_the_limit_decodes():
+    text = '{"a": ' * 99 + "[1]" + "}" * 99
+    assert parsing.decode_line(text, 1) == json.loads(text)
+
+
+def _phase2(shared_data) -> dict:
+    return next(
+        json.loads(line)
+        for line in sample_lines(shared_data)
+        if "pre_generated_steps" in json.loads(line)["question"]
+    )
+
+
+def _exact_bounds(obj: dict) -> parsing.Bounds:
+    """The line's own sizes as the bounds: the line is within them, one more is not."""
+    steps = obj["label"]["steps"]
+    texts = [c["text"] for s in steps for c in s["completions"] or ()]
+    texts += [s["human_completion"]["text"] for s in steps if s["human_completion"]]
+    texts += obj["question"].get("pre_generated_steps", [])
+    counts = [len(steps), len(obj["question"].get("pre_generated_steps", []))]
+    return parsing.Bounds(max_steps=max(counts), max_step_chars=max(map(len, texts)))
+
+
+def _pad(obj: dict, long: int) -> None:
+    obj["question"]["problem"] += " " * long  # so the line is longer than the bound on a step
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (
+            lambda q, label, n: q.update(pre_generated_steps=["x"] * (n + 1)),
+            "question.pre_generated_steps",
+        ),
+        (
+            lambda q, label, n: label.update(steps=(label["steps"] * (n + 1))[: n + 1]),
+            "label.steps",
+        ),
+        (
+            lambda q, label, n: q["pre_generated_steps"].__setitem__(1, "y" * (n + 1)),
+            "question.pre_generated_steps[1]",
+        ),
+        (
+            lambda q, label, n: label["steps"][2]["completions"][0].update(text="z" * (n + 1)),
+            "label.steps[2].completions[0].text",
+        ),
+    ],
+)
+def test_a_solution_past_the_bounds_is_refused_naming_the_field(shared_data, edit, field):
+    obj = _phase2(shared_data)
+    bounds = _exact_bounds(obj)
+    _pad(obj, bounds.max_step_chars)
+    assert prepare(json.dumps(obj), bounds)  # exactly at the bounds: accepted
+    n = bounds.max_steps if field.endswith("steps") else bounds.max_step_chars
+    edit(obj["question"], obj["label"], n)
+    with pytest.raises(prm800k.RecordError) as caught:
+        prepare(json.dumps(obj), bounds)
+    limit = f"at most {bounds.max_steps:,}" if field.endswith("steps") else f"at most {n:,}"
+    assert caught.value.field == field and limit in caught.value.message
+
+
+def test_a_human_written_step_past_the_bound_is_refused(shared_data):
+    line = next(
+        json.loads(line)
+        for line in sample_lines(shared_data)
+        if any(s["human_completion"] for s in json.loads(line)["label"]["steps"])
+    )
+    index = next(i for i, s in enumerate(line["label"]["steps"]) if s["human_completion"])
+    line["label"]["steps"][index]["human_completion"]["text"] = "h" * 10_001
+    with pytest.raises(prm800k.RecordError) as caught:
+        prepare(json.dumps(line))
+    assert caught.value.field == f"label.steps[{index}].human_completion.text"
+
+
 def test_parse_lines_puts_each_error_in_its_lines_place():
     parsed = parsing.parse_lines(
-        parsing.prepare_prm800k_line, [(3, "{}"), (4, "not json"), (7, "[]")]
+        functools.partial(parsing.prepare_prm800k_line, bounds=BOUNDS),
+        [(3, "{}"), (4, "not json"), (7, "[]")],
     )
     assert [(e.field, e.message[:14]) for e in parsed] == [
         ("labeler", "missing"),
