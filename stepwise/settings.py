@@ -90,7 +90,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",  # API tokens, stored hashed: labeling.ApiToken
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served from our static files
     "django_filters",
@@ -292,9 +292,19 @@ if _visibility_timeout <= _longest_limit:
     )
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _visibility_timeout}
 
+# API tokens (django-rest-knox): each user makes, names and revokes their own on the tokens page
+# (`Authorization: Token <key>`); stored as a digest, with an optional expiry chosen there.
+KNOX_TOKEN_MODEL = "labeling.ApiToken"
+# knox's own migrations create its AuthToken table even when swapped out: an unused table that
+# also breaks a flush (it references auth_user). Its model is swapped, so it needs no table.
+MIGRATION_MODULES = {"knox": None}
+REST_KNOX = {"TOKEN_TTL": None, "AUTH_HEADER_PREFIX": "Token"}
+# How often a token's last use is written: not a write per request.
+STEPWISE_TOKEN_LAST_USED_SECONDS = env_int("STEPWISE_TOKEN_LAST_USED_SECONDS", 60)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "labeling.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
