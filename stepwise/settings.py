@@ -300,7 +300,7 @@ KNOX_TOKEN_MODEL = "labeling.ApiToken"
 MIGRATION_MODULES = {"knox": None}
 REST_KNOX = {"TOKEN_TTL": None, "AUTH_HEADER_PREFIX": "Token"}
 # How often a token's last use is written: not a write per request.
-STEPWISE_TOKEN_LAST_USED_SECONDS = env_int("STEPWISE_TOKEN_LAST_USED_SECONDS", 60)
+STEPWISE_TOKEN_LAST_USED_SECONDS = 60
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
