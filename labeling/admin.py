@@ -11,6 +11,7 @@ from django.http import HttpRequest
 
 from labeling.models import (
     Adjudication,
+    ApiToken,
     Batch,
     BatchAgreement,
     BatchHourStats,
@@ -194,3 +195,17 @@ class ProposedStepsAdmin(ReadOnlyAdmin):
 
     list_display = ("id", "problem_id", "k", "status", "generator", "requested_at", "ready_at")
     list_filter = ("status",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Users make their own tokens on their tokens page; here an admin sees them and may revoke
+    one (delete). Neither the key nor its digest is shown."""
+
+    list_display = ("name", "user", "created", "expiry", "last_used")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "name")
+    fields = ("name", "user", "created", "expiry", "last_used")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)  # Django's own check

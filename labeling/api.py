@@ -19,6 +19,8 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -61,6 +63,19 @@ from labeling.services.exporting import (
 )
 
 # --- permissions and paging -------------------------------------------------------------------
+
+
+class TokenScheme(OpenApiAuthenticationExtension):
+    """The schema's description of labeling.authentication (here, not there: that module is
+    loaded by DRF's settings, before drf-spectacular may be imported)."""
+
+    target_class = "labeling.authentication.TokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        return build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix="Token"
+        )
 
 
 # Who may use what: HasRole reads each view's required_roles and role_message.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib.auth import get_user_model
 
@@ -130,3 +132,28 @@ class GuidelinesForm(forms.ModelForm):
         model = Guidelines
         fields = ["text"]
         widgets = {"text": forms.Textarea(attrs={"rows": 28, "class": "mono"})}
+
+
+class ApiTokenForm(forms.Form):
+    EXPIRES = {"7": 7, "30": 30, "90": 90, "365": 365, "never": None}
+
+    name = forms.CharField(
+        max_length=100,
+        label="Name",
+        help_text="What the token is for, e.g. “nightly export”.",
+    )
+    expires = forms.ChoiceField(
+        label="Expires",
+        initial="90",
+        choices=[
+            ("7", "in 7 days"),
+            ("30", "in 30 days"),
+            ("90", "in 90 days"),
+            ("365", "in a year"),
+            ("never", "never"),
+        ],
+    )
+
+    def expires_in(self) -> timedelta | None:
+        days = self.EXPIRES[self.cleaned_data["expires"]]
+        return None if days is None else timedelta(days=days)

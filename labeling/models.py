@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from knox.models import AbstractAuthToken
 
 
 class Rating(models.IntegerChoices):
@@ -612,3 +613,23 @@ class Snapshot(models.Model):
         if not self.total:
             return 0
         return min(99, int(100 * self.processed / self.total))
+
+
+class ApiToken(AbstractAuthToken):
+    """A user's API token (django-rest-knox's model, swapped in by KNOX_TOKEN_MODEL): only the
+    key's first characters (token_key, for the lookup) and its SHA-512 digest are stored, never
+    the key. Named by its owner; last_used is written at most once a minute
+    (labeling.authentication)."""
+
+    name = models.CharField(max_length=100)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.user})"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expiry is not None and self.expiry <= timezone.now()

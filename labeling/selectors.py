@@ -36,6 +36,7 @@ from labeling import prm800k
 from labeling.agreement import alpha_from_coincidence, first_error
 from labeling.models import (
     Adjudication,
+    ApiToken,
     Batch,
     BatchAgreement,
     BatchHourStats,
@@ -958,3 +959,8 @@ def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
         adjudication_top=adjudication_queue(limit=SHOWN),
         alerts=alerts,
     )
+
+
+def api_tokens(user: Any) -> list[ApiToken]:
+    """The user's own API tokens, newest first (never another user's)."""
+    return list(ApiToken.objects.filter(user=user).order_by("-created"))

@@ -1,5 +1,6 @@
 """Every route of the app: labeler and lead pages (`labeling:`), the researchers' page
-(`research:`) and the REST API (route names `api-*` and the router's `<basename>-list/detail`)."""
+(`research:`), a user's API tokens (`tokens:`) and the REST API (route names `api-*` and the
+router's `<basename>-list/detail`)."""
 
 from csp.decorators import csp_exempt
 from django.urls import include, path
@@ -11,7 +12,7 @@ from drf_spectacular.views import (
 from rest_framework.routers import DefaultRouter
 
 from labeling import api
-from labeling.views import alternatives, labeler, lead, research
+from labeling.views import alternatives, labeler, lead, research, tokens
 
 labeler_patterns = [
     path("", labeler.queue, name="queue"),
@@ -65,6 +66,12 @@ research_patterns = [
     path("export/", research.export_now, name="export"),
 ]
 
+# Every signed-in user's own API tokens.
+token_patterns = [
+    path("", tokens.token_list, name="list"),
+    path("<str:digest>/revoke/", tokens.token_revoke, name="revoke"),
+]
+
 router = DefaultRouter()
 router.register("problems", api.ProblemViewSet, basename="problem")
 router.register("batches", api.BatchViewSet, basename="batch")
@@ -89,5 +96,6 @@ api_patterns = [
 urlpatterns = [
     path("label/", include((labeler_patterns, "labeling"))),
     path("research/", include((research_patterns, "research"))),
+    path("account/tokens/", include((token_patterns, "tokens"))),
     path("api/", include(api_patterns)),
 ]

@@ -90,7 +90,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",  # API tokens, stored hashed: labeling.ApiToken
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets served from our static files
     "django_filters",
@@ -121,15 +121,20 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
 
-# Failed logins: after AXES_FAILURE_LIMIT failures an account, and separately an address, is
-# locked out for the cool-off (django-axes; attempts are rows, so every web process agrees).
+# Failed logins: after AXES_FAILURE_LIMIT failures one account from one address is locked out for
+# the cool-off (django-axes; attempts are rows, so every web process agrees). Not the address
+# alone: behind a proxy without a trusted forwarded address every user shares one, and a few bad
+# guesses would lock out the whole site.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("STEPWISE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("STEPWISE_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The address: REMOTE_ADDR, or the proxy's X-Forwarded-For when STEPWISE_BEHIND_TLS_PROXY says a
+# proxy is there (stepwise.middleware.client_address; django-ipware is not installed).
+AXES_CLIENT_IP_CALLABLE = "stepwise.middleware.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
@@ -287,9 +292,19 @@ if _visibility_timeout <= _longest_limit:
     )
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _visibility_timeout}
 
+# API tokens (django-rest-knox): each user makes, names and revokes their own on the tokens page
+# (`Authorization: Token <key>`); stored as a digest, with an optional expiry chosen there.
+KNOX_TOKEN_MODEL = "labeling.ApiToken"
+# knox's own migrations create its AuthToken table even when swapped out: an unused table that
+# also breaks a flush (it references auth_user). Its model is swapped, so it needs no table.
+MIGRATION_MODULES = {"knox": None}
+REST_KNOX = {"TOKEN_TTL": None, "AUTH_HEADER_PREFIX": "Token"}
+# How often a token's last use is written: not a write per request.
+STEPWISE_TOKEN_LAST_USED_SECONDS = 60
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "labeling.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -420,7 +435,10 @@ LOGGING = {
 # directly. STEPWISE_HTTPS=0 is for plain HTTP on a trusted network or a benchmark on loopback;
 # `manage.py check --deploy` then warns, as it should.
 HTTPS = env_bool("STEPWISE_HTTPS", default=not DEBUG and not TESTING)
-if env_bool("STEPWISE_BEHIND_TLS_PROXY", default=False):
+# Behind the proxy, X-Forwarded-Proto and X-Forwarded-For are its own (it sets them); without
+# one, a client could send either, so neither is read.
+BEHIND_TLS_PROXY = env_bool("STEPWISE_BEHIND_TLS_PROXY", default=False)
+if BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 if HTTPS:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)

@@ -8,6 +8,7 @@ it as an artifact) or to the test's own temporary folder, for a person to look a
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from labeling.models import (
     Snapshot,
     StepLabel,
 )
-from labeling.services import alternatives, queue
+from labeling.services import alternatives, queue, tokens
 from labeling.services.rating import rate_step
 from modeling.models import GenerationRun, SelectionReason
 from tests.conftest import make_user
@@ -126,6 +127,8 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
     first = StepLabel.objects.create(labeling=step_by_step, index=0)
     Completion.objects.create(step=first, index=0, text=candidates[0], rating=1)
 
+    tokens.token_create(user=lena, name="nightly export", expires_in=timedelta(days=30))
+
     return {
         "signed-out": [("login", "/accounts/login/")],
         "lena": [
@@ -135,6 +138,7 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("labeling-finished", f"/label/{finished.pk}/"),
             ("labeling-alternatives", f"/label/{step_by_step.pk}/"),
             ("guidelines", "/label/guidelines/"),
+            ("api-tokens", "/account/tokens/"),
             ("403", "/research/"),
             ("404", "/no-such-page/"),
         ],

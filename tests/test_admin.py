@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from labeling import models as lm
+from labeling.services import tokens
 from modeling import models as mm
 from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.django_db
 
 MODELS = [m for app in ("labeling", "modeling") for m in apps.get_app_config(app).get_models()]
 EDITABLE = {lm.Problem, lm.Batch, mm.PoolEntry}  # configuration, not history or counters
-READ_ONLY = [m for m in MODELS if m not in EDITABLE]
+REVOCABLE = {lm.ApiToken}  # seen and deleted (revoked), never made or changed here
+READ_ONLY = [m for m in MODELS if m not in EDITABLE | REVOCABLE]
 
 
 def _id(model) -> str:
@@ -59,6 +61,7 @@ def one_of_each(superuser):
     version = (lm.Guidelines.objects.aggregate(v=Max("version"))["v"] or 0) + 1
     lm.Guidelines.objects.create(version=version, text="# Rate every step")
     lm.Snapshot.objects.create(status="done", sha256="0" * 64, row_count=1)
+    tokens.token_create(user=lena, name="lena's script", expires_in=None)
     run = mm.TrainingRun.objects.create(name="first", config={})
     model = mm.ModelVersion.objects.create(
         run=run, name="prm-1", backbone="tiny", artifact_path="/x"
@@ -99,7 +102,7 @@ def _forged(row) -> dict:
 
 
 def test_every_model_of_both_apps_is_in_the_admin():
-    assert len(MODELS) == 27
+    assert len(MODELS) == 28
     assert [_id(m) for m in MODELS if m not in admin.site._registry] == []
 
 
@@ -141,3 +144,24 @@ def test_a_problem_keeps_the_fields_imports_match_on(client, one_of_each):
     problem.refresh_from_db()
     assert problem.ground_truth_answer == "43" and problem.level == 3
     assert (problem.text, problem.text_sha256, problem.unique_id) == before
+
+
+def test_an_admin_sees_api_tokens_and_revokes_one_but_cannot_make_or_change_one(
+    client, one_of_each
+):
+    token = lm.ApiToken.objects.get()
+    listing = client.get(reverse("admin:labeling_apitoken_changelist")).content.decode()
+    change = client.get(reverse("admin:labeling_apitoken_change", args=[token.pk]))
+    assert "lena&#x27;s script" in listing
+    # The digest is the row's key (in its links) but not a field shown.
+    assert change.status_code == 200 and "Digest" not in change.content.decode()
+    assert client.get(reverse("admin:labeling_apitoken_add")).status_code == 403
+    assert (
+        client.post(
+            reverse("admin:labeling_apitoken_change", args=[token.pk]), {"name": "renamed"}
+        ).status_code
+        == 403
+    )
+    delete = reverse("admin:labeling_apitoken_delete", args=[token.pk])
+    assert client.post(delete, {"post": "yes"}).status_code == 302
+    assert not lm.ApiToken.objects.exists()

@@ -7,12 +7,11 @@ import pytest
 import schemathesis
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, given, settings
-from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from labeling.services import queue
+from labeling.services import queue, tokens
 from tests.conftest import make_user
 from tests.factories import make_batch, make_solution
 
@@ -41,7 +40,8 @@ def role_headers(db):
     headers = {}
     for role in ("labeler", "lead", "researcher"):
         user = make_user(f"fuzz-{role}", role)
-        headers[role] = {"Authorization": f"Token {Token.objects.create(user=user).key}"}
+        _, key = tokens.token_create(user=user, name="fuzz", expires_in=None)
+        headers[role] = {"Authorization": f"Token {key}"}
     # Someone else's labeling of the same solution: the fuzzed labeler must never see it.
     queue.claim_next(make_user("fuzz-other", "labeler"))
     return headers

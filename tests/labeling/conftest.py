@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from labeling.services import tokens
 from labeling.services.importing import import_prm800k
 
 
@@ -24,8 +24,8 @@ def media_root(settings, tmp_path):
 
 
 def api_client_for(user) -> APIClient:
-    """An API client authenticated with the user's token (as a script would be)."""
+    """An API client authenticated with a new token of the user's (as a script would be)."""
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    _, key = tokens.token_create(user=user, name="tests", expires_in=None)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client

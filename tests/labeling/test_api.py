@@ -378,11 +378,11 @@ def test_docs_page_renders_from_our_static_files(client, researcher):
 
 
 def test_a_new_user_token_can_be_made(researcher):
-    from rest_framework.authtoken.models import Token
+    from labeling.services.tokens import token_create
 
-    token = Token.objects.create(user=make_user("robin", "researcher"))
+    _, key = token_create(user=make_user("robin", "researcher"), name="robin", expires_in=None)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.get("/api/snapshots/").status_code == 200
 
 
