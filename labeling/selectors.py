@@ -760,6 +760,24 @@ def batches_for(user) -> QuerySet[Batch]:
     )
 
 
+# --- what the lead counters count ------------------------------------------------------------
+
+# One definition of the work the lead counters (BatchLabelerStats, BatchHourStats) hold, read by
+# their rebuild and by the labeler's "today" (a scan of today's labelings beside the counters'
+# "all time"), so the two figures cannot disagree: a completed labeling of a regular solution in
+# a batch (`_finish` tallies no quality-control or batchless labeling), and each of its rated
+# steps once, by its completion 0 (what `labeling_ratings` gives the tally).
+TALLIED_STEP = Q(step_labels__completions__index=0)
+
+
+def tallied_labelings() -> QuerySet[Labeling]:
+    return Labeling.objects.filter(
+        status=Labeling.Status.COMPLETED,
+        solution__is_quality_control=False,
+        solution__batch__isnull=False,
+    )
+
+
 # --- home pages: one cockpit per role -----------------------------------------------------------
 
 
@@ -804,7 +822,8 @@ class LabelerCockpit:
 
 def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> LabelerCockpit:
     """The labeler's home, in at most nine queries whatever their history: counters for the
-    totals and the work waiting, today's finished labelings for today's progress."""
+    totals and the work waiting, today's finished labelings, counted as the counters count
+    them, for today's progress."""
     now = now or timezone.now()
     open_labeling = (
         Labeling.objects.filter(labeler=user, status=Labeling.Status.IN_PROGRESS)
@@ -835,9 +854,16 @@ def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> L
         never_had = counts.get(batch.pk, 0) - mine_per_batch.get(batch.pk, 0)
         waiting.append(WaitingBatch(batch, remaining, max(0, min(remaining, never_had))))
     midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    today = Labeling.objects.filter(
-        labeler=user, status=Labeling.Status.COMPLETED, finished_at__gte=midnight
-    ).aggregate(solutions=Count("id", distinct=True), steps=Count("step_labels"))
+    # Counted as the counters count (`tallied_labelings`): gold and screening labelings, and
+    # steps without a rating, were once in today's figure but never in "all time".
+    today = (
+        tallied_labelings()
+        .filter(labeler=user, finished_at__gte=midnight)
+        .aggregate(
+            solutions=Count("id", distinct=True),
+            steps=Count("step_labels__completions", filter=TALLIED_STEP),
+        )
+    )
     cockpit = LabelerCockpit(
         labeler=labeler,
         open_labeling=open_labeling,

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from labeling import selectors
 from labeling.models import (
+    Batch,
     BatchHourStats,
     BatchLabelerStats,
     Labeler,
@@ -19,11 +20,11 @@ from labeling.models import (
     Snapshot,
     SolutionAgreement,
 )
-from labeling.services import queue
+from labeling.services import alternatives, quality, queue
 from modeling import selectors as modeling_selectors
 from modeling.models import GenerationRun, ModelVersion, PoolEntry, RunStatus, TrainingRun
 from tests.conftest import make_user
-from tests.factories import make_batch, make_solution, make_solutions
+from tests.factories import make_batch, make_problem, make_solution, make_solutions
 from tests.labeling.helpers import claim_and_label, label
 
 pytestmark = pytest.mark.django_db
@@ -161,6 +162,37 @@ def test_today_counts_only_labelings_finished_since_midnight(labeler):
     cockpit = selectors.labeler_cockpit(labeler, Labeler.objects.get(user=labeler))
     assert (cockpit.today_solutions, cockpit.today_steps) == (1, 3)
     assert (cockpit.total_solutions, cockpit.total_steps) == (2, 5)
+
+
+def test_today_and_all_time_count_the_same_work_with_gold_mixed_in(client, labeler):
+    """Gold is labeled like any solution, and the counters behind "all time" leave it out:
+    today's figure counted it (2 solutions, 6 steps today against 1 and 3 all time)."""
+    make_solutions(make_batch(gold_rate=1.0), 2)
+    gold = make_solution()
+    quality.gold_label_set(solution=gold, ratings=[1, 1, 1], screening=False)
+    labeled = {claim_and_label(labeler, [1, 1, 1]).solution_id for _ in range(2)}
+    assert gold.pk in labeled
+    cockpit = selectors.labeler_cockpit(labeler, Labeler.objects.get(user=labeler))
+    assert (cockpit.today_solutions, cockpit.today_steps) == (1, 3)
+    assert (cockpit.total_solutions, cockpit.total_steps) == (1, 3)
+    assert text(home(client, labeler)).count("1 solution, 3 steps") == 2  # today, and all time
+
+
+def test_today_and_all_time_agree_on_a_step_written_in_the_alternatives_protocol(labeler):
+    """A step the labeler wrote (no candidate rated) was a step today but none all time."""
+    batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
+    labeling = queue.claim_next(labeler)
+    assert labeling is not None
+    alternatives.write_step(
+        labeling_id=labeling.pk, user=labeler, step_index=0, text="# Answer\n\n5"
+    )
+    assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.COMPLETED
+    cockpit = selectors.labeler_cockpit(labeler, Labeler.objects.get(user=labeler))
+    stats = BatchLabelerStats.objects.get(batch=batch, labeler=labeler)
+    assert cockpit.today_solutions == cockpit.total_solutions == 1
+    assert cockpit.today_steps == cockpit.total_steps == stats.steps
 
 
 # --- the lead's numbers on a known fixture ------------------------------------------------------

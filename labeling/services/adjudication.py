@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from django.conf import settings
@@ -129,30 +130,53 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         )
 
 
-def adjudication_save(
-    *, solution: Solution, lead: User, ratings: list[int], note: str = ""
-) -> Adjudication:
-    """Store a lead's final ratings and record, per labeling, every step the final changes."""
-    if not ratings or any(r not in (-1, 0, 1) for r in ratings):
+def _decided_ratings(ratings: Sequence[int | None], steps: int) -> list[int]:
+    """The lead's final ratings as stored: one per step up to the first -1, or every step.
+
+    A labeling ends at its first -1, so the steps after it have no rating; every step before
+    it needs the lead's own decision (None is a step the lead left unset). Nothing is filled
+    in: a missing decision is refused, naming the step.
+    """
+    if len(ratings) > steps or any(r not in (-1, 0, 1, None) for r in ratings):
         raise LabelingError("Final ratings are -1, 0 or +1 for each step.")
-    first = agreement_math.first_error(ratings)
-    if first is not None and first != len(ratings) - 1:
-        raise LabelingError("A -1 ends the solution: no step after it can be rated.")
-    if first is None and len(ratings) != len(solution.steps):
-        raise LabelingError(f"Rate all {len(solution.steps)} steps or end with a -1.")
+    given = list(ratings) + [None] * (steps - len(ratings))
+    decided: list[int] = []
+    for index, rating in enumerate(given):
+        if rating is None:
+            raise LabelingError(
+                f"Step {index + 1} has no final rating: set it (1, 0 or -) before saving, "
+                "or end the solution earlier with a -1."
+            )
+        decided.append(rating)
+        if rating == -1:
+            if any(r is not None for r in given[index + 1 :]):
+                raise LabelingError("A -1 ends the solution: no step after it can be rated.")
+            break
+    return decided
+
+
+def adjudication_save(
+    *, solution: Solution, lead: User, ratings: Sequence[int | None], note: str = ""
+) -> Adjudication:
+    """Store a lead's final ratings and record, per labeling, every step the final changes.
+
+    `ratings` has one entry per step from the first (None: the lead set none); see
+    `_decided_ratings` for what must be set.
+    """
+    final = _decided_ratings(ratings, len(solution.steps))
     with transaction.atomic():
         Solution.objects.select_for_update().filter(pk=solution.pk).first()
         adjudication, _ = Adjudication.objects.update_or_create(
-            solution=solution, defaults={"ratings": ratings, "lead": lead, "note": note}
+            solution=solution, defaults={"ratings": final, "lead": lead, "note": note}
         )
         now = timezone.now()
         events = []
         for labeling in _labelings_for_agreement(solution):
             own = [r for r, _ in selectors.labeling_ratings(labeling)]
             changed = False
-            for index in range(max(len(own), len(ratings))):
+            for index in range(max(len(own), len(final))):
                 old = own[index] if index < len(own) else None
-                new = ratings[index] if index < len(ratings) else None
+                new = final[index] if index < len(final) else None
                 if old != new:
                     changed = True
                     events.append(

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Model, Q
 from django.utils import timezone
 
+from labeling import selectors
 from labeling.models import (
     Batch,
     BatchHourStats,
@@ -67,13 +68,10 @@ def rebuild_batch_stats(batch: Batch) -> int:
     files never pass through that, and a repair may be wanted. This recomputes both tables in
     one transaction. A labeling finished while it runs is counted by the next rebuild.
     """
-    index0 = Q(step_labels__completions__index=0)
+    index0 = selectors.TALLIED_STEP
     rows = (
-        Labeling.objects.filter(
-            solution__batch=batch,
-            status=Labeling.Status.COMPLETED,
-            solution__is_quality_control=False,
-        )
+        selectors.tallied_labelings()
+        .filter(solution__batch=batch)
         .order_by("finished_at", "id")
         .values(
             "labeler_id",

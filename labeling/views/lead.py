@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -165,9 +167,11 @@ def adjudication_queue(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _posted_ratings(request: HttpRequest) -> list[int]:
+def _posted_ratings(request: HttpRequest) -> list[int | None]:
+    """One entry per step, in order; None where the lead left the step unset (kept in place,
+    so that a gap is refused by name rather than closed up)."""
     try:
-        return [int(v) for v in request.POST.getlist("rating") if v != ""]
+        return [None if v == "" else int(v) for v in request.POST.getlist("rating")]
     except ValueError:
         raise LabelingError("Final ratings are -1, 0 or +1 for each step.") from None
 
@@ -179,13 +183,14 @@ def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
         Solution.objects.select_related("problem", "batch"), pk=solution_id
     )
     error = None
+    posted: list[int | None] | None = None
     if request.method == "POST":
         try:
-            ratings = _posted_ratings(request)
+            posted = _posted_ratings(request)
             adjudication.adjudication_save(
                 solution=solution,
                 lead=request.user,
-                ratings=ratings,
+                ratings=posted,
                 note=request.POST.get("note", ""),
             )
             messages.info(request, f"Final ratings saved for solution {solution.pk}.")
@@ -196,6 +201,10 @@ def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
         except LabelingError as exc:
             error = str(exc)
     labelings, steps, final = selectors.adjudication_view(solution)
+    if error and posted is not None:  # a refused save shows what the lead chose, to fix it
+        steps = [
+            replace(s, final=posted[s.index] if s.index < len(posted) else None) for s in steps
+        ]
     agreement = getattr(solution, "agreement", None)
     return render(
         request,

@@ -1,7 +1,10 @@
 // Adjudication by keyboard: 1 / 0 / - set the focused step's final rating, arrows move, Enter saves.
+// Only the step the lead sets changes (a -1 also clears the steps after it, which it ends);
+// a step the lead skipped stays unset, and saving is blocked until it is set.
 (function () {
   "use strict";
   var rows = function () { return Array.prototype.slice.call(document.querySelectorAll(".adj-step")); };
+  var selectOf = function (row) { return row.querySelector("select"); };
   var focused = 0;
 
   function focus(i) {
@@ -12,23 +15,51 @@
     all[focused].scrollIntoView({ block: "nearest" });
   }
 
+  // A -1 ends the solution: the steps after it get no final rating.
+  function clearAfter(i) {
+    rows().forEach(function (r, j) { if (j > i) selectOf(r).value = ""; });
+  }
+
   function set(value) {
+    selectOf(rows()[focused]).value = value;
+    if (value === "-1") clearAfter(focused);
+    else focus(focused + 1);
+  }
+
+  // The first step that needs the lead's decision and has none: every step up to the first -1
+  // (or every step) needs one. -1 when none is missing.
+  function firstUnset() {
     var all = rows();
-    var select = all[focused].querySelector("select");
-    select.value = value;
-    // A -1 ends the solution: later steps get no final rating.
-    all.forEach(function (r, j) {
-      var s = r.querySelector("select");
-      if (j > focused && value === "-1") s.value = "";
-      if (j < focused && s.value === "") s.value = "1";
-    });
-    if (value !== "-1") focus(focused + 1);
+    for (var j = 0; j < all.length; j++) {
+      var value = selectOf(all[j]).value;
+      if (value === "") return j;
+      if (value === "-1") return -1;
+    }
+    return -1;
+  }
+
+  function showError(text) {
+    var banner = document.getElementById("adjudication-error");
+    banner.textContent = text;
+    banner.hidden = false;
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     var first = rows().findIndex(function (r) { return r.classList.contains("disagree"); });
     focus(first < 0 ? 0 : first);
-    rows().forEach(function (r, j) { r.addEventListener("click", function () { focus(j); }); });
+    rows().forEach(function (r, j) {
+      r.addEventListener("click", function () { focus(j); });
+      selectOf(r).addEventListener("change", function () { if (this.value === "-1") clearAfter(j); });
+    });
+    document.getElementById("adjudication-form").addEventListener("submit", function (e) {
+      var missing = firstUnset();
+      if (missing < 0) return;
+      e.preventDefault();
+      // The same sentence the server answers with when a save lacks a step's decision.
+      showError("Step " + (missing + 1) + " has no final rating: set it (1, 0 or -) before saving, " +
+        "or end the solution earlier with a -1.");
+      focus(missing);
+    });
   });
   document.addEventListener("keydown", function (e) {
     if (e.ctrlKey || e.metaKey || e.altKey) return;

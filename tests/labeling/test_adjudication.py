@@ -13,7 +13,7 @@ from labeling.models import (
     RatingEvent,
     SolutionAgreement,
 )
-from labeling.services import errors, queue, rating
+from labeling.services import adjudication, errors, queue, rating
 from tests.factories import make_batch, make_solution
 from tests.labeling.helpers import claim_and_label
 
@@ -89,6 +89,37 @@ def test_an_adjudication_with_steps_after_a_minus_one_is_refused(client, dispute
     )
     assert response.status_code == 400
     assert not Adjudication.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("posted", "step"),
+    [(["1", "", "-1"], 2), (["", "1", "1"], 1), (["1", "0", ""], 3), (["1", "0"], 3)],
+)
+def test_an_adjudication_missing_a_step_before_the_first_minus_one_is_refused_with_400(
+    client, disputed, lead, posted, step
+):
+    """The server never closes a gap or fills a step: a skipped step is named, nothing saved."""
+    client.force_login(lead)
+    response = client.post(reverse("labeling:adjudicate", args=[disputed.pk]), {"rating": posted})
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert f"Step {step} has no final rating" in page
+    assert not Adjudication.objects.exists()
+    assert not RatingEvent.objects.filter(reason="adjudication").exists()
+    assert SolutionAgreement.objects.get(solution=disputed).needs_adjudication
+    # the refused page shows what the lead chose, so the lead fixes one step, not all
+    chosen = page.split('name="rating"')[1:]
+    for index, value in enumerate(posted):
+        if value:
+            assert f'<option value="{value}" selected>' in chosen[index]
+
+
+def test_adjudication_save_stores_no_decision_the_lead_did_not_make(disputed, lead):
+    with pytest.raises(errors.LabelingError, match="Step 2 has no final rating"):
+        adjudication.adjudication_save(solution=disputed, lead=lead, ratings=[1, None, -1])
+    assert not Adjudication.objects.exists()
+    saved = adjudication.adjudication_save(solution=disputed, lead=lead, ratings=[1, -1, None])
+    assert saved.ratings == [1, -1]  # after the -1: no rating, as a labeling ends there
 
 
 @pytest.mark.parametrize("bad", ["abc", "1.5", "+"])

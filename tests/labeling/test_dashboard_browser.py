@@ -74,3 +74,50 @@ def test_adjudication_page_by_keyboard(page, live_server, artifacts_dir):
     assert final_step_ratings(solution).ratings == [1, 0, -1]
     assert re.search(r"Final ratings saved", page.content())
     assert queue.claim_next(a) is None
+
+
+def test_adjudication_keys_decide_only_the_steps_the_lead_sets(page, live_server):
+    """1, ↓, 0 skips a step: it stays unset, saving stops and names it, and nothing is stored
+    until the lead sets it; then the stored final is exactly what the lead chose."""
+    from playwright.sync_api import expect
+
+    from labeling.models import Adjudication, RatingEvent
+
+    make_user("lea", "lead", "labeler")
+    a, b = make_user("lena", "labeler"), make_user("lars", "labeler")
+    solution = make_solution(make_batch(overlap=2, gold_rate=0), steps=["a", "b", "c", "d"])
+    claim_and_label(a, [1, 1, 1, 1])
+    claim_and_label(b, [1, -1])  # the majority (ties take the lower) ends at step 2's -1
+    login(page, live_server, "lea")
+    page.goto(f"{live_server.url}/label/lead/adjudication/{solution.pk}/")
+    finals = page.locator(".adj-step select")
+    expect(page.locator(".adj-step.focused")).to_have_attribute("data-step", "1")
+    expect(finals.nth(2)).to_have_value("")
+    page.keyboard.press("1")  # step 2: +1, focus moves to step 3
+    page.keyboard.press("ArrowDown")  # step 4, step 3 untouched
+    page.keyboard.press("0")  # step 4: 0
+    expect(finals.nth(3)).to_have_value("0")
+    expect(finals.nth(2)).to_have_value("")  # no +1 filled in for the skipped step
+    page.keyboard.press("Enter")
+    expect(page.locator("#adjudication-error")).to_contain_text("Step 3 has no final rating")
+    expect(page.locator(".adj-step.focused")).to_have_attribute("data-step", "2")
+    assert not Adjudication.objects.exists()
+    assert not RatingEvent.objects.filter(reason="adjudication").exists()
+
+    page.keyboard.press("0")  # the lead now decides step 3
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/label/lead/adjudication/")
+    assert Adjudication.objects.get(solution=solution).ratings == [1, 1, 0, 0]
+    events = {
+        (e.labeling.labeler.username, e.step_index, e.old_rating, e.new_rating)
+        for e in RatingEvent.objects.filter(reason="adjudication").select_related(
+            "labeling__labeler"
+        )
+    }
+    assert events == {
+        ("lena", 2, 1, 0),
+        ("lena", 3, 1, 0),
+        ("lars", 1, -1, 1),
+        ("lars", 2, None, 0),
+        ("lars", 3, None, 0),
+    }
