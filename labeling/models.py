@@ -257,10 +257,12 @@ class Labeling(models.Model):
             ),
         ]
         constraints = [
+            # The queue hands a labeler one solution at a time (claim_next returns their open
+            # labeling first): concurrent claims from several tabs get that one back.
             models.UniqueConstraint(
-                fields=["solution", "labeler"],
+                fields=["labeler"],
                 condition=Q(status="in_progress"),
-                name="one_open_labeling_per_labeler_and_solution",
+                name="one_open_labeling_per_labeler",
             ),
         ]
 

@@ -888,12 +888,13 @@ def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> L
 def _next_action(cockpit: LabelerCockpit) -> tuple[str, str]:
     """What the labeler's primary button does, or why there is none: the order of claim_next."""
     state, State = cockpit.labeler.state, Labeler.State
-    if cockpit.open_labeling is not None:
-        return "continue", ""
+    # A pause stops work in progress too: no Continue for the open labeling.
     if state == State.PAUSED:
         return "", "paused"
     if state == State.REJECTED:
         return "", "rejected"
+    if cockpit.open_labeling is not None:
+        return "continue", ""
     if state == State.SCREENING and cockpit.labeler.screening_passed is False:
         return "", "screening_failed"
     latest = cockpit.expired[0] if cockpit.expired else None

@@ -13,3 +13,9 @@ class Conflict(LabelingError):
     """The request disagrees with the saved state (stale page, double submit of an old step)."""
 
     status_code = 409
+
+
+class Forbidden(LabelingError):
+    """The user may not do this now (a paused labeler's rating)."""
+
+    status_code = 403

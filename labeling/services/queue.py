@@ -14,7 +14,12 @@ expired is kept: counted if the solution still has room, else kept and marked su
 Gold solutions (is_quality_control, with a GoldLabel) sit outside the invariant: every labeler
 may label each once, so their counters are unbounded and never mark surplus. Which work a
 labeler may claim follows Labeler.state: screening -> screening gold only; active -> regular
-work with gold mixed in at the batch's gold rate; paused/rejected -> nothing new.
+work with gold mixed in at the batch's gold rate; paused/rejected -> nothing, not even their
+open labeling (rating and extending it are refused too: `refuse_if_stopped`).
+
+A labeler holds at most one open labeling, in all batches: the database's
+one_open_labeling_per_labeler constraint. Concurrent claims of one labeler (several tabs) race
+to insert; the losers' transactions roll back and they return the winner's labeling.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, When
+from django.db import IntegrityError, transaction
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, When
 from django.utils import timezone
 
 from labeling import selectors
@@ -37,9 +42,29 @@ from labeling.models import (
     StepLabel,
 )
 from labeling.roles import LABELER, has_role
-from labeling.services.errors import Conflict, LabelingError
+from labeling.services.errors import Conflict, Forbidden, LabelingError
 from labeling.services.quality import labeler_set_state
 from stepwise import caching
+
+# A pause (or a rejection) stops all work, the labeling in progress included.
+STOPPED = (Labeler.State.PAUSED, Labeler.State.REJECTED)
+
+
+def refuse_if_stopped(state: str | None) -> None:
+    """Refuse (403) a paused or rejected labeler's change to a labeling. The caller's locked
+    read brings their state (`labeler_state_of`), so a rating costs no query more."""
+    if state == Labeler.State.PAUSED:
+        raise Forbidden(
+            "Your labeling is paused: a lead reviews your work and reinstates you. Nothing was "
+            "saved; your earlier ratings are kept. Your queue page says why."
+        )
+    if state == Labeler.State.REJECTED:
+        raise Forbidden("You were not admitted to labeling: there is no labeling work for you.")
+
+
+def labeler_state_of(outer: str = "labeler_id") -> Subquery:
+    """The labeler's state as an annotation of a Labeling query (`outer`: its labeler column)."""
+    return Subquery(Labeler.objects.filter(user_id=OuterRef(outer)).values("state")[:1])
 
 
 def ensure_labeler(user: User) -> Labeler:
@@ -117,6 +142,15 @@ def reactivate_expired(labeling_id: int, user: User, now=None) -> Labeling | Non
     Locks in the order of a submit (labeling, then solution), and takes the room with the same
     counters a claim uses, so a solution never ends up with more than N counted labelings."""
     now = now or timezone.now()
+    try:
+        return _reactivate(labeling_id, user, now)
+    except IntegrityError:
+        # The labeler has another labeling open (one_open_labeling_per_labeler): this one
+        # stays expired, its ratings kept; nothing of the attempt was written.
+        return None
+
+
+def _reactivate(labeling_id: int, user: User, now) -> Labeling | None:
     with transaction.atomic():
         labeling = (
             Labeling.objects.select_for_update(of=("self",))
@@ -167,11 +201,13 @@ def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
         labeling = (
             Labeling.objects.select_for_update(of=("self",))
             .select_related("solution__batch")
+            .annotate(labeler_state=labeler_state_of())
             .filter(pk=labeling_id, labeler=user)
             .first()
         )
         if labeling is None:
             raise LabelingError("This labeling is not yours.")
+        refuse_if_stopped(labeling.labeler_state)
         if labeling.status == Labeling.Status.IN_PROGRESS:
             labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
             labeling.save(update_fields=["lease_expires_at", "updated_at"])
@@ -186,7 +222,7 @@ def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
 
 EXPIRED_AND_TAKEN = (
     "Your claim on this solution expired and it has since received its labels from others "
-    "(or its batch was paused). The steps you rated are kept in its history but not counted; "
+    "(or its batch was paused, or you have another solution open). The steps you rated are kept in its history but not counted; "
     "open the queue for the next solution."
 )
 
@@ -263,13 +299,28 @@ def _gold_due(labeler: Labeler, batch: Batch) -> bool:
 def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
     """The labeling this user should work on now: their open one, else a newly claimed one.
 
-    Screening labelers get screening gold; paused and rejected ones get nothing new; active
-    ones get the highest-priority batch's solution closest to N, with a gold solution instead
-    every 1/gold_rate claims (gold looks like any other solution to the labeler).
+    Screening labelers get screening gold; paused and rejected ones get nothing, not even
+    their open labeling; active ones get the highest-priority batch's solution closest to N,
+    with a gold solution instead every 1/gold_rate claims (gold looks like any other solution
+    to the labeler). A claim that loses the race to another claim of the same labeler (another
+    tab) returns the labeling that won.
     """
     if not has_role(user, LABELER):
         raise LabelingError("Only labelers can claim solutions.")
     labeler = ensure_labeler(user)
+    if labeler.state in STOPPED:
+        return None
+    for _attempt in range(3):
+        try:
+            return _claim_next(user, labeler, batch)
+        except IntegrityError:
+            # one_open_labeling_per_labeler: a concurrent claim of this labeler committed
+            # first (ours rolled back whole); theirs is the one to work on.
+            pass
+    raise Conflict("Another tab keeps claiming for you at the same moment; open the queue again.")
+
+
+def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Labeling | None:
     # One query for both: their open labeling, else their latest expired one with steps rated.
     mine = (
         Labeling.objects.filter(labeler=user)

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, F, IntegerField, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -32,20 +32,28 @@ from labeling.models import (
 from labeling.roles import LEAD, has_role
 from labeling.services import adjudication, counters, quality
 from labeling.services.errors import Conflict, LabelingError
-from labeling.services.queue import lease_duration, reactivate_expired
+from labeling.services.queue import (
+    labeler_state_of,
+    lease_duration,
+    reactivate_expired,
+    refuse_if_stopped,
+)
 
 MAX_STEP_TIME_MS = 60 * 60 * 1000  # a step shown for over an hour was a tab left open
 
 
 def labeling_for_update(labeling_id: int, user: User) -> Labeling:
+    """The user's labeling, locked for a change; refused (403) while they are paused."""
     labeling = (
         Labeling.objects.select_for_update(of=("self",))
         .select_related("solution__batch")
+        .annotate(labeler_state=labeler_state_of())
         .filter(pk=labeling_id)
         .first()
     )
     if labeling is None or labeling.labeler_id != user.pk:
         raise LabelingError("This labeling is not yours.")
+    refuse_if_stopped(cast(Any, labeling).labeler_state)
     return labeling
 
 
@@ -59,7 +67,8 @@ def _renew_lease(labeling: Labeling, now) -> None:
 
 def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     """The labeling, locked, with its solution and batch and `rated_count`, the number of steps
-    rated so far (the index of the next one), in one query."""
+    rated so far (the index of the next one), in one query; refused (403) while its labeler is
+    paused (their state is read by the same query)."""
     # Each rated step is one StepLabel (with its completion 0): counting them needs no join.
     rated_count = (
         StepLabel.objects.filter(labeling=OuterRef("pk"))
@@ -72,11 +81,13 @@ def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
         Labeling.objects.select_for_update(of=("self",))
         .select_related("solution__batch")
         .annotate(rated_count=Coalesce(Subquery(rated_count, output_field=IntegerField()), 0))
+        .annotate(labeler_state=labeler_state_of())
         .filter(pk=labeling_id)
         .first()
     )
     if labeling is None or labeling.labeler_id != user.pk:
         raise LabelingError("This labeling is not yours.")
+    refuse_if_stopped(cast(Any, labeling).labeler_state)
     return labeling
 
 
@@ -385,16 +396,24 @@ def reopen(labeling: Labeling, user: User, now) -> None:
     labeling.finished_at = None
     labeling.is_surplus = False
     labeling.release_line = None
-    labeling.save(
-        update_fields=[
-            "status",
-            "finish_reason",
-            "finished_at",
-            "is_surplus",
-            "release_line",
-            "updated_at",
-        ]
-    )
+    try:
+        labeling.save(
+            update_fields=[
+                "status",
+                "finish_reason",
+                "finished_at",
+                "is_surplus",
+                "release_line",
+                "updated_at",
+            ]
+        )
+    except IntegrityError:
+        # one_open_labeling_per_labeler: they claimed the next solution already. Raised out
+        # of the caller's transaction, which rolls back everything reopen wrote.
+        raise Conflict(
+            "You have started another solution since: finish it first. This one stays as "
+            "you submitted it."
+        ) from None
 
 
 def rating_edit(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
