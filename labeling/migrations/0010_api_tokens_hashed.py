@@ -52,7 +52,7 @@ def hash_drf_keys(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0008_alternatives_protocol"),
+        ("labeling", "0009_one_open_labeling"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
