@@ -75,14 +75,13 @@ def test_a_folder_under_the_models_root_or_a_registered_name_starts_a_run(
     assert TrainingRun.objects.count() == 3
 
 
-@pytest.mark.parametrize("length", [300, 5000])
-def test_the_run_page_refuses_a_long_backbone_with_a_form_error(
-    client, researcher, models_root, length
+def test_the_run_page_refuses_a_300_character_backbone_with_a_form_error(
+    client, researcher, models_root
 ):
     client.force_login(researcher)
     form = {
         "name": "",
-        "backbone": "b" * length,
+        "backbone": "b" * 300,  # the field's limit: was an OSError (500) on the folder check
         "mode": "head",
         "epochs": "1",
         "batch_tokens": "4096",
@@ -153,7 +152,6 @@ def test_a_generation_refuses_a_train_config_backbone_outside_the_models_root(
         ({"quality_control": "maybe"}, "quality_control must be include, exclude or only"),
         ({"complete_only": "yes"}, "complete_only must be true or false"),
         ({"finished_after": 5}, "finished_after must be an ISO 8601"),
-        ({"finished_after": "yesterday"}, "invalid data filters"),
         ({"since_snapshot": 2**70}, "since_snapshot must be a whole number"),
         ({"since_snapshot": 987654}, "no snapshot 987654"),
     ],
@@ -166,11 +164,16 @@ def test_api_refuses_bad_run_filters_with_400_and_writes_no_run(client, research
     assert not TrainingRun.objects.exists()
 
 
-def test_api_takes_filters_naming_a_batch_that_exists(
+def test_api_refuses_a_missing_batch_beside_one_that_exists(
     client, researcher, django_capture_on_commit_callbacks
 ):
     batch = make_batch(generation=3)
     client.force_login(researcher)
+    response = post_run(client, {"filters": {"batches": [batch.pk, batch.pk + 1000]}})
+    assert (
+        response.status_code == 400 and f"no batch {batch.pk + 1000}" in response.json()["detail"]
+    )
+    assert not TrainingRun.objects.exists()
     with django_capture_on_commit_callbacks(execute=False):
         response = post_run(client, {"filters": {"batches": [batch.pk], "generations": [3]}})
     assert response.status_code == 201, response.content
