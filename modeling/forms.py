@@ -10,6 +10,7 @@ from django import forms
 from django.conf import settings
 
 from labeling.models import Batch
+from modeling.services import runs
 from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
 
 ALL_DATA = "all"
@@ -52,7 +53,12 @@ class TrainingRunForm(forms.Form):
     name = forms.CharField(
         max_length=200, required=False, help_text="Shown in lists; the model is named after it."
     )
-    backbone = forms.CharField(max_length=300, initial=_DEFAULTS.backbone)
+    backbone = forms.CharField(
+        max_length=runs.MAX_BACKBONE_CHARS,
+        initial=_DEFAULTS.backbone,
+        help_text="A named offline backbone, a folder under the models root, or a model in the "
+        "local Hugging Face cache.",
+    )
     mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial=_DEFAULTS.mode)
     epochs = forms.FloatField(min_value=0.01, initial=_DEFAULTS.epochs)
     max_steps = forms.IntegerField(
@@ -92,6 +98,12 @@ class TrainingRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["data"].choices = data_choices()
         self.fields["holdout_fraction"].initial = settings.STEPWISE_PRM_HOLDOUT_FRACTION
+
+    def clean_backbone(self) -> str:
+        try:
+            return runs.allowed_backbone(self.cleaned_data["backbone"])
+        except runs.RunError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_extra(self) -> dict[str, Any]:
         text = self.cleaned_data["extra"].strip()

@@ -251,6 +251,9 @@ class SamplingRun(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
+    # When its task was last sent to the broker (null: never, or the broker was unreachable); a
+    # queued run not taken long after is sent again (`stepwise.celery.resend_rows`).
+    sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -338,6 +341,9 @@ class GenerationRun(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
+    # When its task was last sent to the broker (null: never, or the broker was unreachable); a
+    # queued run not taken long after is sent again (`stepwise.celery.resend_rows`).
+    sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

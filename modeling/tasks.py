@@ -45,8 +45,9 @@ def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -
 
 @shared_task(name="modeling.tasks.resend_runs", time_limit=60)
 def resend_runs() -> int:
-    """Periodic (beat): send again queued runs whose task never reached a worker."""
-    return runs.runs_resend()
+    """Periodic (beat): send again queued training runs, generations and sampling runs whose
+    task never reached a worker."""
+    return runs.runs_resend() + loop.generations_resend() + sampling.sampling_runs_resend()
 
 
 @shared_task(name="modeling.tasks.fail_stale_runs", time_limit=60)

@@ -96,11 +96,24 @@ def start_on_commit(task_path: str, *args: Any, name: str, work: Callable[[], An
         enqueue_on_commit(task_path, *args)
 
 
-def send_row(model: type[models.Model], row_id: int, task_path: str, *, waiting: str) -> None:
-    """Record when the row's task was sent and send it once the transaction commits; a broker
-    that cannot be reached marks the row UNSENT while it is still `waiting`."""
+# A row's task: a dotted path (sent with the row id), or, for rows whose task depends on the row
+# (a generation's next step), a function of the row id giving the path and the arguments.
+RowTask = str | Callable[[int], tuple[str, tuple[Any, ...]]]
+
+
+def send_row(
+    model: type[models.Model],
+    row_id: int,
+    task_path: str,
+    *,
+    waiting: str,
+    args: tuple[Any, ...] | None = None,
+) -> None:
+    """Record when the row's task was sent and send it once the transaction commits (with
+    `args`, default the row id); a broker that cannot be reached marks the row UNSENT (and
+    clears `sent_at`) while it is still `waiting`."""
     model._default_manager.filter(pk=row_id).update(sent_at=timezone.now())
-    _enqueue_row(model, row_id, task_path, waiting)
+    _enqueue_row(model, row_id, task_path, waiting, args)
 
 
 def not_sent_since(before) -> Q:
@@ -116,9 +129,7 @@ def waiting_too_long(waiting: str, now=None) -> Q:
     return Q(status=waiting) & (Q(error=UNSENT) | not_sent_since(before))
 
 
-def resend_rows(
-    model: type[models.Model], due: Q, task_path: str, *, waiting: str, now=None
-) -> int:
+def resend_rows(model: type[models.Model], due: Q, task: RowTask, *, waiting: str, now=None) -> int:
     """Send again every row that matches `due`; returns how many. Each is taken with a
     conditional UPDATE (a concurrent sweep, or a worker that took the row, wins), which also
     clears UNSENT and records the send; a send that fails marks it UNSENT again."""
@@ -127,13 +138,21 @@ def resend_rows(
     for row_id in model._default_manager.filter(due).values_list("pk", flat=True):
         with transaction.atomic():
             if model._default_manager.filter(due, pk=row_id).update(error="", sent_at=now):
-                _enqueue_row(model, row_id, task_path, waiting)
+                task_path, args = (task, None) if isinstance(task, str) else task(row_id)
+                _enqueue_row(model, row_id, task_path, waiting, args)
                 sent += 1
     return sent
 
 
-def _enqueue_row(model: type[models.Model], row_id: int, task_path: str, waiting: str) -> None:
+def _enqueue_row(
+    model: type[models.Model],
+    row_id: int,
+    task_path: str,
+    waiting: str,
+    args: tuple[Any, ...] | None,
+) -> None:
     def mark_unsent() -> None:
-        model._default_manager.filter(pk=row_id, status=waiting).update(error=UNSENT)
+        # sent_at cleared: nothing reached the broker, so the row was not sent at all.
+        model._default_manager.filter(pk=row_id, status=waiting).update(error=UNSENT, sent_at=None)
 
-    enqueue_on_commit(task_path, row_id, on_unreachable=mark_unsent)
+    enqueue_on_commit(task_path, *(args or (row_id,)), on_unreachable=mark_unsent)

@@ -386,6 +386,9 @@ STEPWISE_PRM_HOLDOUT_FRACTION = env_float("STEPWISE_PRM_HOLDOUT_FRACTION", 0.2)
 # Reference data a request may name by path (ProcessBench files for a run's evaluation) lives
 # under this folder; the API refuses paths anywhere else on the server.
 STEPWISE_DATA_ROOT = Path(env_str("STEPWISE_DATA_ROOT", str(VAR_DIR / "data")))
+# Model folders a request may name as a run's backbone (besides the named offline backbones and
+# models already in the local Hugging Face cache); folders elsewhere on the server are refused.
+STEPWISE_MODELS_ROOT = Path(env_str("STEPWISE_MODELS_ROOT", str(VAR_DIR / "models")))
 STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
 STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)

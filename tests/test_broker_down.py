@@ -142,3 +142,94 @@ def test_work_queued_while_redis_is_down_is_saved_said_and_sent_when_it_is_back(
     while live_db.llen("default") + live_db.llen("gpu") < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert live_db.llen("default") == 1 and live_db.llen("gpu") == 1
+
+
+QUEUE_LOOP = """
+import json, django
+django.setup()
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from modeling.models import GenerationRun, SamplingRun
+from tests.factories import make_problem
+make_problem()
+user = User.objects.create_user("lea", password="x")
+user.groups.add(Group.objects.get_or_create(name="lead")[0])
+client = Client()
+client.force_login(user)
+generation = client.post("/api/generations/", {"k": 3}, content_type="application/json")
+sampling = client.post("/api/sampling-runs/", {"samples": 1}, content_type="application/json")
+number = generation.json()["generation"]
+page = client.get(f"/generations/{number}/").content.decode()
+sampling_page = client.get("/pool/sampling/").content.decode()
+second = client.post("/api/generations/", {"k": 3}, content_type="application/json")
+retry = client.post(f"/api/generations/{number}/retry/")
+run, sample = GenerationRun.objects.get(), SamplingRun.objects.get()
+print(json.dumps({
+    "codes": [generation.status_code, sampling.status_code, second.status_code, retry.status_code],
+    "second": second.json().get("detail"), "retry": retry.json().get("error"),
+    "page_says": "could not be reached" in page and 'id="retry"' in page,
+    "sampling_page_says": "could not be reached" in sampling_page,
+    "generation": [run.status, run.error, run.sent_at is None],
+    "sampling": [sample.status, sample.error, sample.sent_at is None]}))
+"""
+
+SWEEP_LOOP = """
+import json, django
+django.setup()
+from modeling.models import GenerationRun, SamplingRun
+from modeling.tasks import resend_runs
+tried = resend_runs()
+run, sample = GenerationRun.objects.get(), SamplingRun.objects.get()
+print(json.dumps({"tried": tried, "generation": [run.status, run.error, run.sent_at is None],
+                  "sampling": [sample.status, sample.error, sample.sent_at is None]}))
+"""
+
+
+def test_generations_and_sampling_runs_queued_while_redis_is_down_are_sent_when_it_is_back(
+    tmp_path, live_db
+):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="stepwise.settings",
+        SECRET_KEY=secrets.token_urlsafe(20),
+        STEPWISE_TESTING="1",
+        STEPWISE_VAR_DIR=str(tmp_path),
+        CELERY_TASK_ALWAYS_EAGER="0",
+        STEPWISE_TRAIN_IN_THREAD="0",
+        CELERY_BROKER_URL=DEAD_BROKER,
+    )
+    migrate = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+
+    down = _run(QUEUE_LOOP, env)
+    # Both are saved and answered; the second generation waits for the first (409, saying why),
+    # and retrying the stuck one tries the queue again at once rather than answering 409.
+    assert down["codes"] == [201, 201, 409, 200]
+    assert "could not be reached" in down["second"]
+    assert "could not be reached" in down["retry"]
+    assert down["page_says"] and down["sampling_page_says"]
+    for row in ("generation", "sampling"):
+        status, error, never_sent = down[row]
+        assert status == "queued" and "could not be reached" in error and never_sent
+
+    env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{LIVE_DB}"
+    back = _run(SWEEP_LOOP, env)
+    assert back["tried"] == 2
+    assert back["generation"] == ["queued", "", False]
+    assert back["sampling"] == ["queued", "", False]
+    # The retrain step waits on the gpu queue, the sampling run on the generate queue.
+    deadline = time.monotonic() + 60
+    while live_db.llen("gpu") + live_db.llen("generate") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert live_db.llen("gpu") == 1 and live_db.llen("generate") == 1

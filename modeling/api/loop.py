@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling.models import GenerationRun, SamplingRun, SelectionReason
-from modeling.services import loop, sampling
+from modeling.services import loop, runs, sampling
 
 
 class SelectionSerializer(serializers.ModelSerializer):
@@ -63,7 +63,18 @@ class StartSerializer(serializers.Serializer):
     overlap = serializers.IntegerField(min_value=1, max_value=100, default=1)
     priority = serializers.IntegerField(default=10, min_value=-(2**31), max_value=2**31 - 1)
     retrain = serializers.BooleanField(default=True)
-    train_config = serializers.DictField(default=dict)
+    train_config = serializers.DictField(
+        default=dict,
+        help_text="TrainConfig fields for the retrain step (a backbone among those allowed).",
+    )
+
+    def validate_train_config(self, value: dict) -> dict:
+        if not value:
+            return value
+        try:
+            return runs.allowed_config(value)
+        except runs.RunError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

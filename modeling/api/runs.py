@@ -159,8 +159,12 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     def create(self, request: Request) -> Response:
         start = StartRunSerializer(data=request.data)
         start.is_valid(raise_exception=True)
+        data = dict(start.validated_data)
         try:
-            run = runs.start_training_run(created_by=request.user, **start.validated_data)
+            # Checked here, not only where the run is built: the backbone must be one a request
+            # may name (runs.allowed_backbone), not any folder on the server.
+            data["config"] = runs.allowed_config(data["config"])
+            run = runs.start_training_run(created_by=request.user, **data)
         except runs.RunError as exc:  # a bad config or filter: the request's fault
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(TrainingRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)

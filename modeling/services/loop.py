@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef, QuerySet
+from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from labeling.models import Batch, Labeling, Solution
@@ -42,7 +42,7 @@ from modeling.models import (
 )
 from modeling.services import runs
 from modeling.training.selection import Candidate, select_generation
-from stepwise.celery import enqueue_on_commit, run_in_thread
+from stepwise.celery import UNSENT, resend_rows, run_in_thread, send_row, waiting_too_long
 
 logger = logging.getLogger(__name__)
 
@@ -249,6 +249,12 @@ def start_generation(
         with transaction.atomic():
             open_run = GenerationRun.objects.filter(status__in=GenerationRun.OPEN).first()
             if open_run is not None:
+                if open_run.error == UNSENT:
+                    raise GenerationError(
+                        f"{open_run} is queued but the task queue (Redis) could not be "
+                        "reached: it is sent again when it is back (or retry it then, or "
+                        "cancel it)"
+                    )
                 raise GenerationError(
                     f"{open_run} is {open_run.status}; let it finish, or retry or cancel it"
                 )
@@ -270,18 +276,40 @@ def start_generation(
 
 
 def retry_generation(run: GenerationRun, *, send: bool = True) -> GenerationRun:
-    """Re-queue a failed run at the step that failed."""
+    """Re-queue a failed run at the step that failed, or send again now a queued one whose step
+    will not come by itself (what the sweeper `generations_resend` would do: the broker was
+    unreachable, or the message was sent long ago and never taken)."""
+    if send and generations_resend_one(run):
+        run.refresh_from_db()
+        return run
     with transaction.atomic():
         updated = GenerationRun.objects.filter(
             pk=run.pk, status=GenerationRun.Status.FAILED
         ).update(status=GenerationRun.Status.QUEUED, error="", finished_at=None)
         if not updated:
+            run.refresh_from_db()
+            if run.status == GenerationRun.Status.QUEUED:
+                raise GenerationError(
+                    f"{run} is queued and its step was sent to the task queue; it starts when "
+                    "a worker is free (it is sent again if none takes it)"
+                )
             raise GenerationError(f"{run} is not failed; only a failed run can be retried")
         step = GenerationRun.objects.values_list("current_step", flat=True).get(pk=run.pk)
         if send:
             _send(run.pk, step)
     run.refresh_from_db()
     return run
+
+
+def generations_resend_one(run: GenerationRun) -> bool:
+    """Send the run's step again now if it is queued and waiting too long (see
+    `generations_resend`); False when it is not."""
+    if settings.STEPWISE_TRAIN_IN_THREAD:
+        return False
+    due = waiting_too_long(GenerationRun.Status.QUEUED) & Q(pk=run.pk)
+    return bool(
+        resend_rows(GenerationRun, due, _current_step_task, waiting=GenerationRun.Status.QUEUED)
+    )
 
 
 def cancel_generation(run: GenerationRun) -> GenerationRun:
@@ -300,12 +328,42 @@ def cancel_generation(run: GenerationRun) -> GenerationRun:
 def _send(run_id: int, step: str) -> None:
     """Queue `step` of the run once the transaction commits: retrain and score on the gpu queue.
     In the embedded default (no worker; STEPWISE_TRAIN_IN_THREAD) a thread of this process runs
-    the steps instead, so the page that started the run answers at once and shows progress."""
+    the steps instead, so the page that started the run answers at once and shows progress.
+    A broker that cannot be reached leaves the run queued and marked UNSENT; the sweeper
+    (`generations_resend`) sends it when the broker is back."""
     if settings.STEPWISE_TRAIN_IN_THREAD:
         transaction.on_commit(lambda: _run_in_thread(run_id, step))
         return
+    send_row(
+        GenerationRun,
+        run_id,
+        _step_task(step),
+        waiting=GenerationRun.Status.QUEUED,
+        args=(run_id, step),
+    )
+
+
+def _step_task(step: str) -> str:
     task = "gpu_generation_step" if step in ("retrain", "score") else "generation_step"
-    enqueue_on_commit(f"modeling.tasks.{task}", run_id, step)
+    return f"modeling.tasks.{task}"
+
+
+def _current_step_task(run_id: int) -> tuple[str, tuple[Any, ...]]:
+    step = GenerationRun.objects.values_list("current_step", flat=True).get(pk=run_id)
+    return _step_task(step), (run_id, step)
+
+
+def generations_resend(now: datetime | None = None) -> int:
+    """Send again the queued generations whose step will not come by itself (UNSENT: the broker
+    was unreachable; or sent more than STEPWISE_RESEND_AFTER_SECONDS ago: the message was lost
+    or waits behind others); returns how many. A duplicate is harmless: `claim_step` takes a
+    step with a conditional update."""
+    if settings.STEPWISE_TRAIN_IN_THREAD:
+        return 0  # no broker: the steps run in threads of the process that queued them
+    due = waiting_too_long(GenerationRun.Status.QUEUED, now)
+    return resend_rows(
+        GenerationRun, due, _current_step_task, waiting=GenerationRun.Status.QUEUED, now=now
+    )
 
 
 def _run_in_thread(run_id: int, step: str) -> threading.Thread:

@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import json
@@ -39,17 +40,19 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from labeling.models import Batch, Labeling, Solution
+from labeling.models import Batch, FinishReason, Labeling, Snapshot, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling import selectors
 from modeling.models import EvaluationSet, ModelVersion, SolutionScore, TrainingRun
 from modeling.services import torchrun
-from modeling.training.backbones import check_available
+from modeling.training.backbones import NAMED_BACKBONES, check_available, folder_under, in_hf_cache
 from modeling.training.config import TrainConfig
 from stepwise.celery import (
     UNSENT,
@@ -81,7 +84,33 @@ class RunError(Exception):
     """A request about a run that cannot be carried out (wrong state, bad config)."""
 
 
+MAX_BACKBONE_CHARS = 300  # ModelVersion.backbone's column
+
+
 # --- creating and controlling runs -------------------------------------------------------------
+
+
+def allowed_backbone(name: str) -> str:
+    """The backbone a request (page, API, command) may name, as the run stores it: a named
+    offline backbone, a folder under STEPWISE_MODELS_ROOT (its resolved path; no `..` or
+    symlink out of it), or a hub name already in the local Hugging Face cache. Anything else is
+    refused with one message, whether or not such a path exists, so a request cannot probe
+    which folders the server has."""
+    if name in NAMED_BACKBONES:
+        return name
+    root = Path(settings.STEPWISE_MODELS_ROOT)
+    if 0 < len(name) <= MAX_BACKBONE_CHARS and "\x00" not in name:
+        folder = folder_under(name, root)
+        if folder is not None and len(str(folder)) <= MAX_BACKBONE_CHARS:
+            return str(folder)
+        if in_hf_cache(name):
+            return name
+    shown = name if len(name) <= 80 else f"{name[:80]}…"
+    raise RunError(
+        f"backbone {shown!r} is not a named offline backbone ({', '.join(NAMED_BACKBONES)}), "
+        f"a folder under the models root (STEPWISE_MODELS_ROOT), or a model in the local "
+        "Hugging Face cache"
+    )
 
 
 def create_training_run(
@@ -109,10 +138,7 @@ def create_training_run(
     except FileNotFoundError as exc:
         raise RunError(f"invalid training config: {exc}") from exc
     filters = dict(filters or {})
-    try:
-        ExportFilters.from_json(filters)
-    except (TypeError, ValueError) as exc:
-        raise RunError(f"invalid data filters: {exc}") from exc
+    check_run_filters(filters)
     if labelings is not None:
         filters["labeling_ids"] = sorted(labelings.values_list("pk", flat=True))
     for path in processbench:
@@ -135,6 +161,85 @@ def create_training_run(
     return TrainingRun.objects.create(
         name=name, config=effective, dataset_description=description, created_by=created_by
     )
+
+
+def allowed_config(config: Any) -> dict[str, Any]:
+    """A TrainConfig override a request sent (API), checked up front: known fields, values in
+    range, and a backbone the request may name (`allowed_backbone`, which it is replaced by)."""
+    if not isinstance(config, dict):
+        raise RunError("invalid training config: a JSON object of TrainConfig fields")
+    config = dict(config)
+    if "backbone" in config:
+        if not isinstance(config["backbone"], str):
+            raise RunError("invalid training config: backbone must be a string")
+        config["backbone"] = allowed_backbone(config["backbone"])
+    try:
+        TrainConfig.from_dict(dict(config))
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"invalid training config: {exc}") from exc
+    return config
+
+
+def check_run_filters(filters: dict[str, Any]) -> ExportFilters:
+    """The run's data filters as the exporter reads them, checked before a row is written:
+    value types, ids within their column's range, and batches, labelers and the snapshot that
+    they name exist (leads and researchers, who start runs, may use every batch)."""
+
+    def refuse(why: str) -> RunError:
+        return RunError(f"invalid data filters: {why}")
+
+    def ids(key: str, column: Any) -> list[int]:
+        values = filters.get(key, [])
+        low, high = BaseDatabaseOperations.integer_field_ranges[column.get_internal_type()]
+        if not isinstance(values, list) or not all(
+            type(v) is int and low <= v <= high for v in values
+        ):
+            raise refuse(f"{key} must be a list of whole numbers from {low} to {high}")
+        return values
+
+    def texts(key: str, allowed: Sequence[str] | None = None) -> None:
+        values = filters.get(key, [])
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise refuse(f"{key} must be a list of strings")
+        if allowed is not None and not set(values) <= set(allowed):
+            raise refuse(f"{key} must be among {', '.join(allowed)}")
+
+    unknown = sorted(set(filters) - {f.name for f in dataclasses.fields(ExportFilters)})
+    if unknown:
+        raise refuse(f"unknown field(s) {', '.join(map(repr, unknown))}")
+    batches = ids("batches", Batch._meta.pk)
+    ids("generations", Batch._meta.get_field("generation"))
+    labeler_ids = ids("labeler_ids", get_user_model()._meta.pk)
+    texts("labelers")
+    texts("finish_reasons", FinishReason.values)
+    for key in ("quality_control", "screening"):
+        if filters.get(key, "include") not in ("include", "exclude", "only"):
+            raise refuse(f"{key} must be include, exclude or only")
+    if not isinstance(filters.get("complete_only", True), bool):
+        raise refuse("complete_only must be true or false")
+    for key in ("finished_after", "finished_before", "since_cutoff"):
+        if filters.get(key) is not None and not isinstance(filters[key], str):
+            raise refuse(f"{key} must be an ISO 8601 date and time")
+    snapshot = filters.get("since_snapshot")
+    low, high = BaseDatabaseOperations.integer_field_ranges["BigAutoField"]
+    if snapshot is not None and not (type(snapshot) is int and low <= snapshot <= high):
+        raise refuse(f"since_snapshot must be a whole number from {low} to {high}")
+    try:
+        parsed = ExportFilters.from_json(filters)
+    except (TypeError, ValueError) as exc:
+        raise refuse(str(exc)) from exc
+    missing = sorted(
+        set(batches) - set(Batch.objects.filter(pk__in=batches).values_list("pk", flat=True))
+    )
+    if missing:
+        raise refuse(f"no batch {', '.join(map(str, missing))}")
+    users = get_user_model().objects.filter(pk__in=labeler_ids).values_list("pk", flat=True)
+    missing = sorted(set(labeler_ids) - set(users))
+    if missing:
+        raise refuse(f"no user {', '.join(map(str, missing))}")
+    if snapshot is not None and not Snapshot.objects.filter(pk=snapshot).exists():
+        raise refuse(f"no snapshot {snapshot}")
+    return parsed
 
 
 def start_training_run(**kwargs: Any) -> TrainingRun:

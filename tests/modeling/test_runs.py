@@ -362,7 +362,10 @@ def test_train_prm_help_states_each_config_default_once(monkeypatch):
         assert text.count("(default:") == 1 and f"(default: {field.default})" in text, text
 
 
-def test_train_and_evaluate_commands(labels, backbone, open_evaluation_gate, capsys, tmp_path):
+def test_train_and_evaluate_commands(
+    labels, backbone, open_evaluation_gate, capsys, tmp_path, settings
+):
+    settings.STEPWISE_MODELS_ROOT = Path(backbone).parent  # train_prm takes folders under it
     flags = [
         "--backbone",
         backbone,

@@ -8,6 +8,7 @@ import torch
 from django.core.management.base import BaseCommand, CommandError
 
 from labeling.services.exporting import iter_prm800k_lines
+from modeling.services.runs import RunError, allowed_backbone
 from modeling.training import simulation
 
 
@@ -52,6 +53,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **o):
+        try:
+            o["backbone"] = allowed_backbone(o["backbone"])
+        except RunError as exc:
+            raise CommandError(str(exc)) from None
         started = time.perf_counter()
         try:
             source = o["oracle"]

@@ -58,6 +58,7 @@ class Command(BaseCommand):
                 )
             else:
                 config = {f.name: o[f.name] for f in dataclasses.fields(TrainConfig)}
+                config["backbone"] = runs.allowed_backbone(config["backbone"])
                 kwargs = dict(
                     config=config,
                     name=o["name"],

@@ -107,11 +107,12 @@ def test_svg_plot_when_matplotlib_is_missing(tmp_path):
     assert path.read_text().startswith("<svg") and "polyline" in path.read_text()
 
 
-def test_simulate_command_on_cached_features(critic_slice, tmp_path, capsys, monkeypatch):
+def test_simulate_command_on_cached_features(critic_slice, tmp_path, capsys, monkeypatch, settings):
     from django.core.management import call_command
 
     from tests.modeling.training.conftest import PARQUET, save_tiny_llama
 
+    settings.STEPWISE_MODELS_ROOT = tmp_path  # the command takes model folders only under it
     backbone = save_tiny_llama(tmp_path / "tiny")
     args = [
         "simulate_active_learning",
