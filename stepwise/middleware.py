@@ -1,5 +1,5 @@
 """Project middleware: Server-Timing (the time Django spent on a request, as browsers' devtools
-and benchmarks/queue.py read it; on only where settings.SERVER_TIMING) and Permissions-Policy."""
+and benchmarks/queue_load.py read it; on only where settings.SERVER_TIMING) and Permissions-Policy."""
 
 from __future__ import annotations
 
