@@ -1,4 +1,4 @@
-"""The HTTP load generator the labeling benchmarks share (benchmarks/queue.py, floor.py, and
+"""The HTTP load generator the labeling benchmarks share (benchmarks/queue_load.py, floor.py, and
 soak.py's helpers): gunicorn on 127.0.0.1, labelers as logged-in `requests` sessions (threads
 in a few client processes) running one scenario until a deadline, round trips and Django's own
 time per request (the Server-Timing header), percentiles."""
@@ -73,7 +73,7 @@ def wait_for(base: str, timeout: float = 60) -> None:
 
 
 def add_load_arguments(parser: Any, *, db: str, port: int) -> None:
-    """The flags every gunicorn load benchmark shares (queue.py, floor.py): its database, the
+    """The flags every gunicorn load benchmark shares (queue_load.py, floor.py): its database, the
     seed, the load and the server's shape."""
     parser.add_argument("--db", default=db)
     parser.add_argument("--solutions", type=int, default=100_000)

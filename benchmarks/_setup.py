@@ -1,14 +1,23 @@
-"""Shared setup for the benchmark scripts: Django on a dedicated PostgreSQL database, RSS probes."""
+"""Shared setup for the benchmark scripts: the reference data, Django on a dedicated PostgreSQL
+database, RSS probes. Standard library only at import: gpu_acceptance.py imports it too."""
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_data() -> Path:
+    """The reference data, where the tests look (tests/conftest.py): ../shared/data beside the
+    checkout, or $STEPWISE_SHARED_DATA. Exits with a message when it is not there."""
+    data = Path(os.environ.get("STEPWISE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+    if not data.is_dir():
+        raise SystemExit(f"reference data not found at {data} (set STEPWISE_SHARED_DATA)")
+    return data
 
 
 def django_on(database: str) -> str:
@@ -28,8 +37,6 @@ def django_on(database: str) -> str:
     os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "stepwise.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     import psycopg
 
     parsed = urlparse(url)

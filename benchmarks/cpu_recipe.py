@@ -17,7 +17,6 @@ the table this printed.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.attention import sdpa_kernel
 
+from benchmarks._setup import shared_data
 from modeling.training.config import TrainConfig
 from modeling.training.data import (
     IGNORE,
@@ -45,8 +45,7 @@ from modeling.training.evaluate import auroc, evaluate_steps
 from modeling.training.model import SDPA_BACKENDS, ProcessRewardModel
 from modeling.training.train import train
 
-DATA = Path(os.environ.get("STEPWISE_DATA", Path(__file__).resolve().parents[2] / "shared/data"))
-PARQUET = DATA / "prm800k" / "phase1_train.stepwise-critic.parquet"
+PARQUET = Path("prm800k") / "phase1_train.stepwise-critic.parquet"  # in shared_data()
 NEGATIVE = 0  # class of rating -1
 
 
@@ -147,7 +146,9 @@ def fit_head(
 
 def split(args: argparse.Namespace) -> tuple[list[LabeledSolution], list[LabeledSolution]]:
     """The seeded by-problem split every row of the table is measured on."""
-    examples = subsample_problems(read_critic_parquet(PARQUET), args.problems, args.seed)
+    examples = subsample_problems(
+        read_critic_parquet(shared_data() / PARQUET), args.problems, args.seed
+    )
     return split_by_problem(examples, args.holdout, args.seed)
 
 

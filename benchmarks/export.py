@@ -1,6 +1,6 @@
 """Export throughput at PRM800K scale: our streamed exporter vs a naive ORM loop.
 
-    python benchmarks/export.py [--step-labels 1000000] [--naive-labelings 2000] [--reseed]
+    python -m benchmarks.export [--step-labels 1000000] [--naive-labelings 2000] [--reseed]
 
 Builds (or reuses) a synthetic PRM800K-shaped dataset in its own database (`stepwise_bench`,
 or BENCH_DATABASE_URL): 10 steps per labeling, one rated completion per step and two rated
@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Run from the repo root, not this folder: benchmarks/queue.py would shadow the stdlib `queue`.
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-from benchmarks._setup import PeakRSS, django_on  # noqa: E402
+from benchmarks._setup import PeakRSS, django_on
 
 STEPS_PER_LABELING = 10
 BENCH_BATCH = "benchmark: synthetic PRM800K"

@@ -1,8 +1,8 @@
 """Floor benchmark: how fast a rating could be on our stack, and how far the real one is from it.
 
-    python benchmarks/floor.py [--seconds 60] [--labelers 50] [--solutions 100000] [--reseed]
+    python -m benchmarks.floor [--seconds 60] [--labelers 50] [--solutions 100000] [--reseed]
 
-One gunicorn (gthread, as benchmarks/queue.py: one worker per core plus one, one thread each)
+One gunicorn (gthread, as benchmarks/queue_load.py: one worker per core plus one, one thread each)
 with the project's settings and URLs plus one bare view (benchmarks/floor_urls.py, selected by
 DJANGO_SETTINGS_MODULE=benchmarks.floor_settings; the app has no such view): POST
 /bench/floor/ goes through the same middleware, session auth (login_required) and CSRF check as
@@ -11,12 +11,12 @@ the rating view, then does exactly one INSERT into a table this script creates
 --seconds with the same load generator (benchmarks/_load.py: --labelers signed-in sessions in
 --clients processes, no think time):
 
-  1. the real rating path, queue.py's load: claim (POST /label/next/), then one htmx POST per
-     step (benchmarks/queue.py's seed: --solutions solutions of 10 steps, N=2);
+  1. the real rating path, queue_load.py's load: claim (POST /label/next/), then one htmx POST per
+     step (benchmarks/queue_load.py's seed: --solutions solutions of 10 steps, N=2);
   2. the floor: each labeler POSTs /bench/floor/ in a loop, with the rating's form fields.
 
 DATABASE_URL is ignored: its own PostgreSQL database (default stepwise_bench_floor on
-127.0.0.1:5432, seeded once, --reseed to start again). It prints queue.py's lines for the
+127.0.0.1:5432, seeded once, --reseed to start again). It prints queue_load.py's lines for the
 rating run (percentiles, throughput, overshoot, lost ratings), the floor's requests/s and
 p50/p99, both round trips and Django's own time (Server-Timing), and `rating / floor` ratios
 for throughput (step ratings/s over floor inserts/s) and for p50/p99, then those ratios in
@@ -27,20 +27,14 @@ Bounded: two loads of --seconds; everything stays on 127.0.0.1.
 
 from __future__ import annotations
 
+import argparse
+import math
+import os
 import sys
-from pathlib import Path
+import time
 
-# Run from the repo root, not this folder: benchmarks/queue.py would shadow the stdlib `queue`.
-if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-import argparse  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-
-from benchmarks import queue as bench  # noqa: E402
-from benchmarks._load import Run, Tally, add_load_arguments, gunicorn, run_labelers  # noqa: E402
+from benchmarks import queue_load as bench
+from benchmarks._load import Run, Tally, add_load_arguments, gunicorn, run_labelers
 
 TABLE = "bench_floor_rating"  # benchmarks/floor_urls.py inserts into it (the same name there)
 
@@ -159,7 +153,7 @@ def main() -> None:
         f"{args.threads} (project settings and URLs + /bench/floor/); {args.labelers} labelers in "
         f"{args.clients} client processes, {args.seconds:.0f} s per load, no think time"
     )
-    print("-- the rating path (benchmarks/queue.py's load), first:")
+    print("-- the rating path (benchmarks/queue_load.py's load), first:")
     bench.print_run(rating, checks)
     f = floor.tally
     print("-- the floor (one INSERT behind the same auth and CSRF), then:")

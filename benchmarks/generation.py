@@ -1,8 +1,8 @@
 """The generator on this machine: pool throughput, and how long a labeler waits for candidates.
 
-    python benchmarks/generation.py                    # local SmolLM2, in-process and over HTTP
-    python benchmarks/generation.py --problems 8 --samples 8 --max-tokens 384
-    python benchmarks/generation.py --url http://gpu-host:8000/v1   # a vLLM server instead
+    python -m benchmarks.generation                    # local SmolLM2, in-process and over HTTP
+    python -m benchmarks.generation --problems 8 --samples 8 --max-tokens 384
+    python -m benchmarks.generation --url http://gpu-host:8000/v1   # a vLLM server instead
 
 Part 1, pool throughput: `sample_solutions` on MATH500 problems, N samples each: solutions per
 minute and generated tokens per second, in-process and through `manage.py serve_generator`
@@ -28,16 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[0] = str(REPO)  # not benchmarks/: its queue.py would shadow the stdlib module
+from benchmarks._setup import shared_data
 
-DATA = Path(os.environ.get("STEPWISE_DATA", REPO.parent / "shared" / "data"))
-if not DATA.exists():
-    DATA = Path("/work/shared/data")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def problems(count: int) -> list[str]:
-    with open(DATA / "math" / "math500.jsonl") as lines:
+    with open(shared_data() / "math" / "math500.jsonl") as lines:
         return [json.loads(line)["problem"] for _, line in zip(range(count), lines, strict=False)]
 
 

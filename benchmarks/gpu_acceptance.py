@@ -1,9 +1,9 @@
 """GPU acceptance for the PRM training core: correct on CUDA, fast at 0.5B and 1.5B, and a
 real SmolLM2 PRM.
 
-    python benchmarks/gpu_acceptance.py --parquet phase1_train.stepwise-critic.parquet \
+    python -m benchmarks.gpu_acceptance --parquet phase1_train.stepwise-critic.parquet \
         [--smollm2 SmolLM2-135M-Instruct.Q4_1.gguf]               # a CUDA machine, < 10 min
-    python benchmarks/gpu_acceptance.py --device cpu --tiny --parquet ...   # CPU smoke test
+    python -m benchmarks.gpu_acceptance --device cpu --tiny --parquet ...   # CPU smoke test
 
 Needs only torch, transformers, tokenizers, peft and numpy (+ pyarrow for the parquet, gguf for
 the SmolLM2 part, scikit-learn for AUROC): it imports modeling.training, never Django, and
@@ -33,7 +33,6 @@ import os
 import platform
 import random
 import shutil
-import sys
 import tempfile
 import time
 import traceback
@@ -41,10 +40,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-# This folder's queue.py would shadow the standard library's (torch imports it): import
-# from the repository root instead.
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != REPO / "benchmarks"]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may touch the hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -1,6 +1,6 @@
 """PRM800K import throughput: our chunked importer vs a naive per-row ORM save() loop.
 
-    python benchmarks/import.py [--lines 20000] [--naive-lines 500] [--workers N]
+    python -m benchmarks.import [--lines 20000] [--naive-lines 500] [--workers N]
 
 Writes a synthetic PRM800K-shaped JSONL file (phase-2 lines, 10 steps each, one rated
 completion per step and two rated alternatives on every fifth step, distinct problems), then
@@ -21,14 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Run from the repo root, not this folder: benchmarks/queue.py would shadow the stdlib `queue`.
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-from benchmarks._setup import django_on  # noqa: E402
+from benchmarks._setup import django_on
 
 STEPS = 10
 TARGET = 50_000  # step labels/s; 100,000 is the longer-term goal

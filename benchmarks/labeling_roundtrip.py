@@ -4,22 +4,16 @@ Runs the real views in-process through Django's test client (server time only, n
 against a dedicated database, next to a baseline in the same process: the same request
 cycle (session, auth, CSRF, middleware) answering a trivial view. Usage:
 
-    .venv/bin/python benchmarks/labeling_roundtrip.py [--solutions 2000] [--labelers 20]
+    .venv/bin/python -m benchmarks.labeling_roundtrip [--solutions 2000] [--labelers 20]
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import hashlib
+import time
 
-# Run from the repo root, not this folder: benchmarks/queue.py would shadow the stdlib `queue`.
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-import argparse  # noqa: E402
-import hashlib  # noqa: E402
-import time  # noqa: E402
-
-from benchmarks._setup import django_on, percentiles  # noqa: E402
+from benchmarks._setup import django_on, percentiles
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Side by side with Label Studio, on this machine, in one run: its harness, then ours, then one
 table of ratios.
 
-    python benchmarks/peers.py [--seconds 60] [--labelers 1,20,50] [--skip-peer]
+    python -m benchmarks.peers [--seconds 60] [--labelers 1,20,50] [--skip-peer]
                                [--skip-import-export]
 
 1. Label Studio 1.23.2: ../shared/peers/label_studio/run.sh (beside the checkout; see
@@ -13,7 +13,7 @@ table of ratios.
    goes to /tmp/ls-peers-run.log; its `==` progress lines are echoed. run.sh always measures
    1 labeler (30 s), 20 and 50; a level of --labelers it lacks shows n/a. --skip-peer reads
    the last results.jsonl instead (and says so).
-2. Ours: benchmarks/queue.py at each --labelers level for --seconds (its own database
+2. Ours: benchmarks/queue_load.py at each --labelers level for --seconds (its own database
    stepwise_peers_queue, reseeded once: 100k solutions of 10 steps; port 8733), then unless
    --skip-import-export benchmarks/import.py (20k PRM800K lines, 200k step labels) and
    benchmarks/export.py (200k step labels), each on a database of its own (stepwise_peers_*).
@@ -36,21 +36,16 @@ warning, and the exit status is 1. Takes about 15 minutes at
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-
-# Run from the repo root, not this folder: benchmarks/queue.py would shadow the stdlib `queue`.
-if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT.parent / "shared" / "peers"
@@ -82,7 +77,7 @@ NUM = r"(nan|[0-9][0-9,]*(?:\.[0-9]+)?)"
 
 
 def parse_queue(text: str) -> dict[str, float]:
-    """benchmarks/queue.py's output at one level: step ratings/s, claim (next item) and submit
+    """benchmarks/queue_load.py's output at one level: step ratings/s, claim (next item) and submit
     p50/p99 in ms, non-200 answers, lost ratings and overshoot."""
     claim = _line(text, rf"^claim .*?p50\s+{NUM} ms.*?p99\s+{NUM} ms", "claim")
     submit = _line(text, rf"^submit .*?p50\s+{NUM} ms.*?p99\s+{NUM} ms", "submit")
@@ -364,14 +359,17 @@ def run_peer(seconds: float, skip_export: bool) -> str | None:
     return None
 
 
-def run_ours(script: str, *args: str) -> str:
-    """Run one of our benchmark scripts to the end; echo and return its output."""
-    command = [sys.executable, f"benchmarks/{script}", *args]
+def run_ours(name: str, *args: str) -> str:
+    """Run one of our benchmarks (`python -m benchmarks.NAME`) to the end; echo and return its
+    output."""
+    command = [sys.executable, "-m", f"benchmarks.{name}", *args]
     print(f"== ours: {' '.join(command[1:])}", flush=True)
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     print(done.stdout.rstrip(), flush=True)
     if done.returncode:
-        raise SystemExit(f"{script} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+        raise SystemExit(
+            f"benchmarks.{name} failed (exit {done.returncode}):\n{done.stderr[-2000:]}"
+        )
     return done.stdout
 
 
@@ -407,23 +405,23 @@ def main() -> None:
             raise SystemExit(peer_failed)
         print(f"WARNING {peer_failed}\ngoing on with the load levels it wrote to {RESULTS}")
 
-    from benchmarks import queue as bench
+    from benchmarks import queue_load as bench
 
     bench.seed(QUEUE_DB, SOLUTIONS, max(args.labelers), reseed=True)
     ours = {}
     for n in args.labelers:
         out = run_ours(
-            "queue.py",
+            "queue_load",
             *("--db", QUEUE_DB, "--port", str(QUEUE_PORT), "--solutions", str(SOLUTIONS)),
             *("--labelers", str(n), "--seconds", f"{args.seconds:g}"),
         )
         ours[n] = parse_queue(out)
     ours_import = ours_export = None
     if not args.skip_import_export:
-        out = run_ours("import.py", "--database", IMPORT_DB, "--naive-lines", "100")
+        out = run_ours("import", "--database", IMPORT_DB, "--naive-lines", "100")
         ours_import = parse_import(out)
         out = run_ours(
-            "export.py",
+            "export",
             *("--database", EXPORT_DB, "--step-labels", str(BULK_STEP_LABELS)),
             *("--naive-labelings", "200"),
         )
@@ -431,7 +429,7 @@ def main() -> None:
 
     print(
         f"\nbenchmarks/peers.py on {os.cpu_count()} cores: Label Studio 1.23.2 (uWSGI, "
-        f"run.sh) then Stepwise (benchmarks/queue.py), {args.seconds:g} s per level"
+        f"run.sh) then Stepwise (benchmarks/queue_load.py), {args.seconds:g} s per level"
     )
     bad = [n for n, got in ours.items() if got["lost"] or got["overshoot"]]
     if bad:

@@ -1,9 +1,9 @@
 """In-process cost of the labeling path's two requests: a claim and a rating, each through the
 whole Django stack (middleware, session auth, CSRF off as for a test client, the view, the
 template), without HTTP or gunicorn, on the queue benchmark's PostgreSQL database
-(benchmarks/queue.py's seed: 100k solutions of 10 steps, 1M step ratings already there).
+(benchmarks/queue_load.py's seed: 100k solutions of 10 steps, 1M step ratings already there).
 
-    python benchmarks/request_cost.py [--solutions 100000] [--labelers 20] [--rounds 3]
+    python -m benchmarks.request_cost [--solutions 100000] [--labelers 20] [--rounds 3]
 
 Each labeler claims a solution and rates its 10 steps, `--rounds` times. Prints, per kind of
 request (claim; a rating in the middle of a solution; the rating that ends it), the server time
@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parent.parent)  # not benchmarks/: its queue.py
-
-from benchmarks import queue as queue_bench  # noqa: E402
-from benchmarks._setup import django_on  # noqa: E402
+from benchmarks import queue_load as queue_bench
+from benchmarks._setup import django_on
 
 DATABASE = "stepwise_bench_queue"
 AUTH_TABLES = ('"django_session"', '"auth_user"')

@@ -1,14 +1,14 @@
 """Soak under load, with faults: labelers at human pace against gunicorn + PostgreSQL + Redis +
 a Celery worker and beat, each its own process on 127.0.0.1.
 
-    python benchmarks/soak.py --labelers 200 --seconds 600 [--think 2,10] [--faults] [--reset]
+    python -m benchmarks.soak --labelers 200 --seconds 600 [--think 2,10] [--faults] [--reset]
 
 That is the documented configuration, and the defaults: 200 labelers for 10 minutes, reading
 each step for 2 to 10 s.
 
 Isolated from the machine's PostgreSQL and Redis (test suites use them meanwhile): it creates
 once and starts its own PostgreSQL cluster (`pg_createcluster <version> soak`, port 5433,
-database stepwise_soak, reseeded every run by benchmarks/queue.py's bulk SQL: 20k solutions of
+database stepwise_soak, reseeded every run by benchmarks/queue_load.py's bulk SQL: 20k solutions of
 10 steps, N=2) and its own Redis on port 6380 without persistence, and restarts only those.
 gunicorn (3 gthread workers), one Celery worker (queues default and gpu) and Celery beat run against
 them, the sweepers every 5 s with 20 s staleness bounds.
@@ -44,33 +44,28 @@ it). Bounded: the load stops after --seconds.
 
 from __future__ import annotations
 
+import argparse
+import math
+import multiprocessing as mp
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-# Run from the repo root, not this folder: benchmarks/queue.py would shadow the stdlib `queue`.
-if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+import psutil
+import requests
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import multiprocessing as mp  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from datetime import UTC, datetime, timedelta  # noqa: E402
-
-import psutil  # noqa: E402
-import requests  # noqa: E402
-
-from benchmarks import _load as loadgen  # noqa: E402
-from benchmarks import queue as bench  # noqa: E402
+from benchmarks import _load as loadgen
+from benchmarks import queue_load as bench
 
 ROOT = bench.ROOT
 CLUSTER, PG_PORT, DB = "soak", 5433, "stepwise_soak"
@@ -98,7 +93,7 @@ TINY_RUN = {
     "checkpoint_every": 1000,
 }
 
-# benchmarks/queue.py's seed, psql and env_for read this dict when called: the soak's database
+# benchmarks/queue_load.py's seed, psql and env_for read this dict when called: the soak's database
 # lives on its own cluster, never on the machine's PostgreSQL.
 bench.PG["port"] = PG_PORT
 
@@ -876,7 +871,7 @@ def report(
 
 
 def seed_researcher() -> None:
-    """A researcher account (snapshots, runs) next to queue.py's labelers and lead."""
+    """A researcher account (snapshots, runs) next to queue_load.py's labelers and lead."""
     with bench.psql(DB) as conn:
         conn.execute(
             f"""insert into auth_group (name) values ('researcher') on conflict do nothing;

@@ -1,7 +1,7 @@
 """Training throughput of our loop next to TRL 1.13.0's PRMTrainer, same data and model.
 
-    python benchmarks/train.py                 # small random Llama, 8 parquet problems
-    python benchmarks/train.py --setup-trl     # first create the TRL virtualenv
+    python -m benchmarks.train                 # small random Llama, 8 parquet problems
+    python -m benchmarks.train --setup-trl     # first create the TRL virtualenv
 
 Both train one epoch, full fine-tuning, on the same labelled steps (PRM800K phase-1 rows
 from the shared parquet) with the same random Llama (built in code) and tokenizer. TRL
@@ -25,12 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchmarks._setup import shared_data
 
-DATA = Path(os.environ.get("STEPWISE_DATA", REPO.parent / "shared" / "data"))
-if not DATA.exists():
-    DATA = Path("/work/shared/data")
+REPO = Path(__file__).resolve().parents[1]
 TRL_VERSION = "1.13.0"
 TRL_PINS = [f"trl=={TRL_VERSION}", "torch==2.13.0", "transformers==5.23.0"]
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
@@ -134,7 +131,7 @@ def main() -> int:
 
     hf_logging.set_verbosity_error()
     examples = subsample_problems(
-        read_critic_parquet(DATA / "prm800k" / "phase1_train.stepwise-critic.parquet"),
+        read_critic_parquet(shared_data() / "prm800k" / "phase1_train.stepwise-critic.parquet"),
         args.problems,
         seed=0,
     )

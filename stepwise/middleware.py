@@ -1,6 +1,6 @@
 """Project middleware: Server-Timing (the time Django spent on a request, as browsers' devtools
-and benchmarks/queue.py read it; on only where settings.SERVER_TIMING) and Permissions-Policy;
-and the client's address as the sign-in throttle sees it."""
+and benchmarks/queue_load.py read it; on only where settings.SERVER_TIMING) and
+Permissions-Policy; and the client's address as the sign-in throttle sees it."""
 
 from __future__ import annotations
 

@@ -79,10 +79,10 @@ RESULTS = "\n".join(
 
 
 def queue_output(ratings_per_s: float, claim=(12.5, 80.0), submit=(20.0, 150.0), lost=0) -> str:
-    """The lines benchmarks/queue.py prints after a run (its print_run and neighbours)."""
+    """The lines benchmarks/queue_load.py prints after a run (its print_run and neighbours)."""
     return f"""seed: reusing stepwise_peers_queue
 
-benchmarks/queue.py on 2 cores; gunicorn gthread 3x1; 50 labelers in 5 client processes for 30 s, think time 0 ms per step
+benchmarks/queue_load.py on 2 cores; gunicorn gthread 3x1; 50 labelers in 5 client processes for 30 s, think time 0 ms per step
 load average before/after: 1.50 / 3.20 (1-min)
 claim  (POST /label/next/)      n=   600  p50 {claim[0]:7.1f} ms  p95   60.0 ms  p99 {claim[1]:7.1f} ms
 submit (POST rate, one step)    n=  6000  p50 {submit[0]:7.1f} ms  p95  100.0 ms  p99 {submit[1]:7.1f} ms

@@ -19,7 +19,8 @@ def test_the_gpu_acceptance_script_passes_its_cpu_run(shared_data, tmp_path):
     assert wheel is not None, "the backbones extra is part of the test install"
     command = [
         sys.executable,
-        "benchmarks/gpu_acceptance.py",
+        "-m",
+        "benchmarks.gpu_acceptance",
         "--device",
         "cpu",
         "--tiny",

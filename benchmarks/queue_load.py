@@ -8,31 +8,22 @@
     benchmarks/_load.py, shared with floor.py). It prints latency percentiles,
     throughput, overshoot and lost ratings (both must be 0), and the lead dashboard's time.
 
-    python benchmarks/queue.py [--seconds 60] [--labelers 50] [--solutions 100000] [--reseed]
+    python -m benchmarks.queue_load [--seconds 60] [--labelers 50] [--solutions 100000] [--reseed]
 
 Bounded: the run stops after --seconds; everything stays on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import random
+import re
+import subprocess
 import sys
-from pathlib import Path
+import time
 
-# This file is named queue.py: keep its folder off sys.path so `import queue` finds the stdlib;
-# the repo root goes there instead (benchmarks._load, and this checkout's apps).
-_HERE = Path(__file__).resolve().parent
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-if str(_HERE.parent) not in sys.path:
-    sys.path.insert(0, str(_HERE.parent))
-
-import argparse  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-
-from benchmarks._load import (  # noqa: E402
+from benchmarks._load import (
     ROOT,
     Run,
     Tally,
@@ -344,7 +335,7 @@ def main() -> None:
     checks = integrity(args.db, since, run.tally.acked)
 
     print(
-        f"\nbenchmarks/queue.py on {os.cpu_count()} cores; gunicorn gthread {args.workers}x{args.threads}; "
+        f"\nbenchmarks/queue_load.py on {os.cpu_count()} cores; gunicorn gthread {args.workers}x{args.threads}; "
         f"{args.labelers} labelers in {args.clients} client processes for {args.seconds:.0f} s, "
         f"think time {args.think_ms:.0f} ms per step"
     )
