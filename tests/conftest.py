@@ -40,7 +40,29 @@ def _fresh_cache():
     yield
 
 
+# The training core has no Django, and these files test pure functions or scripts: what of
+# them takes no database fixture runs in one pass (pytest-django refuses it a database anyway).
+ONE_PASS_DIRS = (
+    ROOT / "tests" / "modeling" / "training",
+    ROOT / "tests" / "labeling" / "test_agreement.py",
+    ROOT / "tests" / "test_prune_lock.py",
+    ROOT / "tests" / "test_benchmarks_commands.py",
+    ROOT / "tests" / "test_benchmarks_soak.py",
+)
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
+
+
+def _touches_no_database(item) -> bool:
+    if item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(item.fixturenames):
+        return False
+    return any(Path(item.fspath).is_relative_to(folder) for folder in ONE_PASS_DIRS)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _touches_no_database(item):
+            item.add_marker(pytest.mark.one_pass)
     reasons = {
         "postgres": os.environ.get("STEPWISE_SKIP_POSTGRES"),
         "redis": os.environ.get("STEPWISE_SKIP_REDIS"),
