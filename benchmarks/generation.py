@@ -75,7 +75,8 @@ def pool_throughput(generator, texts: list[str], samples: int, sampling, count_t
 
 def candidate_latencies(generator, texts: list[str], k: int, steps: int, sampling) -> list[float]:
     """Seconds per candidate set along simulated paths (the labeler takes the first candidate)."""
-    from modeling.generator import is_final_step, next_steps
+    from labeling.prm800k import is_final_step
+    from modeling.generator import next_steps
 
     latencies = []
     for problem in texts:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -408,6 +409,40 @@ def chosen_path(record: LabelRecord) -> list[str]:
         if text is not None:
             path.append(text)
     return path
+
+
+# --- the final step ----------------------------------------------------------------------------
+
+ANSWER_HEADING = "# Answer"
+# The release ends a solution with a step holding the heading `# Answer` on a line of its own,
+# the answer after a blank line: alone ("# Answer\n\n7200", phase 2's pre-generated steps) or
+# after the step's text ("So 29 cents.\n\n# Answer\n\n29", phase 1's). Also read as the heading:
+# spaces around it, CRLF line ends (a browser's plain form post) and the answer on the heading's
+# own line after a space or colon (generated text). Not a heading: `# Answer` inside a sentence,
+# `#Answer`, `# answer`, `# Answers` (the release writes none of them).
+_ANSWER_HEADING = re.compile(r"^[ \t]*# Answer(?=[\s:]|$)[ \t]*:?", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSection:
+    body: str  # the text before the heading, stripped ("" when the step is only the answer)
+    answer: str  # the text after it, stripped ("" when the heading has no answer under it)
+
+
+def answer_section(text: str) -> AnswerSection | None:
+    """A step's (or a solution's) final-answer section, split at its last `# Answer` heading;
+    None when there is none. The one rule for "this step gives the final answer": the labeling
+    pages, the generator's step splitter and grading's answer extraction all use it."""
+    headings = list(_ANSWER_HEADING.finditer(text))
+    if not headings:
+        return None
+    heading = headings[-1]
+    return AnswerSection(body=text[: heading.start()].strip(), answer=text[heading.end() :].strip())
+
+
+def is_final_step(text: str) -> bool:
+    """Whether the step gives the final answer, which ends the solution (`solution`)."""
+    return _ANSWER_HEADING.search(text) is not None
 
 
 # --- stepwise supervision (TRL) --------------------------------------------------------------

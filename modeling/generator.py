@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from labeling.prm800k import ANSWER_HEADING, answer_section
 from modeling.grading import extract_answer
 
 STEP_SEPARATOR = "\n\n"
-ANSWER_HEADING = "# Answer"
 # Where a model that has answered goes on to invent the prompt's next problem.
 NEXT_PROBLEM = "\n\nProblem:"
 
@@ -109,28 +109,28 @@ class SampledSolution:
 
 
 def split_solution(text: str) -> tuple[list[str], str | None]:
-    """Steps and final answer of a generated solution. As in PRM800K, the `# Answer` heading and
-    the answer under it are one last step, and nothing after the answer counts."""
+    """Steps and final answer of a generated solution. As in PRM800K's phase 2, the `# Answer`
+    heading and the answer under it are one last step, and nothing after the answer counts;
+    the heading is recognised by the labeling app's one rule (`prm800k.answer_section`)."""
     chunks = [chunk.strip() for chunk in text.split(STEP_SEPARATOR)]
     chunks = [chunk for chunk in chunks if chunk]
     steps: list[str] = []
     for position, chunk in enumerate(chunks):
-        if chunk.startswith(ANSWER_HEADING):
-            answer = chunk[len(ANSWER_HEADING) :].strip()
-            if not answer and position + 1 < len(chunks):
-                answer = chunks[position + 1]
-            if not answer:
-                return steps, None
-            steps.append(f"{ANSWER_HEADING}{STEP_SEPARATOR}{answer}")
-            return steps, answer
-        steps.append(chunk)
+        section = answer_section(chunk)
+        if section is None:
+            steps.append(chunk)
+            continue
+        if section.body:  # text before the heading in the same paragraph is a step of its own
+            steps.append(section.body)
+        answer = section.answer
+        if not answer and position + 1 < len(chunks):
+            answer = chunks[position + 1]
+        if not answer:
+            return steps, None
+        steps.append(f"{ANSWER_HEADING}{STEP_SEPARATOR}{answer}")
+        return steps, answer
     # No answer section: the solution may still state one (a \boxed{} in the last step).
     return steps, extract_answer(steps) if steps else None
-
-
-def is_final_step(step: str) -> bool:
-    """A step that gives the final answer ends the path (PRM800K finishes with `solution`)."""
-    return step.lstrip().startswith(ANSWER_HEADING)
 
 
 # --- what the rest of the app asks for ------------------------------------------------------
@@ -148,20 +148,21 @@ def next_steps(
     """Up to `k` distinct candidate next steps after `prefix` (PRM800K phase 1's completions).
 
     A sample that opens the answer section is completed through the answer, so a candidate
-    `# Answer` step always carries the answer it gives."""
+    final step always carries the answer it gives."""
     prompt = step_prompt(problem, prefix, template)
     samples = generator.complete(prompt, n=k, sampling=sampling, stop=(STEP_SEPARATOR,))
     steps: list[str] = []
     for sample in samples:
         step = sample.text.strip()
-        if step == ANSWER_HEADING:
+        section = answer_section(step)
+        if section is not None and not section.answer:  # cut at the heading's blank line
             answer = generator.complete(
                 prompt + step + STEP_SEPARATOR,
                 n=1,
                 sampling=sampling,
                 stop=(STEP_SEPARATOR,),
             )[0].text.strip()
-            step = f"{ANSWER_HEADING}{STEP_SEPARATOR}{answer}" if answer else ""
+            step = f"{step}{STEP_SEPARATOR}{answer}" if answer else ""
         if step and step not in steps:
             steps.append(step)
     return steps

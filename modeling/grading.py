@@ -18,6 +18,8 @@ from typing import TypeVar
 
 from math_verify import parse, verify
 
+from labeling.prm800k import answer_section
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -43,7 +45,6 @@ class GradeResult:
 
 # --- extraction -----------------------------------------------------------------------------
 
-_ANSWER_HEADING = re.compile(r"^[ \t]*#[ \t]*Answer[ \t]*:?[ \t]*$", re.IGNORECASE | re.MULTILINE)
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _ANSWER_PHRASE = re.compile(
     r"(?:final answer|the answer|answer)\s*(?:is|:)\s*:?\s*(?P<answer>.+)", re.IGNORECASE
@@ -65,9 +66,9 @@ def extract_answer(solution: str | Sequence[str]) -> str | None:
     if not text.strip():
         return None
 
-    headings = list(_ANSWER_HEADING.finditer(text))
-    if headings:
-        return _clean_answer(text[headings[-1].end() :])
+    section = answer_section(text)  # the same rule that ends a labeler's solution
+    if section is not None:
+        return _clean_answer(section.answer)
 
     boxed = _last_boxed_content(text)
     if boxed is not None:

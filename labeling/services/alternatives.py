@@ -5,7 +5,8 @@ Storage is the release's: step i of the labeling is a StepLabel whose Completion
 candidates (index 0..k-1, `source` the generator), `chosen_completion` the one chosen, and a
 labeler-written step the human completion (index -1, unrated). The labeling's solution is a
 phase-1 Solution with no pre-generated steps; the path lives in the labeling. A step that gives
-the final answer (`# Answer`) ends the labeling with `solution`.
+the final answer (a `# Answer` heading line, alone or after the step's text: the release's
+shape, `prm800k.is_final_step`) ends the labeling with `solution`.
 
 Candidates come from the modeling app's generator through an app-config hook
 (`propose_next_steps`), found at run time: labeling never imports modeling. They are requested
@@ -39,6 +40,7 @@ from labeling.models import (
     Solution,
     StepLabel,
 )
+from labeling.prm800k import is_final_step
 from labeling.services import rating
 from labeling.services.errors import Conflict, LabelingError
 from labeling.services.importing import solution_content_hash
@@ -48,14 +50,9 @@ from stepwise.celery import start_on_commit
 
 logger = logging.getLogger(__name__)
 
-ANSWER_HEADING = "# Answer"
 MAX_STEP_CHARS = 4000
 # Past labeling.tasks.generate_proposal's time limit: a request still open has lost its worker.
 PROPOSAL_STALE = timedelta(seconds=660)
-
-
-def is_final_step(text: str) -> bool:
-    return text.lstrip().startswith(ANSWER_HEADING)
 
 
 def prefix_hash(prefix: list[str]) -> str:
@@ -526,7 +523,8 @@ def write_step(
     *, labeling_id: int, user: User, step_index: int, text: str, elapsed_ms: int | None = None
 ) -> Labeling:
     """The labeler's own step when no candidate will do (PRM800K's human completion)."""
-    text = text.strip()
+    # A plain form post sends CRLF line ends; the release's texts have LF only.
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise LabelingError("Write the step before submitting it.")
     if len(text) > MAX_STEP_CHARS:

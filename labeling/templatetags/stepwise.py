@@ -5,18 +5,19 @@ from django.template.defaultfilters import stringfilter
 from django.utils.html import escape, linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
-register = template.Library()
+from labeling.prm800k import answer_section
 
-ANSWER_MARK = "# Answer"
+register = template.Library()
 
 
 @register.filter
 def step_html(text: str) -> SafeString:
     """A step's text as HTML: escaped, paragraphs kept, PRM800K's `# Answer` section shown as such."""
-    body, marker, answer = text.partition(ANSWER_MARK)
-    html = linebreaks(escape(body.strip())) if body.strip() else ""
-    if marker:
-        html += f'<p class="answer-line"><span class="answer-label">Answer</span> {escape(answer.strip())}</p>'
+    section = answer_section(text)  # the badge shows exactly when the step ends the solution
+    body = text.strip() if section is None else section.body
+    html = linebreaks(escape(body)) if body else ""
+    if section is not None:
+        html += f'<p class="answer-line"><span class="answer-label">Answer</span> {escape(section.answer)}</p>'
     return mark_safe(html)  # noqa: S308 - every piece above is escaped
 
 

@@ -375,3 +375,64 @@ def test_two_labelers_paths_through_one_problem_get_no_step_agreement(labeler, l
     assert solution.completed_count == 2
     assert Labeling.objects.filter(finish_reason=FinishReason.SOLUTION).count() == 2
     assert not SolutionAgreement.objects.exists()  # different paths: nothing to adjudicate
+
+
+def test_a_written_step_that_gives_the_answer_after_its_text_ends_the_solution(claimed, labeler):
+    ids = {"labeling_id": claimed.pk, "user": labeler}
+    first = "I add: $2 + 3 = 5$."
+    alternatives.write_step(**ids, step_index=0, text=first)
+    assert ProposedSteps.objects.filter(prefix=[first]).exists()  # the path goes on: asked
+    # The release's phase-1 final-step shape, with a browser's plain form post's CRLF.
+    final = "So the sum is $5$.\r\n\r\n# Answer\r\n\r\n5"
+    alternatives.write_step(**ids, step_index=1, text=final)
+
+    claimed.refresh_from_db()
+    assert claimed.status == Labeling.Status.COMPLETED
+    assert claimed.finish_reason == FinishReason.SOLUTION
+    assert claimed.solution.completed_count == 1
+    stored = "So the sum is $5$.\n\n# Answer\n\n5"  # the release's line ends
+    assert ProposedSteps.objects.count() == 1  # nothing asked after the answer
+    assert not alternatives.alternatives_panel(claimed).waiting
+    line = json.loads(prm800k.render_record(selectors.release_record(claimed.pk)))
+    assert line["label"]["finish_reason"] == "solution"
+    assert [s["human_completion"]["text"] for s in line["label"]["steps"]] == [first, stored]
+    assert prm800k.chosen_path(prm800k.parse_record(line)) == [first, stored]
+
+
+def test_a_release_candidate_with_its_answer_after_its_text_asks_nothing_ahead_and_ends_it(
+    claimed, labeler, shared_data
+):
+    # Two of the release's own final candidates ("Exactly.\n\n# Answer\n\n468", ...).
+    texts = [
+        completion["text"]
+        for line in (shared_data / "prm800k" / "samples.jsonl").read_text().splitlines()
+        for step in json.loads(line)["label"]["steps"]
+        for completion in step["completions"] or []
+        if "\n\n# Answer\n\n" in completion["text"]
+    ][:2]
+    assert len(texts) == 2 and not any(t.startswith("# Answer") for t in texts)
+    ProposedSteps.objects.create(
+        problem=claimed.solution.problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=2,
+        status=ProposedSteps.Status.READY,
+        steps=texts,
+        generator="release",
+        ready_at=timezone.now(),
+    )
+    ids = {"labeling_id": claimed.pk, "user": labeler, "step_index": 0}
+    alternatives.rate_candidate(**ids, candidate_index=0, rating_value=1)
+    alternatives.rate_candidate(**ids, candidate_index=1, rating_value=-1)
+    assert ProposedSteps.objects.count() == 1  # a +1 on a final step asks nothing ahead
+    alternatives.choose_candidate(**ids, candidate_index=0)
+
+    claimed.refresh_from_db()
+    assert claimed.status == Labeling.Status.COMPLETED
+    assert claimed.finish_reason == FinishReason.SOLUTION
+    assert ProposedSteps.objects.count() == 1
+    line = json.loads(prm800k.render_record(selectors.release_record(claimed.pk)))
+    assert line["label"]["finish_reason"] == "solution"
+    [step] = line["label"]["steps"]
+    assert step["chosen_completion"] == 0 and step["human_completion"] is None
+    assert [c["text"] for c in step["completions"]] == texts

@@ -58,7 +58,7 @@ def test_a_labeler_builds_a_solution_from_candidates_with_the_keyboard(
     page.screenshot(path=str(artifacts_dir / "alternatives-candidates.png"), full_page=True)
 
     # Step 1: +1 for the first candidate that does not end the solution, -1 for the others.
-    going_on = [i for i, text in enumerate(texts) if not text.lstrip().startswith("# Answer")]
+    going_on = [i for i, text in enumerate(texts) if not prm800k.is_final_step(text)]
     chosen = going_on[0] if going_on else None
     rate_each(page, ["1" if i == chosen else "-" for i in range(count)])
     if chosen is None:  # every candidate answered at once: the labeler writes step 1

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from labeling import selectors
 from labeling.models import Batch, Completion, Labeling, ProposedSteps, Solution
+from labeling.prm800k import is_final_step
 from labeling.services import alternatives, queue
 from tests.factories import make_batch, make_problem, make_solution
 
@@ -121,7 +122,7 @@ def test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writ
     assert response.status_code == 200
     claimed.refresh_from_db()
     step = claimed.step_labels.get(index=0)
-    if proposal.steps[0].startswith("# Answer"):  # the model answered at once: done
+    if is_final_step(proposal.steps[0]):  # the model answered at once: done
         assert claimed.status == Labeling.Status.COMPLETED
         return
     assert step.chosen_completion == 0 and step.time_ms == 1500
@@ -135,6 +136,26 @@ def test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writ
     assert claimed.status == Labeling.Status.COMPLETED and claimed.finish_reason == "solution"
     done = client.get(page_url)
     assert "Submitted" in done.content.decode() and "Next solution" in done.content.decode()
+
+
+def test_a_written_step_with_text_then_its_answer_ends_the_solution_on_the_page(client, claimed):
+    page_url = reverse("labeling:labeling", args=[claimed.pk])
+    write = reverse("labeling:write_step", args=[claimed.pk])
+    # A plain form post, as a browser sends it: CRLF line ends.
+    text = "I add: $1 + 1 = 2$.\r\n\r\n# Answer\r\n\r\n2"
+    response = client.post(write, {"step_index": 0, "text": text})
+    assert response.status_code == 302 and response["Location"] == page_url
+    claimed.refresh_from_db()
+    assert claimed.status == Labeling.Status.COMPLETED and claimed.finish_reason == "solution"
+    human = Completion.objects.get(step__labeling=claimed, index=-1)
+    assert human.text == "I add: $1 + 1 = 2$.\n\n# Answer\n\n2"  # as the release writes it
+    assert not ProposedSteps.objects.exists()  # no candidates asked for a step 2
+
+    html = client.get(page_url).content.decode()
+    assert "Submitted" in html and "Done after 1 step" in html
+    assert "The model is writing" not in html
+    assert '<span class="answer-label">Answer</span> 2' in html  # the badge on the path
+    assert not ProposedSteps.objects.exists()
 
 
 def test_another_labeler_cannot_act_on_the_labeling(client, claimed, labeler2):

@@ -169,3 +169,26 @@ def test_a_preview_of_well_formed_text_ends_between_formulas(pieces, limit):
             inside_a_formula.update(range(start + 1, start + len(piece)))
         start += len(piece)
     assert len(preview.removesuffix("…")) not in inside_a_formula
+
+
+@pytest.mark.parametrize(
+    ("text", "body", "answer"),
+    [
+        ("Exactly.\n\n# Answer\n\n468", "<p>Exactly.</p>", "468"),  # the release's own
+        ("# Answer\n\n7200", "", "7200"),
+        ("So $x$.\r\n\r\n# Answer\r\n\r\n4", "<p>So $x$.</p>", "4"),
+        (
+            "I'd write # Answer here and go on.",
+            "<p>I&#x27;d write # Answer here and go on.</p>",
+            None,
+        ),
+        ("#Answer\n\n4", "<p>#Answer</p>\n\n<p>4</p>", None),
+    ],
+)
+def test_the_answer_badge_shows_exactly_on_a_final_step(text, body, answer):
+    from labeling.prm800k import is_final_step
+
+    html = step_html(text)
+    assert is_final_step(text) == (answer is not None)
+    badge = f'<p class="answer-line"><span class="answer-label">Answer</span> {answer}</p>'
+    assert html == (body + badge if answer is not None else body)

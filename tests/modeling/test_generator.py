@@ -3,20 +3,20 @@ OpenAI-compatible server process on loopback (manage.py serve_generator)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 
 import httpx2  # the HTTP client the openai package is built on
 import pytest
 
+from labeling.prm800k import answer_section, is_final_step
 from modeling.generator import (
-    ANSWER_HEADING,
     STEP_SEPARATOR,
     GeneratorError,
     LocalGenerator,
     OpenAICompatibleGenerator,
     Sampling,
-    is_final_step,
     map_concurrently,
     next_steps,
     sample_solutions,
@@ -55,6 +55,33 @@ def test_split_solution_without_an_answer_has_none():
     assert split_solution("   ") == ([], None)
 
 
+def test_split_solution_finds_the_answer_heading_by_the_labeling_rule(shared_data):
+    # Text and heading in one paragraph: the text is a step, the answer the last one.
+    assert split_solution("So $x = 4$.\n# Answer\n4") == (["So $x = 4$.", "# Answer\n\n4"], "4")
+    assert split_solution("So $x = 4$.\r\n# Answer\r\n4") == (
+        ["So $x = 4$.", "# Answer\n\n4"],
+        "4",
+    )
+    # The release's pre-generated solutions split back into their steps and answer; a last
+    # step with text before its answer (the screening line's) comes back as two paragraphs.
+    shapes = set()
+    for line in (shared_data / "prm800k" / "samples.jsonl").read_text().splitlines():
+        question = json.loads(line)["question"]
+        steps = question.get("pre_generated_steps")
+        if not steps:
+            continue
+        assert is_final_step(steps[-1]) and not any(is_final_step(s) for s in steps[:-1])
+        section = answer_section(steps[-1])
+        assert section is not None and section.answer == question["pre_generated_answer"]
+        shapes.add(bool(section.body))
+        expected = [*steps[:-1], *([section.body] if section.body else [])]
+        assert split_solution("\n\n".join(steps)) == (
+            [*expected, f"# Answer\n\n{section.answer}"],
+            question["pre_generated_answer"],
+        )
+    assert shapes == {True, False}
+
+
 def test_step_prompt_ends_each_prefix_step_with_the_separator():
     prompt = step_prompt("P?", ["a", "b"])
     assert prompt.endswith("Problem: P?\n\nSolution:\na\n\nb\n\n")
@@ -82,7 +109,7 @@ def test_next_steps_are_distinct_single_steps(local):
     for step in steps:
         assert step == step.strip() and step
         # A candidate answer step carries its answer; any other candidate is one paragraph.
-        assert STEP_SEPARATOR not in step or step.startswith(ANSWER_HEADING + STEP_SEPARATOR)
+        assert STEP_SEPARATOR not in step or is_final_step(step)
 
 
 def test_sample_solutions_split_into_steps(local):

@@ -267,6 +267,37 @@ def test_answer_extraction(solution: str | list[str], expected: str) -> None:
     assert extract_answer(solution) == expected
 
 
+def test_every_final_step_of_the_release_gives_its_answer_section_to_grading() -> None:
+    from labeling.prm800k import answer_section, is_final_step
+
+    finals = []
+    for line in read_jsonl(PRM800K_SAMPLES):
+        for step in line["label"]["steps"]:
+            finals += [c["text"] for c in step["completions"] or [] if is_final_step(c["text"])]
+        finals += [s for s in line["question"].get("pre_generated_steps") or [] if is_final_step(s)]
+    assert len(finals) >= 10
+    for step in finals:
+        section = answer_section(step)
+        assert section is not None and extract_answer(step) == section.answer
+
+
+@pytest.mark.parametrize(
+    ("solution", "expected"),
+    [
+        # The heading as the labeling app reads it wins over an earlier \boxed{}.
+        ("I guess \\boxed{3}.\r\n\r\n# Answer\r\n\r\n4", "4"),
+        ("I guess \\boxed{3}.\n\n# Answer 4", "4"),
+        # Not the heading there, so not here either: the last \boxed{} answers.
+        ("I guess \\boxed{3}.\n\n#Answer\n\n4", "3"),
+        ("I guess \\boxed{3}, and I'd write # Answer\n\n4", "3"),
+    ],
+)
+def test_answer_extraction_reads_the_heading_by_the_final_step_rule(
+    solution: str, expected: str
+) -> None:
+    assert extract_answer(solution) == expected
+
+
 @pytest.mark.parametrize("solution", ["", "   \n ", [], ["", ""], "Some work.\n\n# Answer\n\n"])
 def test_no_answer_gives_none(solution: str | list[str]) -> None:
     assert extract_answer(solution) is None
