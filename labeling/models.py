@@ -8,6 +8,7 @@ Queue and dashboard filters read real columns (status, counters, flags), never J
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -94,6 +95,17 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The lease bounds as a pair (the lead's form and the admin run this before saving)."""
+        low, high = self.lease_seconds_min, self.lease_seconds_max
+        if low is not None and high is not None and low > high:
+            raise ValidationError(
+                {
+                    "lease_seconds_max": f"The lease ceiling ({high:,} s) is below its floor "
+                    f"({low:,} s): the maximum must be at least the minimum."
+                }
+            )
 
 
 class Solution(models.Model):
