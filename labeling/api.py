@@ -1,7 +1,8 @@
 """REST API (Django REST framework). Thin: permission, validate, call a service or selector.
 
 Roles: problems, solutions and batches are readable by leads, researchers and admins; they
-and leads may upload imports. Labelings: leads, researchers and admins read all, a labeler
+and leads may upload imports, into a batch only where `roles.may_add_to_batch` allows (leads:
+any; others: a batch they created). Labelings: leads, researchers and admins read all, a labeler
 only their own. Exports and snapshots: researchers and admins only.
 """
 
@@ -11,6 +12,7 @@ import tempfile
 from collections.abc import Callable
 from datetime import UTC
 
+from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
 from django.http import FileResponse, StreamingHttpResponse
@@ -33,8 +35,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling.bounds import ROW_ID
 from labeling.models import Batch, Completion, Labeling, Problem, Snapshot, Solution, StepLabel
-from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER, HasRole, has_role
+from labeling.roles import (
+    ADMIN,
+    LABELER,
+    LEAD,
+    RESEARCHER,
+    HasRole,
+    has_role,
+    require_batch_writer,
+)
 from labeling.serializers import (
     BatchProblemsSerializer,
     BatchSerializer,
@@ -51,7 +62,7 @@ from labeling.serializers import (
     SnapshotSerializer,
     SolutionSerializer,
 )
-from labeling.services import alternatives, importing, snapshots
+from labeling.services import alternatives, batches, importing, snapshots
 from labeling.services.errors import LabelingError
 from labeling.services.exporting import (
     ExportFormat,
@@ -141,20 +152,18 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
             400: OpenApiResponse(description="A problem id is unknown, or the batch rates steps."),
         },
     )
-    @action(
-        detail=True,
-        methods=["post"],
-        required_roles=(LEAD, ADMIN),
-        role_message="Only leads and admins can add problems to a batch.",
-    )
+    @action(detail=True, methods=["post"])
     def problems(self, request: Request, pk: str | None = None) -> Response:
         """Add problems to a batch of the alternatives protocol (PRM800K phase 1): each becomes
-        one solution the labelers build from the model's candidate steps. Idempotent."""
+        one solution the labelers build from the model's candidate steps. Idempotent. Leads
+        add to any batch, others only to a batch they created (`roles.may_add_to_batch`)."""
+        batch = self.get_object()
+        require_batch_writer(request.user, batch)
         form = BatchProblemsSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
             added = alternatives.add_problems(
-                batch=self.get_object(), problem_ids=form.validated_data["problems"]
+                batch=batch, problem_ids=form.validated_data["problems"]
             )
         except LabelingError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
@@ -233,8 +242,9 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
             return _form_rejected(form)
         data = form.validated_data
         return _import_response(
-            lambda: importing.samples_upload(
+            lambda: batches.batch_samples_upload(
                 data["file"],
+                user=request.user,
                 batch_name=data["batch_name"],
                 overlap=data["overlap"],
                 generation=data["generation"],
@@ -280,8 +290,17 @@ class UtcIsoDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
+class IdFilter(filters.NumberFilter):
+    """A row id: a whole number in the id column's range (SQLite cannot compare a larger one)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, validators=[ROW_ID], **kwargs)
+
+
 class LabelingFilter(filters.FilterSet):
-    batch = filters.NumberFilter(field_name="solution__batch_id")
+    batch = IdFilter(field_name="solution__batch_id")
     labeler = filters.CharFilter(field_name="labeler__username")
     finished_after = UtcIsoDateTimeFilter(field_name="finished_at", lookup_expr="gte")
     finished_before = UtcIsoDateTimeFilter(field_name="finished_at", lookup_expr="lt")

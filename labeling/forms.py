@@ -7,12 +7,26 @@ from datetime import timedelta
 from django import forms
 from django.contrib.auth import get_user_model
 
+from labeling.bounds import COUNT, ROW_ID
 from labeling.models import Batch, Guidelines
 from labeling.roles import LABELER
 
 
+class IdsChoiceField(forms.ModelMultipleChoiceField):
+    """Ids past the id column's range are refused before the query (SQLite's driver raises)."""
+
+    def _check_values(self, value):
+        for pk in value:
+            try:
+                number = int(pk)
+            except (TypeError, ValueError):
+                continue  # Django's own check names what is not an id
+            ROW_ID(number)
+        return super()._check_values(value)
+
+
 class BatchForm(forms.ModelForm):
-    labelers = forms.ModelMultipleChoiceField(
+    labelers = IdsChoiceField(
         queryset=get_user_model().objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
@@ -23,7 +37,9 @@ class BatchForm(forms.ModelForm):
         required=False,
         label="Take unlabeled solutions from batch",
     )
-    take_limit = forms.IntegerField(required=False, min_value=1, label="How many (empty: all)")
+    take_limit = forms.IntegerField(
+        required=False, validators=[COUNT], label="How many (empty: all)"
+    )
     upload = forms.FileField(
         required=False,
         label="Or upload generator samples (JSONL, as `import_samples`)",
@@ -83,6 +99,8 @@ class BatchForm(forms.ModelForm):
                 ) from None
             if first > last or last - first >= 10_000:
                 raise forms.ValidationError(f"“{part}” is not a range of at most 10,000 ids.")
+            ROW_ID(first)
+            ROW_ID(last)
             ids.extend(range(first, last + 1))
         return ids
 

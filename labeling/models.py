@@ -6,8 +6,10 @@ Queue and dashboard filters read real columns (status, counters, flags), never J
 """
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -95,6 +97,17 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The lease bounds as a pair (the lead's form and the admin run this before saving)."""
+        low, high = self.lease_seconds_min, self.lease_seconds_max
+        if low is not None and high is not None and low > high:
+            raise ValidationError(
+                {
+                    "lease_seconds_max": f"The lease ceiling ({high:,} s) is below its floor "
+                    f"({low:,} s): the maximum must be at least the minimum."
+                }
+            )
 
 
 class Solution(models.Model):
@@ -623,8 +636,11 @@ class ApiToken(AbstractAuthToken):
     the key. Named by its owner; last_used is written at most once a minute
     (labeling.authentication)."""
 
-    name = models.CharField(max_length=100)
-    last_used = models.DateTimeField(null=True, blank=True)
+    # Annotated by hand: knox has no type information, so the base class is Any to mypy.
+    name: "models.CharField[str, str]" = models.CharField(max_length=100)
+    last_used: "models.DateTimeField[datetime | None, datetime | None]" = models.DateTimeField(
+        null=True, blank=True
+    )
 
     class Meta:
         ordering = ["-created"]

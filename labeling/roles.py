@@ -1,15 +1,21 @@
 """Roles are Django groups. A superuser holds every role.
 
 One check for pages (`require`) and one DRF permission class (`HasRole`, reading the
-view's `required_roles`), so who may do what reads the same everywhere.
+view's `required_roles`), so who may do what reads the same everywhere; `may_add_to_batch` is
+the one rule for writing into a batch, on every path that does.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from rest_framework import permissions
+
+if TYPE_CHECKING:
+    from labeling.models import Batch
 
 LABELER = "labeler"
 LEAD = "lead"
@@ -50,6 +56,24 @@ def require(
     """Refuse the request (403) unless its user holds one of `roles`."""
     if not has_role(request.user, *roles):
         raise RoleRequired(message, roles)
+
+
+def may_add_to_batch(user: AbstractUser | AnonymousUser, batch: Batch) -> bool:
+    """Who may put solutions or problems into a batch: a lead (or an admin) into any, anyone
+    else only into a batch they created (a researcher's own import). The batch pages are the
+    leads'; every path that writes into a batch (sample uploads, problems, the lead's form, a
+    generation's queue) asks this, so none is a way around them."""
+    if has_role(user, LEAD):
+        return True
+    return batch.created_by_id is not None and batch.created_by_id == user.pk
+
+
+def require_batch_writer(user: AbstractUser | AnonymousUser, batch: Batch) -> None:
+    """Refuse (403, on a page and in the API alike) unless `may_add_to_batch`."""
+    if not may_add_to_batch(user, batch):
+        raise PermissionDenied(
+            f"Only leads and the batch's creator can add to batch “{batch.name}”; nothing was added."
+        )
 
 
 class HasRole(permissions.BasePermission):

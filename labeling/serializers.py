@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from rest_framework import serializers
 
+from labeling.bounds import INT32, ROW_ID
 from labeling.models import (
     Batch,
     Completion,
@@ -24,7 +25,7 @@ from labeling.models import (
     Solution,
     StepLabel,
 )
-from labeling.prm800k import INT32_MAX, INT64_MAX, NEUTRAL_MAPPINGS
+from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.services.exporting import LABEL_CHOICES, ExportFilters, ExportFormat, StepwiseOptions
 
 THREE_WAY = ("include", "exclude", "only")
@@ -33,14 +34,13 @@ THREE_WAY = ("include", "exclude", "only")
 class ExportRequestSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=Snapshot.Format.choices, default=ExportFormat.PRM800K)
     batch = serializers.ListField(
-        # A row id: SQLite cannot even compare a larger number (a 500 before).
-        child=serializers.IntegerField(min_value=1, max_value=INT64_MAX),
+        child=serializers.IntegerField(validators=[ROW_ID]),
         required=False,
         default=list,
         help_text="Batch ids (any of).",
     )
     generation = serializers.ListField(
-        child=serializers.IntegerField(min_value=-INT32_MAX - 1, max_value=INT32_MAX),
+        child=serializers.IntegerField(validators=[INT32]),
         required=False,
         default=list,
         help_text="PRM800K generations (any of).",
@@ -72,8 +72,7 @@ class ExportRequestSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        min_value=1,
-        max_value=INT64_MAX,
+        validators=[ROW_ID],
         help_text="Only labelings created or changed after this (done) snapshot.",
     )
     neutral = serializers.ChoiceField(choices=NEUTRAL_MAPPINGS, default="positive")
@@ -231,7 +230,7 @@ class BatchSerializer(serializers.ModelSerializer):
 
 class BatchProblemsSerializer(serializers.Serializer):
     problems = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(validators=[ROW_ID]),
         min_length=1,
         max_length=10_000,
         help_text="Problem ids: each becomes a solution labeled in the alternatives protocol.",
@@ -348,7 +347,7 @@ class SampleUploadSerializer(ImportUploadSerializer):
     batch_name = serializers.CharField(max_length=200)
     overlap = serializers.IntegerField(min_value=1, max_value=100, default=1)
     generation = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=-INT32_MAX - 1, max_value=INT32_MAX
+        required=False, allow_null=True, default=None, validators=[INT32]
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+from labeling.bounds import COUNT, INT32, ROW_ID, SEED
 from labeling.models import Batch
 from modeling.services import runs
 from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
@@ -142,10 +143,10 @@ class GenerationForm(forms.Form):
         min_value=0, max_value=1, initial=0.8, label="Convincing wrong share"
     )
     per_problem_cap = forms.IntegerField(
-        min_value=1, required=False, initial=2, label="Cap per problem"
+        validators=[COUNT], required=False, initial=2, label="Cap per problem"
     )
     scope = forms.ChoiceField(choices=[("pool", "across the pool"), ("per_problem", "per problem")])
-    per_problem_k = forms.IntegerField(min_value=1, required=False, label="Per problem K")
+    per_problem_k = forms.IntegerField(validators=[COUNT], required=False, label="Per problem K")
     overlap = forms.IntegerField(
         min_value=1, max_value=10, initial=1, label="Labelings per solution"
     )
@@ -171,8 +172,8 @@ class EvaluationSetForm(forms.Form):
         label="Share of problems",
         help_text="Of the problems with completed labelings that no run has used.",
     )
-    count = forms.IntegerField(min_value=1, required=False, label="Or a count of problems")
-    seed = forms.IntegerField(initial=0, label="Seed")
+    count = forms.IntegerField(validators=[COUNT], required=False, label="Or a count of problems")
+    seed = forms.IntegerField(initial=0, validators=[INT32], label="Seed")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -185,15 +186,15 @@ class SamplingForm(forms.Form):
     """generate_pool from the page: N samples for the chosen problems."""
 
     samples = forms.IntegerField(min_value=1, max_value=64, initial=16, label="Samples per problem")
-    limit = forms.IntegerField(min_value=1, required=False, label="At most … problems")
+    limit = forms.IntegerField(validators=[COUNT], required=False, label="At most … problems")
     subject = forms.CharField(required=False, max_length=64, label="Subject")
     level = forms.IntegerField(min_value=1, max_value=5, required=False, label="Level")
-    batch = forms.IntegerField(min_value=1, required=False, label="Problems of batch (id)")
+    batch = forms.IntegerField(validators=[ROW_ID], required=False, label="Problems of batch (id)")
     max_tokens = forms.IntegerField(
         min_value=1, max_value=8192, required=False, label="Max tokens per solution"
     )
     temperature = forms.FloatField(min_value=0, max_value=2, required=False, label="Temperature")
-    seed = forms.IntegerField(min_value=0, required=False, label="Seed")
+    seed = forms.IntegerField(validators=[SEED], required=False, label="Seed")
 
     def params(self) -> dict:
         data = self.cleaned_data

@@ -7,6 +7,7 @@ import pytest
 import schemathesis
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, given, settings
+from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance
@@ -102,6 +103,68 @@ def test_no_api_request_gets_a_server_error_leaves_the_schema_or_crosses_a_role(
     for operation in operations:
         _fuzzer(operation, live_server, role_headers, failures)()
     assert not failures, "\n\n".join(failures)
+
+
+# Explicit examples beside the fuzz: what Hypothesis is unlikely to draw. A body nested 5,000
+# deep (RecursionError in json), a number past Python's 4,300 digits, and ids past 64 bits (SQLite's
+# driver raises OverflowError) are each a 400, and nothing is written.
+DEEP = "[" * 5000 + "]" * 5000
+HUGE_NUMBER = '{"k": 1' + "0" * 5000 + "}"
+BODIES = [
+    ("lead", "/api/generations/", DEEP),
+    ("lead", "/api/generations/", HUGE_NUMBER),
+    ("lead", "/api/runs/", '{"config": ' * 2000 + "{}" + "}" * 2000),
+    ("lead", "/api/sampling-runs/", DEEP),
+    ("researcher", "/api/snapshots/", '{"batch": [' + "[" * 5000 + "]" * 5000 + "]}"),
+    ("researcher", "/api/snapshots/", '{"since_snapshot": 9' + "9" * 4400 + "}"),
+    ("lead", "/api/batches/{batch}/problems/", DEEP),
+    ("lead", "/api/sampling-runs/", '{"problems": [1180591620717411303424]}'),
+    ("lead", "/api/sampling-runs/", '{"batch": 9223372036854775808}'),
+    ("lead", "/api/sampling-runs/", '{"limit": 1180591620717411303424}'),
+    ("lead", "/api/batches/{batch}/problems/", '{"problems": [1180591620717411303424]}'),
+    ("lead", "/api/generations/", '{"per_problem_k": 1180591620717411303424}'),
+]
+
+
+def _written() -> list[int]:
+    from labeling.models import Snapshot, Solution
+    from modeling.models import GenerationRun, SamplingRun, TrainingRun
+
+    models = (GenerationRun, SamplingRun, TrainingRun, Snapshot, Solution)
+    return [model.objects.count() for model in models]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role, path, body", BODIES)
+def test_a_hostile_json_body_is_refused_with_400_and_writes_nothing(role, path, body):
+    from labeling.models import Batch
+
+    batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES)
+    client = APIClient()
+    client.force_authenticate(make_user(f"hostile-{role}", role))
+    before = _written()
+    response = client.generic(
+        "POST", path.format(batch=batch.pk), body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert _written() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "query",
+    [
+        "batch=9223372036854775808",
+        f"batch={2**70}",
+        f"solution={2**70}",
+        f"batch={'9' * 5000}",
+    ],
+)
+def test_labelings_filtered_by_an_id_past_64_bits_answer_400(query):
+    client = APIClient()
+    client.force_authenticate(make_user("hostile-lead", "lead"))
+    response = client.get(f"/api/labelings/?{query}")
+    assert response.status_code == 400, response.content[:300]
 
 
 def test_the_role_check_flags_a_crossing_and_passes_a_refusal():

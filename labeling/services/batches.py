@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -13,6 +15,8 @@ from labeling.models import (
     Labeling,
     Solution,
 )
+from labeling.roles import require_batch_writer
+from labeling.services import importing
 from labeling.services.errors import LabelingError
 
 
@@ -28,6 +32,28 @@ def batch_move_solutions(*, batch: Batch, source: Batch, limit: int | None = Non
         moved = Solution.objects.filter(pk__in=ids).update(batch=batch, generation=batch.generation)
     selectors.clear_count_cache(batch.pk, source.pk)
     return moved
+
+
+def batch_samples_upload(
+    uploaded: Any, *, user: Any, batch_name: str, overlap: int, generation: int | None
+) -> importing.ImportReport:
+    """Uploaded generator samples into the batch named `batch_name`, by a user who may add to
+    it (`roles.may_add_to_batch`); a new batch is theirs. All or nothing, a new batch included:
+    a refused or rejected upload leaves no row behind (PermissionDenied, UploadRejected)."""
+    with transaction.atomic():
+        batch, _ = Batch.objects.get_or_create(
+            name=batch_name,
+            defaults={
+                "overlap": overlap,
+                "generation": generation,
+                "origin": Batch.Origin.SAMPLES,
+                "created_by": user,
+            },
+        )
+        require_batch_writer(user, batch)
+        return importing.samples_upload(
+            uploaded, batch_name=batch.name, overlap=overlap, generation=generation
+        )
 
 
 def guidelines_save(*, text: str, user: User) -> Guidelines:

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from labeling import selectors
+from labeling.bounds import INT32
 from labeling.models import Labeling
 from labeling.roles import LEAD, has_role
 from labeling.services.errors import LabelingError
@@ -23,9 +24,13 @@ def int_param(request: HttpRequest, name: str, *, required: bool = True) -> int 
     if value == "" and not required:
         return None
     try:
-        return int(value)
+        number = int(value)
+        INT32(number)  # an index, a rating or a duration: no column here takes more
     except ValueError:
-        raise LabelingError(f"{name} must be an integer, got {value!r}.") from None
+        raise LabelingError(f"{name} must be an integer, got {value[:50]!r}.") from None
+    except ValidationError as error:
+        raise LabelingError(f"{name}: {error.messages[0]}") from None
+    return number
 
 
 def own_labeling(request: HttpRequest, labeling_id: int) -> Labeling:

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from labeling import selectors
 from labeling.forms import BatchForm, GuidelinesForm
 from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
-from labeling.roles import LEAD, require
+from labeling.roles import LEAD, require, require_batch_writer
 from labeling.services import adjudication, alternatives, batches, importing, quality
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
@@ -62,6 +62,8 @@ def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpRespons
     """
     require(request, LEAD, message=LEADS_ONLY)
     batch = get_object_or_404(Batch, pk=batch_id) if batch_id else None
+    if batch is not None:  # a lead may add to any batch: the one rule, asked on every path
+        require_batch_writer(request.user, batch)
     form = BatchForm(request.POST or None, request.FILES or None, instance=batch)
     if request.method == "POST" and form.is_valid():
         creating = batch is None

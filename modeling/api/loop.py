@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from labeling.bounds import COUNT, INT32, ROW_ID, SEED
 from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling.models import GenerationRun, SamplingRun, SelectionReason
 from modeling.services import loop, runs, sampling
@@ -59,9 +60,9 @@ class StartSerializer(serializers.Serializer):
     per_problem_k = serializers.IntegerField(
         min_value=1, max_value=1_000_000, allow_null=True, default=None
     )
-    seed = serializers.IntegerField(default=0, min_value=0, max_value=2**32 - 1)
+    seed = serializers.IntegerField(default=0, validators=[SEED])
     overlap = serializers.IntegerField(min_value=1, max_value=100, default=1)
-    priority = serializers.IntegerField(default=10, min_value=-(2**31), max_value=2**31 - 1)
+    priority = serializers.IntegerField(default=10, validators=[INT32])
     retrain = serializers.BooleanField(default=True)
     train_config = serializers.DictField(
         default=dict,
@@ -146,16 +147,16 @@ class SamplingRunSerializer(serializers.ModelSerializer):
 class SamplingStartSerializer(serializers.Serializer):
     samples = serializers.IntegerField(min_value=1, max_value=64, default=16)
     problems = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), required=False, allow_empty=False
+        child=serializers.IntegerField(validators=[ROW_ID]), required=False, allow_empty=False
     )
-    batch = serializers.IntegerField(min_value=1, required=False)
+    batch = serializers.IntegerField(validators=[ROW_ID], required=False)
     subject = serializers.CharField(required=False, max_length=64)
     level = serializers.IntegerField(min_value=1, max_value=5, required=False)
-    limit = serializers.IntegerField(min_value=1, required=False)
+    limit = serializers.IntegerField(validators=[COUNT], required=False)
     max_tokens = serializers.IntegerField(min_value=1, max_value=8192, required=False)
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False)
     top_p = serializers.FloatField(min_value=0.01, max_value=1, required=False)
-    seed = serializers.IntegerField(min_value=0, max_value=2**32 - 1, required=False)
+    seed = serializers.IntegerField(validators=[SEED], required=False)
 
 
 class SamplingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -30,6 +30,7 @@ from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from labeling.models import Batch, Labeling, Solution
+from labeling.roles import may_add_to_batch
 from labeling.services import importing
 from modeling.grading import grade_solution, is_equivalent
 from modeling.models import (
@@ -210,6 +211,8 @@ def enqueue_selection(run: GenerationRun) -> Batch:
         )
         if batch.origin != Batch.Origin.ACTIVE_LEARNING or batch.generation != run.generation:
             raise StepFailed(f"a batch named {batch.name!r} exists and is not this generation's")
+        if run.created_by is not None and not may_add_to_batch(run.created_by, batch):
+            raise StepFailed(f"{run.created_by} may not add to batch {batch.name!r}")
         selected = run.selections.values("solution_id")
         selectable_pool().filter(pk__in=selected).update(batch=batch, generation=run.generation)
         GenerationRun.objects.filter(pk=run.pk).update(batch=batch)

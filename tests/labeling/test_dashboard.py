@@ -337,3 +337,47 @@ def test_the_labeler_state_form_honours_a_next_page_of_this_site(client, lead, l
         {"state": "paused", "next": reverse("labeling:labelers")},
     )
     assert response["Location"] == reverse("labeling:labelers")
+
+
+def test_a_lease_ceiling_below_its_floor_is_refused_and_nothing_is_saved(client, lead):
+    client.force_login(lead)
+    response = client.post(
+        reverse("labeling:batch_new"),
+        {
+            "name": "upside down",
+            "overlap": 1,
+            "priority": 0,
+            "lease_seconds_min": 7000,
+            "lease_seconds_max": 10,
+        },
+    )
+    assert response.status_code == 200
+    assert "The lease ceiling (10 s) is below its floor (7,000 s)" in response.content.decode()
+    assert not Batch.objects.filter(name="upside down").exists()
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("labelers", [2**70]),
+        ("take_limit", 2**70),
+        ("take_from", 9223372036854775808),
+        ("problems", f"{2**70}"),
+        ("problems", f"1-{2**63}"),
+        ("priority", 2**70),
+    ],
+)
+def test_numbers_past_their_column_on_the_batch_form_are_refused_and_nothing_is_saved(
+    client, lead, field, value
+):
+    source = make_batch("source", gold_rate=0)
+    make_solutions(source, 2)
+    protocol = "alternatives" if field == "problems" else "steps"
+    data = {"name": "huge", "overlap": 1, "priority": 0, "protocol": protocol, field: value}
+    if field == "take_limit":
+        data["take_from"] = source.pk
+    client.force_login(lead)
+    response = client.post(reverse("labeling:batch_new"), data)
+    assert response.status_code == 200  # the form again, with the field's error
+    assert response.context["form"].errors[field]
+    assert not Batch.objects.filter(name="huge").exists() and source.solutions.count() == 2
