@@ -32,6 +32,7 @@ run_patterns = [
     path("modeling/runs/<int:run_id>/resume/", runs_views.run_resume, name="resume"),
     path("modeling/models/", runs_views.model_list, name="models"),
     path("modeling/models/<int:version_id>/activate/", runs_views.model_activate, name="activate"),
+    path("modeling/models/<int:version_id>/export.zip", runs_views.model_export, name="export"),
     path("api/", include(run_router.urls)),
 ]
 

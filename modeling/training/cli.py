@@ -1,10 +1,11 @@
-"""Command line: train, evaluate, score.
+"""Command line: train, evaluate, score, export.
 
     python -m modeling.training.cli train --parquet phase1.parquet --holdout-fraction 0.1 \\
         --output-dir runs/prm --mode head
     python -m modeling.training.cli evaluate --model runs/prm --parquet phase1.parquet \\
         --processbench processbench/gsm8k.json
     python -m modeling.training.cli score --model runs/prm --input solutions.jsonl
+    python -m modeling.training.cli export --model runs/prm --format hf --output prm-hf
 
 `train` writes split.json (the held-out problems) next to the model; `evaluate` given the
 same data files scores only those problems, so nothing it reports was trained on.
@@ -243,6 +244,22 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """A Hugging Face checkpoint (see export.py); a bad model folder is exit code 2."""
+    from .export import ExportError, export_hf
+
+    try:
+        metrics = json.loads(Path(args.metrics).read_text()) if args.metrics else None
+        if metrics is not None and not isinstance(metrics, dict):
+            raise ExportError(f"{args.metrics} must hold a JSON object")
+        out = export_hf(args.model, args.output, metrics=metrics)
+    except (ExportError, OSError, json.JSONDecodeError) as exc:
+        print(f"export: error: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m modeling.training.cli")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -306,6 +323,19 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--output", help="JSONL out (default stdout)")
     score.add_argument("--device", default="auto")
     score.set_defaults(func=cmd_score)
+
+    export = sub.add_parser(
+        "export", help="write a Hugging Face token-classification checkpoint (model card included)"
+    )
+    export.add_argument("--model", required=True, help="a model folder saved by train")
+    export.add_argument("--format", choices=["hf"], default="hf")
+    export.add_argument("--output", required=True, help="a new (or empty) folder")
+    export.add_argument(
+        "--metrics",
+        help="JSON of held-out figures for the model card (an evaluate --output report); "
+        "default: the model folder's metrics.json",
+    )
+    export.set_defaults(func=cmd_export)
     return parser
 
 

@@ -7,15 +7,16 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from labeling.roles import LEAD, RESEARCHER, require
 from modeling.forms import EvaluationSetForm, TrainingRunForm
 from modeling.models import EvaluationSet, ModelVersion, TrainingRun
-from modeling.services import evaluation_sets, runs
+from modeling.services import evaluation_sets, exporting, runs
 
 RECENT_RUNS = 50
 RUN_SET_FIELDS = ("output_dir", "dataset_version")
@@ -136,6 +137,20 @@ def model_activate(request: HttpRequest, version_id: int) -> HttpResponse:
     else:
         messages.success(request, f"{version.name} is now the active model.")
     return redirect("modeling_runs:models")
+
+
+@login_required
+def model_export(request: HttpRequest, version_id: int) -> HttpResponse:
+    """The version as a Hugging Face checkpoint zip (built on the first download, then kept)."""
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
+    version = get_object_or_404(ModelVersion, pk=version_id)
+    try:
+        archive = exporting.hf_export_archive(version=version)
+    except exporting.ExportFailed as exc:
+        messages.error(request, f"Cannot export {version.name}: {exc}")
+        return redirect("modeling_runs:models")
+    name = f"{slugify(version.name) or 'model'}-{version.pk}-hf.zip"
+    return FileResponse(archive.open("rb"), as_attachment=True, filename=name)
 
 
 def run_report(run: TrainingRun) -> dict[str, Any]:
