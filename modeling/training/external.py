@@ -239,7 +239,7 @@ class ExternalPRM:
             if manifest["kind"] == STEP_TAG
             else AutoModelForTokenClassification
         )
-        model = auto.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+        model: Any = auto.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         return cls(model.to(target).eval(), tokenizer, manifest)
 
@@ -283,7 +283,8 @@ class ExternalPRM:
             tag_id = self.manifest["step_tag_id"]
             return ids, [i for i, token in enumerate(ids) if token == tag_id][: len(steps)]
         encoded = tok(text, return_offsets_mapping=True)
-        ids, offsets, ends = encoded["input_ids"], encoded["offset_mapping"], []
+        ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+        ends: list[int] = []
         i = 0
         for start, end in spans:  # the last token overlapping the tag
             while i < len(offsets) and offsets[i][0] < end:
