@@ -83,12 +83,23 @@ class TrainingRun(models.Model):
 
 
 class ModelVersion(models.Model):
+    class Kind(models.TextChoices):
+        """Trained here (prm.json), or imported from elsewhere (`import_prm`: external.json)."""
+
+        TRAINED = "trained", "trained here"
+        TOKEN_CLASSIFICATION = "token_classification", "imported token-classification PRM"
+        STEP_TAG = "step_tag", "imported step-tag PRM"
+
     run = models.OneToOneField(
         TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="model_version"
     )
     name = models.CharField(max_length=200)
     backbone = models.CharField(max_length=300)
     artifact_path = models.CharField(max_length=500)
+    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.TRAINED)
+    source = models.CharField(
+        max_length=500, blank=True, help_text="Where an imported model was imported from."
+    )
     dataset_version = models.CharField(max_length=64, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
     passed_evaluation = models.BooleanField(default=False)

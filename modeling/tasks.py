@@ -16,7 +16,7 @@ from celery import shared_task
 from django.conf import settings
 
 from modeling.models import ModelVersion
-from modeling.services import loop, runs, sampling
+from modeling.services import importing, loop, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
@@ -41,6 +41,12 @@ def gpu_train_run(run_id: int) -> int | None:
 def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -> dict:
     version = ModelVersion.objects.get(pk=version_id)
     return runs.evaluate_model_version(version, processbench=processbench or [])
+
+
+@shared_task(name="modeling.tasks.gpu_gate_model", acks_late=True, time_limit=6 * 3600)
+def gpu_gate_model(version_id: int, activate: bool = False) -> bool:
+    """An imported model's gate: scored with the active one on the current evaluation set."""
+    return importing.gate_model_version(version_id, activate=activate).passed_evaluation
 
 
 @shared_task(name="modeling.tasks.resend_runs", time_limit=60)

@@ -1,4 +1,5 @@
-"""/api/runs/ and /api/models/: start, follow, cancel and resume PRM training; activate models.
+"""/api/runs/ and /api/models/: start, follow, cancel and resume PRM training; import and
+activate models.
 /api/evaluation-sets/: the frozen evaluation sets, read only (create or renew them on the page).
 
 The same services as the pages; a request the run's state refuses answers 409.
@@ -12,13 +13,15 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling.models import EvaluationSet, ModelVersion, TrainingRun
-from modeling.services import runs
+from modeling.services import importing, runs
+from modeling.training.external import MATH_SHEPHERD
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -109,6 +112,8 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "run",
             "backbone",
             "artifact_path",
+            "kind",
+            "source",
             "dataset_version",
             "metrics",
             "passed_evaluation",
@@ -117,6 +122,37 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "activated_at",
         ]
         read_only_fields = fields
+
+
+class ImportModelSerializer(serializers.Serializer):
+    """A model trained elsewhere: an uploaded zip/tar of its folder, or a folder under the
+    models root (STEPWISE_MODELS_ROOT); never another server path."""
+
+    file = serializers.FileField(required=False, help_text="zip or tar of the model folder")
+    path = serializers.CharField(
+        required=False, max_length=1000, help_text="A folder under STEPWISE_MODELS_ROOT."
+    )
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    step_separator = serializers.CharField(
+        required=False, allow_null=True, default=None, trim_whitespace=False, max_length=100
+    )
+    step_tag = serializers.CharField(
+        default=MATH_SHEPHERD["step_tag"], trim_whitespace=False, max_length=100
+    )
+    good_token = serializers.CharField(
+        default=MATH_SHEPHERD["good_token"], trim_whitespace=False, max_length=100
+    )
+    bad_token = serializers.CharField(
+        default=MATH_SHEPHERD["bad_token"], trim_whitespace=False, max_length=100
+    )
+    activate = serializers.BooleanField(
+        default=False, help_text="Make it active if it passes the gate."
+    )
+
+    def validate(self, data: dict) -> dict:
+        if ("file" in data) == ("path" in data):
+            raise serializers.ValidationError("send either a file (zip or tar) or a path")
+        return data
 
 
 class EvaluationSetSerializer(serializers.ModelSerializer):
@@ -198,6 +234,39 @@ class ModelVersionViewSet(
 
     def get_queryset(self):
         return ModelVersion.objects.all()
+
+    @extend_schema(request=ImportModelSerializer, responses={201: ModelVersionSerializer})
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="import",
+        parser_classes=[MultiPartParser, FormParser, JSONParser],
+    )
+    def import_model(self, request: Request) -> Response:
+        """Register the model (checked up front: 400 and nothing written if it cannot be
+        read), then gate it on the gpu worker; `activate` makes it active if it passes."""
+        form = ImportModelSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = dict(form.validated_data)
+        upload, path, activate = (
+            data.pop("file", None),
+            data.pop("path", None),
+            data.pop("activate"),
+        )
+        try:
+            if upload is not None:
+                version = importing.import_model_archive(
+                    archive=upload, source=f"upload {upload.name}"[:500], **data
+                )
+            else:
+                folder = importing.allowed_model_folder(path)
+                version = importing.import_model_version(
+                    folder=folder, links_within=Path(settings.STEPWISE_MODELS_ROOT), **data
+                )
+        except importing.ModelImportError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        importing.gate_in_background(version, activate=activate)
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: ModelVersionSerializer})
     @action(detail=True, methods=["post"])

@@ -996,11 +996,12 @@ def activate_model_version(version: ModelVersion) -> ModelVersion:
 
 @lru_cache(maxsize=2)
 def load_model_dir(path: str) -> Any:
-    """A saved model, cached per path: a generation scores many chunks with one model."""
+    """A saved model, cached per path: a generation scores many chunks with one model. One
+    trained here (prm.json) or imported (external.json: `services.importing`)."""
     # torch loads only where a model trains or scores, never in the web process
-    from modeling.training.model import ProcessRewardModel
+    from modeling.training.external import load_prm
 
-    return ProcessRewardModel.load(path, device="auto")
+    return load_prm(path, device="auto")
 
 
 def load_model(model_version: ModelVersion) -> Any:

@@ -194,10 +194,10 @@ def train_command(args: argparse.Namespace, config: TrainConfig, *, main: bool) 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluate import dropped_labels_note, evaluate_processbench, evaluate_steps, report_json
-    from .model import ProcessRewardModel
+    from .external import load_prm
 
     started = time.perf_counter()
-    model = ProcessRewardModel.load(args.model, device=args.device)
+    model = load_prm(args.model, device=args.device)
     report: dict[str, Any] = {"model": args.model}
     if args.prm800k or args.parquet:
         examples = load_examples(args.prm800k, args.parquet)
@@ -227,10 +227,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from .model import ProcessRewardModel
+    from .external import load_prm
     from .score import RULES, score_solutions, solution_score
 
-    model = ProcessRewardModel.load(args.model, device=args.device)
+    model = load_prm(args.model, device=args.device)
     records = list(read_jsonl(args.input))
     solutions = [Solution(r["problem"], list(r["steps"])) for r in records]
     step_probs = score_solutions(model, solutions, progress=tqdm_counter("score"))

@@ -16,8 +16,7 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import roc_auc_score
 
 from .data import LabeledSolution, Solution
-from .model import ProcessRewardModel
-from .score import predict_labelled, score_solutions, solution_score
+from .score import Scorer, predict_labelled, score_solutions, solution_score
 
 # ------------------------------------------------------------------ step level
 
@@ -107,7 +106,7 @@ def report_json(report: Mapping[str, Any]) -> str:
 
 
 def evaluate_steps(
-    model: ProcessRewardModel,
+    model: Scorer,
     examples: Sequence[LabeledSolution],
     *,
     max_length: int | None = None,
@@ -167,7 +166,7 @@ def processbench_metrics(predicted: ArrayLike, labels: ArrayLike) -> dict[str, f
 
 
 def evaluate_processbench(
-    model: ProcessRewardModel,
+    model: Scorer,
     path: str | Path,
     threshold: float = 0.5,
     progress: Callable[[int, int], None] | None = None,
@@ -352,7 +351,7 @@ def read_best_of_n(path: str | Path) -> list[SampledProblem]:
 
 
 def evaluate_best_of_n(
-    model: ProcessRewardModel,
+    model: Scorer,
     problems: Sequence[SampledProblem],
     *,
     equivalent: Callable[[str, str], bool],

@@ -8,7 +8,10 @@ import numpy as np
 import torch
 
 from .data import IGNORE, LabeledSolution, Solution, build_features, collate, length_batches
+from .external import ExternalPRM
 from .model import ProcessRewardModel
+
+Scorer = ProcessRewardModel | ExternalPRM  # ours, or one imported (external.py)
 
 RULES = ("product", "min", "last", "mean")
 
@@ -41,7 +44,7 @@ def _run(
 
 
 def score_solutions(
-    model: ProcessRewardModel,
+    model: Scorer,
     solutions: Sequence[Solution | LabeledSolution],
     *,
     batch_tokens: int | None = None,
@@ -52,8 +55,12 @@ def score_solutions(
 
     Solutions are bucketed by length (batch_tokens padded tokens per batch, default the
     model's config), so a long one does not pad the rest. Steps past max_length (default
-    the model's) have no score: their row is NaN.
+    the model's) have no score: their row is NaN. An imported model reads its own layout.
     """
+    if isinstance(model, ExternalPRM):
+        return model.score_solutions(
+            solutions, batch_tokens=batch_tokens, max_length=max_length, progress=progress
+        )
     results = [np.full((len(s.steps), 3), np.nan, dtype=np.float32) for s in solutions]
     plain = [Solution(s.problem, list(s.steps)) for s in solutions]  # path only
     for slots, probs, _ in _run(model, plain, batch_tokens, max_length, progress):
@@ -63,7 +70,7 @@ def score_solutions(
 
 
 def predict_labelled(
-    model: ProcessRewardModel,
+    model: Scorer,
     examples: Sequence[LabeledSolution],
     *,
     batch_tokens: int | None = None,
@@ -71,6 +78,10 @@ def predict_labelled(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(probabilities (N, 3), ratings (N,) in -1/0/+1) for every rated step and alternative."""
+    if isinstance(model, ExternalPRM):
+        return model.predict_labelled(
+            examples, batch_tokens=batch_tokens, max_length=max_length, progress=progress
+        )
     probs, ratings = [], []
     for _, p, labels in _run(model, examples, batch_tokens, max_length, progress):
         keep = labels != IGNORE

@@ -43,3 +43,41 @@ def test_a_generation_runs_through_the_real_worker(
     for step in GenerationRun.STEPS:
         assert run.steps[step]["status"] == "done", run.steps
     assert "gpu_generation_step" in log and "generation_step" in log
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_generation_with_an_imported_active_model_gates_its_retrained_model_against_it(
+    shared_data, tmp_path, open_evaluation_gate, settings, celery_worker_process, celery_live
+):
+    """The retrain step's gate scores the retrained and the imported model on the evaluation
+    set, in the worker; the scores step then uses whichever model is active."""
+    from django.core.management import call_command
+
+    from modeling.services.evaluation_sets import create_evaluation_set
+    from tests.modeling.test_import_prm import save_token_classifier
+
+    settings.MEDIA_ROOT = tmp_path / "media"  # the worker's (its STEPWISE_VAR_DIR is tmp_path)
+    load_pool_and_labels(shared_data)
+    create_evaluation_set(count=3, seed=0)
+    call_command("import_prm", str(save_token_classifier(tmp_path / "trl")), "--activate")
+    imported = ModelVersion.active()
+    assert imported is not None and imported.kind == ModelVersion.Kind.TOKEN_CLASSIFICATION
+    backbone = make_tiny_backbone(tmp_path / "tiny")
+    run = loop.start_generation(
+        params={"k": 6, "per_problem_cap": 1, "train_config": tiny_train_config(backbone)}
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED):
+            break
+        time.sleep(0.5)
+    log = (tmp_path / "worker.log").read_text() if (tmp_path / "worker.log").exists() else ""
+    assert run.status == GenerationRun.Status.SUCCEEDED, f"{run.status}: {run.error}\n{log[-3000:]}"
+    on_set = run.training_run.metrics["evaluation_set"]
+    assert on_set["active_model"] == imported.pk and "active_error" not in on_set
+    assert on_set["active_auroc"] == pytest.approx(imported.metrics["evaluation_set"]["new_auroc"])
+    assert run.model_version == ModelVersion.active() != imported  # the retrained one passed
+    assert SolutionScore.objects.filter(model_version=run.model_version).count() == 63
+    assert run.batch.solutions.count() == 6

@@ -1,0 +1,401 @@
+"""Process reward models trained elsewhere, scored like ours (no Django).
+
+Two shapes are read, each as its trainer wrote it:
+
+- **token classification** (TRL's PRMTrainer layout): an `AutoModelForTokenClassification`
+  reading ``[BOS] prompt step_1 SEP step_2 SEP ...`` (each piece tokenized on its own), the
+  label taken at the last token of each step's separator. 2 labels as TRL trains (1 = good
+  step), or 3 labels with id2label ``{0: "-1", 1: "0", 2: "+1"}``. The separator is
+  config.json's ``step_separator`` when it has one, else the one given (TRL's default "\\n").
+- **step tag** (Math-Shepherd): an `AutoModelForCausalLM` reading
+  ``problem step_1 TAG\\nstep_2 TAG...``; at each TAG the softmax over the logits of the good
+  and the bad token gives P(good).
+
+Both give what scoring already uses, per step [P(-1), P(0), P(+1)]: 3-label models their three
+probabilities; 2-label and step-tag models [1 - P(good), 0, P(good)].
+
+An imported folder is the model's own files plus `external.json` (MANIFEST), which says which
+shape it is and how to read it; `load_prm` loads a folder of either kind, ours (prm.json) or
+imported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .data import LabeledSolution, Solution, length_batches
+
+MANIFEST = "external.json"
+FORMAT = "stepwise-external-prm/1"
+TOKEN_CLASSIFICATION = "token_classification"
+STEP_TAG = "step_tag"
+KINDS = (TOKEN_CLASSIFICATION, STEP_TAG)
+THREE_LABELS = {"0": "-1", "1": "0", "2": "+1"}  # our own HF export's id2label
+TRL_SEPARATOR = "\n"  # PRMConfig.step_separator's default
+MATH_SHEPHERD = {"step_tag": "ки", "good_token": "+", "bad_token": "-"}
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+MAX_LENGTH = 4096  # tokens read per sequence, at most (fewer if the model's positions are fewer)
+BATCH_TOKENS = 16384
+
+
+class ExternalModelError(ValueError):
+    """A folder that is not a model this module can read; the message says why."""
+
+
+def describe(
+    folder: str | Path,
+    *,
+    step_separator: str | None = None,
+    step_tag: str = MATH_SHEPHERD["step_tag"],
+    good_token: str = MATH_SHEPHERD["good_token"],
+    bad_token: str = MATH_SHEPHERD["bad_token"],
+) -> dict[str, Any]:
+    """The manifest for a model folder (its shape and how to read it), checked up front:
+    config.json, the architecture and labels, weights present, and the tokenizer's pieces."""
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ExternalModelError(f"no readable config.json in the model folder ({exc})") from None
+    if not isinstance(config, dict):
+        raise ExternalModelError("config.json is not a JSON object")
+    architectures = config.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise ExternalModelError("config.json's architectures is not a list of names")
+    if not any((folder / name).is_file() for name in WEIGHT_FILES):
+        raise ExternalModelError(
+            f"no weights in the model folder (one of {', '.join(WEIGHT_FILES)})"
+        )
+    if any(a.endswith("ForTokenClassification") for a in architectures):
+        return _describe_token_classification(folder, config, step_separator)
+    if any(a.endswith("ForCausalLM") for a in architectures):
+        return _describe_step_tag(folder, config, step_tag, good_token, bad_token)
+    shown = ", ".join(architectures) or "none"
+    raise ExternalModelError(
+        f"architecture {shown} is neither a token-classification PRM (…ForTokenClassification, "
+        "TRL's layout) nor a causal LM scored at step tags (…ForCausalLM, Math-Shepherd's)"
+    )
+
+
+def _describe_token_classification(
+    folder: Path, config: dict[str, Any], step_separator: str | None
+) -> dict[str, Any]:
+    # transformers leaves out id2label when it is the default: 2 labels
+    id2label = config.get("id2label") or {}
+    labels = len(id2label) if isinstance(id2label, dict) else 0
+    if not id2label:
+        labels = config.get("num_labels", 2)
+    if labels == 3 and {str(k): str(v) for k, v in id2label.items()} != THREE_LABELS:
+        raise ExternalModelError(
+            f"a 3-label model must have id2label {THREE_LABELS} (-1, 0, +1), not {id2label}"
+        )
+    if labels not in (2, 3):
+        raise ExternalModelError(
+            f"a token-classification PRM has 2 labels (TRL: 1 = good step) or 3 (-1, 0, +1), "
+            f"not {labels}"
+        )
+    separator = config.get("step_separator")
+    if not isinstance(separator, str) or not separator:
+        separator = step_separator or TRL_SEPARATOR
+    tokenizer = _tokenizer(folder)
+    if not tokenizer.encode(separator, add_special_tokens=False):
+        raise ExternalModelError(f"the step separator {separator!r} gives no tokens")
+    return {
+        "format": FORMAT,
+        "kind": TOKEN_CLASSIFICATION,
+        "architecture": config["architectures"][0],
+        "labels": labels,
+        "step_separator": separator,
+    }
+
+
+def _describe_step_tag(
+    folder: Path, config: dict[str, Any], step_tag: str, good_token: str, bad_token: str
+) -> dict[str, Any]:
+    tokenizer = _tokenizer(folder)
+    ids = {
+        name: single_token_id(tokenizer, text, name)
+        for name, text in (
+            ("step tag", step_tag),
+            ("good token", good_token),
+            ("bad token", bad_token),
+        )
+    }
+    if ids["good token"] == ids["bad token"]:
+        raise ExternalModelError("the good and the bad token are the same token")
+    return {
+        "format": FORMAT,
+        "kind": STEP_TAG,
+        "architecture": config["architectures"][0],
+        "step_tag": step_tag,
+        "good_token": good_token,
+        "bad_token": bad_token,
+        "step_tag_id": ids["step tag"],
+        "good_token_id": ids["good token"],
+        "bad_token_id": ids["bad token"],
+    }
+
+
+def _tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except Exception as exc:  # transformers raises many kinds for a missing or broken one
+        raise ExternalModelError(
+            f"the model folder's tokenizer cannot be loaded ({exc.__class__.__name__}: {exc})"
+        ) from None
+
+
+def single_token_id(tokenizer: Any, text: str, name: str) -> int:
+    """The id of `text` as one token (a SentencePiece word-start piece before it is allowed)."""
+    if not text:
+        raise ExternalModelError(f"the {name} is empty")
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) == 2 and not tokenizer.decode(ids[:1]).strip():
+        ids = ids[1:]
+    if len(ids) != 1:
+        raise ExternalModelError(
+            f"the {name} {text!r} is {len(ids)} tokens for this tokenizer, not one"
+        )
+    return int(ids[0])
+
+
+def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> None:
+    (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def is_external(folder: str | Path) -> bool:
+    return (Path(folder) / MANIFEST).is_file()
+
+
+def load_prm(folder: str | Path, device: str = "cpu") -> Any:
+    """A saved model of any kind: ours (prm.json) or an imported one (external.json)."""
+    if is_external(folder):
+        return ExternalPRM.load(folder, device=device)
+    from .model import ProcessRewardModel
+
+    return ProcessRewardModel.load(folder, device=device)
+
+
+@dataclass
+class ScoringConfig:
+    """What scoring reads from a model's config (ProcessRewardModel's is a TrainConfig)."""
+
+    max_length: int
+    batch_tokens: int = BATCH_TOKENS
+
+
+@dataclass
+class _Sequence:
+    """One text the model reads: its token ids and, per read position, (solution, slot, rating)."""
+
+    ids: list[int]
+    ends: list[int]
+    slots: list[tuple[int, int, int | None]]
+
+
+class ExternalPRM:
+    """An imported model with the scoring interface of ProcessRewardModel (see score.py)."""
+
+    def __init__(self, model: Any, tokenizer: Any, manifest: dict[str, Any]) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.manifest = manifest
+        self.kind = manifest["kind"]
+        positions = getattr(model.config, "max_position_embeddings", None) or MAX_LENGTH
+        self.config = ScoringConfig(max_length=min(int(positions), MAX_LENGTH))
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "cpu") -> ExternalPRM:
+        import torch
+        from transformers import (
+            AutoModelForCausalLM,
+            AutoModelForTokenClassification,
+            AutoTokenizer,
+        )
+
+        from .model import resolve_device
+
+        folder = Path(folder)
+        manifest = json.loads((folder / MANIFEST).read_text())
+        if manifest.get("format") != FORMAT or manifest.get("kind") not in KINDS:
+            raise ValueError(f"{folder} is not a {FORMAT} model")
+        target = resolve_device(device)
+        dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
+        auto = (
+            AutoModelForCausalLM
+            if manifest["kind"] == STEP_TAG
+            else AutoModelForTokenClassification
+        )
+        model: Any = auto.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        return cls(model.to(target).eval(), tokenizer, manifest)
+
+    @property
+    def pad_id(self) -> int:
+        for token_id in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
+            if token_id is not None:
+                return int(token_id)
+        return 0
+
+    # ----------------------------------------------------------------- texts
+
+    def _encode(
+        self, problem: str, steps: Sequence[str], limit: int
+    ) -> tuple[list[int], list[int]]:
+        """(token ids, the position read for each step; fewer past `limit` tokens)."""
+        tok = self.tokenizer
+        if self.kind == TOKEN_CLASSIFICATION:  # TRL's PRMTrainer.tokenize_row
+            separator = tok.encode(self.manifest["step_separator"], add_special_tokens=False)
+            ids = [tok.bos_token_id] if tok.bos_token_id is not None else []
+            ids += tok(problem, add_special_tokens=False)["input_ids"]
+            ends = []
+            for step in steps:
+                ids += tok(step, add_special_tokens=False)["input_ids"] + separator
+                ends.append(len(ids) - 1)
+        else:  # Math-Shepherd: f"{question} {step 1} ки\n{step 2} ки..."; a tag in a step is dropped
+            ids, ends = self._encode_step_tags(problem, steps)
+        return ids[:limit], [e for e in ends if e < limit]
+
+    def _encode_step_tags(self, problem: str, steps: Sequence[str]) -> tuple[list[int], list[int]]:
+        """Math-Shepherd's text, read at each tag we placed: found by character offsets (a
+        fast tokenizer), else as Math-Shepherd does, where the ids are the tag's id."""
+        tok, tag = self.tokenizer, self.manifest["step_tag"]
+        text, spans = f"{problem} ", []
+        for k, step in enumerate(steps):
+            text += f"{step.replace(tag, '')} "
+            spans.append((len(text), len(text) + len(tag)))
+            text += tag + ("\n" if k < len(steps) - 1 else "")
+        if not getattr(tok, "is_fast", False):
+            ids = tok.encode(text)
+            tag_id = self.manifest["step_tag_id"]
+            return ids, [i for i, token in enumerate(ids) if token == tag_id][: len(steps)]
+        encoded = tok(text, return_offsets_mapping=True)
+        ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+        ends: list[int] = []
+        i = 0
+        for start, end in spans:  # the last token overlapping the tag
+            while i < len(offsets) and offsets[i][0] < end:
+                i += 1
+            hit = i - 1
+            if hit >= 0 and offsets[hit][1] > start and (not ends or hit > ends[-1]):
+                ends.append(hit)
+            else:
+                break  # a step we cannot place: it and the rest stay unread
+        return ids, ends
+
+    def _sequences(
+        self, solutions: Sequence[Solution | LabeledSolution], limit: int
+    ) -> list[_Sequence]:
+        """The path of each solution, then one text per rated alternative (its prefix + it)."""
+        out = []
+        for n, solution in enumerate(solutions):
+            steps = list(solution.steps)
+            ratings = list(getattr(solution, "ratings", [None] * len(steps)))
+            ids, ends = self._encode(solution.problem, steps, limit)
+            slots = [(n, k, ratings[k]) for k in range(len(ends))]
+            out.append(_Sequence(ids, ends, slots))
+            for j, alt in enumerate(getattr(solution, "alternatives", [])):
+                ids, ends = self._encode(solution.problem, [*steps[: alt.after], alt.text], limit)
+                if len(ends) == alt.after + 1:  # its own step was read
+                    out.append(_Sequence(ids, ends[-1:], [(n, len(steps) + j, alt.rating)]))
+        return out
+
+    # ---------------------------------------------------------------- scoring
+
+    def _run(
+        self,
+        solutions: Sequence[Solution | LabeledSolution],
+        batch_tokens: int | None,
+        max_length: int | None,
+        progress: Callable[[int, int], None] | None,
+    ) -> list[tuple[tuple[int, int, int | None], np.ndarray]]:
+        """((solution, slot, rating), [P(-1), P(0), P(+1)]) for every position read."""
+        import torch
+
+        limit = max_length or self.config.max_length
+        sequences = [s for s in self._sequences(solutions, limit) if s.ends]
+        device = next(self.model.parameters()).device
+        batches = length_batches(
+            [len(s.ids) for s in sequences], batch_tokens or self.config.batch_tokens
+        )
+        out = []
+        for n, rows in enumerate(batches):
+            chosen = [sequences[i] for i in rows]
+            width = max(len(s.ids) for s in chosen)
+            ids = torch.full((len(chosen), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(chosen), width), dtype=torch.long)
+            for r, s in enumerate(chosen):
+                ids[r, : len(s.ids)] = torch.tensor(s.ids)
+                mask[r, : len(s.ids)] = 1
+            with torch.no_grad():
+                logits = self.model(
+                    input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False
+                ).logits.float()
+            for r, s in enumerate(chosen):
+                at = logits[r, s.ends]
+                for slot, probs in zip(s.slots, self._step_probs(at), strict=True):
+                    out.append((slot, probs))
+            if progress:
+                progress(n + 1, len(batches))
+        return out
+
+    def _step_probs(self, logits: Any) -> np.ndarray:
+        import torch
+
+        if self.kind == STEP_TAG:
+            pair = logits[:, [self.manifest["good_token_id"], self.manifest["bad_token_id"]]]
+            good = torch.softmax(pair, dim=-1)[:, 0]
+        elif self.manifest["labels"] == 3:
+            return torch.softmax(logits, dim=-1).cpu().numpy()
+        else:
+            good = torch.softmax(logits, dim=-1)[:, 1]
+        return torch.stack([1 - good, torch.zeros_like(good), good], dim=-1).cpu().numpy()
+
+    def score_solutions(
+        self,
+        solutions: Sequence[Solution | LabeledSolution],
+        *,
+        batch_tokens: int | None = None,
+        max_length: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[np.ndarray]:
+        """As score.score_solutions: per solution (n_steps, 3), NaN rows for unread steps."""
+        plain = [Solution(s.problem, list(s.steps)) for s in solutions]
+        results = [np.full((len(s.steps), 3), np.nan, dtype=np.float32) for s in plain]
+        for (n, slot, _), probs in self._run(plain, batch_tokens, max_length, progress):
+            results[n][slot] = probs
+        return results
+
+    def predict_labelled(
+        self,
+        examples: Sequence[LabeledSolution],
+        *,
+        batch_tokens: int | None = None,
+        max_length: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """As score.predict_labelled: (probabilities (N, 3), ratings (N,)) of rated steps."""
+        read = [
+            (probs, rating)
+            for (_, _, rating), probs in self._run(examples, batch_tokens, max_length, progress)
+            if rating is not None
+        ]
+        if not read:
+            return np.zeros((0, 3), dtype=np.float32), np.zeros(0, dtype=np.int64)
+        return (
+            np.stack([p for p, _ in read]).astype(np.float32),
+            np.array([r for _, r in read], dtype=np.int64),
+        )

@@ -1,0 +1,267 @@
+"""Bring your own PRM: a TRL token classifier or a Math-Shepherd step-tag LM, imported (command
+and API), scored, gated on the evaluation set, activated, and used by the review page and by
+the next run's gate."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from labeling.models import Solution
+from labeling.services.importing import import_prm800k
+from modeling import selectors
+from modeling.models import ModelVersion, SolutionScore
+from modeling.services import runs
+from modeling.services.evaluation_sets import create_evaluation_set
+from tests.factories import make_batch, make_solution
+from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
+from tests.modeling.test_review import labeled
+
+
+def _tiny_llama_config(tokenizer, **extra):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        pad_token_id=tokenizer.pad_token_id,
+        **extra,
+    )
+
+
+def save_token_classifier(folder: Path, labels: int = 2, separator: str | None = None) -> Path:
+    """A random Llama token classifier as TRL's PRMTrainer saves one (2 labels), or as our HF
+    export does (3 labels -1/0/+1, config.json's step_separator)."""
+    import torch
+    from transformers import LlamaForTokenClassification
+
+    from tests.modeling.training.conftest import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    extra: dict = {"num_labels": labels}
+    if labels == 3:
+        extra = {"id2label": {0: "-1", 1: "0", 2: "+1"}, "label2id": {"-1": 0, "0": 1, "+1": 2}}
+    if labels == 4:
+        extra = {"num_labels": 4}
+    config = _tiny_llama_config(tokenizer, **extra)
+    if separator is not None:
+        config.step_separator = separator
+    torch.manual_seed(0)
+    LlamaForTokenClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def save_step_tag_lm(folder: Path) -> Path:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from tests.modeling.training.conftest import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    torch.manual_seed(0)
+    LlamaForCausalLM(_tiny_llama_config(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def media(settings, tmp_path) -> Path:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.STEPWISE_MODELS_ROOT = tmp_path / "models-root"
+    settings.STEPWISE_MODELS_ROOT.mkdir()
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def labels(db, shared_data):
+    import_prm800k(shared_data / "prm800k" / "samples.jsonl")
+
+
+def imported_folders(media: Path) -> list[Path]:
+    return sorted((media / "models").glob("*")) if (media / "models").exists() else []
+
+
+def test_a_trl_token_classifier_is_imported_gated_activated_and_gates_the_next_run(
+    media, labels, tmp_path, open_evaluation_gate
+):
+    evaluation_set = create_evaluation_set(count=3, seed=0)
+    source = save_token_classifier(tmp_path / "trl-prm")
+    out = io.StringIO()
+
+    call_command("import_prm", str(source), "--activate", stdout=out)
+
+    version = ModelVersion.objects.get()
+    assert version.kind == ModelVersion.Kind.TOKEN_CLASSIFICATION and version.run is None
+    assert version.source == str(source) and version.is_active and version.passed_evaluation
+    folder = Path(version.artifact_path)
+    assert folder.parent == media / "models" and (folder / "model.safetensors").exists()
+    manifest = json.loads((folder / "external.json").read_text())
+    assert manifest["labels"] == 2 and manifest["step_separator"] == "\n"  # TRL's default
+    on_set = version.metrics["evaluation_set"]
+    assert on_set["version"] == evaluation_set.version and on_set["new_auroc"] is not None
+    assert version.metrics["gate"]["passed"] and "now active" in out.getvalue()
+
+    written = runs.score_solutions_with(model_version=version, solutions=Solution.objects.all())
+    scores = SolutionScore.objects.filter(model_version=version)
+    assert written == Solution.objects.count() == scores.count()
+    for score in scores:  # 2 labels: P(-1) = 1 - P(good), P(0) = 0
+        assert all(p[1] == 0 and abs(p[0] + p[2] - 1) < 1e-5 for p in score.step_probs)
+
+    # A model trained here is gated against the imported one, both scored on the set.
+    run = runs.create_training_run(config=tiny_train_config(make_tiny_backbone(tmp_path / "b")))
+    trained = runs.execute_training_run(run.pk)
+    run.refresh_from_db()
+    on_set = run.metrics["evaluation_set"]
+    assert on_set["active_model"] == version.pk and "active_error" not in on_set
+    assert on_set["active_auroc"] == pytest.approx(version.metrics["evaluation_set"]["new_auroc"])
+    assert trained.is_active and trained.kind == ModelVersion.Kind.TRAINED
+
+
+def test_a_step_tag_lm_is_imported_with_its_tag_and_tokens_and_read_at_each_tag(
+    media, db, tmp_path
+):
+    from modeling.training.data import Solution as CoreSolution
+    from modeling.training.external import load_prm
+    from modeling.training.score import score_solutions
+
+    source = save_step_tag_lm(tmp_path / "shepherd")
+    # Math-Shepherd's tag "ки" is 4 tokens for the tiny byte-level tokenizer: refused.
+    with pytest.raises(CommandError, match="step tag 'ки' is 4 tokens"):
+        call_command("import_prm", str(source))
+    assert not ModelVersion.objects.exists() and not imported_folders(media)
+
+    call_command(
+        "import_prm", str(source), "--step-tag", "#", "--good-token", "+", "--bad-token", "-",
+        stdout=io.StringIO(),
+    )  # fmt: skip
+
+    version = ModelVersion.objects.get()
+    assert version.kind == ModelVersion.Kind.STEP_TAG and not version.is_active
+    assert version.metrics["gate"]["reason"].startswith("no current evaluation set")
+    model = load_prm(version.artifact_path)
+    solution = CoreSolution("What is 1+1?", ["1+1=2 # no tag here", "The answer is 2."])
+    (probs,) = score_solutions(model, [solution])
+    assert probs.shape == (2, 3) and (probs[:, 1] == 0).all()
+    # By hand: the LM's next-token logits at the tag placed after each step, "+" against "-".
+    import torch
+
+    text = "What is 1+1? 1+1=2  no tag here #\nThe answer is 2. #"
+    ids = model.tokenizer(text, return_tensors="pt")["input_ids"]
+    logits = model.model(input_ids=ids).logits[0]
+    at = [i for i, t in enumerate(ids[0].tolist()) if t == model.manifest["step_tag_id"]]
+    good, bad = model.manifest["good_token_id"], model.manifest["bad_token_id"]
+    expected = torch.softmax(logits[at][:, [good, bad]], dim=-1)[:, 0].detach().numpy()
+    assert probs[:, 2] == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda f: save_token_classifier(f, labels=4), "2 labels .* or 3 .*not 4"),
+        (lambda f: f.mkdir() or f, "no readable config.json"),
+    ],
+    ids=["four-labels", "no-config"],
+)
+def test_a_folder_that_is_not_a_prm_is_refused_and_writes_nothing(
+    media, db, tmp_path, make, message
+):
+    source = make(tmp_path / "not-a-prm")
+    with pytest.raises(CommandError, match=message):
+        call_command("import_prm", str(source))
+    assert not ModelVersion.objects.exists() and not imported_folders(media)
+
+
+def _zip(folder: Path) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in folder.iterdir():
+            archive.write(path, f"{folder.name}/{path.name}")
+    buffer.seek(0)
+    buffer.name = f"{folder.name}.zip"
+    return buffer
+
+
+def test_the_api_imports_an_uploaded_zip_and_gates_it_on_the_worker(
+    media, labels, tmp_path, researcher, client, open_evaluation_gate, eager_tasks
+):
+    create_evaluation_set(count=3, seed=0)
+    archive = _zip(save_token_classifier(tmp_path / "ours", labels=3, separator="\n\n"))
+    client.force_login(researcher)
+    with eager_tasks():
+        response = client.post(
+            "/api/models/import/", {"file": archive, "name": "ours", "activate": "true"}
+        )
+    assert response.status_code == 201, response.content
+    assert response.json()["kind"] == "token_classification"
+    version = ModelVersion.objects.get()
+    assert version.name == "ours" and version.is_active and version.passed_evaluation
+    manifest = json.loads((Path(version.artifact_path) / "external.json").read_text())
+    assert (manifest["labels"], manifest["step_separator"]) == (3, "\n\n")  # from config.json
+    assert [p.name for p in imported_folders(media)] == [Path(version.artifact_path).name]
+
+
+@pytest.mark.parametrize("path", ["/etc", "../", "missing", "x" * 2000])
+def test_the_api_refuses_a_folder_outside_the_models_root_with_400(
+    media, db, researcher, client, path
+):
+    client.force_login(researcher)
+    response = client.post("/api/models/import/", {"path": path}, content_type="application/json")
+    assert response.status_code == 400
+    assert ModelVersion.objects.count() == 0 and not imported_folders(media)
+
+
+def test_the_api_refuses_an_upload_that_is_no_archive_and_a_labeler_with_403(
+    media, db, researcher, labeler, client
+):
+    client.force_login(labeler)
+    assert client.post("/api/models/import/", {"path": "x"}).status_code == 403
+    client.force_login(researcher)
+    junk = io.BytesIO(b"not an archive")
+    junk.name = "model.zip"
+    response = client.post("/api/models/import/", {"file": junk})
+    assert response.status_code == 400 and "not a zip or tar" in response.json()["detail"]
+    assert ModelVersion.objects.count() == 0 and not list((media / "models").iterdir())
+
+
+def test_the_review_page_scores_with_an_imported_active_model(
+    media, db, tmp_path, client, lead, labeler, settings, eager_tasks
+):
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.0  # no evaluation set: nothing measured passes
+    source = save_token_classifier(settings.STEPWISE_MODELS_ROOT / "trl-prm")
+    client.force_login(lead)
+    with eager_tasks():
+        response = client.post(
+            "/api/models/import/",
+            {"path": "trl-prm", "activate": True},
+            content_type="application/json",
+        )
+    assert response.status_code == 201, response.content
+    version = ModelVersion.active()
+    assert version is not None and version.source == str(source)
+    batch = make_batch()
+    solution = make_solution(batch)
+    labeled(solution, labeler, [1, 1, 1])
+
+    with eager_tasks():
+        scored = client.post(reverse("modeling_review:score", args=[batch.pk]), follow=True)
+    assert b"Scoring 1 solutions" in scored.content
+    score = SolutionScore.objects.get(solution=solution, model_version=version)
+    assert len(score.step_probs) == len(solution.steps)
+    page = client.get(f"{reverse('modeling_review:queue')}?batch={batch.pk}").content.decode()
+    assert f"Solution {solution.pk}" in page and selectors.review_queue(batch).unscored == 0
+    page = client.get(reverse("modeling_review:solution", args=[solution.pk])).content.decode()
+    first = score.step_probs[0]  # the imported model's P(-1) / P(0) / P(+1) beside the labels
+    assert f'{first[0]:.2f}</span> / <span title="P(0)">0.00</span> / ' in page
+    assert f"{first[2]:.2f}</span>" in page and "not scored this solution" not in page
