@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .data import LabeledSolution, Solution, length_batches
+from .data import LabeledSolution, Solution, length_batches, start_ids
 
 MANIFEST = "external.json"
 FORMAT = "stepwise-external-prm/1"
@@ -37,6 +37,7 @@ TOKEN_CLASSIFICATION = "token_classification"
 STEP_TAG = "step_tag"
 KINDS = (TOKEN_CLASSIFICATION, STEP_TAG)
 THREE_LABELS = {"0": "-1", "1": "0", "2": "+1"}  # our own HF export's id2label
+STEPWISE_HF_FORMAT = "stepwise-prm-hf/1"  # export.HF_FORMAT: config.json's stepwise.format
 TRL_SEPARATOR = "\n"  # PRMConfig.step_separator's default
 MATH_SHEPHERD = {"step_tag": "ки", "good_token": "+", "bad_token": "-"}
 WEIGHT_FILES = (
@@ -111,12 +112,17 @@ def _describe_token_classification(
     tokenizer = _tokenizer(folder)
     if not tokenizer.encode(separator, add_special_tokens=False):
         raise ExternalModelError(f"the step separator {separator!r} gives no tokens")
+    stepwise = config.get("stepwise")
+    exported_here = isinstance(stepwise, dict) and stepwise.get("format") == STEPWISE_HF_FORMAT
     return {
         "format": FORMAT,
         "kind": TOKEN_CLASSIFICATION,
         "architecture": config["architectures"][0],
         "labels": labels,
         "step_separator": separator,
+        # Our own export reads the problem with the separator after it and each text stripped
+        # (export.step_inputs); TRL's layout reads them as they are.
+        "layout": "stepwise" if exported_here else "trl",
     }
 
 
@@ -258,9 +264,17 @@ class ExternalPRM:
         """(token ids, the position read for each step; fewer past `limit` tokens)."""
         tok = self.tokenizer
         if self.kind == TOKEN_CLASSIFICATION:  # TRL's PRMTrainer.tokenize_row
-            separator = tok.encode(self.manifest["step_separator"], add_special_tokens=False)
-            ids = [tok.bos_token_id] if tok.bos_token_id is not None else []
-            ids += tok(problem, add_special_tokens=False)["input_ids"]
+            text = self.manifest["step_separator"]
+            separator = tok.encode(text, add_special_tokens=False)
+            if self.manifest.get("layout") == "stepwise":  # a Stepwise export, read as trained
+                ids = (
+                    start_ids(tok)
+                    + tok(problem.strip() + text, add_special_tokens=False)["input_ids"]
+                )
+                steps = [step.strip() for step in steps]
+            else:
+                ids = [tok.bos_token_id] if tok.bos_token_id is not None else []
+                ids += tok(problem, add_special_tokens=False)["input_ids"]
             ends = []
             for step in steps:
                 ids += tok(step, add_special_tokens=False)["input_ids"] + separator

@@ -162,3 +162,24 @@ def test_export_of_a_missing_or_invalid_model_folder_exits_2_and_writes_nothing(
     assert "is not a loadable stepwise-prm/1 model" in capsys.readouterr().err
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["bad"]  # no temporary folder left
+
+
+def test_an_export_imported_back_scores_as_the_model_it_came_from(tiny_llama, tmp_path):
+    """The round trip: `cli export`, then the importer's reading of the folder (import_prm's
+    manifest, loaded by load_prm), gives the native model's step probabilities."""
+    from modeling.training import external
+    from modeling.training.data import Solution
+    from modeling.training.score import score_solutions
+
+    model_dir = save_model(tiny_llama, "lora", tmp_path, backbone_layers=1)
+    expected = cli_score(model_dir, tmp_path)
+    out = tmp_path / "hf"
+    assert cli.main(["export", "--model", model_dir, "--format", "hf", "--output", str(out)]) == 0
+
+    manifest = external.describe(out)
+    assert manifest["layout"] == "stepwise" and manifest["labels"] == 3
+    external.write_manifest(out, manifest)
+    imported = external.load_prm(out)
+    got = score_solutions(imported, [Solution(s["problem"], s["steps"]) for s in SOLUTIONS])
+    for want, probs in zip(expected, got, strict=True):
+        assert abs(probs - want).max() < 1e-4
