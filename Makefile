@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The port `make demo` and `make serve` listen on (127.0.0.1 only): `make demo PORT=8100`.
+PORT ?= 8000
 
 .PHONY: demo test test-slow install lint lock worker gpu-worker serve migrate
 
@@ -25,8 +27,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	env -u DATABASE_URL $(PY) manage.py migrate --noinput
 	env -u DATABASE_URL $(PY) manage.py setup_demo
-	@echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
-	env -u DATABASE_URL $(PY) manage.py runserver 127.0.0.1:8000
+	@echo "Serving on http://127.0.0.1:$(PORT) (Ctrl-C to stop)"
+	env -u DATABASE_URL $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 # Lint first, then PostgreSQL and Redis when reachable (DATABASE_URL, REDIS_URL); SQLite fallback
 # says what it skipped. .ci/run runs this, so CI lints too.
@@ -56,7 +58,7 @@ migrate: $(STAMP)
 	$(PY) manage.py migrate
 
 serve: $(STAMP)
-	$(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) manage.py runserver 127.0.0.1:$(PORT)
 
 worker: $(STAMP)
 	$(VENV)/bin/celery -A stepwise worker -Q default,generate -l info

@@ -850,9 +850,10 @@ def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> L
     mine_per_batch = {batch_id: n + surplus for batch_id, n, surplus, _, _ in mine}
     waiting = []
     for batch in batches:
-        remaining = max(0, counts.get(batch.pk, 0) * batch.overlap - (done.get(batch.pk) or 0))
-        never_had = counts.get(batch.pk, 0) - mine_per_batch.get(batch.pk, 0)
-        waiting.append(WaitingBatch(batch, remaining, max(0, min(remaining, never_had))))
+        remaining, yours = _waiting_in(
+            batch, counts.get(batch.pk, 0), done.get(batch.pk) or 0, mine_per_batch.get(batch.pk, 0)
+        )
+        waiting.append(WaitingBatch(batch, remaining, yours))
     midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     # Counted as the counters count (`tallied_labelings`): gold and screening labelings, and
     # steps without a rating, were once in today's figure but never in "all time".
@@ -883,6 +884,45 @@ def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> L
     )
     cockpit.action, cockpit.blocked = _next_action(cockpit)
     return cockpit
+
+
+def _waiting_in(batch: Batch, solutions: int, done: int, mine: int) -> tuple[int, int]:
+    """(labels the batch still wants, how many of them this labeler may take: one per solution
+    they never had), from its regular solutions, its finished labelings and this labeler's."""
+    remaining = max(0, solutions * batch.overlap - done)
+    return remaining, max(0, min(remaining, solutions - mine))
+
+
+def waiting_for(user, *, after: Labeling | None = None) -> int:
+    """The cockpit's "waiting for you" total for the labeling page's header, in one query beside
+    the cached solution counts (`solution_counts`). `after`: a labeling in progress that is one
+    of them is not counted ("N more after this one"); a finished one is counted as done already."""
+    stats = BatchLabelerStats.objects.filter(batch_id=OuterRef("pk")).order_by()
+    batches = list(
+        batches_for(user)
+        .annotate(
+            done=Coalesce(
+                Subquery(stats.values("batch_id").annotate(n=Sum("labelings")).values("n")), 0
+            ),
+            mine=Coalesce(
+                Subquery(stats.filter(labeler=user).values(n=F("labelings") + F("surplus"))), 0
+            ),
+        )
+        .only("pk", "overlap")
+    )
+    counts = solution_counts([b.pk for b in batches])
+    current = None
+    if after is not None and after.status == Labeling.Status.IN_PROGRESS:
+        solution = after.solution
+        current = None if solution.is_quality_control else solution.batch_id
+    total = 0
+    for batch in batches:
+        taken = 1 if batch.pk == current else 0  # claimed: as if done, and had by this labeler
+        annotated = cast(Any, batch)
+        total += _waiting_in(
+            batch, counts.get(batch.pk, 0), annotated.done + taken, annotated.mine + taken
+        )[1]
+    return total
 
 
 def _next_action(cockpit: LabelerCockpit) -> tuple[str, str]:

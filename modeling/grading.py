@@ -22,6 +22,20 @@ from labeling.prm800k import answer_section
 
 logger = logging.getLogger(__name__)
 
+
+class _OwnTimeoutNotice(logging.Filter):
+    """Drops math-verify's "Timeout is disabled ..." warning: _verify turns its SIGALRM timeouts
+    off on purpose (_call_with_time_limit bounds the call), so the warning is noise in every
+    command that grades (setup_demo printed it twice). Its other records pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Timeout is disabled")
+
+
+# parse() warns on math_verify.parser, verify() on math_verify.grader, each once per process.
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_OwnTimeoutNotice())
+
 DEFAULT_TIMEOUT_S = 5.0
 
 # Input guards. MATH answers are short (the longest in MATH500 is 53 characters) and shallow;

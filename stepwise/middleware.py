@@ -1,6 +1,7 @@
 """Project middleware: Server-Timing (the time Django spent on a request, as browsers' devtools
-and benchmarks/queue_load.py read it; on only where settings.SERVER_TIMING) and
-Permissions-Policy; and the client's address as the sign-in throttle sees it."""
+and benchmarks/queue_load.py read it; on only where settings.SERVER_TIMING),
+Permissions-Policy and the app's 404 page for a missing row in every mode; and the client's
+address as the sign-in throttle sees it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import get_resolver, get_urlconf
 
 
 class ServerTimingMiddleware:
@@ -32,6 +34,27 @@ class PermissionsPolicyMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         response.setdefault("Permissions-Policy", self.policy)
+        return response
+
+
+class NotFoundPageMiddleware:
+    """A view's Http404 (a missing labeling, solution, batch, run) answers with the project's
+    handler404 in every mode. With DEBUG on (the demo) Django would show its technical 404 page
+    to a labeler instead. An unknown address never reaches a view: with DEBUG on it keeps
+    Django's page, which lists the routes for the developer."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, Http404):
+            return None
+        # The handler Django itself would call with DEBUG off (urls.handler404), this URLconf's.
+        handler = get_resolver(get_urlconf()).resolve_error_handler(404)
+        response: HttpResponse = handler(request, exception)
         return response
 
 

@@ -105,14 +105,15 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
         )
     Snapshot.objects.create(status=Snapshot.Status.DONE, sha256="0" * 64, row_count=3)
 
-    # Lena is also building a solution step by step: one candidate rated, one to go.
+    # Lea (a lead who labels) is building a solution step by step: one candidate rated, one to
+    # go. Not Lena: she has a labeling open already, and a labeler has one open at a time.
     phase1 = make_batch(
         "Phase 1 · arithmetic", protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2
     )
     sum_problem = make_problem("What is $2 + 3$?", "5")
     alternatives.add_problems(batch=phase1, problem_ids=[sum_problem.pk])
     step_by_step = Labeling.objects.create(
-        solution=phase1.solutions.get(), labeler=lena, lease_expires_at=timezone.now()
+        solution=phase1.solutions.get(), labeler=lead, lease_expires_at=timezone.now()
     )
     candidates = ["I add: $2 + 3 = 5$.", "# Answer\n\n5"]
     ProposedSteps.objects.create(
@@ -136,7 +137,6 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("queue", "/label/"),
             ("labeling-in-progress", f"/label/{in_progress.pk}/"),
             ("labeling-finished", f"/label/{finished.pk}/"),
-            ("labeling-alternatives", f"/label/{step_by_step.pk}/"),
             ("guidelines", "/label/guidelines/"),
             ("api-tokens", "/account/tokens/"),
             ("403", "/research/"),
@@ -153,6 +153,7 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("adjudication-queue", "/label/lead/adjudication/"),
             ("adjudicate", f"/label/lead/adjudication/{disputed.pk}/"),
             ("guidelines-edit", "/label/guidelines/edit/"),
+            ("labeling-alternatives", f"/label/{step_by_step.pk}/"),
         ],
         "rhea": [
             ("researcher-home", "/"),

@@ -186,3 +186,15 @@ def test_a_visibility_timeout_shorter_than_a_training_run_is_refused_at_startup(
     )
     assert result.returncode != 0
     assert "ImproperlyConfigured: CELERY_VISIBILITY_TIMEOUT=25200 must be longer" in result.stderr
+
+
+@pytest.mark.one_pass
+@pytest.mark.parametrize(("args", "port"), [([], "8000"), (["PORT=8100"], "8100")])
+def test_make_demo_serves_on_the_port_given_else_8000(args, port):
+    make = shutil.which("make") or pytest.fail("make is not installed")
+    # -n prints the recipe without running it; the stamp (a fresh venv) may come first
+    done = subprocess.run(
+        [make, "-n", "demo", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert f"runserver 127.0.0.1:{port}\n" in done.stdout
+    assert f"Serving on http://127.0.0.1:{port} " in done.stdout

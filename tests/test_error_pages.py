@@ -7,9 +7,11 @@ that fails the way a bug would, so a 500 goes through the real handler without t
 import os
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import path, reverse
 
+from labeling.models import Batch, Labeling
 from labeling.services import queue
 from stepwise.urls import handler403, handler404, handler500  # noqa: F401 - this URLconf's too
 from stepwise.urls import urlpatterns as site_urlpatterns
@@ -117,6 +119,39 @@ def test_an_unknown_api_address_answers_json_as_drf_does(signed_in):
     assert missing.status_code == 404 and "detail" in missing.json()
     refused = signed_in.get("/api/problems/")
     assert refused.status_code == 403 and "detail" in refused.json()
+
+
+@pytest.mark.django_db
+def test_a_missing_row_is_the_apps_404_page_even_with_debug_on(settings, lead, researcher):
+    """The demo runs with DEBUG on: a missing labeling, solution, batch or run is still the
+    app's page (the handler's), never Django's technical 404 for developers."""
+    settings.DEBUG = True
+    labeling_count, batch_count = Labeling.objects.count(), Batch.objects.count()
+    lead.groups.add(Group.objects.get(name="labeler"))
+    client = Client(raise_request_exception=False)
+    client.force_login(lead)
+    for address in [
+        reverse("labeling:labeling", args=[999999]),
+        reverse("labeling:adjudicate", args=[999999]),
+        reverse("labeling:batch_dashboard", args=[999999]),
+    ]:
+        response = client.get(address)
+        html = response.content.decode()
+        assert response.status_code == 404, address
+        assert "<h1>Not found</h1>" in html and f"Nothing is at <code>{address}</code>" in html
+        assert HOME_LINK in html and STYLESHEET in html
+        assert "technical_404" not in html and "Django tried these URL patterns" not in html
+    # htmx: the card alone, for the target; the API: JSON (DRF's own answer).
+    fragment = client.get(reverse("labeling:labeling", args=[999999]), HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 404
+    assert fragment.content.decode().lstrip().startswith('<section class="card error-page"')
+    missing = client.get("/api/labelings/999999/")
+    assert missing.status_code == 404 and "detail" in missing.json()
+    client.force_login(researcher)
+    run = client.get(reverse("modeling_runs:detail", args=[999999]))
+    assert run.status_code == 404 and "<h1>Not found</h1>" in run.content.decode()
+    # Looking wrote nothing (a labeler record may be made; no labeling, no batch).
+    assert (Labeling.objects.count(), Batch.objects.count()) == (labeling_count, batch_count)
 
 
 @pytest.mark.urls("tests.test_error_pages")

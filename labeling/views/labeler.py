@@ -121,6 +121,10 @@ def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
     context = panel_context(labeling, request.user)
     context["keys"] = LABELING_KEYS
     context["key_map"] = LABELING_KEY_MAP
+    if not request.htmx and not context["read_only"]:
+        # The full page only: fragments keep the header's figure (hx-preserve), so no htmx
+        # answer, the rating above all, pays for it.
+        context["waiting_after"] = selectors.waiting_for(request.user, after=labeling)
     template = "labeling/labeling.html#panel" if request.htmx else "labeling/labeling.html"
     if request.htmx and request.GET.get("part") == "candidates":
         template = alternatives.CANDIDATES

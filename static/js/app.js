@@ -22,21 +22,34 @@
     });
   }
 
+  var DELIMITERS = [
+    { left: "$$", right: "$$", display: true },
+    { left: "\\[", right: "\\]", display: true },
+    { left: "\\(", right: "\\)", display: false },
+    { left: "$", right: "$", display: false },
+  ];
+  // One-line titles (a problem in a table row, a sentence): display math set inline there.
+  var INLINE_DELIMITERS = DELIMITERS.map(function (d) {
+    return { left: d.left, right: d.right, display: false };
+  });
+
+  function render(root, delimiters, ignored) {
+    window.renderMathInElement(root, {
+      preProcess: function (math) { return math.split(DOLLAR).join("\\$"); },
+      delimiters: delimiters,
+      throwOnError: false,
+      ignoredClasses: ["no-math"].concat(ignored),
+    });
+  }
+
   function renderMath(root) {
     if (!window.renderMathInElement) return;
     root = root || document.body;
     eachText(root, function (text) { return text.split("\\$").join(DOLLAR); });
-    window.renderMathInElement(root, {
-      preProcess: function (math) { return math.split(DOLLAR).join("\\$"); },
-      delimiters: [
-        { left: "$$", right: "$$", display: true },
-        { left: "\\[", right: "\\]", display: true },
-        { left: "\\(", right: "\\)", display: false },
-        { left: "$", right: "$", display: false },
-      ],
-      throwOnError: false,
-      ignoredClasses: ["no-math"],
-    });
+    var lines = Array.prototype.slice.call(root.querySelectorAll(".math-line"));
+    if (root.matches && root.matches(".math-line")) lines.push(root);
+    lines.forEach(function (line) { render(line, INLINE_DELIMITERS, []); });
+    if (!(root.matches && root.matches(".math-line"))) render(root, DELIMITERS, ["math-line"]);
     eachText(root, function (text) { return text.split(DOLLAR).join("$"); });
     focusableWhenScrolling(root);
   }

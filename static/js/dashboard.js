@@ -49,7 +49,7 @@
     charts.finish = new Chart(document.getElementById("chart-finish"), {
       type: "doughnut",
       data: { labels: ["reached the end", "found an error", "gave up", "bad problem"], datasets: [{ data: d.finish, backgroundColor: [COLORS.pos, COLORS.neg, COLORS.muted, COLORS.neu] }] },
-      options: { responsive: true, maintainAspectRatio: false, plugins: { legend: { position: "right" } } },
+      options: { responsive: true, maintainAspectRatio: false, plugins: { legend: { position: "bottom", labels: { boxWidth: 12 } } } },  // beside it, a narrow card clipped the labels
     });
     paint();
     Object.keys(charts).forEach(function (k) { charts[k].update(); });

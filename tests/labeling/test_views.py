@@ -1,6 +1,7 @@
 import pytest
 from django.urls import reverse
 
+from labeling import selectors
 from labeling.models import Labeling
 from labeling.services import queue
 from tests.factories import make_batch, make_solution
@@ -140,12 +141,49 @@ def test_labeling_page_and_rating_use_a_bounded_number_of_queries(
     client, labeling, django_assert_max_num_queries
 ):
     client.force_login(labeling.labeler)
-    with django_assert_max_num_queries(6):
+    # 7: the header's waiting count is one query, and one more while the solution counts it
+    # reads are not cached yet (as here, the first view).
+    with django_assert_max_num_queries(7):
         client.get(reverse("labeling:labeling", args=[labeling.pk]))
     with django_assert_max_num_queries(15):
         htmx_post(
             client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 2}
         )  # refused: the whole panel comes back, with the error
+
+
+def test_the_labeling_header_counts_the_solutions_still_waiting_after_this_one(
+    client, labeler, labeler2, lead
+):
+    batch = make_batch(overlap=2)
+    for _ in range(3):
+        make_solution(batch)
+    make_solution(make_batch(gold_rate=0)).batch.labelers.add(labeler2)  # not this labeler's
+    theirs = queue.claim_next(labeler2)
+    labeling = queue.claim_next(labeler)
+    assert labeling.solution.batch == batch and theirs.solution.batch == batch
+    client.force_login(labeler)
+    url = reverse("labeling:labeling", args=[labeling.pk])
+    page = client.get(url).content.decode()
+    # The three of the batch are this labeler's to take; this one is under way: two more.
+    assert ">2 more waiting</span>" in page
+    cockpit = selectors.labeler_cockpit(labeler, queue.ensure_labeler(labeler))
+    assert cockpit.waiting_total == 3  # the home page counts the claimed one too
+    # htmx answers leave the header's figure as it is: none computes it.
+    mid = htmx_post(
+        client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 1}
+    )
+    assert "waiting-after" not in mid.content.decode()
+    panel = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert (
+        '<span class="muted waiting-after" id="waiting-after" hx-preserve="true"></span>' in panel
+    )
+    htmx_post(client, reverse("labeling:finish", args=[labeling.pk]), {"reason": "give_up"})
+    assert ">2 more waiting</span>" in client.get(url).content.decode()  # done: counted as such
+    labeling.refresh_from_db()
+    assert labeling.status == Labeling.Status.COMPLETED
+    client.force_login(lead)  # reading it: the count is the labeler's, not shown
+    assert "waiting-after" not in client.get(url).content.decode()
+    assert Labeling.objects.filter(labeler=labeler).count() == 1
 
 
 def test_a_rating_in_the_middle_of_a_solution_is_four_queries(client, labeling):

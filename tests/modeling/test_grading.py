@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -9,7 +11,7 @@ import pytest
 
 from modeling import grading
 from modeling.grading import GradeResult, extract_answer, grade_solution, is_equivalent
-from tests.conftest import SHARED_DATA
+from tests.conftest import ROOT, SHARED_DATA
 
 DATA = SHARED_DATA
 MATH500 = DATA / "math" / "math500.jsonl"
@@ -325,6 +327,24 @@ def test_grade_solution_without_an_answer_is_ungraded() -> None:
     assert grade_solution("I give up.\n\n# Answer\n\n", "29") == GradeResult(
         answer=None, correct=None
     )
+
+
+@pytest.mark.one_pass
+def test_grading_prints_no_timeout_is_disabled_warning() -> None:
+    """math-verify warns once per process that its own timeouts are off (we bound the call
+    ourselves), so a fresh process: setup_demo printed the warning twice."""
+    script = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from modeling.grading import grade_solution\n"
+        "print(grade_solution('So p = 29.\\n\\n# Answer\\n\\n29', '29').correct)\n"
+        "logging.getLogger('math_verify.parser').warning('another math-verify warning')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout == "True\n"
+    assert "Timeout is disabled" not in done.stderr
+    assert "another math-verify warning" in done.stderr  # only that one warning is dropped
 
 
 # --- time bounds ---------------------------------------------------------------------------------
