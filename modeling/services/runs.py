@@ -13,8 +13,9 @@ Invariants:
   failed and `resume_training_run` continues it from its last checkpoint.
 - The training data is frozen into the run's folder (`data.jsonl`, its sha256 is the dataset
   version) before the first step, so a resumed run trains on exactly what it started with.
-- A run that freezes its data while an evaluation set is current leaves that set's problems out
-  and records the set; its gate then scores the new and the active model on that set.
+- A run that freezes its data with no current evaluation set makes one first when it can; it
+  leaves the set's problems out and records the set; its gate then scores the new and the
+  active model on that set. Without a set the gate compares no figures of different splits.
 - With STEPWISE_TRAIN_PROCESSES > 1 the run trains as a torchrun process group that this worker
   launches and supervises (`_train_in_processes`): the same row, cancel and resume as in one
   process; a rank that dies fails the run, resumable; no rank outlives the task.
