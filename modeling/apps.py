@@ -5,12 +5,12 @@ class ModelingConfig(AppConfig):
     name = "modeling"
     verbose_name = "Modeling"
 
-    # setup_demo's hooks (labeling.services.demo.demo_parts): the demo's candidate pool.
-    # Imported here, not at the top: models are not ready when app configs load.
+    # setup_demo's hooks (labeling.services.demo.demo_parts): the demo's candidate pool and
+    # its evaluation set. Imported here, not at the top: models are not ready when app configs load.
     def demo_setup(self) -> list[str]:
-        from modeling.services.demo import load_demo_pool
+        from modeling.services.demo import demo_evaluation_set, load_demo_pool
 
-        return load_demo_pool()
+        return load_demo_pool() + demo_evaluation_set()
 
     def demo_counts(self) -> dict[str, int]:
         from modeling.services.demo import demo_pool_counts

@@ -27,6 +27,7 @@ class RunStatus(models.TextChoices):
 
 class TrainingRun(models.Model):
     Status = RunStatus
+    DATA_FILE = "data.jsonl"  # its labelings frozen as PRM800K lines, in `folder`
 
     name = models.CharField(max_length=200, blank=True)
     status = models.CharField(
@@ -74,6 +75,11 @@ class TrainingRun(models.Model):
     @property
     def progress_percent(self) -> int:
         return int(100 * self.step / self.total_steps) if self.total_steps else 0
+
+    @property
+    def folder(self) -> Path:
+        """Where its frozen data (`DATA_FILE`), model and checkpoints live."""
+        return Path(settings.MEDIA_ROOT) / "runs" / f"run-{self.pk}"
 
     def mark_failed(self, reason: str) -> None:
         self.status = self.Status.FAILED
@@ -177,6 +183,15 @@ class EvaluationSet(models.Model):
     @property
     def path(self) -> Path:
         return Path(settings.MEDIA_ROOT) / self.file_path
+
+    def reference(self) -> dict:
+        """How a run, a gate or a report names the set it was measured on."""
+        return {
+            "id": self.pk,
+            "version": self.version,
+            "sha256": self.sha256,
+            "problems": len(self.problem_ids),
+        }
 
 
 class SolutionScore(models.Model):

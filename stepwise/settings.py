@@ -398,6 +398,10 @@ STEPWISE_DATA_ROOT = Path(env_str("STEPWISE_DATA_ROOT", str(VAR_DIR / "data")))
 STEPWISE_MODELS_ROOT = Path(env_str("STEPWISE_MODELS_ROOT", str(VAR_DIR / "models")))
 STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
+# The gate compares models only on a frozen evaluation set: with none current, a run (and
+# setup_demo) first draws one of this many problems no run has used, when twice as many are
+# there. 0: none is made by itself.
+STEPWISE_EVAL_SET_PROBLEMS = env_int("STEPWISE_EVAL_SET_PROBLEMS", 5)
 STEPWISE_RUN_STALE_SECONDS = env_int("STEPWISE_RUN_STALE_SECONDS", 15 * 60)
 STEPWISE_RUN_PROGRESS_SECONDS = env_float("STEPWISE_RUN_PROGRESS_SECONDS", 1.0)
 # Processes a run trains in on its worker's machine (one run per machine): 1 trains in the

@@ -7,6 +7,9 @@ Invariants:
   every run that freezes its data while a set is current leaves that set's problems out
   (`runs.freeze_dataset`), so no run trains on them.
 - The file never changes after it is written: its sha256 says so, and the gate checks it.
+- There is a set whenever one can be made: a run that freezes its data with none current makes
+  one first (`ensure_evaluation_set`, STEPWISE_EVAL_SET_PROBLEMS problems), as `setup_demo`
+  does; where too few problems allow none, the gate says so and compares nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import random
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -24,7 +28,6 @@ from django.db.models import Max
 
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import EvaluationSet, TrainingRun
-from modeling.services.runs import DATA_FILE, run_dir
 
 FOLDER = "evaluation_sets"
 
@@ -45,7 +48,7 @@ def problems_in_run_data() -> set[str]:
     still queued has no file yet; it leaves out the current set's problems when it freezes."""
     keys: set[str] = set()
     for run in TrainingRun.objects.only("pk").iterator():
-        path = run_dir(run) / DATA_FILE
+        path = run.folder / TrainingRun.DATA_FILE
         if path.exists():
             keys.update(problem_key(problem) for problem in _problems_of(path))
     return keys
@@ -73,12 +76,7 @@ def create_evaluation_set(
         raise EvaluationSetError("the share of problems must be in (0, 1]")
     if count is not None and count < 1:
         raise EvaluationSetError("the count of problems must be at least 1")
-    labelings = select_labelings(ExportFilters())
-    texts = dict(
-        labelings.values_list("solution__problem_id", "solution__problem__text").distinct()
-    )
-    used = problems_in_run_data()
-    candidates = sorted(pk for pk, text in texts.items() if problem_key(text) not in used)
+    labelings, texts, candidates = _candidates()
     wanted = max(1, round(share * len(candidates))) if share is not None else (count or 0)
     if wanted > len(candidates):
         raise EvaluationSetError(
@@ -93,6 +91,40 @@ def create_evaluation_set(
         raise EvaluationSetError(
             "another evaluation set was created at the same time; try again"
         ) from None
+
+
+def _candidates() -> tuple[Any, dict[int, str], list[int]]:
+    """(completed labelings, their problems' texts by id, ids of those in no run's data)."""
+    labelings = select_labelings(ExportFilters())
+    texts = dict(
+        labelings.values_list("solution__problem_id", "solution__problem__text").distinct()
+    )
+    used = problems_in_run_data()
+    return labelings, texts, sorted(pk for pk, t in texts.items() if problem_key(t) not in used)
+
+
+def ensure_evaluation_set() -> tuple[EvaluationSet | None, str]:
+    """The current set; with none, a new one of STEPWISE_EVAL_SET_PROBLEMS problems drawn among
+    those no run has in its data, when at least twice as many are there (as many stay to train
+    on). (None, why not) when none can be made: the gate then compares nothing."""
+    current = EvaluationSet.current()
+    if current is not None:
+        return current, ""
+    size = settings.STEPWISE_EVAL_SET_PROBLEMS
+    if size < 1:
+        return None, "no evaluation set: none is current and STEPWISE_EVAL_SET_PROBLEMS is 0"
+    available = len(_candidates()[2])
+    if available < 2 * size:
+        return None, (
+            f"no evaluation set: {2 * size} problems with completed labelings in no run's data "
+            f"are needed to make one ({size} for the set, STEPWISE_EVAL_SET_PROBLEMS, as many to "
+            f"train on); {available} are"
+        )
+    try:
+        return create_evaluation_set(count=size), ""
+    except EvaluationSetError as exc:  # a concurrent run made one, or the labels changed
+        current = EvaluationSet.current()
+        return (current, "") if current is not None else (None, f"no evaluation set: {exc}")
 
 
 def _create(chosen: list[int], labelings, seed: int, created_by) -> EvaluationSet:

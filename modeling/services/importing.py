@@ -11,7 +11,8 @@ Invariants:
   a link in it must stay under that root: it never reads other server folders. The operator's
   command may name any folder.
 - An imported model passes its evaluation only through `gate_model_version`: the same gate as
-  a run's, on the current evaluation set, against the active model.
+  a run's, on the current evaluation set (made first when there is none, as a run does),
+  against the active model; without a set it is not gated and not activated.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import IO, Any
 from django.conf import settings
 from django.db import transaction
 
-from modeling.models import EvaluationSet, ModelVersion
-from modeling.services import runs
+from modeling.models import ModelVersion
+from modeling.services import evaluation_sets, runs
 from modeling.training.backbones import folder_under
 from modeling.training.external import (
     MATH_SHEPHERD,
@@ -184,24 +185,22 @@ def _unpack(archive: IO[bytes], target: Path) -> None:
 
 
 def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersion:
-    """Score the model and the active one on the current evaluation set and record the gate,
-    as a run's end does; make it active when asked and it passed."""
+    """Score the model and the active one on the current evaluation set (made first when there
+    is none and can be) and record the gate, as a run's end does; make it active when asked and
+    it passed."""
     version = ModelVersion.objects.get(pk=version_id)
     active = ModelVersion.active()
     if active is not None and active.pk == version.pk:
         active = None  # measured again: against nothing
-    evaluation_set = EvaluationSet.current()
+    # The same set as a run's gate: the current one, made first when there is none and can be.
+    evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
     metrics: dict[str, Any] = {}
     if evaluation_set is not None:
-        recorded = {"version": evaluation_set.version, "sha256": evaluation_set.sha256}
         metrics["evaluation_set"] = runs.evaluate_on_evaluation_set(
-            recorded, version.artifact_path, active
+            evaluation_set.reference(), version.artifact_path, active
         )
-    gate = runs.evaluation_gate(metrics, active)
-    if evaluation_set is None:
-        gate["comparison"] = "no evaluation set: an imported model has no held-out split"
-        if not gate["passed"]:
-            gate["reason"] = "no current evaluation set to measure it on: create one first"
+    # Without a set an imported model has nothing to be measured on (no held-out split).
+    gate = runs.evaluation_gate(metrics, active, missing=missing)
     with transaction.atomic():
         version = ModelVersion.objects.select_for_update().get(pk=version_id)
         version.metrics = {**(version.metrics or {}), **metrics, "gate": gate}

@@ -552,11 +552,15 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
             f"training run {training.pk} {training.status}: {training.error or 'no detail'}"
         )
     active = ModelVersion.active()
+    gate = (training.metrics or {}).get("gate") or {}
     return {
         "training_run": training.pk,
         "model_version": getattr(version, "pk", None),
         "passed_evaluation": bool(version and version.passed_evaluation),
         "active_model": active.pk if active else None,
+        # The gate is the run's (runs.evaluation_gate): on the evaluation set, or not at all.
+        "evaluation_set": gate.get("evaluation_set"),
+        "gate": gate.get("reason") or ("passed" if gate.get("passed") else ""),
     }
 
 

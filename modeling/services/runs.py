@@ -13,8 +13,9 @@ Invariants:
   failed and `resume_training_run` continues it from its last checkpoint.
 - The training data is frozen into the run's folder (`data.jsonl`, its sha256 is the dataset
   version) before the first step, so a resumed run trains on exactly what it started with.
-- A run that freezes its data while an evaluation set is current leaves that set's problems out
-  and records the set; its gate then scores the new and the active model on that set.
+- A run that freezes its data with no current evaluation set makes one first when it can; it
+  leaves the set's problems out and records the set; its gate then scores the new and the
+  active model on that set. Without a set the gate compares no figures of different splits.
 - With STEPWISE_TRAIN_PROCESSES > 1 the run trains as a torchrun process group that this worker
   launches and supervises (`_train_in_processes`): the same row, cancel and resume as in one
   process; a rank that dies fails the run, resumable; no rank outlives the task.
@@ -51,7 +52,7 @@ from labeling.models import Batch, FinishReason, Labeling, Snapshot, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling import selectors
 from modeling.models import EvaluationSet, ModelVersion, SolutionScore, TrainingRun
-from modeling.services import torchrun
+from modeling.services import evaluation_sets, torchrun
 from modeling.training.backbones import NAMED_BACKBONES, check_available, folder_under, in_hf_cache
 from modeling.training.config import TrainConfig
 from stepwise.celery import (
@@ -67,7 +68,7 @@ logger = logging.getLogger(__name__)
 
 TRAIN_TASK = "modeling.tasks.gpu_train_run"
 
-DATA_FILE = "data.jsonl"
+DATA_FILE = TrainingRun.DATA_FILE
 SPLIT_FILE = "split.json"
 MODEL_DIR = "model"
 # A run trained by a torchrun process group (STEPWISE_TRAIN_PROCESSES > 1), in its folder:
@@ -360,7 +361,7 @@ def _claim(run_id: int) -> bool:
 
 
 def run_dir(run: TrainingRun) -> Path:
-    return Path(settings.MEDIA_ROOT) / "runs" / f"run-{run.pk}"
+    return run.folder
 
 
 def run_labelings(run: TrainingRun) -> QuerySet[Labeling]:
@@ -375,8 +376,9 @@ def run_labelings(run: TrainingRun) -> QuerySet[Labeling]:
 def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
     """Write the run's labelings once as PRM800K lines; (path, sha256, lines).
 
-    The current evaluation set's problems are left out, and the set is recorded in the run's
-    dataset_description before the file exists. A resumed run finds the file and reuses it:
+    The current evaluation set (made first when there is none and it can be:
+    `ensure_evaluation_set`) has its problems left out, and the set, or why there is none, is
+    recorded in the run's dataset_description before the file exists. A resumed run finds the file and reuses it:
     it trains on what it started with.
     """
     folder = run_dir(run)
@@ -384,12 +386,16 @@ def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
     path = folder / DATA_FILE
     if not path.exists():
         labelings = run_labelings(run)
-        evaluation_set = EvaluationSet.current()
+        evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
         recorded = None
         if evaluation_set is not None:
             labelings = labelings.exclude(solution__problem_id__in=evaluation_set.problem_ids)
-            recorded = {"version": evaluation_set.version, "sha256": evaluation_set.sha256}
-        run.dataset_description = {**run.dataset_description, "evaluation_set": recorded}
+            recorded = evaluation_set.reference()
+        run.dataset_description = {
+            **run.dataset_description,
+            "evaluation_set": recorded,
+            "evaluation_set_missing": missing,
+        }
         TrainingRun.objects.filter(pk=run.pk).update(dataset_description=run.dataset_description)
         partial = path.with_suffix(".partial")
         with partial.open("w", encoding="utf-8") as out:
@@ -570,7 +576,8 @@ def execute_training_run(
             metrics["evaluation_set"] = evaluate_on_evaluation_set(
                 recorded, result.output_dir, active, count
             )
-        return _finish(run, config, result.output_dir, dataset_version, metrics, active)
+        missing = description.get("evaluation_set_missing") or NO_SET
+        return _finish(run, config, result.output_dir, dataset_version, metrics, active, missing)
     except Exception as exc:
         _fail(run_id, exc)
         return None
@@ -739,9 +746,10 @@ def _finish(
     dataset_version: str,
     metrics: dict,
     active: ModelVersion | None,
+    missing: str,
 ) -> ModelVersion:
     """Record the model and gate it against `active`, the model it was compared with."""
-    gate = evaluation_gate(metrics, active)
+    gate = evaluation_gate(metrics, active, missing=missing)
     metrics = {**metrics, "gate": gate}
     with transaction.atomic():
         version = ModelVersion.objects.create(
@@ -859,14 +867,17 @@ def evaluate_on_evaluation_set(
     # torch loads only where a model trains or scores, never in the web process
     from modeling.training.data import examples_from_prm800k, read_jsonl
 
+    # Runs frozen before sets were named by id recorded only the version.
+    evaluation_set = EvaluationSet.objects.filter(
+        **({"pk": recorded["id"]} if "id" in recorded else {"version": recorded["version"]})
+    ).first()
     report: dict[str, Any] = {
-        "version": recorded["version"],
-        "sha256": recorded["sha256"],
+        **(evaluation_set.reference() if evaluation_set else {}),
+        **recorded,
         "new_auroc": None,
         "active_auroc": None,
         "active_model": active.pk if active else None,
     }
-    evaluation_set = EvaluationSet.objects.filter(version=recorded["version"]).first()
     path = evaluation_set.path if evaluation_set else None
     if path is None or not path.exists():
         return {**report, "error": f"the file of evaluation set v{recorded['version']} is missing"}
@@ -882,14 +893,7 @@ def evaluate_on_evaluation_set(
     return report
 
 
-# The gate's reasons, worded for what the AUROCs were measured on.
-_HELD_OUT_REASONS = {
-    "unmeasured": "not measured (no held-out -1 and non -1 steps)",
-    "unmeasurable": "no held-out -1 and non -1 steps to measure AUROC on",
-    "under": "held-out AUROC {auroc:.3f} is under {floor:.3f}",
-    "regresses": "held-out AUROC {auroc:.3f} regresses more than {max_regression} from the "
-    "active {previous:.3f}",
-}
+NO_SET = "no evaluation set was current when the run froze its data"
 _SET_REASONS = {
     "unmeasured": "not measured (no -1 and non -1 steps in {name})",
     "unmeasurable": "{name} has no -1 and non -1 steps to measure AUROC on",
@@ -899,43 +903,61 @@ _SET_REASONS = {
 }
 
 
-def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dict[str, Any]:
+def evaluation_gate(
+    metrics: dict[str, Any], active: ModelVersion | None, *, missing: str = NO_SET
+) -> dict[str, Any]:
     """Whether a new model may become active: step AUROC at least the floor, and not more
-    than the allowed regression under the active model's.
+    than the allowed regression under the active model's, both measured on the evaluation set
+    (metrics["evaluation_set"]) in this run.
 
-    With an evaluation set (metrics["evaluation_set"]) both AUROCs were measured on it in this
-    run; without one, the new model's held-out AUROC is compared with the one the active model
-    recorded on its own run's split, which is not a like-for-like comparison."""
+    Figures from different splits are never compared. Without a set (`missing` says why) a
+    new model passes only where nothing is compared: the gate is off (a floor of 0), or there is
+    no active model and its own held-out AUROC reaches the floor. Beside an active model it is
+    not activated: "not gated"."""
     floor = settings.STEPWISE_PRM_EVAL_MIN_AUROC
     max_regression = settings.STEPWISE_PRM_EVAL_MAX_REGRESSION
     on_set = metrics.get("evaluation_set")
     gate: dict[str, Any] = {"min_auroc": floor, "max_regression": max_regression}
-    if on_set is not None:
-        name = f"evaluation set v{on_set['version']}"
-        reasons = _SET_REASONS
-        auroc, previous = on_set.get("new_auroc"), on_set.get("active_auroc")
-        gate["evaluation_set"] = on_set["version"]
-        gate["comparison"] = f"new and active model scored on {name} in this run"
-        error = on_set.get("error")
-        active_error = on_set.get("active_error") if active is not None else None
-    else:
-        name, reasons = "", _HELD_OUT_REASONS
-        auroc = metrics.get("auroc")
-        previous = (active.metrics or {}).get("auroc") if active else None
-        gate["evaluation_set"] = None
-        gate["comparison"] = "held-out splits of each run, not a frozen evaluation set"
-        error = active_error = None
-    gate.update(auroc=auroc, active_auroc=previous)
-    words = {"name": name, "auroc": auroc, "previous": previous, "floor": floor}
 
     def verdict(passed: bool, reason: str = "") -> dict[str, Any]:
         return {**gate, "passed": passed, "reason": reason}
 
-    def said(key: str) -> str:
-        return reasons[key].format(**words, max_regression=max_regression)
+    if on_set is None:
+        auroc = metrics.get("auroc")  # on this run's own held-out problems, if any
+        gate.update(evaluation_set=None, auroc=auroc, active_auroc=None, missing=missing)
+        if floor <= 0:
+            gate["comparison"] = "none: the gate is off and there is no evaluation set"
+            return verdict(True, f"not gated: the gate is off (the AUROC floor is 0); {missing}")
+        if active is not None:
+            gate["comparison"] = "none: no evaluation set to score both models on"
+            return verdict(
+                False,
+                f"not gated: {missing}; a new model is compared with the active one only on "
+                "the same frozen problems, so it was not activated",
+            )
+        gate["comparison"] = "none: no active model; the floor on this run's held-out problems"
+        if auroc is None:
+            return verdict(False, f"{missing}, and no held-out -1 and non -1 steps to measure on")
+        if auroc < floor:
+            return verdict(False, f"held-out AUROC {auroc:.3f} is under {floor:.3f} ({missing})")
+        return verdict(True, f"no active model to compare with; {missing}")
 
-    if error:
-        return verdict(False, error)
+    name = f"evaluation set v{on_set['version']}"
+    auroc, previous = on_set.get("new_auroc"), on_set.get("active_auroc")
+    gate.update(
+        evaluation_set=on_set["version"],
+        evaluation_set_id=on_set.get("id"),
+        comparison=f"new and active model scored on {name} in this run",
+        auroc=auroc,
+        active_auroc=previous,
+    )
+    words = {"name": name, "auroc": auroc, "previous": previous, "floor": floor}
+
+    def said(key: str) -> str:
+        return _SET_REASONS[key].format(**words, max_regression=max_regression)
+
+    if on_set.get("error"):
+        return verdict(False, on_set["error"])
     if auroc is None:  # a floor of 0 turns the gate off: then nothing measured is no refusal
         return (
             verdict(True, said("unmeasured"))
@@ -944,9 +966,10 @@ def evaluation_gate(metrics: dict[str, Any], active: ModelVersion | None) -> dic
         )
     if auroc < floor:
         return verdict(False, said("under"))
-    if active_error:
+    if active is not None and on_set.get("active_error"):
         return verdict(
-            False, f"the active model {active} could not be scored on {name} ({active_error})"
+            False,
+            f"the active model {active} could not be scored on {name} ({on_set['active_error']})",
         )
     if previous is not None and auroc < previous - max_regression:
         return verdict(False, said("regresses"))
@@ -977,6 +1000,9 @@ def evaluate_model_version(
         report.update(
             evaluate_best_of_n_file(version.artifact_path, best_of_n, counter, best_of_n_sizes)
         )
+        # Stored per evaluation set: reports are compared only among models of the same set.
+        current = EvaluationSet.current()
+        report["best_of_n"]["evaluation_set"] = current.reference() if current else None
     if save:
         version.metrics = {**(version.metrics or {}), "evaluation": report}
         version.save(update_fields=["metrics"])

@@ -78,6 +78,31 @@ def test_best_of_n_prints_the_table_and_stores_the_curve(version, capsys):
     assert json.loads(out[out.index("{") :])["best_of_n"] == stored
 
 
+def test_best_of_n_is_stored_for_the_current_evaluation_set_and_the_page_says_which(
+    version, capsys, client, researcher
+):
+    from django.urls import reverse
+
+    from modeling.models import EvaluationSet, TrainingRun
+
+    evaluation_set = EvaluationSet.objects.create(
+        version=3, problem_ids=[1, 2, 4], file_path="x.jsonl", sha256="e" * 64, is_current=True
+    )
+    version.run = TrainingRun.objects.create(status=TrainingRun.Status.SUCCEEDED)
+    version.save(update_fields=["run"])
+
+    call_command("evaluate_prm", "--best-of-n", str(SAMPLES), "--model-version", str(version.pk))
+
+    version.refresh_from_db()
+    assert version.metrics["evaluation"]["best_of_n"]["evaluation_set"] == {
+        "id": evaluation_set.pk, "version": 3, "sha256": "e" * 64, "problems": 3,
+    }  # fmt: skip
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[version.run.pk])).content.decode()
+    said = page.split('id="best-of-n-set">')[1].split("</p>")[0]
+    assert "evaluation set v3 (3 problems" in said and "e" * 12 in said
+
+
 def test_best_of_n_no_save_and_chosen_sizes(version, capsys):
     call_command(
         "evaluate_prm", "--best-of-n", str(SAMPLES), "--model-version", str(version.pk),

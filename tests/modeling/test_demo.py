@@ -4,6 +4,7 @@ end, retrain -> score -> select -> queue, into the demo labeler's queue."""
 from __future__ import annotations
 
 import io
+import json
 import threading
 
 import pytest
@@ -11,10 +12,16 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
-from labeling.models import Batch, Solution
+from labeling.models import Batch, Problem, Solution
 from labeling.services.queue import claim_next
-from modeling.models import GenerationRun, PoolEntry, SelectionReason, SolutionScore
-from modeling.services import loop
+from modeling.models import (
+    EvaluationSet,
+    GenerationRun,
+    PoolEntry,
+    SelectionReason,
+    SolutionScore,
+)
+from modeling.services import loop, runs
 from modeling.services.loop import run_generation_inline, start_generation
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
 
@@ -67,15 +74,20 @@ def test_setup_demo_loads_the_graded_pool_once():
     assert demo_pool() == counts
 
 
-def test_a_generation_runs_on_the_demo_to_the_labelers_queue(
+def test_a_generation_runs_on_the_demo_gated_on_its_evaluation_set_to_the_labelers_queue(
     tmp_path, settings, open_evaluation_gate
 ):
-    setup_demo()
+    assert "evaluation set v1: 5 problems (15 labelings)" in setup_demo()
+    evaluation_set = EvaluationSet.objects.get()
     # The demo's own backbone takes a minute on a CPU; a tiny random one exercises the same path.
     settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(
         make_tiny_backbone(tmp_path / "tiny")
     )
     researcher = get_user_model().objects.get(username="researcher")
+    # As a new user would: train a first model on the reference labels, then a generation.
+    first = runs.create_training_run(config=settings.STEPWISE_GENERATION_TRAIN_CONFIG)
+    active = runs.execute_training_run(first.pk)
+    assert active is not None and active.is_active
 
     run = run_generation_inline(
         start_generation(params={"k": 10, "per_problem_cap": 1}, created_by=researcher, send=False)
@@ -84,6 +96,24 @@ def test_a_generation_runs_on_the_demo_to_the_labelers_queue(
     assert run.status == GenerationRun.Status.SUCCEEDED, run.error
     assert run.generation == 2  # after the demo's own generation 1
     assert run.training_run is not None and run.training_run.status == "succeeded"
+    # Both models scored on the demo's set in the generation's run: one set, named by id.
+    training = run.training_run
+    on_set, gate = training.metrics["evaluation_set"], training.metrics["gate"]
+    assert EvaluationSet.objects.count() == 1
+    assert on_set["id"] == gate["evaluation_set_id"] == evaluation_set.pk
+    assert active.metrics["evaluation_set"]["id"] == evaluation_set.pk
+    assert on_set["active_model"] == active.pk
+    assert on_set["new_auroc"] is not None and on_set["active_auroc"] is not None
+    assert run.steps["retrain"]["detail"]["evaluation_set"] == evaluation_set.version
+    for training_run in (first, training):  # 16 problems trained on, none of the set's
+        trained = {
+            json.loads(line)["question"]["problem"]
+            for line in (runs.run_dir(training_run) / runs.DATA_FILE).read_text().splitlines()
+        }
+        assert len(trained) == 16
+        assert not trained & set(
+            Problem.objects.filter(pk__in=evaluation_set.problem_ids).values_list("text", flat=True)
+        )
     assert SolutionScore.objects.filter(model_version=run.model_version).count() == 63
     batch = Batch.objects.get(name="Generation 2")
     assert (batch.generation, batch.origin, batch.is_active) == (

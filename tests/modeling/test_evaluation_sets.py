@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
 from labeling.models import Labeling
 from labeling.services.importing import import_prm800k
@@ -105,8 +106,10 @@ def test_a_run_started_afterwards_never_trains_on_the_set(labels):
     assert not problems_of(path) & problems_of(evaluation_set.path)
     run.refresh_from_db()
     assert run.dataset_description["evaluation_set"] == {
+        "id": evaluation_set.pk,
         "version": 1,
         "sha256": evaluation_set.sha256,
+        "problems": 2,
     }
 
 
@@ -118,9 +121,9 @@ def test_the_gate_scores_the_new_and_the_active_model_on_the_same_set(
     from modeling.training.model import ProcessRewardModel
 
     first = run_on(without_errors(), config=tiny(backbone), holdout_fraction=0.34)
-    active = runs.execute_training_run(first.pk)
+    active = runs.execute_training_run(first.pk)  # 6 problems: too few for a set of 5 by itself
     assert active.is_active and "evaluation_set" not in active.metrics
-    assert "not a frozen evaluation set" in active.metrics["gate"]["comparison"]
+    assert active.metrics["gate"]["comparison"].startswith("none: the gate is off")
     evaluation_set = create_evaluation_set(count=3, seed=0)
 
     second = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
@@ -179,8 +182,69 @@ def test_a_changed_set_file_fails_the_gate(labels, backbone, open_evaluation_gat
     assert version.metrics["gate"]["reason"] == "the file of evaluation set v1 changed"
 
 
-def test_without_a_set_the_gate_says_it_does_not_compare_on_one(settings):
+def test_without_a_set_the_gate_compares_no_figures_of_different_splits(settings):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
-    gate = runs.evaluation_gate({"auroc": 0.7}, None)
-    assert gate["passed"] and gate["evaluation_set"] is None
-    assert "not a frozen evaluation set" in gate["comparison"]
+    alone = runs.evaluation_gate({"auroc": 0.7}, None, missing="no evaluation set: 6 needed")
+    assert alone["passed"] and alone["evaluation_set"] is None
+    assert alone["comparison"].startswith("none: no active model")
+    # The active model's own held-out figure (0.5) is never read: it was another split.
+    active = ModelVersion(metrics={"auroc": 0.5})
+    beside = runs.evaluation_gate({"auroc": 0.9}, active, missing="no evaluation set: 6 needed")
+    assert not beside["passed"] and beside["active_auroc"] is None
+    assert beside["reason"].startswith("not gated: no evaluation set: 6 needed;")
+
+
+def test_the_first_run_makes_the_set_trains_without_it_and_the_page_shows_both_figures(
+    labels, backbone, open_evaluation_gate, settings, client, researcher
+):
+    settings.STEPWISE_EVAL_SET_PROBLEMS = 2  # of the sample's 6 problems: 4 stay to train on
+    assert not EvaluationSet.objects.exists()
+    first = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
+
+    active = runs.execute_training_run(first.pk)
+
+    evaluation_set = EvaluationSet.objects.get()
+    assert evaluation_set.is_current and len(evaluation_set.problem_ids) == 2
+    first.refresh_from_db()
+    assert first.dataset_description["evaluation_set"] == evaluation_set.reference()
+    trained = problems_of(runs.run_dir(first) / runs.DATA_FILE)
+    assert len(trained) == 4 and not trained & problems_of(evaluation_set.path)
+    assert active.is_active and active.metrics["evaluation_set"]["id"] == evaluation_set.pk
+
+    second = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
+    runs.execute_training_run(second.pk)
+
+    second.refresh_from_db()
+    assert EvaluationSet.objects.count() == 1  # the set stays: every run is gated on it
+    on_set, gate = second.metrics["evaluation_set"], second.metrics["gate"]
+    assert (on_set["id"], gate["evaluation_set_id"]) == (evaluation_set.pk, evaluation_set.pk)
+    assert on_set["active_model"] == active.pk and on_set["active_auroc"] is not None
+    assert on_set["new_auroc"] is not None and gate["passed"]
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[second.pk])).content.decode()
+    caption = page.split('id="evaluation-set-name">')[1].split("</caption>")[0]
+    assert "evaluation set v1, 2 problems" in caption and evaluation_set.sha256[:12] in caption
+    assert f'id="set-new-auroc">{on_set["new_auroc"]:.3f}</td>' in page
+    assert f'id="set-active-auroc">{on_set["active_auroc"]:.3f}</td>' in page
+    assert f"Active model (version {active.pk})" in page
+
+
+def test_with_too_few_problems_for_a_set_a_run_beside_the_active_model_is_not_gated(
+    labels, backbone, settings
+):
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.01
+    active = ModelVersion.objects.create(
+        name="active", backbone="x", artifact_path="/nowhere", passed_evaluation=True,
+        metrics={"auroc": 0.0},
+    )  # fmt: skip
+    active.activate()
+    run = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
+
+    version = runs.execute_training_run(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    assert not EvaluationSet.objects.exists() and "evaluation_set" not in run.metrics
+    reason = run.metrics["gate"]["reason"]
+    assert reason.startswith("not gated: no evaluation set: 10 problems") and "6 are" in reason
+    assert not version.passed_evaluation and ModelVersion.active() == active

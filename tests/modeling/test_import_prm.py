@@ -16,7 +16,7 @@ from django.urls import reverse
 from labeling.models import Solution
 from labeling.services.importing import import_prm800k
 from modeling import selectors
-from modeling.models import ModelVersion, SolutionScore
+from modeling.models import EvaluationSet, ModelVersion, SolutionScore
 from modeling.services import runs
 from modeling.services.evaluation_sets import create_evaluation_set
 from tests.factories import make_batch, make_solution
@@ -129,6 +129,35 @@ def test_a_trl_token_classifier_is_imported_gated_activated_and_gates_the_next_r
     assert trained.is_active and trained.kind == ModelVersion.Kind.TRAINED
 
 
+def test_an_import_with_no_evaluation_set_makes_one_and_is_gated_on_it_beside_the_active(
+    media, labels, tmp_path, settings
+):
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.01
+    settings.STEPWISE_PRM_EVAL_MAX_REGRESSION = 1.0
+    settings.STEPWISE_EVAL_SET_PROBLEMS = 3  # of the sample's 6 problems, none in a run's data
+    first = save_token_classifier(tmp_path / "first")
+    call_command("import_prm", str(first), "--name", "first", stdout=io.StringIO())
+    active = ModelVersion.objects.get(name="first")
+    evaluation_set = EvaluationSet.objects.get()  # made by the import, as a run's would be
+    assert active.metrics["evaluation_set"]["id"] == evaluation_set.pk
+    assert active.metrics["gate"]["evaluation_set_id"] == evaluation_set.pk
+    active.passed_evaluation = True
+    active.save(update_fields=["passed_evaluation"])
+    active.activate()
+
+    second = save_token_classifier(tmp_path / "second", labels=3)
+    call_command("import_prm", str(second), "--name", "second", stdout=io.StringIO())
+
+    version = ModelVersion.objects.get(name="second")
+    on_set, gate = version.metrics["evaluation_set"], version.metrics["gate"]
+    assert EvaluationSet.objects.count() == 1 and on_set["id"] == evaluation_set.pk
+    assert on_set["active_model"] == active.pk and on_set["active_auroc"] is not None
+    assert on_set["active_auroc"] == pytest.approx(active.metrics["evaluation_set"]["new_auroc"])
+    assert gate["evaluation_set_id"] == evaluation_set.pk and gate["passed"] is (
+        on_set["new_auroc"] >= 0.01
+    )
+
+
 def test_a_step_tag_lm_is_imported_with_its_tag_and_tokens_and_read_at_each_tag(
     media, db, tmp_path
 ):
@@ -149,7 +178,7 @@ def test_a_step_tag_lm_is_imported_with_its_tag_and_tokens_and_read_at_each_tag(
 
     version = ModelVersion.objects.get()
     assert version.kind == ModelVersion.Kind.STEP_TAG and not version.is_active
-    assert version.metrics["gate"]["reason"].startswith("no current evaluation set")
+    assert version.metrics["gate"]["reason"].startswith("no evaluation set: 10 problems")
     model = load_prm(version.artifact_path)
     solution = CoreSolution("What is 1+1?", ["1+1=2 # no tag here", "The answer is 2."])
     (probs,) = score_solutions(model, [solution])

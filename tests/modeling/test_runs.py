@@ -136,15 +136,31 @@ def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, set
         (None, None, False),
         (0.70, 0.71, True),
         (0.70, 0.75, False),
+        (None, 0.5, False),
     ],
 )
-def test_evaluation_gate(settings, auroc, active, passed):
+def test_evaluation_gate_on_the_set(settings, auroc, active, passed):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
     settings.STEPWISE_PRM_EVAL_MAX_REGRESSION = 0.02
-    current = ModelVersion(metrics={"auroc": active}) if active is not None else None
-    gate = runs.evaluation_gate({"auroc": auroc}, current)
+    current = ModelVersion(pk=4) if active is not None else None
+    on_set = {"id": 7, "version": 2, "sha256": "a" * 64, "problems": 5}
+    on_set |= {"new_auroc": auroc, "active_auroc": active}
+    gate = runs.evaluation_gate({"evaluation_set": on_set}, current)
     assert gate["passed"] is passed
-    assert bool(gate["reason"]) is not passed
+    assert (gate["evaluation_set"], gate["evaluation_set_id"]) == (2, 7)
+    assert (gate["auroc"], gate["active_auroc"]) == (auroc, active)
+
+
+@pytest.mark.parametrize(
+    ("auroc", "active", "passed"),
+    [(0.7, None, True), (0.55, None, False), (None, None, False), (0.9, 0.5, False)],
+)
+def test_evaluation_gate_without_a_set_compares_nothing(settings, auroc, active, passed):
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
+    current = ModelVersion(metrics={"auroc": active}) if active is not None else None
+    gate = runs.evaluation_gate({"auroc": auroc}, current, missing="no evaluation set: why")
+    assert gate["passed"] is passed and gate["active_auroc"] is None
+    assert "no evaluation set: why" in gate["reason"]
 
 
 def test_a_second_delivery_trains_nothing(labels, backbone, open_evaluation_gate):
