@@ -150,7 +150,7 @@ def demo_threads(tmp_path, settings, monkeypatch, open_evaluation_gate):
     def no_worker(*args, **kwargs):
         raise AssertionError("the demo has no Celery worker to send a step to")
 
-    monkeypatch.setattr("modeling.services.loop.enqueue_on_commit", no_worker)
+    monkeypatch.setattr("modeling.services.loop.send_row", no_worker)
     threads: list[threading.Thread] = []
     start_thread = loop._run_in_thread
 
