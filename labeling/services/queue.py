@@ -67,6 +67,11 @@ def labeler_state_of(outer: str = "labeler_id") -> Subquery:
     return Subquery(Labeler.objects.filter(user_id=OuterRef(outer)).values("state")[:1])
 
 
+def labeler_public_id_of(outer: str = "labeler_id") -> Subquery:
+    """The labeler's public id (the release's `labeler`) as an annotation of a Labeling query."""
+    return Subquery(Labeler.objects.filter(user_id=OuterRef(outer)).values("public_id")[:1])
+
+
 def ensure_labeler(user: User) -> Labeler:
     labeler, _ = Labeler.objects.get_or_create(user=user)
     return labeler

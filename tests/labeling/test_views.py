@@ -67,14 +67,98 @@ def test_rating_through_htmx_answers_with_only_what_changed_and_saves(client, la
     assert "Step 2 of 3" in page and "Then $x^2 = 4$." in page
 
 
-def test_the_rating_that_ends_a_solution_answers_with_the_whole_panel(client, labeling):
+def test_the_rating_that_ends_a_solution_answers_with_the_done_fragment(client, labeling):
     client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    response = htmx_post(client, url, {"step_index": 0, "rating": -1})
+    assert response.status_code == 200 and response["HX-Reswap"] == "none"
+    body = response.content.decode()
+    assert '<section id="labeling"' not in body and "<html" not in body
+    # Out of band, by id: the rated step in place of the current one, its map cell, the
+    # progress line, and the "done" block in place of the rate buttons.
+    assert '<li class="step rated rating--1" data-step="0" id="step-0" hx-swap-oob="true"' in body
+    assert 'id="map-0" hx-swap-oob="true"' in body
+    assert "Done at step 1 of 3" in body and "1 / 3 steps rated" in body
+    assert 'hx-swap-oob="outerHTML:#actions"' in body and 'data-status="completed"' in body
+    assert "Submitted: <strong>found an error</strong>" in body
+    assert 'name="csrfmiddlewaretoken"' in body and reverse("labeling:claim") in body
+    assert reverse("labeling:undo", args=[labeling.pk]) in body
+    labeling.refresh_from_db()
+    assert labeling.finish_reason == "found_error" and labeling.status == "completed"
+    # The same panel as a reload would show.
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert "Done at step 1 of 3" in page and 'data-status="completed"' in page
+
+
+def test_a_minus_one_where_the_batch_asks_for_alternatives_answers_with_the_whole_panel(
+    client, labeler, monkeypatch
+):
+    from labeling.models import Batch
+
+    make_solution(
+        make_batch(alternatives_after_error=True, protocol=Batch.Protocol.STEPS),
+        steps=["Let $x = 2$.", "Then $x^2 = 5$.", "# Answer\n\n5"],
+    )
+    labeling = queue.claim_next(labeler)
+    client.force_login(labeler)
     url = reverse("labeling:rate", args=[labeling.pk])
     response = htmx_post(client, url, {"step_index": 0, "rating": -1})
     assert response.status_code == 200 and "HX-Reswap" not in response
     assert response.content.decode().lstrip().startswith('<section id="labeling"')
+
+
+def _own_statements(captured) -> tuple[list[str], list[str]]:
+    sql = [q["sql"] for q in captured.captured_queries]
+    auth = [q for q in sql if '"django_session"' in q or '"auth_user"' in q]
+    # The test's own transaction turns the request's transaction into a savepoint.
+    own = [q for q in sql if q not in auth and not q.startswith(("SAVEPOINT", "RELEASE"))]
+    return own, auth
+
+
+def test_the_rating_that_ends_a_solution_is_ten_statements(client, labeling):
+    """Past authentication: the locked read, the step and its completion, one read of the
+    ratings, the solution's lock, the labeling (its release line with it), the solution's
+    counters, both audit events in one insert, one upsert per counter table. The answer (the
+    "done" fragment) needs no query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from labeling.models import BatchHourStats, BatchLabelerStats
+    from labeling.selectors import release_record
+    from labeling.prm800k import render_record
+
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    for index in (0, 1):
+        htmx_post(client, url, {"step_index": index, "rating": 1})
+    with CaptureQueriesContext(connection) as captured:
+        response = htmx_post(client, url, {"step_index": 2, "rating": 0, "flagged": "1"})
+    assert response.status_code == 200 and response["HX-Reswap"] == "none"
+    own, auth = _own_statements(captured)
+    assert len(auth) == (1 if connection.vendor == "postgresql" else 2)
+    assert [q.split()[0] for q in own] == [
+        "SELECT",  # the labeling, locked, with its solution, problem, batch, rated count
+        "INSERT",  # the step
+        "INSERT",  # its completion
+        "SELECT",  # the steps and completions (times, ratings, the release line)
+        "SELECT",  # the solution, locked
+        "UPDATE",  # the labeling: completed, its release line
+        "UPDATE",  # the solution's counters
+        "INSERT",  # the 'rate' and 'finish' events
+        "INSERT",  # BatchLabelerStats, upserted
+        "INSERT",  # BatchHourStats, upserted
+    ], "\n".join(own)
     labeling.refresh_from_db()
-    assert labeling.finish_reason == "found_error"
+    assert labeling.status == "completed" and labeling.finish_reason == "solution"
+    # The line rendered from what the request held is the release's line, byte for byte.
+    assert labeling.release_line == render_record(release_record(labeling.pk))
+    assert list(labeling.events.values_list("reason", flat=True).order_by("id"))[-2:] == [
+        "rate",
+        "finish",
+    ]
+    stats = BatchLabelerStats.objects.get(labeler=labeling.labeler)
+    assert (stats.labelings, stats.steps, stats.pos, stats.neu, stats.flagged) == (1, 3, 2, 1, 1)
+    assert BatchHourStats.objects.get().fin_solution == 1
 
 
 def test_double_submit_returns_the_same_state(client, labeling):
