@@ -35,7 +35,7 @@ from labeling.services.errors import Conflict, LabelingError
 from labeling.services.queue import (
     labeler_public_id_of,
     labeler_state_of,
-    lease_duration,
+    lease_until,
     reactivate_expired,
     refuse_if_stopped,
 )
@@ -63,7 +63,7 @@ def rated_steps(labeling: Labeling) -> list[StepLabel]:
 
 
 def _renew_lease(labeling: Labeling, now) -> None:
-    labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
+    labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
 
 
 def _locked_for_rating(labeling_id: int, user: User) -> Labeling:

@@ -3,7 +3,7 @@ from django.urls import reverse
 
 from labeling.models import Labeling
 from labeling.services import queue
-from tests.factories import make_batch, make_solution
+from tests.factories import make_batch, make_solution, make_solutions
 
 pytestmark = pytest.mark.django_db
 
@@ -276,3 +276,67 @@ def test_every_response_says_how_long_the_server_took(client):
 
     response = client.get(reverse("login"))
     assert re.fullmatch(r"app;dur=\d+\.\d", response["Server-Timing"])
+
+
+def test_a_claim_is_four_statements(client, labeler):
+    """Past authentication: the roles and the batches come from the cache, and one read locks
+    the next solution and brings the labeler's state and gold count; then the solution's count,
+    the labeler's, and the new labeling. The first claim filled the cache."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from labeling.services import rating
+
+    batch = make_batch(gold_rate=0.5)
+    solutions = [make_solution(batch, steps=["One."]), make_solution(batch, steps=["Two."])]
+    client.force_login(labeler)
+    first = client.post(reverse("labeling:claim"))
+    opened = Labeling.objects.get(labeler=labeler)
+    assert first["Location"] == reverse("labeling:labeling", args=[opened.pk])
+    rating.rate_step(labeling_id=opened.pk, user=labeler, step_index=0, rating=1)
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(reverse("labeling:claim"))
+    own, auth = _own_statements(captured)
+    assert len(auth) == (1 if connection.vendor == "postgresql" else 2)
+    assert [q.split()[0] for q in own] == ["SELECT", "UPDATE", "UPDATE", "INSERT"], "\n".join(own)
+    claimed = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
+    assert response["Location"] == reverse("labeling:labeling", args=[claimed.pk])
+    other = next(s for s in solutions if s.pk != opened.solution_id)
+    other.refresh_from_db()
+    assert claimed.solution == other and other.active_count == 1
+    assert claimed.lease_expires_at > claimed.started_at
+    # Gold was due (rate 0.5), but there is none: regular work, counted as before.
+    assert labeler.labeler.__class__.objects.get(user=labeler).claims_since_gold == 2
+
+
+def test_a_claim_sees_batch_and_role_changes_made_after_its_cache_was_filled(client, labeler):
+    from django.contrib.auth.models import Group
+
+    from labeling.services import rating
+
+    low = make_batch(name="low", priority=0, gold_rate=0)
+    make_solutions(low, 3)
+    client.force_login(labeler)
+    client.post(reverse("labeling:claim"))
+    opened = Labeling.objects.get(labeler=labeler)
+    rating.finish_labeling(labeling_id=opened.pk, user=labeler, reason="give_up")
+    # A new batch with a higher priority, assigned to this labeler: their next claim is there.
+    high = make_batch(name="high", priority=5, gold_rate=0)
+    high.labelers.add(labeler)
+    make_solutions(high, 1)
+    client.post(reverse("labeling:claim"))
+    claimed = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
+    assert claimed.solution.batch == high
+    rating.finish_labeling(labeling_id=claimed.pk, user=labeler, reason="give_up")
+    # Deactivated: back to the other batch.
+    high.is_active = False
+    high.save()
+    make_solutions(high, 1)
+    client.post(reverse("labeling:claim"))
+    claimed = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
+    assert claimed.solution.batch == low
+    rating.finish_labeling(labeling_id=claimed.pk, user=labeler, reason="give_up")
+    # The labeler role taken away: the claim is refused, and nothing is claimed.
+    labeler.groups.remove(Group.objects.get(name="labeler"))
+    assert client.post(reverse("labeling:claim")).status_code == 403
+    assert not Labeling.objects.filter(labeler=labeler, status="in_progress").exists()
