@@ -6,9 +6,10 @@ scan labels; `rebuild_batch_stats` recounts them from the labelings.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Model, Q
+from django.db.models import Count, F, Field, Model, Q
 from django.utils import timezone
 
 from labeling import selectors
@@ -32,14 +33,17 @@ def bump(model: type[Model], keys: dict, deltas: dict, **extra) -> None:
     if any(value < 0 for value in deltas.values()):
         # Taking back what was added: the row is there. (An upsert's new row would fail the
         # columns' >= 0 checks on PostgreSQL before the conflict is seen.)
-        changes = {name: F(name) + value for name, value in deltas.items() if value}
-        model._default_manager.filter(**keys).update(**changes, **extra)
+        taken = {name: F(name) + value for name, value in deltas.items() if value}
+        model._default_manager.filter(**keys).update(**taken, **extra)
         return
     meta = model._meta
     row = model(**keys, **deltas, **extra)
     fields = [f for f in meta.concrete_fields if not f.primary_key]
-    key_columns = [meta.get_field(name).column for name in keys]
-    quote = connection.ops.quote_name
+    key_columns = [cast(Field, meta.get_field(name)).column for name in keys]
+
+    def quote(name: str | None) -> str:
+        return connection.ops.quote_name(cast(str, name))
+
     table = quote(meta.db_table)
     changes = [
         f"{quote(f.column)} = {table}.{quote(f.column)} + excluded.{quote(f.column)}"

@@ -124,8 +124,8 @@ def test_the_rating_that_ends_a_solution_is_ten_statements(client, labeling):
     from django.test.utils import CaptureQueriesContext
 
     from labeling.models import BatchHourStats, BatchLabelerStats
-    from labeling.selectors import release_record
     from labeling.prm800k import render_record
+    from labeling.selectors import release_record
 
     client.force_login(labeling.labeler)
     url = reverse("labeling:rate", args=[labeling.pk])
