@@ -101,8 +101,8 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         return
     pairs = contribution.get("pairs", [])
     if batch_id is not None:
-        BatchAgreement.objects.get_or_create(batch_id=batch_id)
-        row = BatchAgreement.objects.select_for_update().get(batch_id=batch_id)
+        # Locked as it is read (or created): one statement once the row exists.
+        row, _ = BatchAgreement.objects.select_for_update().get_or_create(batch_id=batch_id)
         row.coincidence = agreement_math.add_coincidence(
             row.coincidence, contribution["coincidence"], sign
         )
@@ -114,8 +114,7 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         row.first_error_same += sign * sum(1 for p in pairs if p["fe_same"])
         row.save()
     for p in pairs:
-        PairAgreement.objects.get_or_create(labeler_a_id=p["a"], labeler_b_id=p["b"])
-        pair = PairAgreement.objects.select_for_update().get(
+        pair, _ = PairAgreement.objects.select_for_update().get_or_create(
             labeler_a_id=p["a"], labeler_b_id=p["b"]
         )
         pair.coincidence = agreement_math.add_coincidence(pair.coincidence, p["coincidence"], sign)
