@@ -14,6 +14,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from rest_framework import permissions
 
+from labeling import access
+
 if TYPE_CHECKING:
     from labeling.models import Batch
 
@@ -24,18 +26,26 @@ ADMIN = "admin"
 ALL_ROLES = (LABELER, LEAD, RESEARCHER, ADMIN)
 
 
+ROLES_CACHE_SECONDS = 300
+
+
 def user_roles(user: AbstractUser | AnonymousUser) -> set[str]:
+    """The user's roles: kept on the user for the request, and in the cache every process
+    shares until a group or a membership changes (`access.forget_access`)."""
     if not user.is_authenticated:
         return set()
     if user.is_superuser:
         return set(ALL_ROLES)
     cached = getattr(user, "_stepwise_roles", None)
     if cached is None:
-        cached = set(user.groups.values_list("name", flat=True)) & set(ALL_ROLES)
-        if ADMIN in cached:
-            cached = set(ALL_ROLES)
+        cached = access.cached_for_user(user.pk, "roles", lambda: _roles_of(user))
         user._stepwise_roles = cached  # type: ignore[attr-defined]  # per-request cache
     return cached
+
+
+def _roles_of(user: AbstractUser) -> set[str]:
+    roles = set(user.groups.values_list("name", flat=True)) & set(ALL_ROLES)
+    return set(ALL_ROLES) if ADMIN in roles else roles
 
 
 def has_role(user: AbstractUser | AnonymousUser, *roles: str) -> bool:

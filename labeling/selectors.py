@@ -68,6 +68,24 @@ def release_record(labeling_id: int) -> prm800k.LabelRecord:
     labeling = Labeling.objects.select_related("solution__problem", "labeler__labeler").get(
         pk=labeling_id
     )
+    completions = Completion.objects.filter(step__labeling_id=labeling_id).order_by(
+        "step_id", "index"
+    )
+    profile = getattr(labeling.labeler, "labeler", None)  # a user without a Labeler row
+    return label_record(
+        labeling,
+        public_id=str(profile.public_id) if profile else str(labeling.labeler_id),
+        steps=list(StepLabel.objects.filter(labeling_id=labeling_id).order_by("index")),
+        completions=list(completions),
+    )
+
+
+def label_record(
+    labeling: Labeling, *, public_id: str, steps: list[StepLabel], completions: list[Completion]
+) -> prm800k.LabelRecord:
+    """The release record of a labeling (its solution and problem loaded) from its steps in
+    order and their completions in (step, index) order: what `release_record` reads, or what the
+    finishing rating has read already."""
     solution, problem = labeling.solution, labeling.solution.problem
     question = prm800k.question_record(
         is_phase2=solution.format != Solution.Format.PHASE1,
@@ -81,9 +99,6 @@ def release_record(labeling_id: int) -> prm800k.LabelRecord:
     )
     rated: dict[int, list[prm800k.CompletionRecord]] = {}
     human: dict[int, prm800k.HumanCompletionRecord] = {}
-    completions = Completion.objects.filter(step__labeling_id=labeling_id).order_by(
-        "step_id", "index"
-    )
     for c in completions:
         if c.is_human:
             human[c.step_id] = prm800k.HumanCompletionRecord(
@@ -93,23 +108,21 @@ def release_record(labeling_id: int) -> prm800k.LabelRecord:
             rated.setdefault(c.step_id, []).append(
                 prm800k.CompletionRecord(c.text, c.rating, c.flagged)
             )
-    steps = [
-        prm800k.StepRecord(
-            completions=rated.get(step.pk, []) if step.has_completions else None,
-            human_completion=human.get(step.pk),
-            chosen_completion=step.chosen_completion,
-        )
-        for step in StepLabel.objects.filter(labeling_id=labeling_id).order_by("index")
-    ]
-    profile = getattr(labeling.labeler, "labeler", None)  # a user without a Labeler row
     return prm800k.LabelRecord(
-        labeler=str(profile.public_id) if profile else str(labeling.labeler_id),
+        labeler=public_id,
         timestamp=prm800k.export_timestamp(labeling.finished_at or labeling.started_at),
         generation=solution.generation,
         is_quality_control_question=solution.is_quality_control,
         is_initial_screening_question=solution.is_screening,
         question=question,
-        steps=steps,
+        steps=[
+            prm800k.StepRecord(
+                completions=rated.get(step.pk, []) if step.has_completions else None,
+                human_completion=human.get(step.pk),
+                chosen_completion=step.chosen_completion,
+            )
+            for step in steps
+        ],
         total_time=labeling.total_time_ms or 0,
         finish_reason=labeling.finish_reason or "give_up",
     )
@@ -667,15 +680,16 @@ class LabelingPanel:
 
 @dataclass(frozen=True)
 class PanelProgress:
-    """The panel's progress line after a rating in the middle of a solution, known without a
-    query: steps 1..rated_count are rated and the next one is shown."""
+    """The panel's progress line after a rating, known without a query: steps 1..rated_count
+    are rated and the next one is shown, or (`done`) the labeling ended at the last of them."""
 
     rated_count: int
     step_total: int
+    done: bool = False
 
     @property
     def step_number(self) -> int:
-        return self.rated_count + 1
+        return self.rated_count if self.done else self.rated_count + 1
 
 
 def labeling_panel(labeling: Labeling) -> LabelingPanel:

@@ -28,7 +28,7 @@ def get_many(keys: Iterable[str]) -> dict[str, Any]:
         return {}
 
 
-def set_many(values: dict[str, Any], timeout: float) -> None:
+def set_many(values: dict[str, Any], timeout: float | None) -> None:
     try:
         cache.set_many(values, timeout)
     except CACHE_DOWN as exc:

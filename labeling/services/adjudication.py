@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F
 from django.utils import timezone
 
 from labeling import agreement as agreement_math
@@ -32,7 +32,10 @@ def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
     return list(
         Labeling.objects.filter(
             solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False
-        ).order_by("id")
+        )
+        # Whether a lead has decided the solution already, in the same query.
+        .annotate(adjudicated=Exists(Adjudication.objects.filter(solution=solution)))
+        .order_by("id")
     )
 
 
@@ -78,22 +81,24 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
     if existing is not None:
         _fold_agreement(solution.batch_id, existing.contribution, sign=-1)
     _fold_agreement(solution.batch_id, contribution, sign=1)
-    row, _ = SolutionAgreement.objects.update_or_create(
-        solution=solution,
-        defaults={
-            "batch_id": solution.batch_id,
-            "labelings": len(labelings),
-            "steps_compared": result.steps_compared,
-            "alpha": result.alpha,
-            "raw": result.raw,
-            "first_error_agree": result.first_error_agree,
-            "needs_adjudication": needs
-            and not Adjudication.objects.filter(solution=solution).exists(),
-            "contribution": contribution,
-            "computed_at": timezone.now(),
-        },
-    )
-    return row
+    values = {
+        "batch_id": solution.batch_id,
+        "labelings": len(labelings),
+        "steps_compared": result.steps_compared,
+        "alpha": result.alpha,
+        "raw": result.raw,
+        "first_error_agree": result.first_error_agree,
+        "needs_adjudication": needs and not cast(Any, labelings[0]).adjudicated,
+        "contribution": contribution,
+        "computed_at": timezone.now(),
+    }
+    # The caller holds the solution's lock (a finish), so the row read above is still the one.
+    if existing is None:
+        return SolutionAgreement.objects.create(solution=solution, **values)
+    for name, value in values.items():
+        setattr(existing, name, value)
+    existing.save(update_fields=list(values))
+    return existing
 
 
 def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> None:
@@ -101,8 +106,8 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         return
     pairs = contribution.get("pairs", [])
     if batch_id is not None:
-        BatchAgreement.objects.get_or_create(batch_id=batch_id)
-        row = BatchAgreement.objects.select_for_update().get(batch_id=batch_id)
+        # Locked as it is read (or created): one statement once the row exists.
+        row, _ = BatchAgreement.objects.select_for_update().get_or_create(batch_id=batch_id)
         row.coincidence = agreement_math.add_coincidence(
             row.coincidence, contribution["coincidence"], sign
         )
@@ -114,8 +119,7 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         row.first_error_same += sign * sum(1 for p in pairs if p["fe_same"])
         row.save()
     for p in pairs:
-        PairAgreement.objects.get_or_create(labeler_a_id=p["a"], labeler_b_id=p["b"])
-        pair = PairAgreement.objects.select_for_update().get(
+        pair, _ = PairAgreement.objects.select_for_update().get_or_create(
             labeler_a_id=p["a"], labeler_b_id=p["b"]
         )
         pair.coincidence = agreement_math.add_coincidence(pair.coincidence, p["coincidence"], sign)

@@ -44,7 +44,7 @@ from labeling.prm800k import is_final_step
 from labeling.services import rating
 from labeling.services.errors import Conflict, LabelingError
 from labeling.services.importing import solution_content_hash
-from labeling.services.queue import lease_duration, next_claims
+from labeling.services.queue import lease_until, next_claims
 from labeling.services.rating import MAX_STEP_TIME_MS
 from stepwise.celery import start_on_commit
 
@@ -608,7 +608,7 @@ def step_back(*, labeling_id: int, user: User) -> Labeling:
         RatingEvent.objects.bulk_create(events)
         Completion.objects.filter(step=last, index=-1).delete()
         StepLabel.objects.filter(pk=last.pk).update(chosen_completion=None, time_ms=None)
-        labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
+        labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
         labeling.save(update_fields=["lease_expires_at", "updated_at"])
         return labeling
 
@@ -639,6 +639,6 @@ def _after_step(
         return labeling
     batch = labeling.solution.batch
     request_proposal(problem=labeling.solution.problem, prefix=path, k=_k(labeling))
-    labeling.lease_expires_at = now + lease_duration(batch)
+    labeling.lease_expires_at = lease_until(batch, now)
     labeling.save(update_fields=["lease_expires_at", "updated_at"])
     return labeling

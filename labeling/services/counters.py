@@ -6,9 +6,10 @@ scan labels; `rebuild_batch_stats` recounts them from the labelings.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
-from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Model, Q
+from django.db import connection, transaction
+from django.db.models import Count, F, Field, Model, Q
 from django.utils import timezone
 
 from labeling import selectors
@@ -26,17 +27,38 @@ def hour_start(moment: datetime) -> datetime:
 
 
 def bump(model: type[Model], keys: dict, deltas: dict, **extra) -> None:
-    """Add deltas to a counter row, creating it if needed (an upsert that works on any backend)."""
-    changes = {name: F(name) + value for name, value in deltas.items() if value}
-    changes.update(extra)
-    manager = model._default_manager
-    if manager.filter(**keys).update(**changes):
+    """Add deltas to a counter row, creating it if needed: one statement, INSERT ... ON CONFLICT
+    (its unique key) DO UPDATE adding to each column (PostgreSQL, and SQLite since 3.24). Django's
+    own upsert (bulk_create with update_conflicts) can only overwrite a column, not add to it."""
+    if any(value < 0 for value in deltas.values()):
+        # Taking back what was added: the row is there. (An upsert's new row would fail the
+        # columns' >= 0 checks on PostgreSQL before the conflict is seen.)
+        taken = {name: F(name) + value for name, value in deltas.items() if value}
+        model._default_manager.filter(**keys).update(**taken, **extra)
         return
-    try:
-        with transaction.atomic():  # a savepoint: a racing insert only rolls this back
-            manager.create(**keys, **{k: v for k, v in deltas.items()}, **extra)
-    except IntegrityError:
-        manager.filter(**keys).update(**changes)
+    meta = model._meta
+    row = model(**keys, **deltas, **extra)
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    key_columns = [cast(Field, meta.get_field(name)).column for name in keys]
+
+    def quote(name: str | None) -> str:
+        return connection.ops.quote_name(cast(str, name))
+
+    table = quote(meta.db_table)
+    changes = [
+        f"{quote(f.column)} = {table}.{quote(f.column)} + excluded.{quote(f.column)}"
+        for f in fields
+        if f.name in deltas
+    ] + [f"{quote(f.column)} = excluded.{quote(f.column)}" for f in fields if f.name in extra]
+    sql = (
+        f"INSERT INTO {table} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT ({', '.join(quote(c) for c in key_columns)}) "
+        f"DO UPDATE SET {', '.join(changes)}"
+    )
+    values = [f.get_db_prep_save(f.pre_save(row, add=True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
 
 
 def tally(labeling: Labeling, batch: Batch, ratings, *, sign: int, solutions_done: int) -> None:

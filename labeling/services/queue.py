@@ -24,7 +24,8 @@ to insert; the losers' transactions roll back and they return the winner's label
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -32,7 +33,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, When
 from django.utils import timezone
 
-from labeling import selectors
+from labeling import access, selectors
 from labeling.models import (
     Batch,
     GoldResult,
@@ -65,6 +66,11 @@ def refuse_if_stopped(state: str | None) -> None:
 def labeler_state_of(outer: str = "labeler_id") -> Subquery:
     """The labeler's state as an annotation of a Labeling query (`outer`: its labeler column)."""
     return Subquery(Labeler.objects.filter(user_id=OuterRef(outer)).values("state")[:1])
+
+
+def labeler_public_id_of(outer: str = "labeler_id") -> Subquery:
+    """The labeler's public id (the release's `labeler`) as an annotation of a Labeling query."""
+    return Subquery(Labeler.objects.filter(user_id=OuterRef(outer)).values("public_id")[:1])
 
 
 def ensure_labeler(user: User) -> Labeler:
@@ -104,6 +110,11 @@ def lease_duration(batch: Batch | None = None) -> timedelta:
     median = _median_solution_ms(batch.pk if batch is not None else None)
     seconds = floor if median is None else 3 * median / 1000
     return timedelta(seconds=min(max(seconds, floor), ceiling))
+
+
+def lease_until(batch: Batch | None, now: datetime) -> datetime:
+    """When a claim made or renewed at `now` runs out: the one place a lease is set."""
+    return now + lease_duration(batch)
 
 
 def expire_stale_leases(now=None) -> int:
@@ -175,7 +186,7 @@ def _reactivate(labeling_id: int, user: User, now) -> Labeling | None:
             return None
         Solution.objects.filter(pk=solution.pk).update(active_count=F("active_count") + 1)
         labeling.status = Labeling.Status.IN_PROGRESS
-        labeling.lease_expires_at = now + lease_duration(batch)
+        labeling.lease_expires_at = lease_until(batch, now)
         labeling.save(update_fields=["status", "lease_expires_at", "updated_at"])
         return labeling
 
@@ -209,7 +220,7 @@ def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
             raise LabelingError("This labeling is not yours.")
         refuse_if_stopped(labeling.labeler_state)
         if labeling.status == Labeling.Status.IN_PROGRESS:
-            labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
+            labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
             labeling.save(update_fields=["lease_expires_at", "updated_at"])
             return labeling
         if labeling.status == Labeling.Status.COMPLETED:
@@ -263,7 +274,7 @@ def _start(solution: Solution, user: User, batch: Batch | None) -> Labeling:
         solution=solution,
         labeler=user,
         started_at=now,
-        lease_expires_at=now + lease_duration(batch),
+        lease_expires_at=lease_until(batch, now),
     )
 
 
@@ -289,11 +300,11 @@ def _claim_screening(user: User, labeler: Labeler) -> Labeling | None:
         return _claim_gold(user, screening=True)
 
 
-def _gold_due(labeler: Labeler, batch: Batch) -> bool:
+def _gold_due(claims_since_gold: int, batch: Batch) -> bool:
     rate = settings.STEPWISE_GOLD_RATE if batch.gold_rate is None else batch.gold_rate
     if rate <= 0:
         return False
-    return labeler.claims_since_gold + 1 >= round(1 / min(rate, 1.0))
+    return claims_since_gold + 1 >= round(1 / min(rate, 1.0))
 
 
 def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
@@ -307,11 +318,15 @@ def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
     """
     if not has_role(user, LABELER):
         raise LabelingError("Only labelers can claim solutions.")
-    labeler = ensure_labeler(user)
-    if labeler.state in STOPPED:
-        return None
-    for _attempt in range(3):
+    for attempt in range(3):
         try:
+            if attempt == 0:
+                claimed = _claim_plain(user, batch)
+                if claimed is not None:
+                    return claimed
+            labeler = ensure_labeler(user)
+            if labeler.state in STOPPED:
+                return None
             return _claim_next(user, labeler, batch)
         except IntegrityError:
             # one_open_labeling_per_labeler: a concurrent claim of this labeler committed
@@ -330,8 +345,8 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Labeling |
             & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
         )
         .order_by(
+            # Their open labeling (one at most), else the latest expired one (`resume_expired`).
             Case(When(status=Labeling.Status.IN_PROGRESS, then=0), default=1),
-            "started_at",
             "-lease_expires_at",
             "-id",
         )
@@ -340,7 +355,7 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Labeling |
     if mine is not None and mine.status == Labeling.Status.IN_PROGRESS:
         return mine
     if labeler.state in (Labeler.State.ACTIVE, Labeler.State.SCREENING) and mine is not None:
-        resumed = resume_expired(user)
+        resumed = reactivate_expired(mine.pk, user)
         if resumed is not None:
             resumed.resumed_expired = True  # type: ignore[attr-defined]  # the page says so
             return resumed
@@ -350,14 +365,71 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Labeling |
             return claimed
     if labeler.state != Labeler.State.ACTIVE:
         return None
-    batches = list(selectors.batches_for(user).order_by("-priority", "id"))
-    if batch is not None:
-        batches = [b for b in batches if b.pk == batch.pk]
+    batches = _batches_to_claim_from(user, batch)
     claimed = _claim_in_batches(user, labeler, batches)
     if claimed is None and expire_stale_leases():
         # Nothing free, but claims past their lease held some: they are free now.
         claimed = _claim_in_batches(user, labeler, batches)
     return claimed
+
+
+def _batches_to_claim_from(user: User, batch: Batch | None) -> list[Batch]:
+    """The active batches the user may claim from, highest priority first (cached per user:
+    `labeling.access`), or just `batch` among them."""
+    batches = access.cached_for_user(
+        user.pk, "batches", lambda: list(selectors.batches_for(user).order_by("-priority", "id"))
+    )
+    return [b for b in batches if batch is None or b.pk == batch.pk]
+
+
+def _claim_plain(user: User, batch: Batch | None) -> Labeling | None:
+    """The common claim in four statements: an active labeler with nothing open, and no gold
+    due, takes the next solution of their first batch that has one. The read that locks the
+    solution also brings the labeler's state, gold count and whether they have a labeling open
+    (or expired with steps rated); anything else (or nothing free) is None, for `_claim_next`.
+    """
+    mine = Labeling.objects.filter(labeler_id=user.pk).filter(
+        Q(status=Labeling.Status.IN_PROGRESS)
+        | Q(status=Labeling.Status.EXPIRED)
+        & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
+    )
+    profile = Labeler.objects.filter(user_id=user.pk)
+    for candidate_batch in _batches_to_claim_from(user, batch):
+        for _attempt in range(5):
+            with transaction.atomic():
+                candidate = (
+                    _open_solutions(user, candidate_batch)
+                    .select_for_update(skip_locked=True, of=("self",))
+                    .annotate(
+                        labeler_state=Subquery(profile.values("state")[:1]),
+                        since_gold=Subquery(profile.values("claims_since_gold")[:1]),
+                        has_mine=Exists(mine),
+                        # Where gold is due but none is left for them, they take regular work.
+                        gold_waiting=Exists(_gold_pool(user, screening=False)),
+                    )
+                    .first()
+                )
+                if candidate is None:
+                    break  # the next batch
+                found = cast(Any, candidate)
+                if (
+                    found.labeler_state != Labeler.State.ACTIVE
+                    or found.has_mine
+                    or (found.gold_waiting and _gold_due(found.since_gold, candidate_batch))
+                ):
+                    return None
+                took = Solution.objects.filter(
+                    pk=candidate.pk,
+                    completed_count=candidate.completed_count,
+                    active_count=candidate.active_count,
+                ).update(active_count=F("active_count") + 1)
+                if not took:
+                    continue
+                Labeler.objects.filter(user_id=user.pk).update(
+                    claims_since_gold=F("claims_since_gold") + 1
+                )
+                return _start(candidate, user, candidate_batch)
+    return None
 
 
 def _claim_in_batches(user: User, labeler: Labeler, batches: list[Batch]) -> Labeling | None:
@@ -378,7 +450,7 @@ def _claim_in_batch(user: User, labeler: Labeler, batch: Batch) -> Labeling | No
             )
             if candidate is None:
                 return None
-            if _gold_due(labeler, batch):
+            if _gold_due(labeler.claims_since_gold, batch):
                 gold = _claim_gold(user, screening=False)
                 if gold is not None:
                     labeler.claims_since_gold = 0

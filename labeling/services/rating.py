@@ -33,8 +33,9 @@ from labeling.roles import LEAD, has_role
 from labeling.services import adjudication, counters, quality
 from labeling.services.errors import Conflict, LabelingError
 from labeling.services.queue import (
+    labeler_public_id_of,
     labeler_state_of,
-    lease_duration,
+    lease_until,
     reactivate_expired,
     refuse_if_stopped,
 )
@@ -62,13 +63,14 @@ def rated_steps(labeling: Labeling) -> list[StepLabel]:
 
 
 def _renew_lease(labeling: Labeling, now) -> None:
-    labeling.lease_expires_at = now + lease_duration(labeling.solution.batch)
+    labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
 
 
 def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     """The labeling, locked, with its solution and batch and `rated_count`, the number of steps
     rated so far (the index of the next one), in one query; refused (403) while its labeler is
-    paused (their state is read by the same query)."""
+    paused (their state is read by the same query). The problem and the labeler's public id come
+    with it: the rating that finishes the labeling renders its release line from them."""
     # Each rated step is one StepLabel (with its completion 0): counting them needs no join.
     rated_count = (
         StepLabel.objects.filter(labeling=OuterRef("pk"))
@@ -79,9 +81,11 @@ def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     )
     labeling = (
         Labeling.objects.select_for_update(of=("self",))
-        .select_related("solution__batch")
+        .select_related("solution__batch", "solution__problem")
         .annotate(rated_count=Coalesce(Subquery(rated_count, output_field=IntegerField()), 0))
         .annotate(labeler_state=labeler_state_of())
+        # For the release line, should this rating finish the labeling.
+        .annotate(labeler_public_id=labeler_public_id_of())
         .filter(pk=labeling_id)
         .first()
     )
@@ -148,7 +152,7 @@ def rate_step(
         Completion.objects.create(
             step=step, index=0, text=steps[step_index], rating=rating, flagged=flagged
         )
-        RatingEvent.objects.create(
+        event = RatingEvent(
             labeling=labeling,
             step_index=step_index,
             new_rating=rating,
@@ -158,11 +162,13 @@ def rate_step(
             created_at=now,
         )
         labeling.rated_count = rated + 1  # type: ignore[attr-defined]  # the view reads it
-        if rating == -1:
-            _finish(labeling, FinishReason.FOUND_ERROR, user, now)
-        elif step_index == len(steps) - 1:
-            _finish(labeling, FinishReason.SOLUTION, user, now)
-        elif renew or _lease_half_gone(labeling, now):
+        if rating == -1 or step_index == len(steps) - 1:
+            # The finish writes this event with its own, in one statement.
+            reason = FinishReason.FOUND_ERROR if rating == -1 else FinishReason.SOLUTION
+            _finish(labeling, reason, user, now, events=[event])
+            return labeling
+        event.save()
+        if renew or _lease_half_gone(labeling, now):
             _renew_lease(labeling, now)
             labeling.save(update_fields=["lease_expires_at", "updated_at"])
         return labeling
@@ -194,11 +200,29 @@ def finish_labeling(
         return labeling
 
 
-def _finish(labeling: Labeling, reason: str, user: User, now, *, extra_ms: int = 0) -> None:
+def _finish(
+    labeling: Labeling,
+    reason: str,
+    user: User,
+    now,
+    *,
+    extra_ms: int = 0,
+    events: list[RatingEvent] | None = None,
+) -> None:
     """Complete the labeling, move it from active to completed, and update the lead counters.
 
-    Its total time is its steps' times, plus `extra_ms` (time on a step left unrated)."""
-    steps_ms = StepLabel.objects.filter(labeling=labeling).aggregate(ms=Sum("time_ms"))["ms"]
+    Its total time is its steps' times, plus `extra_ms` (time on a step left unrated). `events`
+    (the rating that ends it) are written with the 'finish' event. A labeling read by the
+    rating path (`_locked_for_rating`: its rated count, problem and labeler's public id known)
+    finishes in one read of its ratings, its release line rendered from that read."""
+    rated = _rated_steps(labeling)
+    if rated is not None:
+        steps, completions = rated
+        steps_ms = sum(step.time_ms or 0 for step in steps)
+        ratings = [(cast(int, c.rating), bool(c.flagged)) for c in completions if c.index == 0]
+    else:
+        steps_ms = StepLabel.objects.filter(labeling=labeling).aggregate(ms=Sum("time_ms"))["ms"]
+        ratings = []
     labeling.total_time_ms = (steps_ms or 0) + extra_ms
     solution = (
         Solution.objects.select_for_update(of=("self",))
@@ -213,30 +237,41 @@ def _finish(labeling: Labeling, reason: str, user: User, now, *, extra_ms: int =
     labeling.finished_at = now
     labeling.lease_expires_at = None
     labeling.is_surplus = not room and not solution.is_quality_control
-    labeling.save(
-        update_fields=[
-            "status",
-            "finish_reason",
-            "finished_at",
-            "lease_expires_at",
-            "is_surplus",
-            "total_time_ms",
-            "updated_at",
-        ]
-    )
+    fields = [
+        "status",
+        "finish_reason",
+        "finished_at",
+        "lease_expires_at",
+        "is_surplus",
+        "total_time_ms",
+        "updated_at",
+    ]
+    if rated is not None:
+        public_id = cast(Any, labeling).labeler_public_id
+        record = selectors.label_record(
+            labeling,
+            public_id=str(labeling.labeler_id) if public_id is None else str(public_id),
+            steps=rated[0],
+            completions=rated[1],
+        )
+        labeling.release_line = prm800k.render_record(record)
+        fields.append("release_line")
+    labeling.save(update_fields=fields)
     moved = {"completed_count": F("completed_count") + (0 if labeling.is_surplus else 1)}
     if was_active:
         moved["active_count"] = F("active_count") - 1
     Solution.objects.filter(pk=solution.pk).update(**moved)
-    RatingEvent.objects.create(
+    finished = RatingEvent(
         labeling=labeling,
         reason=RatingEvent.Reason.FINISH,
         detail=reason,
         actor=user,
         created_at=now,
     )
-    store_release_line(labeling)
-    ratings = selectors.labeling_ratings(labeling)
+    RatingEvent.objects.bulk_create([*(events or []), finished])
+    if rated is None:
+        store_release_line(labeling)
+        ratings = selectors.labeling_ratings(labeling)
     if solution.is_quality_control:
         gold = GoldLabel.objects.filter(solution=solution).first()
         if gold is not None:
@@ -252,6 +287,24 @@ def _finish(labeling: Labeling, reason: str, user: User, now, *, extra_ms: int =
     same_steps = solution.batch is None or solution.batch.protocol == Batch.Protocol.STEPS
     if reached_n and overlap >= 2 and same_steps:
         adjudication.agreement_record(solution=solution)
+
+
+def _rated_steps(labeling: Labeling) -> tuple[list[StepLabel], list[Completion]] | None:
+    """A labeling read by the rating path: its steps in order and their completions in one
+    query. None for one read otherwise, or with a step that has no completion (the release
+    record then reads them its own way)."""
+    rated_count = getattr(labeling, "rated_count", None)
+    if rated_count is None or not hasattr(labeling, "labeler_public_id"):
+        return None
+    completions = list(
+        Completion.objects.filter(step__labeling=labeling)
+        .select_related("step")
+        .order_by("step__index", "index")
+    )
+    steps = list({c.step_id: c.step for c in completions}.values())
+    if len(steps) != rated_count:
+        return None
+    return steps, completions
 
 
 def end_labeling(labeling: Labeling, reason: str, user: User, now) -> None:

@@ -11,13 +11,14 @@ from typing import cast
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from labeling import selectors
-from labeling.models import FinishReason, Labeling
+from labeling.models import Batch, FinishReason, Labeling
 from labeling.roles import LABELER, require
 from labeling.services import alternatives as alternatives_service
 from labeling.services import rating
@@ -150,7 +151,7 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
         )
 
     def fragment(labeling: Labeling) -> HttpResponse | None:
-        return rated_fragment(labeling, rated["step_index"], rated["value"], flagged)
+        return rated_fragment(request, labeling, rated["step_index"], rated["value"], flagged)
 
     return act(
         request, labeling_id, action, template=PANEL, context=panel_context, fragment=fragment
@@ -158,33 +159,58 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 
 def rated_fragment(
-    labeling: Labeling, step_index: int, value: int, flagged: bool
+    request: HttpRequest, labeling: Labeling, step_index: int, value: int, flagged: bool
 ) -> HttpResponse | None:
-    """After a rating in the middle of a solution, only what changed (labeling/_rated.html),
-    built from what the rating loaded: no query. None where the whole panel must come (the
-    solution ended, or the page is behind)."""
+    """After a rating, only what changed, built from what the rating loaded: no query. In the
+    middle of a solution, the rated step and the next (labeling/_rated.html); at its end, the
+    rated step and the "done" block (labeling/_finished.html). None where the whole panel must
+    come (the page is behind, or the model's alternatives to a −1 step follow)."""
     steps = labeling.solution.steps
     next_index = step_index + 1
-    if (
-        labeling.status != Labeling.Status.IN_PROGRESS
-        or getattr(labeling, "rated_count", None) != next_index
-        or next_index >= len(steps)
+    if getattr(labeling, "rated_count", None) != next_index or next_index > len(steps):
+        return None
+    finished = labeling.status == Labeling.Status.COMPLETED
+    if finished and _alternatives_follow(labeling):
+        return None
+    if not finished and (
+        labeling.status != Labeling.Status.IN_PROGRESS or next_index == len(steps)
     ):
         return None
     context = {
         "labeling": labeling,
         "rated": selectors.StepView(step_index, steps[step_index], value, flagged, taken_back=1),
-        "current": selectors.StepView(next_index, steps[next_index], None, None),
-        "panel": selectors.PanelProgress(rated_count=next_index, step_total=len(steps)),
-        "hidden_count": len(steps) - next_index - 1,
-        "can_revisit": True,
+        "panel": selectors.PanelProgress(
+            rated_count=next_index, step_total=len(steps), done=finished
+        ),
+        "hidden_count": len(steps) - next_index - (0 if finished else 1),
+        "can_revisit": True,  # their own labeling, in progress or submitted a moment ago
         "read_only": False,
         "oob": True,
     }
+    if finished:
+        # The "done" block's form and undo button: the request and its CSRF token, given
+        # outright (rendered without the request, so no context processor runs).
+        context.update(request=request, csrf_token=get_token(request))
+        template = "labeling/_finished.html"
+    else:
+        context["current"] = selectors.StepView(next_index, steps[next_index], None, None)
+        template = "labeling/_rated.html"
     # Rendered without the request: the context processors (roles: a query) are not needed.
-    response = HttpResponse(render_to_string("labeling/_rated.html", context))
+    response = HttpResponse(render_to_string(template, context))
     response["HX-Reswap"] = "none"  # the answer is all out of band: the panel itself stays
     return response
+
+
+def _alternatives_follow(labeling: Labeling) -> bool:
+    """The batch asks for the model's alternatives to the −1 step: the whole panel shows them
+    (`alternatives.after_error_panel`'s rule, read from what the rating loaded)."""
+    batch = labeling.solution.batch
+    return (
+        batch is not None
+        and batch.alternatives_after_error
+        and batch.protocol == Batch.Protocol.STEPS
+        and labeling.finish_reason == FinishReason.FOUND_ERROR
+    )
 
 
 @login_required

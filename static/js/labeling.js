@@ -355,6 +355,20 @@
     if (window.confirm(question)) e.detail.issueRequest(true);
   });
 
+  // The rating that ends a solution answers with a fragment whose "done" block takes the rate
+  // buttons' place: the panel it lands in is submitted now, with no claim left to extend. Set
+  // in the swap itself, so the page never shows the block beside an in-progress panel.
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    var done = e.target;
+    var p = panel();
+    if (!p || !done.matches || !done.matches("#labeling .done[data-status]")) return;
+    p.dataset.status = done.dataset.status;
+    delete p.dataset.leaseExpires;
+    delete p.dataset.extendUrl;
+    var warn = document.getElementById("lease-warning");
+    if (warn) warn.hidden = true;
+  });
+
   document.addEventListener("htmx:afterSettle", function (e) {
     if (!panel()) return;
     // A fragment's pieces settle one by one after the panel (its request's target) has: the

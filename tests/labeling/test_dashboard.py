@@ -12,6 +12,7 @@ from labeling.models import (
     BatchLabelerStats,
     Guidelines,
     Labeler,
+    Labeling,
     Solution,
 )
 from labeling.services import counters, queue, rating
@@ -381,3 +382,30 @@ def test_numbers_past_their_column_on_the_batch_form_are_refused_and_nothing_is_
     assert response.status_code == 200  # the form again, with the field's error
     assert response.context["form"].errors[field]
     assert not Batch.objects.filter(name="huge").exists() and source.solutions.count() == 2
+
+
+def test_counters_after_finishes_undos_and_refinishes_through_the_page_match_a_rebuild(
+    client, labeler, labeler2
+):
+    """The finishing rating's upserts (first row of a labeler and an hour, then additions) and
+    undo's take-backs leave exactly what a recount finds."""
+    batch = make_batch(overlap=2, gold_rate=0)
+    make_solutions(batch, 3)
+    for user, ratings in ((labeler, [1, 0, 1]), (labeler2, [1, -1]), (labeler, [0, 1, 1])):
+        client.force_login(user)
+        client.post(reverse("labeling:claim"))
+        labeling = Labeling.objects.get(labeler=user, status=Labeling.Status.IN_PROGRESS)
+        url = reverse("labeling:rate", args=[labeling.pk])
+        for index, value in enumerate(ratings):
+            data = {"step_index": index, "rating": value, "flagged": "1" if index == 0 else ""}
+            assert client.post(url, data, HTTP_HX_REQUEST="true").status_code == 200
+        if user == labeler2:  # undo the finished labeling, then end it differently
+            client.post(reverse("labeling:undo", args=[labeling.pk]), HTTP_HX_REQUEST="true")
+            client.post(url, {"step_index": 1, "rating": 1}, HTTP_HX_REQUEST="true")
+            client.post(url, {"step_index": 2, "rating": 0}, HTTP_HX_REQUEST="true")
+    live = _stats(batch)
+    per_labeler = {row[0]: row for row in live[0]}
+    assert per_labeler[labeler2.pk][2:4] == (1, 0)  # one labeling, not surplus
+    assert sum(row[4] for row in live[0]) == 9  # steps: 3 + 3 + 3
+    assert counters.rebuild_batch_stats(batch) == 3
+    assert _stats(batch) == live

@@ -4,7 +4,7 @@ from django.urls import reverse
 from labeling import selectors
 from labeling.models import Labeling
 from labeling.services import queue
-from tests.factories import make_batch, make_solution
+from tests.factories import make_batch, make_solution, make_solutions
 
 pytestmark = pytest.mark.django_db
 
@@ -68,14 +68,98 @@ def test_rating_through_htmx_answers_with_only_what_changed_and_saves(client, la
     assert "Step 2 of 3" in page and "Then $x^2 = 4$." in page
 
 
-def test_the_rating_that_ends_a_solution_answers_with_the_whole_panel(client, labeling):
+def test_the_rating_that_ends_a_solution_answers_with_the_done_fragment(client, labeling):
     client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    response = htmx_post(client, url, {"step_index": 0, "rating": -1})
+    assert response.status_code == 200 and response["HX-Reswap"] == "none"
+    body = response.content.decode()
+    assert '<section id="labeling"' not in body and "<html" not in body
+    # Out of band, by id: the rated step in place of the current one, its map cell, the
+    # progress line, and the "done" block in place of the rate buttons.
+    assert '<li class="step rated rating--1" data-step="0" id="step-0" hx-swap-oob="true"' in body
+    assert 'id="map-0" hx-swap-oob="true"' in body
+    assert "Done at step 1 of 3" in body and "1 / 3 steps rated" in body
+    assert 'hx-swap-oob="outerHTML:#actions"' in body and 'data-status="completed"' in body
+    assert "Submitted: <strong>found an error</strong>" in body
+    assert 'name="csrfmiddlewaretoken"' in body and reverse("labeling:claim") in body
+    assert reverse("labeling:undo", args=[labeling.pk]) in body
+    labeling.refresh_from_db()
+    assert labeling.finish_reason == "found_error" and labeling.status == "completed"
+    # The same panel as a reload would show.
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert "Done at step 1 of 3" in page and 'data-status="completed"' in page
+
+
+def test_a_minus_one_where_the_batch_asks_for_alternatives_answers_with_the_whole_panel(
+    client, labeler, monkeypatch
+):
+    from labeling.models import Batch
+
+    make_solution(
+        make_batch(alternatives_after_error=True, protocol=Batch.Protocol.STEPS),
+        steps=["Let $x = 2$.", "Then $x^2 = 5$.", "# Answer\n\n5"],
+    )
+    labeling = queue.claim_next(labeler)
+    client.force_login(labeler)
     url = reverse("labeling:rate", args=[labeling.pk])
     response = htmx_post(client, url, {"step_index": 0, "rating": -1})
     assert response.status_code == 200 and "HX-Reswap" not in response
     assert response.content.decode().lstrip().startswith('<section id="labeling"')
+
+
+def _own_statements(captured) -> tuple[list[str], list[str]]:
+    sql = [q["sql"] for q in captured.captured_queries]
+    auth = [q for q in sql if '"django_session"' in q or '"auth_user"' in q]
+    # The test's own transaction turns the request's transaction into a savepoint.
+    own = [q for q in sql if q not in auth and not q.startswith(("SAVEPOINT", "RELEASE"))]
+    return own, auth
+
+
+def test_the_rating_that_ends_a_solution_is_ten_statements(client, labeling):
+    """Past authentication: the locked read, the step and its completion, one read of the
+    ratings, the solution's lock, the labeling (its release line with it), the solution's
+    counters, both audit events in one insert, one upsert per counter table. The answer (the
+    "done" fragment) needs no query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from labeling.models import BatchHourStats, BatchLabelerStats
+    from labeling.prm800k import render_record
+    from labeling.selectors import release_record
+
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    for index in (0, 1):
+        htmx_post(client, url, {"step_index": index, "rating": 1})
+    with CaptureQueriesContext(connection) as captured:
+        response = htmx_post(client, url, {"step_index": 2, "rating": 0, "flagged": "1"})
+    assert response.status_code == 200 and response["HX-Reswap"] == "none"
+    own, auth = _own_statements(captured)
+    assert len(auth) == (1 if connection.vendor == "postgresql" else 2)
+    assert [q.split()[0] for q in own] == [
+        "SELECT",  # the labeling, locked, with its solution, problem, batch, rated count
+        "INSERT",  # the step
+        "INSERT",  # its completion
+        "SELECT",  # the steps and completions (times, ratings, the release line)
+        "SELECT",  # the solution, locked
+        "UPDATE",  # the labeling: completed, its release line
+        "UPDATE",  # the solution's counters
+        "INSERT",  # the 'rate' and 'finish' events
+        "INSERT",  # BatchLabelerStats, upserted
+        "INSERT",  # BatchHourStats, upserted
+    ], "\n".join(own)
     labeling.refresh_from_db()
-    assert labeling.finish_reason == "found_error"
+    assert labeling.status == "completed" and labeling.finish_reason == "solution"
+    # The line rendered from what the request held is the release's line, byte for byte.
+    assert labeling.release_line == render_record(release_record(labeling.pk))
+    assert list(labeling.events.values_list("reason", flat=True).order_by("id"))[-2:] == [
+        "rate",
+        "finish",
+    ]
+    stats = BatchLabelerStats.objects.get(labeler=labeling.labeler)
+    assert (stats.labelings, stats.steps, stats.pos, stats.neu, stats.flagged) == (1, 3, 2, 1, 1)
+    assert BatchHourStats.objects.get().fin_solution == 1
 
 
 def test_double_submit_returns_the_same_state(client, labeling):
@@ -230,3 +314,67 @@ def test_every_response_says_how_long_the_server_took(client):
 
     response = client.get(reverse("login"))
     assert re.fullmatch(r"app;dur=\d+\.\d", response["Server-Timing"])
+
+
+def test_a_claim_is_four_statements(client, labeler):
+    """Past authentication: the roles and the batches come from the cache, and one read locks
+    the next solution and brings the labeler's state and gold count; then the solution's count,
+    the labeler's, and the new labeling. The first claim filled the cache."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from labeling.services import rating
+
+    batch = make_batch(gold_rate=0.5)
+    solutions = [make_solution(batch, steps=["One."]), make_solution(batch, steps=["Two."])]
+    client.force_login(labeler)
+    first = client.post(reverse("labeling:claim"))
+    opened = Labeling.objects.get(labeler=labeler)
+    assert first["Location"] == reverse("labeling:labeling", args=[opened.pk])
+    rating.rate_step(labeling_id=opened.pk, user=labeler, step_index=0, rating=1)
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(reverse("labeling:claim"))
+    own, auth = _own_statements(captured)
+    assert len(auth) == (1 if connection.vendor == "postgresql" else 2)
+    assert [q.split()[0] for q in own] == ["SELECT", "UPDATE", "UPDATE", "INSERT"], "\n".join(own)
+    claimed = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
+    assert response["Location"] == reverse("labeling:labeling", args=[claimed.pk])
+    other = next(s for s in solutions if s.pk != opened.solution_id)
+    other.refresh_from_db()
+    assert claimed.solution == other and other.active_count == 1
+    assert claimed.lease_expires_at > claimed.started_at
+    # Gold was due (rate 0.5), but there is none: regular work, counted as before.
+    assert labeler.labeler.__class__.objects.get(user=labeler).claims_since_gold == 2
+
+
+def test_a_claim_sees_batch_and_role_changes_made_after_its_cache_was_filled(client, labeler):
+    from django.contrib.auth.models import Group
+
+    from labeling.services import rating
+
+    low = make_batch(name="low", priority=0, gold_rate=0)
+    make_solutions(low, 3)
+    client.force_login(labeler)
+    client.post(reverse("labeling:claim"))
+    opened = Labeling.objects.get(labeler=labeler)
+    rating.finish_labeling(labeling_id=opened.pk, user=labeler, reason="give_up")
+    # A new batch with a higher priority, assigned to this labeler: their next claim is there.
+    high = make_batch(name="high", priority=5, gold_rate=0)
+    high.labelers.add(labeler)
+    make_solutions(high, 1)
+    client.post(reverse("labeling:claim"))
+    claimed = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
+    assert claimed.solution.batch == high
+    rating.finish_labeling(labeling_id=claimed.pk, user=labeler, reason="give_up")
+    # Deactivated: back to the other batch.
+    high.is_active = False
+    high.save()
+    make_solutions(high, 1)
+    client.post(reverse("labeling:claim"))
+    claimed = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
+    assert claimed.solution.batch == low
+    rating.finish_labeling(labeling_id=claimed.pk, user=labeler, reason="give_up")
+    # The labeler role taken away: the claim is refused, and nothing is claimed.
+    labeler.groups.remove(Group.objects.get(name="labeler"))
+    assert client.post(reverse("labeling:claim")).status_code == 403
+    assert not Labeling.objects.filter(labeler=labeler, status="in_progress").exists()
