@@ -120,7 +120,8 @@ class TrainConfig:
         "How the backbone attends over the packed step tree: sdpa (a dense (T, T) boolean "
         "mask; no flash kernel), flex (FlexAttention with a block mask built from the tree: "
         "no (T, T) mask, fully masked blocks skipped; decoder backbones without attention "
-        "dropout; on a CPU head mode only, as torch has no FlexAttention backward there), "
+        "dropout; on a CPU head mode only (no FlexAttention backward there) and slow: one compile "
+        "per batch length), "
         "or auto (flex on CUDA where the backbone allows it, else sdpa).",
     )
     num_workers: int = _opt(

@@ -19,6 +19,7 @@ Saved layout (safetensors throughout, nothing fetched on load)::
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -243,15 +244,20 @@ class ProcessRewardModel(nn.Module):
         """Backbone hidden states at the batch's step ends, (N, hidden), float32."""
         implementation = self.backbone.config._attn_implementation
         mask: Any
+        shapes: Any = nullcontext()
         if implementation == "flex_attention":
             mask = tree_block_mask(batch.segment, batch.visible)
+            if batch.input_ids.device.type == "cpu":
+                # torch 2.13's CPU (C++) flex kernel fails to build for dynamic shapes, which
+                # dynamo turns to at the second batch length: compile each length on its own.
+                shapes = torch._dynamo.config.patch(automatic_dynamic_shapes=False)
         else:
             mask = attention_mask_4d(batch.segment, batch.visible)
         if implementation == "eager":
             # Eager attention adds the mask to the scores: 0 where allowed, -inf-ish elsewhere.
             mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, -1e30)
         grad = torch.is_grad_enabled() and self.config.mode != "head"
-        with torch.set_grad_enabled(grad), sdpa_kernel(SDPA_BACKENDS):
+        with torch.set_grad_enabled(grad), sdpa_kernel(SDPA_BACKENDS), shapes:
             # No KV cache: a scoring pass never decodes, and transformers would otherwise
             # build one per forward (memory, and a graph break under torch.compile).
             out = self.backbone(

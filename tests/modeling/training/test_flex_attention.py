@@ -89,8 +89,7 @@ def one_step(make_config, backbone, trees, tmp_path, attention, **overrides):
         device="cuda" if torch.cuda.is_available() else "cpu",
         dtype="float32",
         bf16="false",
-        # One batch, one shape: on the CPU inductor compiles flex per shape, and torch 2.13's
-        # CPU template fails to build its dynamic-shape kernel (CUDA's Triton one does not).
+        # One batch, one shape: on the CPU flex is compiled once per batch length (slow).
         batch_tokens=16384,
         **overrides,
     )
