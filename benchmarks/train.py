@@ -9,6 +9,8 @@ sees each rated alternative as its own sequence (prefix + alternative, only the 
 labelled: the same labels); ours packs alternatives after the path with a tree mask. So
 "labelled steps/s" is the like-for-like figure; tokens/s counts the tokens each side ran.
 On CUDA it also prints model FLOPs utilisation: 6 * N * tokens/s / peak bf16 FLOP/s.
+The last line adds the tree's gain in tokens on the whole phase-1 training file: tokens the
+model processes per labelled step, packed trees against one sequence per rated path.
 
 TRL lives in its own virtualenv (default $STEPWISE_CACHE/venv-trl) and runs as a
 subprocess, so its pins never touch the project's.
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks._setup import shared_data
 
@@ -100,6 +103,36 @@ def trl_rows(examples: list) -> list[dict]:
     return rows
 
 
+def tree_tokens(examples: list, tokenizer: Any, max_length: int) -> tuple[float, float]:
+    """Tokens the model processes per labelled step: (our packed trees, one sequence per
+    rated path as `trl_rows` lays them out: each alternative repeats its whole prefix).
+    Both truncate at max_length and drop the labels past it, as their trainers do."""
+    from modeling.training.data import IGNORE, build_features, encode_segments, start_ids
+
+    rows = [
+        r
+        for r in build_features(examples, tokenizer, max_length)
+        if any(label != IGNORE for label in r.labels)
+    ]
+    ours = sum(len(r) for r in rows) / sum(lab != IGNORE for r in rows for lab in r.labels)
+    start = len(start_ids(tokenizer))
+    tokens = labels = 0
+    for e in examples:
+        lengths = [len(ids) for ids in encode_segments(tokenizer, [e.problem, *e.steps])]
+        ends = [start + sum(lengths[: k + 2]) for k in range(len(e.steps))]  # step k's end
+        if e.steps:
+            tokens += min(ends[-1], max_length)
+            labels += sum(
+                r is not None and end <= max_length for r, end in zip(e.ratings, ends, strict=True)
+            )
+        alts = encode_segments(tokenizer, [a.text for a in e.alternatives])
+        for a, ids in zip(e.alternatives, alts, strict=True):
+            length = (ends[a.after - 1] if a.after else start + lengths[0]) + len(ids)
+            tokens += min(length, max_length)
+            labels += length <= max_length
+    return ours, tokens / labels
+
+
 def peak_flops() -> float | None:
     import torch
 
@@ -130,11 +163,8 @@ def main() -> int:
     from modeling.training.train import train
 
     hf_logging.set_verbosity_error()
-    examples = subsample_problems(
-        read_critic_parquet(shared_data() / "prm800k" / "phase1_train.stepwise-critic.parquet"),
-        args.problems,
-        seed=0,
-    )
+    every = read_critic_parquet(shared_data() / "prm800k" / "phase1_train.stepwise-critic.parquet")
+    examples = subsample_problems(every, args.problems, seed=0)
     texts = [e.problem for e in examples] + [s for e in examples for s in e.steps]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(
@@ -177,56 +207,73 @@ def main() -> int:
             mfu = 6 * n_params * ours["tokens_per_s"] / peak
             print(f"ours:  MFU {mfu:.1%} of {peak / 1e12:.0f} TFLOP/s bf16")
 
-        if args.skip_trl:
-            return 0
-        python = Path(args.trl_python) if args.trl_python else trl_venv() / "bin" / "python"
-        if args.setup_trl and not python.exists():
-            setup_trl(trl_venv())
-        if not python.exists():
+        theirs = None if args.skip_trl else run_trl(args, Path(tmp), model_dir, examples)
+        if theirs:
             print(
-                f"TRL: no virtualenv at {python.parent.parent}; run with --setup-trl "
-                f"(pip install {' '.join(TRL_PINS)})"
+                f"ratio ours/TRL: tokens/s x{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}, "
+                f"labelled steps/s x{ours['labels_per_s'] / theirs['labels_per_s']:.2f}"
             )
-            return 1
-        data = Path(tmp) / "trl.jsonl"
-        data.write_text("".join(json.dumps(r) + "\n" for r in trl_rows(examples)))
-        started = time.perf_counter()
-        done = subprocess.run(
-            [
-                str(python),
-                str(REPO / "benchmarks" / "_train_trl.py"),
-                "--model-dir",
-                str(model_dir),
-                "--data",
-                str(data),
-                "--batch-size",
-                str(args.batch_size),
-                "--max-length",
-                str(args.max_length),
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        # The tree's gain in tokens, on the whole phase-1 training file (no training needed).
+        from transformers import AutoTokenizer
+
+        tree, per_path = tree_tokens(
+            every, AutoTokenizer.from_pretrained(model_dir), args.max_length
         )
-        if done.returncode:
-            print(done.stderr[-3000:])
-            print(f"TRL: failed after {time.perf_counter() - started:.0f} s")
-            return 1
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-        theirs = {
-            "tokens_per_s": report["tokens"] / report["seconds"],
-            "labels_per_s": report["labels"] / report["seconds"],
-        }
+    trl_speed = f"{theirs['labels_per_s']:.1f}" if theirs else "n/a"
+    ratio = f"{ours['labels_per_s'] / theirs['labels_per_s']:.2f}" if theirs else "n/a"
+    print(
+        f"tree training: labeled steps/s ours {ours['labels_per_s']:.1f}, trl {trl_speed}, "
+        f"ratio {ratio}; tokens per labeled step ours {tree:.0f}, per-path {per_path:.0f}"
+    )
+    return 0 if theirs or args.skip_trl else 1
+
+
+def run_trl(args: Any, tmp: Path, model_dir: Path, examples: list) -> dict[str, float] | None:
+    """TRL's PRMTrainer on the same rows in its own virtualenv; None (said why) if it cannot."""
+    python = Path(args.trl_python) if args.trl_python else trl_venv() / "bin" / "python"
+    if args.setup_trl and not python.exists():
+        setup_trl(trl_venv())
+    if not python.exists():
         print(
-            f"TRL {report['trl']} PRMTrainer: {theirs['tokens_per_s']:9.0f} tokens/s  "
-            f"{theirs['labels_per_s']:7.1f} labelled steps/s  ({report['labels']} labels, "
-            f"{report['sequences']} sequences, {report['seconds']:.1f} s)"
+            f"TRL: no virtualenv at {python.parent.parent}; run with --setup-trl "
+            f"(pip install {' '.join(TRL_PINS)})"
         )
-        print(
-            f"ratio ours/TRL: tokens/s x{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}, "
-            f"labelled steps/s x{ours['labels_per_s'] / theirs['labels_per_s']:.2f}"
-        )
-    return 0
+        return None
+    data = tmp / "trl.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in trl_rows(examples)))
+    started = time.perf_counter()
+    done = subprocess.run(
+        [
+            str(python),
+            str(REPO / "benchmarks" / "_train_trl.py"),
+            "--model-dir",
+            str(model_dir),
+            "--data",
+            str(data),
+            "--batch-size",
+            str(args.batch_size),
+            "--max-length",
+            str(args.max_length),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if done.returncode:
+        print(done.stderr[-3000:])
+        print(f"TRL: failed after {time.perf_counter() - started:.0f} s")
+        return None
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    theirs = {
+        "tokens_per_s": report["tokens"] / report["seconds"],
+        "labels_per_s": report["labels"] / report["seconds"],
+    }
+    print(
+        f"TRL {report['trl']} PRMTrainer: {theirs['tokens_per_s']:9.0f} tokens/s  "
+        f"{theirs['labels_per_s']:7.1f} labelled steps/s  ({report['labels']} labels, "
+        f"{report['sequences']} sequences, {report['seconds']:.1f} s)"
+    )
+    return theirs
 
 
 if __name__ == "__main__":

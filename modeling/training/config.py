@@ -39,6 +39,7 @@ BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
 }
 OPTIONAL = {"backbone_layers", "max_steps", "lora_blocks"}
 DECAYS = ("linear", "cosine")
+ATTENTIONS = ("sdpa", "flex", "auto")
 
 
 def _opt(default: Any, help: str) -> Any:
@@ -114,6 +115,15 @@ class TrainConfig:
     compile: bool = _opt(
         False, "torch.compile each transformer block (dynamic shapes): faster steps on CUDA."
     )
+    attention: str = _opt(
+        "sdpa",
+        "How the backbone attends over the packed step tree: sdpa (a dense (T, T) boolean "
+        "mask; no flash kernel), flex (FlexAttention with a block mask built from the tree: "
+        "no (T, T) mask, fully masked blocks skipped; decoder backbones without attention "
+        "dropout; on a CPU head mode only (no FlexAttention backward there) and slow: one compile "
+        "per batch length), "
+        "or auto (flex on CUDA where the backbone allows it, else sdpa).",
+    )
     num_workers: int = _opt(
         0,
         "DataLoader worker processes that build the padded batches (pinned memory on CUDA); "
@@ -136,6 +146,8 @@ class TrainConfig:
             raise ValueError(f"dtype must be one of {DTYPES}, not {self.dtype!r}")
         if self.decay not in DECAYS:
             raise ValueError(f"decay must be one of {DECAYS}, not {self.decay!r}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, not {self.attention!r}")
         if self.bf16 not in ("auto", "true", "false"):
             raise ValueError(f"bf16 must be auto, true or false, not {self.bf16!r}")
         positive = {
@@ -173,7 +185,16 @@ class TrainConfig:
                 raise ValueError(f"{name} must be {what}, not {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"{name} must be finite, not {value!r}")
-        for name in ("backbone", "mode", "decay", "output_dir", "device", "bf16", "dtype"):
+        for name in (
+            "backbone",
+            "mode",
+            "decay",
+            "output_dir",
+            "device",
+            "bf16",
+            "dtype",
+            "attention",
+        ):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a string, not {getattr(self, name)!r}")
         for name in ("cache_features", "gradient_checkpointing", "compile"):

@@ -468,3 +468,20 @@ def attention_mask_4d(segment: torch.Tensor, visible: torch.Tensor) -> torch.Ten
     sees_path = (k_seg == 0) & (key[None, None, :] < visible[:, :, None])
     own = (k_seg == q_seg) & (q_seg != 0) & (key[None, None, :] <= key[None, :, None])
     return (sees_path | own)[:, None]
+
+
+def tree_block_mask(segment: torch.Tensor, visible: torch.Tensor) -> Any:
+    """The same rule as `attention_mask_4d`, as a FlexAttention BlockMask: the mask is a
+    function of (row, query, key) evaluated block by block, never a (T, T) tensor, and
+    blocks nobody may see are skipped by the kernel."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def tree(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        q_seg, k_seg = segment[b, q], segment[b, k]
+        sees_path = (k_seg == 0) & (k < visible[b, q])
+        own = (k_seg == q_seg) & (q_seg != 0) & (k <= q)
+        return sees_path | own
+
+    batch, width = segment.shape
+    # Compiled: builds the block table without materialising the (B, T, T) mask.
+    return create_block_mask(tree, batch, None, width, width, device=segment.device, _compile=True)

@@ -1,7 +1,8 @@
 """The process reward model: a transformers backbone + a 3-class head at step ends.
 
 Causal LMs are the main case (the base model of a causal LM, via AutoModel). Encoders
-work too: every backbone gets the tree mask of `data.attention_mask_4d`, which is causal
+work too: every backbone gets the tree mask of `data.attention_mask_4d` (or, with attention
+"flex", the same rule as a FlexAttention block mask, `data.tree_block_mask`), which is causal
 along the path, so no position sees a later step even in an encoder (a bidirectional
 encoder then runs with a mask it was not pre-trained with: weaker features, no leak).
 
@@ -18,6 +19,7 @@ Saved layout (safetensors throughout, nothing fetched on load)::
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .backbones import resolve_backbone
 from .config import TrainConfig
-from .data import NUM_CLASSES, SEPARATOR, Batch, attention_mask_4d
+from .data import NUM_CLASSES, SEPARATOR, Batch, attention_mask_4d, tree_block_mask
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -69,13 +71,64 @@ def storage_dtype(config: TrainConfig, device: torch.device) -> torch.dtype:
     return getattr(torch, config.dtype)
 
 
+def attention_for(config: TrainConfig, device: torch.device, training: bool = True) -> str:
+    """config.attention resolved for this backbone and device: "sdpa" or "flex".
+
+    FlexAttention has no backward pass on a CPU (torch refuses it) and no attention dropout
+    (transformers refuses it while training), so an explicit "flex" that would meet either is
+    refused here, before a run starts; "auto" takes sdpa there instead.
+    """
+    if config.attention == "sdpa":
+        return "sdpa"
+    trains_backbone = training and config.mode != "head"
+    if trains_backbone and attention_dropout(config.backbone) > 0:
+        reason = "the backbone uses attention dropout, which FlexAttention does not support"
+    elif trains_backbone and device.type != "cuda":
+        reason = "torch has no FlexAttention backward pass on the CPU (head mode works there)"
+    elif config.attention == "auto" and device.type != "cuda":
+        return "sdpa"  # sdpa is the faster of the two on a CPU
+    else:
+        return "flex"
+    if config.attention == "flex":
+        raise ValueError(f"attention flex cannot train this {config.mode} model: {reason}")
+    return "sdpa"
+
+
+def attention_dropout(name: str) -> float:
+    """The backbone config's attention dropout (Llama/Qwen2 and BERT spell it differently)."""
+    from transformers import AutoConfig
+
+    backbone = AutoConfig.from_pretrained(resolve_backbone(name), local_files_only=True)
+    for key in ("attention_dropout", "attention_probs_dropout_prob"):
+        if getattr(backbone, key, None):
+            return float(getattr(backbone, key))
+    return 0.0
+
+
 def load_backbone(
-    name: str, layers: int | None = None, dtype: torch.dtype = torch.float32
+    name: str,
+    layers: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    attention: str = "sdpa",
 ) -> PreTrainedModel:
-    """The base model (no LM head) for a backbone name, from local files only."""
+    """The base model (no LM head) for a backbone name, from local files only; `attention`
+    "flex" loads it with transformers' flex_attention (refused when the model has none)."""
     from transformers import AutoModel
 
     path = resolve_backbone(name)
+    if attention == "flex":
+        try:
+            model = AutoModel.from_pretrained(
+                path, local_files_only=True, dtype=dtype, attn_implementation="flex_attention"
+            )
+        except (ValueError, ImportError) as exc:
+            raise ValueError(
+                f"backbone {name!r} has no FlexAttention support in transformers: use "
+                f"attention sdpa ({exc})"
+            ) from exc
+        if layers is not None:
+            keep_first_layers(model, layers)
+        return model
     try:
         model = AutoModel.from_pretrained(
             path, local_files_only=True, dtype=dtype, attn_implementation="sdpa"
@@ -153,8 +206,10 @@ class ProcessRewardModel(nn.Module):
     ) -> ProcessRewardModel:
         """A fresh model: pretrained backbone in its storage dtype for `device`, activation
         checkpointing, mode and compilation applied, new head (seeded by the caller)."""
-        dtype = storage_dtype(config, device or torch.device("cpu"))
-        backbone = load_backbone(config.backbone, config.backbone_layers, dtype)
+        device = device or torch.device("cpu")
+        dtype = storage_dtype(config, device)
+        attention = attention_for(config, device)
+        backbone = load_backbone(config.backbone, config.backbone_layers, dtype, attention)
         tokenizer = load_tokenizer(config.backbone)
         if config.gradient_checkpointing and config.mode != "head":
             # Non-reentrant: works with frozen inputs (LoRA) and with FSDP2.
@@ -187,12 +242,22 @@ class ProcessRewardModel(nn.Module):
 
     def features(self, batch: Batch) -> torch.Tensor:
         """Backbone hidden states at the batch's step ends, (N, hidden), float32."""
-        mask = attention_mask_4d(batch.segment, batch.visible)
-        if self.backbone.config._attn_implementation == "eager":
+        implementation = self.backbone.config._attn_implementation
+        mask: Any
+        shapes: Any = nullcontext()
+        if implementation == "flex_attention":
+            mask = tree_block_mask(batch.segment, batch.visible)
+            if batch.input_ids.device.type == "cpu":
+                # torch 2.13's CPU (C++) flex kernel fails to build for dynamic shapes, which
+                # dynamo turns to at the second batch length: compile each length on its own.
+                shapes = torch._dynamo.config.patch(automatic_dynamic_shapes=False)
+        else:
+            mask = attention_mask_4d(batch.segment, batch.visible)
+        if implementation == "eager":
             # Eager attention adds the mask to the scores: 0 where allowed, -inf-ish elsewhere.
             mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, -1e30)
         grad = torch.is_grad_enabled() and self.config.mode != "head"
-        with torch.set_grad_enabled(grad), sdpa_kernel(SDPA_BACKENDS):
+        with torch.set_grad_enabled(grad), sdpa_kernel(SDPA_BACKENDS), shapes:
             # No KV cache: a scoring pass never decodes, and transformers would otherwise
             # build one per forward (memory, and a graph break under torch.compile).
             out = self.backbone(
@@ -248,10 +313,11 @@ class ProcessRewardModel(nn.Module):
             raise ValueError(f"{path} is not a {FORMAT} model")
         config = TrainConfig.from_dict(meta["config"])
         backbone: Backbone
+        attention = attention_for(config, resolve_device(device), training=False)
         if config.mode == "full":
-            backbone = load_backbone(str(path / "backbone"))
+            backbone = load_backbone(str(path / "backbone"), attention=attention)
         else:
-            backbone = load_backbone(config.backbone, config.backbone_layers)
+            backbone = load_backbone(config.backbone, config.backbone_layers, attention=attention)
         if config.mode == "lora":
             from peft import PeftModel
 
