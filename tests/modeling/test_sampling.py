@@ -263,14 +263,10 @@ def test_generated_pool_feeds_a_generation_through_the_real_worker(
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_default_samples_in_a_thread_and_answers_at_once(settings, monkeypatch):
     settings.STEPWISE_TRAIN_IN_THREAD = True  # what the demo does (no broker, no worker)
-    import stepwise.celery
-
     threads = []
-    start_thread = stepwise.celery.run_in_thread
+    start_thread = sampling.run_in_thread  # stepwise.celery's, as sampling imports it
     monkeypatch.setattr(
-        stepwise.celery,
-        "run_in_thread",
-        lambda name, work: threads.append(start_thread(name, work)),
+        sampling, "run_in_thread", lambda name, work: threads.append(start_thread(name, work))
     )
     problem = make_problem("What is $1 + 1$?", answer="2")
     run = sampling.create_sampling_run(samples=1, problem_ids=[problem.pk], max_tokens=48, seed=2)
