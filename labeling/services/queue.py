@@ -418,18 +418,23 @@ def _claim_plain(user: User, batch: Batch | None) -> Labeling | None:
                     or (found.gold_waiting and _gold_due(found.since_gold, candidate_batch))
                 ):
                     return None
-                took = Solution.objects.filter(
-                    pk=candidate.pk,
-                    completed_count=candidate.completed_count,
-                    active_count=candidate.active_count,
-                ).update(active_count=F("active_count") + 1)
-                if not took:
+                if not _take(candidate, user):
                     continue
-                Labeler.objects.filter(user_id=user.pk).update(
-                    claims_since_gold=F("claims_since_gold") + 1
-                )
                 return _start(candidate, user, candidate_batch)
     return None
+
+
+def _take(candidate: Solution, user: User) -> bool:
+    """Take one more place on the solution, and count the claim towards the labeler's next gold.
+    A conditional update on the counters the claim read: a racing claim makes it a no-op (False)."""
+    took = Solution.objects.filter(
+        pk=candidate.pk,
+        completed_count=candidate.completed_count,
+        active_count=candidate.active_count,
+    ).update(active_count=F("active_count") + 1)
+    if took:
+        Labeler.objects.filter(user_id=user.pk).update(claims_since_gold=F("claims_since_gold") + 1)
+    return bool(took)
 
 
 def _claim_in_batches(user: User, labeler: Labeler, batches: list[Batch]) -> Labeling | None:
@@ -456,17 +461,8 @@ def _claim_in_batch(user: User, labeler: Labeler, batch: Batch) -> Labeling | No
                     labeler.claims_since_gold = 0
                     labeler.save(update_fields=["claims_since_gold"])
                     return gold
-            # Conditional update on the counters we read: a racing claim makes this a no-op.
-            took = Solution.objects.filter(
-                pk=candidate.pk,
-                completed_count=candidate.completed_count,
-                active_count=candidate.active_count,
-            ).update(active_count=F("active_count") + 1)
-            if not took:
+            if not _take(candidate, user):
                 continue
-            Labeler.objects.filter(pk=labeler.pk).update(
-                claims_since_gold=F("claims_since_gold") + 1
-            )
             labeler.claims_since_gold += 1
             return _start(candidate, user, batch)
     return None
