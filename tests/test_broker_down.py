@@ -91,7 +91,9 @@ def live_db():
     client.flushdb()
 
 
-def test_work_queued_while_redis_is_down_is_saved_said_and_sent_when_it_is_back(tmp_path, live_db):
+def migrated_process_env(tmp_path) -> dict[str, str]:
+    """The environment of a process of the embedded default whose broker is a closed port, its
+    SQLite database under tmp_path migrated."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -115,6 +117,11 @@ def test_work_queued_while_redis_is_down_is_saved_said_and_sent_when_it_is_back(
         timeout=600,
     )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
+    return env
+
+
+def test_work_queued_while_redis_is_down_is_saved_said_and_sent_when_it_is_back(tmp_path, live_db):
+    env = migrated_process_env(tmp_path)
 
     down = _run(QUEUE_BOTH, env)
     # Answered, not a 500: the page redirects back, the API creates the run.
@@ -188,29 +195,7 @@ print(json.dumps({"tried": tried, "generation": [run.status, run.error, run.sent
 def test_generations_and_sampling_runs_queued_while_redis_is_down_are_sent_when_it_is_back(
     tmp_path, live_db
 ):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="stepwise.settings",
-        SECRET_KEY=secrets.token_urlsafe(20),
-        STEPWISE_TESTING="1",
-        STEPWISE_VAR_DIR=str(tmp_path),
-        CELERY_TASK_ALWAYS_EAGER="0",
-        STEPWISE_TRAIN_IN_THREAD="0",
-        CELERY_BROKER_URL=DEAD_BROKER,
-    )
-    migrate = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    env = migrated_process_env(tmp_path)
 
     down = _run(QUEUE_LOOP, env)
     # Both are saved and answered; the second generation waits for the first (409, saying why),
