@@ -190,12 +190,6 @@ def naive_export(limit: int, out_path: str) -> int:
     return steps_seen
 
 
-def iter_export_items_from_columns(labelings):
-    from labeling.services.exporting import render_from_columns
-
-    return render_from_columns(labelings)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -228,19 +222,21 @@ def main() -> None:
             f" peak RSS growth {rss.growth_mb:.1f} MB"
         )
 
-        # The fallback for labelings edited since submission: rendered from the columns.
-        from labeling.models import Labeling
+        # Lines rendered through prm800k.render_record (what store_release_lines and a
+        # submit do), for rows that have none.
+        from labeling.services.exporting import render_release_lines
 
         sample = list(
             labelings.order_by("pk").values_list("pk", flat=True)[: args.naive_labelings * 5]
         )
-        rendered = Labeling.objects.filter(pk__in=sample)
         started = time.perf_counter()
-        column_steps = sum(item.step_count for item in iter_export_items_from_columns(rendered))
-        column_rate = column_steps / (time.perf_counter() - started)
+        rendered_steps = sum(
+            line.count('"chosen_completion": ') for _, line in render_release_lines(sample)
+        )
+        rendered_rate = rendered_steps / (time.perf_counter() - started)
         print(
-            f"rendered from columns (labelings edited after submission): {len(sample):,} labelings,"
-            f" {column_rate:,.0f} step labels/s"
+            f"rendered through render_record (rows without a stored line): {len(sample):,} labelings,"
+            f" {rendered_rate:,.0f} step labels/s"
         )
 
         naive_out = os.path.join(tmp, "naive.json")

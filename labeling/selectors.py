@@ -62,8 +62,8 @@ from stepwise.celery import waiting_too_long
 def release_record(labeling_id: int) -> prm800k.LabelRecord:
     """One labeling as the release's record: what `prm800k.render_record` turns into its line.
 
-    Four queries, plain ORM on any database; the bulk exporter renders the same line from
-    its own range queries, and a test holds the two to the same bytes.
+    Four queries, plain ORM on any database (`exporting.render_release_lines` reads many
+    labelings' records three queries at a time).
     """
     labeling = Labeling.objects.select_related("solution__problem", "labeler__labeler").get(
         pk=labeling_id

@@ -3,10 +3,8 @@
 `select_labelings(filters)` is the only place filters become a query; the CLI, the web page,
 the API and snapshots all call it. `iter_export_items(labelings)` walks the result with a
 server-side cursor (PostgreSQL), so memory stays flat. Each labeling comes out as its PRM800K
-release line: the stored `release_line` (the imported line, or the line rendered when the
-labeling was submitted), else, for labelings edited since, built from the columns exactly as
-`labeling.prm800k.record_to_dict` lays it out (a fixed number of queries per chunk). An
-imported file exports byte for byte either way.
+release line, stored when it was imported, finished or edited (`labeling.prm800k.render_record`
+is the one renderer). An imported file exports byte for byte.
 
 Formats (see docs/export.md):
 - `prm800k`: the release's JSONL, byte exact.
@@ -27,18 +25,16 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
 from labeling import prm800k
 from labeling.models import Batch, Completion, Labeling, Snapshot, Solution, StepLabel
-from labeling.selectors import final_step_ratings
+from labeling.selectors import final_step_ratings, label_record
 
 CHUNK = 2000
 PARQUET_ROWS_PER_GROUP = 20_000
-DENSE_STEP_IDS = 4  # completions by step-id range when the ids are this dense, else by join
 
 Progress = Callable[[int], None]  # called with the number of labelings just written
 
@@ -228,149 +224,13 @@ class ExportItem:
         return json.loads(self.line)
 
 
-_LABELING_COLUMNS = (
-    "id",
-    "solution_id",
-    "labeler_id",
-    "labeler__labeler__public_id",
-    "finish_reason",
-    "total_time_ms",
-    "started_at",
-    "finished_at",
-)
-_SOLUTION_COLUMNS = (
-    "id",
-    "format",
-    "steps",
-    "final_answer",
-    "verifier_score",
-    "generation",
-    "is_quality_control",
-    "is_screening",
-    "question_override",
-    "problem__text",
-    "problem__ground_truth_answer",
-    "problem__ground_truth_solution",
-    "problem__text_sha256",
-)
-
-
-def _question(row: tuple) -> dict[str, Any]:
-    """The release's `question` object, as `selectors.release_record` builds it."""
-    (_, fmt, steps, final_answer, score, _, _, _, override, text, answer, solution, _) = row
-    return prm800k.question_to_dict(
-        prm800k.question_record(
-            is_phase2=fmt != Solution.Format.PHASE1,
-            problem=text,
-            ground_truth_answer=answer,
-            ground_truth_solution=solution,
-            steps=steps,
-            answer=final_answer,
-            verifier_score=score,
-            override=override,
-        )
-    )
-
-
-def _chunk_sql(quote: Callable[[str], str]) -> tuple[str, str, str]:
-    """The three range queries of `_chunk_steps`, identifiers quoted for this connection
-    (`index` is a reserved word in SQLite and MySQL)."""
-    steps, completions = quote(StepLabel._meta.db_table), quote(Completion._meta.db_table)
-    index, step_id, labeling_id = quote("index"), quote("step_id"), quote("labeling_id")
-    columns = [
-        quote(name)
-        for name in ("step_id", "text", "rating", "flagged", "is_human", "source", "index")
-    ]
-    by_step_range = (
-        f"SELECT {', '.join(columns)} FROM {completions} WHERE {step_id} BETWEEN %s AND %s"
-    )
-    steps_sql = (
-        f"SELECT {labeling_id}, {quote('id')}, {quote('chosen_completion')}, {quote('has_completions')}"
-        f" FROM {steps} WHERE {labeling_id} BETWEEN %s AND %s ORDER BY {labeling_id}, {index}"
-    )
-    # When the chunk's step ids are spread out (steps written long after their labeling
-    # started), probe completions through the steps' labeling ids instead.
-    by_labeling = (
-        f"SELECT {', '.join('c.' + column for column in columns)}"
-        f" FROM {completions} c JOIN {steps} s ON s.{quote('id')} = c.{step_id}"
-        f" WHERE s.{labeling_id} BETWEEN %s AND %s"
-    )
-    return steps_sql, by_step_range, by_labeling
-
-
-_RATING = {None: "null", 1: "1", 0: "0", -1: "-1"}
-_FLAG = {None: "null", True: "true", False: "false"}
-_str = json.encoder.encode_basestring_ascii  # what json.dumps does to a str, in C
-
-
-def _chunk_steps(labeling_ids: list[int]) -> dict[int, tuple[str, int]]:
-    """Per labeling, its `label.steps` rendered as json.dumps would, and the step count.
-
-    Two range queries per chunk (steps by labeling id, completions by step id); rows outside
-    the chunk that fall in the ranges are skipped here.
-    """
-    if not labeling_ids:
-        return {}
-    wanted = set(labeling_ids)
-    steps_sql, completions_by_step_range, completions_by_labeling = _chunk_sql(
-        connection.ops.quote_name
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(steps_sql, [min(labeling_ids), max(labeling_ids)])
-        steps = [row for row in cursor.fetchall() if row[0] in wanted]
-        if not steps:
-            return {}
-        low, high = min(r[1] for r in steps), max(r[1] for r in steps)
-        if high - low < DENSE_STEP_IDS * len(steps):
-            # Completions by a range of step ids: an index range scan, not one probe per step.
-            cursor.execute(completions_by_step_range, [low, high])
-        else:
-            cursor.execute(completions_by_labeling, [min(labeling_ids), max(labeling_ids)])
-        completions = cursor.fetchall()
-    # Sorted here, not in SQL: a sort of this size spills to disk at PostgreSQL's default
-    # work_mem. The human completion (index -1) goes after the rated ones, as in the release.
-    completions.sort(key=lambda row: (row[0], row[4], row[6]))
-    rt, fl = _RATING, _FLAG
-    rated: dict[int, list[str]] = {}
-    human: dict[int, str] = {}
-    for step_id, text, rating, flagged, is_human, source, _ in completions:
-        if is_human:
-            human[step_id] = (
-                f'{{"text": {_str(text)}, "rating": {rt[rating]}, "source": {_str(source or "human")},'
-                f' "flagged": {fl[flagged]}}}'
-            )
-        else:
-            rated.setdefault(step_id, []).append(
-                f'{{"text": {_str(text)}, "rating": {rt[rating]}, "flagged": {fl[flagged]}}}'
-            )
-    parts: dict[int, list[str]] = {}
-    for labeling_id, step_id, chosen, has_completions in steps:
-        listed = f"[{', '.join(rated.get(step_id, ()))}]" if has_completions else "null"
-        parts.setdefault(labeling_id, []).append(
-            f'{{"completions": {listed}, "human_completion": {human.get(step_id, "null")},'
-            f' "chosen_completion": {"null" if chosen is None else chosen}}}'
-        )
-    return {lid: (f"[{', '.join(items)}]", len(items)) for lid, items in parts.items()}
-
-
-def stream_chunks(labelings: QuerySet[Labeling]) -> Iterator[list[tuple]]:
-    """Labeling rows in id order, CHUNK at a time, through a server-side cursor."""
-    rows = labelings.order_by("pk").values_list(*_LABELING_COLUMNS).iterator(chunk_size=CHUNK)
-    chunk: list[tuple] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def iter_export_items(labelings: QuerySet[Labeling] | None = None) -> Iterator[ExportItem]:
     """Each labeling of the queryset (default: all completed) as its release line, in id order.
 
-    Stored release lines stream from one column through a server-side cursor; the few
-    labelings without one (edited since they were submitted) are rendered from their columns.
+    Stored release lines stream from one column through a server-side cursor. Every finish and
+    edit stores the line, and migration 0011 stored it for older rows, so a labeling without
+    one was written around the services (raw SQL, a fixture); it is rendered through
+    `prm800k.render_record` like any other, three queries per chunk.
     """
     if labelings is None:
         labelings = Labeling.objects.filter(status=Labeling.Status.COMPLETED)
@@ -394,23 +254,43 @@ _STEP_KEY = '"chosen_completion": '
 
 def _items_of(chunk: list[tuple[int, str | None, str]]) -> Iterator[ExportItem]:
     missing = [lid for lid, line, _ in chunk if line is None]
-    rendered = (
-        {
-            item.labeling_id: item
-            for item in render_from_columns(Labeling.objects.filter(pk__in=missing))
-        }
-        if missing
-        else {}
-    )
+    rendered = dict(render_release_lines(missing)) if missing else {}
     for lid, line, problem_sha in chunk:
-        if line is None:
-            yield rendered[lid]
-        else:
-            yield ExportItem(lid, problem_sha, line.count(_STEP_KEY), line)
+        line = rendered[lid] if line is None else line
+        yield ExportItem(lid, problem_sha, line.count(_STEP_KEY), line)
+
+
+def render_release_lines(labeling_ids: list[int]) -> Iterator[tuple[int, str]]:
+    """(id, release line) of each labeling, rendered by `prm800k.render_record` from the
+    records `selectors.label_record` builds: what a submit stores, read three queries at a
+    time (labelings, steps, completions) instead of four per labeling."""
+    labelings = Labeling.objects.select_related("solution__problem", "labeler__labeler").in_bulk(
+        labeling_ids
+    )
+    steps: dict[int, list[StepLabel]] = {}
+    for step in StepLabel.objects.filter(labeling_id__in=labeling_ids).order_by("index"):
+        steps.setdefault(step.labeling_id, []).append(step)
+    by_step: dict[int, list[Completion]] = {}
+    for completion in Completion.objects.filter(step__labeling_id__in=labeling_ids).order_by(
+        "step_id", "index"
+    ):
+        by_step.setdefault(completion.step_id, []).append(completion)
+    for lid in labeling_ids:
+        labeling = labelings[lid]
+        profile = getattr(labeling.labeler, "labeler", None)  # a user without a Labeler row
+        record = label_record(
+            labeling,
+            public_id=str(profile.public_id) if profile else str(labeling.labeler_id),
+            steps=steps.get(lid, []),
+            completions=[c for step in steps.get(lid, []) for c in by_step.get(step.pk, [])],
+        )
+        yield lid, prm800k.render_record(record)
 
 
 def store_release_lines(labelings: QuerySet[Labeling] | None = None, *, progress=None) -> int:
-    """Render and store the line of completed labelings that have none (edited, or older data).
+    """Render and store the line of completed labelings that have none (rows from before the
+    stored line, or written around the services). Migration 0011 runs it once; the
+    `store_release_lines` command runs it by hand.
 
     Returns how many were stored; `progress(done, total)` is called after each chunk.
     """
@@ -422,57 +302,11 @@ def store_release_lines(labelings: QuerySet[Labeling] | None = None, *, progress
     )
     for start in range(0, len(ids), CHUNK):
         part = ids[start : start + CHUNK]
-        rows = [
-            Labeling(pk=item.labeling_id, release_line=item.line)
-            for item in render_from_columns(Labeling.objects.filter(pk__in=part))
-        ]
+        rows = [Labeling(pk=lid, release_line=line) for lid, line in render_release_lines(part)]
         Labeling.objects.bulk_update(rows, ["release_line"], batch_size=500)
         if progress:
             progress(start + len(part), len(ids))
     return len(ids)
-
-
-def render_release_line(labeling_id: int) -> str:
-    """One labeling rendered from its columns (what `Labeling.release_line` stores)."""
-    return next(render_from_columns(Labeling.objects.filter(pk=labeling_id))).line
-
-
-def render_from_columns(labelings: QuerySet[Labeling]) -> Iterator[ExportItem]:
-    """Labelings without a stored release line, rendered from their columns, in id order.
-
-    Per chunk: the labeling rows from the cursor, one query for their solutions, two for
-    their steps and completions. The line is assembled from pre-rendered pieces with the
-    same encoder json.dumps uses, in the key order of `prm800k.record_to_dict`.
-    """
-    dumps = json.dumps
-    for chunk in stream_chunks(labelings):
-        solutions = {
-            row[0]: row
-            for row in Solution.objects.filter(pk__in={r[1] for r in chunk}).values_list(
-                *_SOLUTION_COLUMNS
-            )
-        }
-        # The part of a line shared by every labeling of a solution, rendered once a chunk.
-        shared: dict[int, str] = {}
-        steps = _chunk_steps([r[0] for r in chunk])
-        for lid, sid, user_id, public_id, reason, total_ms, started, finished in chunk:
-            solution = solutions[sid]
-            middle = shared.get(sid)
-            if middle is None:
-                middle = shared[sid] = (
-                    f', "generation": {dumps(solution[5])},'
-                    f' "is_quality_control_question": {dumps(solution[6])},'
-                    f' "is_initial_screening_question": {dumps(solution[7])},'
-                    f' "question": {dumps(_question(solution))}, "label": {{"steps": '
-                )
-            steps_text, count = steps.get(lid, ("[]", 0))
-            labeler = str(public_id) if public_id else str(user_id)
-            line = (
-                f'{{"labeler": {_str(labeler)}, "timestamp": '
-                f'"{prm800k.export_timestamp(finished or started).isoformat()}"{middle}{steps_text},'
-                f' "total_time": {total_ms or 0}, "finish_reason": {_str(reason or "give_up")}}}}}'
-            )
-            yield ExportItem(lid, solution[12], count, line)
 
 
 def iter_prm800k_lines(labelings: QuerySet[Labeling] | None = None) -> Iterator[str]:

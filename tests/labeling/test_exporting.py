@@ -195,16 +195,30 @@ def test_queries_do_not_grow_with_labelings(samples, monkeypatch):
     assert len(queries) == 1
     Labeling.objects.update(release_line=None)
     with CaptureQueriesContext(connection) as queries:
-        assert len(list(iter_prm800k_lines())) == 6
-    # rendered from the columns: the cursor, then per chunk the rendering's cursor,
-    # solutions, steps and completions; never per labeling
-    assert len(queries) == 1 + 3 * 4
+        assert "".join(line + "\n" for line in iter_prm800k_lines()) == samples.read_text()
+    # lines written around the services: rendered per chunk (labelings, steps, completions)
+    assert len(queries) == 1 + 3 * 3
 
 
-def test_reading_is_chunked(samples, monkeypatch):
-    monkeypatch.setattr(exporting, "CHUNK", 4)
-    sizes = [len(chunk) for chunk in exporting.stream_chunks(Labeling.objects.all())]
-    assert sizes == [4, 2]
+def test_store_release_lines_fills_the_missing_lines_with_the_release_bytes(samples):
+    Labeling.objects.filter(pk__in=Labeling.objects.order_by("pk")[:4]).update(release_line=None)
+    assert exporting.store_release_lines() == 4
+    assert not Labeling.objects.filter(release_line__isnull=True).exists()
+    stored = Labeling.objects.order_by("pk").values_list("release_line", flat=True)
+    assert "".join(line + "\n" for line in stored) == samples.read_text()
+    assert exporting.store_release_lines() == 0  # nothing left: a second run does nothing
+
+
+def test_the_migration_stores_the_lines_of_older_labelings(samples):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("labeling.migrations.0011_store_older_release_lines")
+    Labeling.objects.update(release_line=None)
+    migration.store_older_release_lines(apps, None)
+    stored = Labeling.objects.order_by("pk").values_list("release_line", flat=True)
+    assert "".join(line + "\n" for line in stored) == samples.read_text()
 
 
 def test_stored_release_lines_export_verbatim_with_their_step_count(samples):
@@ -315,11 +329,6 @@ def test_timestamps_are_naive_utc_like_the_release(labeler, db):
         {"completions": None, "human_completion": None, "chosen_completion": None}
     ]
     assert list(line["question"]) == ["problem", "ground_truth_answer"]
-
-
-def test_spread_out_step_ids_take_the_join_path_with_the_same_bytes(samples, monkeypatch):
-    monkeypatch.setattr(exporting, "DENSE_STEP_IDS", 0)  # never "dense": completions by join
-    assert "".join(line + "\n" for line in iter_prm800k_lines()) == samples.read_text()
 
 
 def test_escaping_matches_json_dumps(labeler, db):

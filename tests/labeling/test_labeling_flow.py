@@ -311,14 +311,15 @@ def test_a_labeled_solution_exports_as_a_phase2_line(labeler):
 
 
 def test_a_submitted_labeling_stores_its_release_line_and_undo_clears_it(labeler):
-    from labeling.services.exporting import render_release_line
+    from labeling.prm800k import render_record
+    from labeling.selectors import release_record
 
     make_solution(make_batch())
     labeling = claim(labeler)
     rate(labeling, 0, 1)
     rate(labeling, 1, -1)
     labeling.refresh_from_db()
-    assert labeling.release_line == render_release_line(labeling.pk)
+    assert labeling.release_line == render_record(release_record(labeling.pk))
     assert json.loads(labeling.release_line)["label"]["finish_reason"] == "found_error"
     rating.undo_last(labeling_id=labeling.pk, user=labeler)
     labeling.refresh_from_db()
