@@ -1,8 +1,10 @@
-"""The modeling app's pages and API, under two namespaces (the templates reverse both):
+"""The modeling app's pages and API, under three namespaces (the templates reverse them):
 
 - `modeling_runs`: training pages under /modeling/, the API under /api/runs/, /api/models/ and
   /api/evaluation-sets/;
-- `modeling_loop`: generation pages under /generations/, the API under /api/generations/.
+- `modeling_loop`: generation pages under /generations/ and sampling runs under
+  /pool/sampling/, the API under /api/generations/ and /api/sampling-runs/;
+- `modeling_review`: model-assisted review under /modeling/review/.
 """
 
 from django.urls import include, path

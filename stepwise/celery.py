@@ -1,4 +1,5 @@
-"""The Celery app. Queues: `default` for light work, `gpu` for training and scoring."""
+"""The Celery app. Queues (settings.CELERY_TASK_ROUTES): `default` for light work, `gpu` for
+training and scoring, `generate` for the generator (candidate steps, sampling runs)."""
 
 import logging
 import os
@@ -67,10 +68,6 @@ def enqueue_on_commit(
     transaction.on_commit(send)
 
 
-# Rows that wait for a task (a snapshot, a training run) carry `status`, `error`, `sent_at` and
-# `created_at`; these three functions send them and send them again, for both apps.
-
-
 def run_in_thread(name: str, work: Callable[[], Any]) -> threading.Thread:
     """Run `work` in a daemon thread of this process: the embedded default's stand-in for a
     worker (STEPWISE_TRAIN_IN_THREAD), so the request that started it answers at once."""
@@ -95,6 +92,9 @@ def start_on_commit(task_path: str, *args: Any, name: str, work: Callable[[], An
     else:
         enqueue_on_commit(task_path, *args)
 
+
+# Rows that wait for a task (a snapshot, a training run) carry `status`, `error`, `sent_at` and
+# `created_at`; send_row and resend_rows send them and send them again, for both apps.
 
 # A row's task: a dotted path (sent with the row id), or, for rows whose task depends on the row
 # (a generation's next step), a function of the row id giving the path and the arguments.

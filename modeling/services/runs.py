@@ -50,7 +50,7 @@ from django.utils import timezone
 
 from labeling.models import Batch, FinishReason, Labeling, Snapshot, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
-from modeling import selectors
+from modeling import grading, selectors
 from modeling.models import EvaluationSet, ModelVersion, SolutionScore, TrainingRun
 from modeling.services import evaluation_sets, torchrun
 from modeling.training.backbones import NAMED_BACKBONES, check_available, folder_under, in_hf_cache
@@ -829,7 +829,6 @@ def evaluate_best_of_n_file(
     """Best-of-N accuracy on a samples file (format: training.evaluate.read_best_of_n), each
     answer judged by modeling.grading, the one answer checker."""
     # torch loads only where a model trains or scores, never in the web process
-    from modeling import grading
     from modeling.training.evaluate import evaluate_best_of_n, finite, read_best_of_n
 
     problems = [

@@ -16,6 +16,7 @@ import logging
 import math
 import multiprocessing
 import shutil
+import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from transformers import get_scheduler
 
 from .config import TrainConfig
 from .data import IGNORE, Batch, LabeledSolution, Row, build_features, collate, length_batches
@@ -255,8 +257,6 @@ def lr_scheduler(
     optimizer: torch.optim.Optimizer, config: TrainConfig, total_steps: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warmup from 0 over warmup_ratio of the steps, then linear or cosine decay to 0."""
-    from transformers import get_scheduler
-
     return get_scheduler(
         config.decay,  # "linear" or "cosine": transformers' SchedulerType names
         optimizer,
@@ -659,8 +659,6 @@ def check_resumable(path: Path, meta: dict[str, Any], config: TrainConfig, world
 def read_checkpoint(path: Path) -> dict[str, Any]:
     """A checkpoint's trained parameters and optimizer state as plain tensors, in this process
     (to inspect or compare one; training resumes through restore_checkpoint)."""
-    import tempfile
-
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     with tempfile.TemporaryDirectory() as tmp:
