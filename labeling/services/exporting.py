@@ -315,16 +315,6 @@ def iter_prm800k_lines(labelings: QuerySet[Labeling] | None = None) -> Iterator[
         yield item.as_line()
 
 
-def write_prm800k(out: IO[str], labelings: QuerySet[Labeling] | None = None) -> int:
-    """Write lines to a text stream; returns the number written."""
-    count = 0
-    for line in iter_prm800k_lines(labelings):
-        out.write(line)
-        out.write("\n")
-        count += 1
-    return count
-
-
 # --- stepwise rows --------------------------------------------------------------------------
 
 

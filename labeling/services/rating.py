@@ -165,7 +165,7 @@ def rate_step(
         if rating == -1 or step_index == len(steps) - 1:
             # The finish writes this event with its own, in one statement.
             reason = FinishReason.FOUND_ERROR if rating == -1 else FinishReason.SOLUTION
-            _finish(labeling, reason, user, now, events=[event])
+            end_labeling(labeling, reason, user, now, events=[event])
             return labeling
         event.save()
         if renew or _lease_half_gone(labeling, now):
@@ -196,11 +196,11 @@ def finish_labeling(
                 return labeling
             raise Conflict(f"This labeling already ended ({labeling.get_finish_reason_display()}).")
         step_time = 0 if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
-        _finish(labeling, reason, user, timezone.now(), extra_ms=step_time)
+        end_labeling(labeling, reason, user, timezone.now(), extra_ms=step_time)
         return labeling
 
 
-def _finish(
+def end_labeling(
     labeling: Labeling,
     reason: str,
     user: User,
@@ -209,7 +209,8 @@ def _finish(
     extra_ms: int = 0,
     events: list[RatingEvent] | None = None,
 ) -> None:
-    """Complete the labeling, move it from active to completed, and update the lead counters.
+    """Complete the labeling inside the caller's transaction, move it from active to completed,
+    and update the lead counters (the alternatives protocol ends a path this way too).
 
     Its total time is its steps' times, plus `extra_ms` (time on a step left unrated). `events`
     (the rating that ends it) are written with the 'finish' event. A labeling read by the
@@ -305,12 +306,6 @@ def _rated_steps(labeling: Labeling) -> tuple[list[StepLabel], list[Completion]]
     if len(steps) != rated_count:
         return None
     return steps, completions
-
-
-def end_labeling(labeling: Labeling, reason: str, user: User, now) -> None:
-    """Complete the labeling with `reason` inside the caller's transaction (the alternatives
-    protocol ends a path this way)."""
-    _finish(labeling, reason, user, now)
 
 
 def store_release_line(labeling: Labeling) -> None:

@@ -41,10 +41,6 @@ class SnapshotError(Exception):
     """A snapshot cannot be served (missing file, sha256 mismatch, not done)."""
 
 
-def snapshot_dir() -> Path:
-    return Path(settings.MEDIA_ROOT) / "snapshots"
-
-
 def database_now():
     """The database's clock: a cutoff compared with updated_at must use the same clock."""
     if connection.vendor == "postgresql":

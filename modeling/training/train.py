@@ -16,7 +16,6 @@ import logging
 import math
 import multiprocessing
 import shutil
-import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -654,13 +653,3 @@ def check_resumable(path: Path, meta: dict[str, Any], config: TrainConfig, world
             f"({saved['grad_accum']} x {meta.get('world_size', 1)} processes); on "
             f"{world.size} process(es) resume with grad_accum {saved_batch / world.size:g}"
         )
-
-
-def read_checkpoint(path: Path) -> dict[str, Any]:
-    """A checkpoint's trained parameters and optimizer state as plain tensors, in this process
-    (to inspect or compare one; training resumes through restore_checkpoint)."""
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-
-    with tempfile.TemporaryDirectory() as tmp:
-        dcp_to_torch_save(path / "dcp", Path(tmp) / "state.pt")
-        return torch.load(Path(tmp) / "state.pt", weights_only=False)

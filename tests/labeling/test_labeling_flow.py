@@ -1,4 +1,3 @@
-import io
 import json
 from datetime import timedelta
 
@@ -7,7 +6,7 @@ from django.utils import timezone
 
 from labeling.models import Labeling, RatingEvent, Solution
 from labeling.services import errors, queue, rating
-from labeling.services.exporting import write_prm800k
+from labeling.services.exporting import iter_prm800k_lines
 from labeling.services.rating import rate_step
 from tests.factories import make_batch, make_solution, make_solutions
 
@@ -281,9 +280,7 @@ def test_a_labeled_solution_exports_as_a_phase2_line(labeler):
     labeling = claim(labeler)
     rate(labeling, 0, 1, elapsed_ms=1200)
     rate(labeling, 1, -1, elapsed_ms=800)
-    out = io.StringIO()
-    write_prm800k(out, Labeling.objects.filter(pk=labeling.pk))
-    line = json.loads(out.getvalue())
+    (line,) = map(json.loads, iter_prm800k_lines(Labeling.objects.filter(pk=labeling.pk)))
     assert list(line) == [
         "labeler",
         "timestamp",

@@ -400,8 +400,8 @@ def slow_to_parse_expression(variant: int) -> str:
 
 
 class VerifyCalls(list):
-    """Answers that reached math-verify (the input guards let them through), and in
-    `finished` those whose comparison ran to its end."""
+    """What reached math-verify (the input guards let it through): each text its `parse` was
+    given, without the `$` delimiters grading adds, and in `finished` those it parsed."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -410,16 +410,17 @@ class VerifyCalls(list):
 
 @pytest.fixture
 def verify_calls(monkeypatch: pytest.MonkeyPatch) -> VerifyCalls:
+    """A spy on math-verify's `parse`, the library boundary every comparison crosses first."""
     calls = VerifyCalls()
-    real_verify = grading._verify
+    real_parse = grading.parse
 
-    def spy(answer: str, ground_truth: str) -> bool:
-        calls.append(answer)
-        result = real_verify(answer, ground_truth)
-        calls.finished.append(answer)
-        return result
+    def spy(text: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(text.strip("$"))
+        parsed = real_parse(text, *args, **kwargs)
+        calls.finished.append(text.strip("$"))
+        return parsed
 
-    monkeypatch.setattr(grading, "_verify", spy)
+    monkeypatch.setattr(grading, "parse", spy)
     return calls
 
 
@@ -427,22 +428,22 @@ def test_a_slow_comparison_is_interrupted_in_the_main_thread(verify_calls: Verif
     # math-verify swallows the alarm's exception and answers False: the call reached it and
     # came back False, where the full comparison would say (x+1)^4096 is not x+1 only much later.
     assert not is_equivalent(slow_but_small_expression(1), "x+1", timeout_s=0.5)
-    assert verify_calls == [slow_but_small_expression(1)]
+    assert verify_calls == ["x+1", slow_but_small_expression(1)]  # the ground truth first
 
 
 def test_a_slow_comparison_times_out_in_a_worker_thread(verify_calls: VerifyCalls) -> None:
     assert not run_in_thread(lambda: is_equivalent(slow_to_parse_expression(1), "x", timeout_s=0.1))
-    assert verify_calls == [slow_to_parse_expression(1)]
+    assert verify_calls == ["x", slow_to_parse_expression(1)]
     # The answer came while the parse (seconds of CPU) was still running: the limit, not the end.
-    assert verify_calls.finished == []
+    assert verify_calls.finished == ["x"]
 
 
 def test_the_time_limit_holds_for_any_slow_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
-    def never_finishes(answer: str, ground_truth: str) -> bool:
+    def never_finishes(*args: Any, **kwargs: Any) -> bool:
         while True:
             time.sleep(0.01)
 
-    monkeypatch.setattr(grading, "_verify", never_finishes)
+    monkeypatch.setattr(grading, "verify", never_finishes)  # math-verify's comparison
     # Returning at all is the proof: the comparison never ends by itself.
     assert not is_equivalent("1", "1", timeout_s=0.2)
     assert not run_in_thread(lambda: is_equivalent("1", "1", timeout_s=0.2))

@@ -281,14 +281,23 @@ def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
     TrainingRun.objects.filter(pk=fresh.pk).update(
         status=TrainingRun.Status.RUNNING, heartbeat_at=timezone.now()
     )
-    assert runs._claim(fresh.pk) is False  # its worker is alive: a redelivery does nothing
-    assert runs._claim(run.pk) is True  # a redelivery takes over the dead worker's run
+    # A redelivery to a run whose worker is alive does nothing.
+    assert runs.execute_training_run(fresh.pk) is None
+    fresh.refresh_from_db()
+    assert fresh.status == TrainingRun.Status.RUNNING and fresh.attempts == 0
+    # A redelivery takes over the dead worker's run (which, with no labelings, cannot start).
+    assert runs.execute_training_run(run.pk) is None
     run.refresh_from_db()
+    assert run.attempts == 1 and "no completed labelings" in run.error
     assert run.started_at < timezone.now() - timedelta(seconds=600)  # the first attempt's start
-    TrainingRun.objects.filter(pk=run.pk).update(heartbeat_at=old)
+    # Nobody redelivers: the sweep fails the silent run, saying it can be resumed.
+    silent = runs.create_training_run(config={})
+    TrainingRun.objects.filter(pk=silent.pk).update(
+        status=TrainingRun.Status.RUNNING, heartbeat_at=old, started_at=old
+    )
     assert runs.fail_stale_runs() == 1
-    run.refresh_from_db()
-    assert run.status == TrainingRun.Status.FAILED and "resume" in run.error
+    silent.refresh_from_db()
+    assert silent.status == TrainingRun.Status.FAILED and "resume" in silent.error
 
 
 def test_queued_runs_whose_message_never_reached_a_worker_are_sent_again(

@@ -14,7 +14,8 @@ import torch
 
 from modeling.training.cli import config_flags
 from modeling.training.model import ProcessRewardModel
-from modeling.training.train import latest_checkpoint, read_checkpoint, train
+from modeling.training.train import latest_checkpoint, train
+from tests.modeling.training.checkpoints import read_checkpoint
 
 from .conftest import SAMPLES
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 import torch
@@ -100,11 +101,26 @@ def test_simulation_runs_both_arms_at_equal_budgets_and_writes_table_and_plot(
     assert len(paths["csv"].read_text().splitlines()) == 1 + 7
 
 
-def test_svg_plot_when_matplotlib_is_missing(tmp_path):
-    path = simulation._write_svg(
-        {"active": [(1, 0.5), (2, 0.6)], "uniform": [(1, 0.5)]}, "t", tmp_path / "p.svg"
+def test_svg_plot_when_matplotlib_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    points = [
+        simulation.Point(arm, generation, 10 * (generation + 1), 40, 0.5, auroc, 0.7, 20)
+        for arm, generation, auroc in (("active", 0, 0.5), ("active", 1, 0.6), ("uniform", 0, 0.5))
+    ]
+    result = simulation.SimulationResult(
+        config=simulation.SimulationConfig(),
+        points=points,
+        ratio=None,
+        ratio_bound="n/a",
+        uniform_labels_to_match=None,
+        pool_size=100,
+        pool_wrong_share=0.3,
+        eval_problems=5,
+        train_problems=20,
     )
-    assert path.read_text().startswith("<svg") and "polyline" in path.read_text()
+    path = simulation.write_plot(result, tmp_path)
+    assert path == tmp_path / "simulation.svg"
+    assert path.read_text().startswith("<svg") and path.read_text().count("polyline") == 2
 
 
 def test_simulate_command_on_cached_features(critic_slice, tmp_path, capsys, monkeypatch, settings):
