@@ -70,7 +70,7 @@ def enqueue_on_commit(
 
 def run_in_thread(name: str, work: Callable[[], Any]) -> threading.Thread:
     """Run `work` in a daemon thread of this process: the embedded default's stand-in for a
-    worker (STEPWISE_TRAIN_IN_THREAD), so the request that started it answers at once."""
+    worker (STEPWISE_MODEL_TASKS_IN_THREAD), so the request that started it answers at once."""
 
     def target() -> None:
         try:
@@ -83,14 +83,40 @@ def run_in_thread(name: str, work: Callable[[], Any]) -> threading.Thread:
     return thread
 
 
-def start_on_commit(task_path: str, *args: Any, name: str, work: Callable[[], Any]) -> None:
-    """Once the transaction commits, send the task `task_path` with `args`, or on the embedded
-    default (STEPWISE_TRAIN_IN_THREAD: no worker) run `work`, the task's service call, in a
-    thread named `name`, so the request that asked answers at once."""
-    if settings.STEPWISE_TRAIN_IN_THREAD:
-        transaction.on_commit(lambda: run_in_thread(name, work))
+def start_on_commit(
+    task_path: str,
+    *args: Any,
+    row: type[models.Model] | None = None,
+    waiting: str = "",
+) -> None:
+    """The one place background model work is dispatched: once the transaction commits, send
+    the task `task_path` with `args` to a worker, or on the embedded default
+    (STEPWISE_MODEL_TASKS_IN_THREAD: no worker) run the same task in a thread of this process,
+    so the request that asked answers at once either way.
+
+    With `row` (the model whose id is `args[0]`), the row records when its task was sent and a
+    broker that cannot be reached marks it UNSENT while it is still `waiting` (`send_row`)."""
+    if model_tasks_in_thread():
+        task = registered_task(task_path)
+        name = "-".join([task_path.rsplit(".", 1)[-1], *map(str, args)])
+        transaction.on_commit(lambda: run_in_thread(name, lambda: task(*args)))
+    elif row is not None:
+        send_row(row, args[0], task_path, waiting=waiting, args=args)
     else:
         enqueue_on_commit(task_path, *args)
+
+
+def model_tasks_in_thread() -> bool:
+    """Whether background model work runs in threads of this process (no broker, no worker):
+    then the sweepers have nothing to send again."""
+    return settings.STEPWISE_MODEL_TASKS_IN_THREAD
+
+
+def registered_task(name: str) -> Any:
+    """The task registered under `name`, its app's tasks module imported first if need be."""
+    if name not in app.tasks:
+        app.loader.import_default_modules()  # autodiscovery imports every app's tasks.py
+    return app.tasks[name]
 
 
 # Rows that wait for a task (a snapshot, a training run) carry `status`, `error`, `sent_at` and

@@ -414,9 +414,15 @@ if STEPWISE_TRAIN_PROCESSES != "auto" and not (
     raise ImproperlyConfigured(
         f"STEPWISE_TRAIN_PROCESSES={STEPWISE_TRAIN_PROCESSES!r} is not a count >= 1 or 'auto'"
     )
-# Embedded default only: train, and run a generation's steps, in a thread of the web process
-# (there is no worker), so starting either answers at once. Tests run tasks eagerly instead.
-STEPWISE_TRAIN_IN_THREAD = env_bool("STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not TESTING)
+# Embedded default only: background model work (training, gating and review scores,
+# generations, sampling runs, candidate next steps) runs in a thread of the web process (there
+# is no worker), so the request that starts it answers at once (stepwise.celery.start_on_commit).
+# Tests run tasks eagerly instead. STEPWISE_TRAIN_IN_THREAD is its old name, read while the new
+# one is unset; it goes in the next release.
+STEPWISE_MODEL_TASKS_IN_THREAD = env_bool(
+    "STEPWISE_MODEL_TASKS_IN_THREAD",
+    default=env_bool("STEPWISE_TRAIN_IN_THREAD", default=EMBEDDED and not TESTING),
+)
 
 # The generator (modeling/generator.py): an OpenAI-compatible completion server, e.g.
 # `vllm serve MODEL` at http://gpu-host:8000/v1. Unset, generation runs the offline SmolLM2-135M

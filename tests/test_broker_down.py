@@ -105,7 +105,7 @@ def migrated_process_env(tmp_path) -> dict[str, str]:
         STEPWISE_TESTING="1",
         STEPWISE_VAR_DIR=str(tmp_path),
         CELERY_TASK_ALWAYS_EAGER="0",
-        STEPWISE_TRAIN_IN_THREAD="0",
+        STEPWISE_MODEL_TASKS_IN_THREAD="0",
         CELERY_BROKER_URL=DEAD_BROKER,
     )
     migrate = subprocess.run(

@@ -154,12 +154,7 @@ def _find_proposal(labeling: Labeling, prefix: list[str], k: int) -> ProposedSte
 
 
 def _send(proposal_id: int) -> None:
-    start_on_commit(
-        "labeling.tasks.generate_proposal",
-        proposal_id,
-        name=f"proposal-{proposal_id}",
-        work=lambda: fill_proposal(proposal_id),
-    )
+    start_on_commit("labeling.tasks.generate_proposal", proposal_id)
 
 
 def fill_proposal(proposal_id: int) -> ProposedSteps | None:

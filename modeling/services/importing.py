@@ -214,10 +214,4 @@ def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersi
 def gate_in_background(version: ModelVersion, *, activate: bool = False) -> None:
     """`gate_model_version` on the gpu worker (a thread of this process in the embedded
     default) once the transaction commits: it loads and scores models."""
-    start_on_commit(
-        GATE_TASK,
-        version.pk,
-        activate,
-        name=f"gate-model-{version.pk}",
-        work=lambda: gate_model_version(version.pk, activate=activate),
-    )
+    start_on_commit(GATE_TASK, version.pk, activate)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -43,7 +42,13 @@ from modeling.models import (
 )
 from modeling.services import runs
 from modeling.training.selection import Candidate, select_generation
-from stepwise.celery import UNSENT, resend_rows, run_in_thread, send_row, waiting_too_long
+from stepwise.celery import (
+    UNSENT,
+    model_tasks_in_thread,
+    resend_rows,
+    start_on_commit,
+    waiting_too_long,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -307,7 +312,7 @@ def retry_generation(run: GenerationRun, *, send: bool = True) -> GenerationRun:
 def generations_resend_one(run: GenerationRun) -> bool:
     """Send the run's step again now if it is queued and waiting too long (see
     `generations_resend`); False when it is not."""
-    if settings.STEPWISE_TRAIN_IN_THREAD:
+    if model_tasks_in_thread():
         return False
     due = waiting_too_long(GenerationRun.Status.QUEUED) & Q(pk=run.pk)
     return bool(
@@ -330,19 +335,12 @@ def cancel_generation(run: GenerationRun) -> GenerationRun:
 
 def _send(run_id: int, step: str) -> None:
     """Queue `step` of the run once the transaction commits: retrain and score on the gpu queue.
-    In the embedded default (no worker; STEPWISE_TRAIN_IN_THREAD) a thread of this process runs
-    the steps instead, so the page that started the run answers at once and shows progress.
-    A broker that cannot be reached leaves the run queued and marked UNSENT; the sweeper
-    (`generations_resend`) sends it when the broker is back."""
-    if settings.STEPWISE_TRAIN_IN_THREAD:
-        transaction.on_commit(lambda: _run_in_thread(run_id, step))
-        return
-    send_row(
-        GenerationRun,
-        run_id,
-        _step_task(step),
-        waiting=GenerationRun.Status.QUEUED,
-        args=(run_id, step),
+    In the embedded default (no worker; STEPWISE_MODEL_TASKS_IN_THREAD) a thread of this
+    process runs each step instead, so the page that started the run answers at once and shows
+    progress. A broker that cannot be reached leaves the run queued and marked UNSENT; the
+    sweeper (`generations_resend`) sends it when the broker is back."""
+    start_on_commit(
+        _step_task(step), run_id, step, row=GenerationRun, waiting=GenerationRun.Status.QUEUED
     )
 
 
@@ -361,21 +359,12 @@ def generations_resend(now: datetime | None = None) -> int:
     was unreachable; or sent more than STEPWISE_RESEND_AFTER_SECONDS ago: the message was lost
     or waits behind others); returns how many. A duplicate is harmless: `claim_step` takes a
     step with a conditional update."""
-    if settings.STEPWISE_TRAIN_IN_THREAD:
+    if model_tasks_in_thread():
         return 0  # no broker: the steps run in threads of the process that queued them
     due = waiting_too_long(GenerationRun.Status.QUEUED, now)
     return resend_rows(
         GenerationRun, due, _current_step_task, waiting=GenerationRun.Status.QUEUED, now=now
     )
-
-
-def _run_in_thread(run_id: int, step: str) -> threading.Thread:
-    def work() -> None:
-        following: str | None = step
-        while following is not None:
-            following = run_step(run_id, following)
-
-    return run_in_thread(f"generation-run-{run_id}", work)
 
 
 def _set_step(run_id: int, step: str, **state: Any) -> None:

@@ -32,7 +32,6 @@ import math
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -55,14 +54,7 @@ from modeling.models import EvaluationSet, ModelVersion, SolutionScore, Training
 from modeling.services import evaluation_sets, torchrun
 from modeling.training.backbones import NAMED_BACKBONES, check_available, folder_under, in_hf_cache
 from modeling.training.config import TrainConfig
-from stepwise.celery import (
-    UNSENT,
-    not_sent_since,
-    resend_rows,
-    run_in_thread,
-    send_row,
-    start_on_commit,
-)
+from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit, waiting_too_long
 
 logger = logging.getLogger(__name__)
 
@@ -255,14 +247,7 @@ def enqueue(run: TrainingRun) -> None:
     """Send the run to the gpu worker once the transaction commits. In the embedded default
     (no broker) a thread of this process trains it instead, so the page that started it
     answers at once and shows live progress."""
-    if settings.STEPWISE_TRAIN_IN_THREAD:
-        transaction.on_commit(lambda: _train_in_thread(run.pk))
-    else:
-        _send(run.pk)
-
-
-def _send(run_id: int) -> None:
-    send_row(TrainingRun, run_id, TRAIN_TASK, waiting=TrainingRun.Status.QUEUED)
+    start_on_commit(TRAIN_TASK, run.pk, row=TrainingRun, waiting=TrainingRun.Status.QUEUED)
 
 
 def runs_resend(now=None) -> int:
@@ -273,14 +258,11 @@ def runs_resend(now=None) -> int:
       persistence restarted) or waits behind other runs on the gpu queue; a duplicate is
       harmless, the task claims the run with a conditional UPDATE.
     A running run whose worker died is not sent again: `fail_stale_runs` fails it, resumable."""
+    if model_tasks_in_thread():
+        return 0  # no broker: runs go to threads of the process that started them
     now = now or timezone.now()
-    resend_before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
-    due = Q(status=TrainingRun.Status.QUEUED) & (Q(error=UNSENT) | not_sent_since(resend_before))
+    due = waiting_too_long(TrainingRun.Status.QUEUED, now)
     return resend_rows(TrainingRun, due, TRAIN_TASK, waiting=TrainingRun.Status.QUEUED, now=now)
-
-
-def _train_in_thread(run_id: int) -> threading.Thread:
-    return run_in_thread(f"training-run-{run_id}", lambda: execute_training_run(run_id))
 
 
 def cancel_training_run(run: TrainingRun) -> TrainingRun:
@@ -1099,13 +1081,7 @@ def score_for_review(batch: Batch) -> int:
         return 0
     missing = selectors.unscored_labeled(batch, version).count()
     if missing:
-        start_on_commit(
-            "modeling.tasks.gpu_score_for_review",
-            batch.pk,
-            version.pk,
-            name=f"review-scores-{batch.pk}",
-            work=lambda: score_batch_for_review(batch.pk, version.pk),
-        )
+        start_on_commit("modeling.tasks.gpu_score_for_review", batch.pk, version.pk)
     return missing
 
 

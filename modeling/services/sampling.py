@@ -33,7 +33,7 @@ from modeling.generator import (
 )
 from modeling.grading import is_equivalent
 from modeling.models import PoolEntry, RunStatus, SamplingRun
-from stepwise.celery import resend_rows, run_in_thread, send_row, waiting_too_long
+from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit, waiting_too_long
 
 logger = logging.getLogger(__name__)
 
@@ -182,19 +182,14 @@ def _send(run_id: int) -> None:
     """Send the run to the generate queue once the transaction commits (a thread of this process
     in the embedded default). A broker that cannot be reached leaves it queued and marked
     UNSENT; `sampling_runs_resend` sends it when the broker is back."""
-    if settings.STEPWISE_TRAIN_IN_THREAD:
-        transaction.on_commit(
-            lambda: run_in_thread(f"sampling-run-{run_id}", lambda: execute_sampling_run(run_id))
-        )
-    else:
-        send_row(SamplingRun, run_id, SAMPLING_TASK, waiting=RunStatus.QUEUED)
+    start_on_commit(SAMPLING_TASK, run_id, row=SamplingRun, waiting=RunStatus.QUEUED)
 
 
 def sampling_runs_resend(now=None) -> int:
     """Send again the queued sampling runs whose task will not come by itself (UNSENT, or sent
     more than STEPWISE_RESEND_AFTER_SECONDS ago); returns how many. A duplicate is harmless:
     the run is claimed with a conditional update."""
-    if settings.STEPWISE_TRAIN_IN_THREAD:
+    if model_tasks_in_thread():
         return 0  # no broker: runs go to threads of the process that started them
     due = waiting_too_long(RunStatus.QUEUED, now)
     return resend_rows(SamplingRun, due, SAMPLING_TASK, waiting=RunStatus.QUEUED, now=now)

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def generator_in_thread(settings):
     """As on the embedded default: candidates are generated in a thread of the web process."""
-    settings.STEPWISE_TRAIN_IN_THREAD = True
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True
     settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24  # a few seconds a proposal on this CPU
 
 

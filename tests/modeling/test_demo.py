@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -21,9 +20,10 @@ from modeling.models import (
     SelectionReason,
     SolutionScore,
 )
-from modeling.services import loop, runs
+from modeling.services import runs
 from modeling.services.loop import run_generation_inline, start_generation
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
+from tests.threads import background_threads, join_all
 
 pytestmark = pytest.mark.django_db
 
@@ -142,7 +142,7 @@ def demo_threads(tmp_path, settings, monkeypatch, open_evaluation_gate):
     """The demo as `make demo` runs it: steps in a thread of this process, no Celery worker.
     The list fills with the threads that ran a generation."""
     setup_demo()
-    settings.STEPWISE_TRAIN_IN_THREAD = True
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True
     settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(
         make_tiny_backbone(tmp_path / "tiny")
     )
@@ -150,16 +150,9 @@ def demo_threads(tmp_path, settings, monkeypatch, open_evaluation_gate):
     def no_worker(*args, **kwargs):
         raise AssertionError("the demo has no Celery worker to send a step to")
 
-    monkeypatch.setattr("modeling.services.loop.send_row", no_worker)
-    threads: list[threading.Thread] = []
-    start_thread = loop._run_in_thread
-
-    def recorded(run_id: int, step: str) -> threading.Thread:
-        threads.append(start_thread(run_id, step))
-        return threads[-1]
-
-    monkeypatch.setattr(loop, "_run_in_thread", recorded)
-    return threads
+    monkeypatch.setattr("stepwise.celery.send_row", no_worker)
+    monkeypatch.setattr("stepwise.celery.enqueue_on_commit", no_worker)
+    return background_threads(monkeypatch)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -179,9 +172,7 @@ def test_in_the_demo_a_generation_started_on_the_page_runs_in_a_thread(client, d
     assert response.status_code == 302
     # Wait for the thread, not the rows: an in-memory SQLite test database answers "table is
     # locked" to a read while the thread writes (the demo's file database waits instead).
-    [thread] = demo_threads
-    thread.join(timeout=300)
-    assert not thread.is_alive()
+    join_all(demo_threads)  # one thread a step, each started by the one before
     run = GenerationRun.objects.get()
     assert response.url.endswith(f"/generations/{run.generation}/")
     assert run.status == GenerationRun.Status.SUCCEEDED, run.error

@@ -25,6 +25,7 @@ from modeling.models import ModelVersion, SolutionScore, TrainingRun
 from modeling.services import runs
 from stepwise.celery import UNSENT
 from tests.modeling.loop_helpers import SAMPLE_DIR, make_tiny_backbone
+from tests.threads import background_threads
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +271,7 @@ def test_resume_refuses_a_run_that_did_not_stop(db):
         runs.resume_training_run(run)
 
 
-def test_a_run_whose_worker_went_silent_is_failed_then_taken_over(db, settings):
+def test_a_run_whose_worker_went_silent_is_taken_over_or_failed(db, settings):
     settings.STEPWISE_RUN_STALE_SECONDS = 600
     run = runs.create_training_run(config={})
     old = timezone.now() - timedelta(seconds=601)
@@ -489,12 +490,8 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
 def test_the_embedded_default_trains_in_a_thread_and_answers_at_once(
     shared_data, backbone, settings, open_evaluation_gate, monkeypatch
 ):
-    settings.STEPWISE_TRAIN_IN_THREAD = True  # what the demo does (no broker, no worker)
-    threads = []
-    start_thread = runs._train_in_thread
-    monkeypatch.setattr(
-        runs, "_train_in_thread", lambda run_id: threads.append(start_thread(run_id))
-    )
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # what the demo does (no broker, no worker)
+    threads = background_threads(monkeypatch)
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     run = runs.start_training_run(config=tiny(backbone, max_steps=3))
     # Wait for the thread, not the rows: an in-memory SQLite test database answers "table is

@@ -17,6 +17,7 @@ from modeling.grading import is_equivalent
 from modeling.models import PoolEntry, SamplingRun
 from modeling.services import loop, sampling
 from tests.factories import make_problem
+from tests.threads import background_threads
 
 LOCAL_NAME = "SmolLM2-135M-Instruct (local)"
 SHORT = {"max_tokens": 96, "seed": 7}
@@ -262,12 +263,8 @@ def test_generated_pool_feeds_a_generation_through_the_real_worker(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_default_samples_in_a_thread_and_answers_at_once(settings, monkeypatch):
-    settings.STEPWISE_TRAIN_IN_THREAD = True  # what the demo does (no broker, no worker)
-    threads = []
-    start_thread = sampling.run_in_thread  # stepwise.celery's, as sampling imports it
-    monkeypatch.setattr(
-        sampling, "run_in_thread", lambda name, work: threads.append(start_thread(name, work))
-    )
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # what the demo does (no broker, no worker)
+    threads = background_threads(monkeypatch)
     problem = make_problem("What is $1 + 1$?", answer="2")
     run = sampling.create_sampling_run(samples=1, problem_ids=[problem.pk], max_tokens=48, seed=2)
     assert run.status == SamplingRun.Status.QUEUED  # the request answered before sampling

@@ -42,7 +42,7 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         # The embedded default has no worker, and a thread (what its pages use) would stop
         # with this command: the steps run here, as with --inline.
-        inline = o["inline"] or settings.STEPWISE_TRAIN_IN_THREAD
+        inline = o["inline"] or settings.STEPWISE_MODEL_TASKS_IN_THREAD
         try:
             if o["retry"] is not None:
                 run = loop.retry_generation(
