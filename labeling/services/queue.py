@@ -24,6 +24,7 @@ to insert; the losers' transactions roll back and they return the winner's label
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -307,7 +308,26 @@ def _gold_due(claims_since_gold: int, batch: Batch) -> bool:
     return claims_since_gold + 1 >= round(1 / min(rate, 1.0))
 
 
+@dataclass(frozen=True)
+class Claim:
+    """What `claim` hands the labeling page: the labeling to work on, and whether it was the
+    labeler's own expired one, taken up again (the page says so)."""
+
+    labeling: Labeling
+    resumed_expired: bool = False
+
+    @classmethod
+    def of(cls, labeling: Labeling | None) -> Claim | None:
+        return None if labeling is None else cls(labeling)
+
+
 def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
+    """The labeling this user should work on now (`claim`, without how it was found)."""
+    found = claim(user, batch=batch)
+    return None if found is None else found.labeling
+
+
+def claim(user: User, *, batch: Batch | None = None) -> Claim | None:
     """The labeling this user should work on now: their open one, else a newly claimed one.
 
     Screening labelers get screening gold; paused and rejected ones get nothing, not even
@@ -323,7 +343,7 @@ def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
             if attempt == 0:
                 claimed = _claim_plain(user, batch)
                 if claimed is not None:
-                    return claimed
+                    return Claim(claimed)
             labeler = ensure_labeler(user)
             if labeler.state in STOPPED:
                 return None
@@ -335,7 +355,7 @@ def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
     raise Conflict("Another tab keeps claiming for you at the same moment; open the queue again.")
 
 
-def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Labeling | None:
+def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Claim | None:
     # One query for both: their open labeling, else their latest expired one with steps rated.
     mine = (
         Labeling.objects.filter(labeler=user)
@@ -353,16 +373,15 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Labeling |
         .first()
     )
     if mine is not None and mine.status == Labeling.Status.IN_PROGRESS:
-        return mine
+        return Claim(mine)
     if labeler.state in (Labeler.State.ACTIVE, Labeler.State.SCREENING) and mine is not None:
         resumed = reactivate_expired(mine.pk, user)
         if resumed is not None:
-            resumed.resumed_expired = True  # type: ignore[attr-defined]  # the page says so
-            return resumed
+            return Claim(resumed, resumed_expired=True)
     if labeler.state == Labeler.State.SCREENING:
         claimed = _claim_screening(user, labeler)
         if claimed is not None or labeler.state != Labeler.State.ACTIVE:
-            return claimed
+            return Claim.of(claimed)
     if labeler.state != Labeler.State.ACTIVE:
         return None
     batches = _batches_to_claim_from(user, batch)
@@ -370,7 +389,7 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Labeling |
     if claimed is None and expire_stale_leases():
         # Nothing free, but claims past their lease held some: they are free now.
         claimed = _claim_in_batches(user, labeler, batches)
-    return claimed
+    return Claim.of(claimed)
 
 
 def _batches_to_claim_from(user: User, batch: Batch | None) -> list[Batch]:

@@ -6,6 +6,7 @@ that finishes it, and stores its PRM800K release line once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
@@ -95,6 +96,15 @@ def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     return labeling
 
 
+@dataclass(frozen=True)
+class RatedStep:
+    """What `rate_step` leaves: the labeling (finished by a −1 or the last step), and how many
+    of its steps are rated now (the page shows the next one without a query)."""
+
+    labeling: Labeling
+    rated_count: int
+
+
 def rate_step(
     *,
     labeling_id: int,
@@ -103,13 +113,13 @@ def rate_step(
     rating: int,
     flagged: bool = False,
     elapsed_ms: int | None = None,
-) -> Labeling:
+) -> RatedStep:
     """Save one step's rating as it is made. Re-sending the same rating is a no-op.
 
     A rating in the middle of a solution is four queries: the locked read and three inserts
     (the step, its completion, the audit event). The labeling row itself is written only when
     its lease is past half its length; its total time is summed from the steps when it is
-    finished. The returned labeling's `rated_count` is the number of steps rated now."""
+    finished."""
     if rating not in (-1, 0, 1):
         raise LabelingError("A rating is -1, 0 or +1.")
     with transaction.atomic():
@@ -123,7 +133,7 @@ def rate_step(
                 step__labeling=labeling, step__index=step_index, index=0
             ).first()
             if saved is not None and saved.rating == rating and bool(saved.flagged) == flagged:
-                return labeling  # a retry or double submit of a saved rating
+                return RatedStep(labeling, rated)  # a retry or double submit of a saved rating
             raise Conflict(
                 f"Step {step_index + 1} is already rated"
                 f"{'' if saved is None or saved.rating is None else f' {saved.rating:+d}'}; "
@@ -161,17 +171,16 @@ def rate_step(
             actor=user,
             created_at=now,
         )
-        labeling.rated_count = rated + 1  # type: ignore[attr-defined]  # the view reads it
         if rating == -1 or step_index == len(steps) - 1:
             # The finish writes this event with its own, in one statement.
             reason = FinishReason.FOUND_ERROR if rating == -1 else FinishReason.SOLUTION
-            end_labeling(labeling, reason, user, now, events=[event])
-            return labeling
+            end_labeling(labeling, reason, user, now, events=[event], rated_count=rated + 1)
+            return RatedStep(labeling, rated + 1)
         event.save()
         if renew or _lease_half_gone(labeling, now):
             _renew_lease(labeling, now)
             labeling.save(update_fields=["lease_expires_at", "updated_at"])
-        return labeling
+        return RatedStep(labeling, rated + 1)
 
 
 def _lease_half_gone(labeling: Labeling, now) -> bool:
@@ -208,15 +217,16 @@ def end_labeling(
     *,
     extra_ms: int = 0,
     events: list[RatingEvent] | None = None,
+    rated_count: int | None = None,
 ) -> None:
     """Complete the labeling inside the caller's transaction, move it from active to completed,
     and update the lead counters (the alternatives protocol ends a path this way too).
 
     Its total time is its steps' times, plus `extra_ms` (time on a step left unrated). `events`
-    (the rating that ends it) are written with the 'finish' event. A labeling read by the
-    rating path (`_locked_for_rating`: its rated count, problem and labeler's public id known)
+    (the rating that ends it) are written with the 'finish' event. Given `rated_count`, the
+    labeling was read by `_locked_for_rating` (its problem and labeler's public id known): it
     finishes in one read of its ratings, its release line rendered from that read."""
-    rated = _rated_steps(labeling)
+    rated = None if rated_count is None else _rated_steps(labeling, rated_count)
     if rated is not None:
         steps, completions = rated
         steps_ms = sum(step.time_ms or 0 for step in steps)
@@ -290,13 +300,12 @@ def end_labeling(
         adjudication.agreement_record(solution=solution)
 
 
-def _rated_steps(labeling: Labeling) -> tuple[list[StepLabel], list[Completion]] | None:
-    """A labeling read by the rating path: its steps in order and their completions in one
-    query. None for one read otherwise, or with a step that has no completion (the release
-    record then reads them its own way)."""
-    rated_count = getattr(labeling, "rated_count", None)
-    if rated_count is None or not hasattr(labeling, "labeler_public_id"):
-        return None
+def _rated_steps(
+    labeling: Labeling, rated_count: int
+) -> tuple[list[StepLabel], list[Completion]] | None:
+    """A labeling read by the rating path (`_locked_for_rating`): its steps in order and their
+    completions in one query. None with a step that has no completion (the release record then
+    reads them its own way)."""
     completions = list(
         Completion.objects.filter(step__labeling=labeling)
         .select_related("step")

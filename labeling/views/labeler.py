@@ -21,9 +21,10 @@ from labeling import selectors
 from labeling.models import Batch, FinishReason, Labeling
 from labeling.roles import LABELER, require
 from labeling.services import alternatives as alternatives_service
+from labeling.services import queue as queue_service
 from labeling.services import rating
 from labeling.services.errors import LabelingError
-from labeling.services.queue import claim_next, ensure_labeler, extend_lease
+from labeling.services.queue import ensure_labeler, extend_lease
 from labeling.views import alternatives
 from labeling.views.common import Key, act, int_param, own_labeling
 from labeling.views.navigation import safe_return_url
@@ -48,8 +49,9 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_POST
 def claim(request: HttpRequest) -> HttpResponse:
     require(request, LABELER, message="You need the labeler role to label.")
-    labeling = claim_next(request.user)
-    if labeling is not None and getattr(labeling, "resumed_expired", False):
+    found = queue_service.claim(request.user)
+    labeling = None if found is None else found.labeling
+    if found is not None and found.resumed_expired:
         messages.info(
             request,
             "Your claim on this solution had expired while you were away; it is yours again. "
@@ -141,7 +143,7 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
     def action() -> Labeling:
         rated["step_index"] = cast(int, int_param(request, "step_index"))
         rated["value"] = cast(int, int_param(request, "rating"))
-        return rating.rate_step(
+        result = rating.rate_step(
             labeling_id=labeling_id,
             user=request.user,
             step_index=rated["step_index"],
@@ -149,9 +151,13 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
             flagged=flagged,
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
+        rated["count"] = result.rated_count
+        return result.labeling
 
     def fragment(labeling: Labeling) -> HttpResponse | None:
-        return rated_fragment(request, labeling, rated["step_index"], rated["value"], flagged)
+        return rated_fragment(
+            request, labeling, rated["step_index"], rated["value"], flagged, rated["count"]
+        )
 
     return act(
         request, labeling_id, action, template=PANEL, context=panel_context, fragment=fragment
@@ -159,7 +165,12 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 
 def rated_fragment(
-    request: HttpRequest, labeling: Labeling, step_index: int, value: int, flagged: bool
+    request: HttpRequest,
+    labeling: Labeling,
+    step_index: int,
+    value: int,
+    flagged: bool,
+    rated_count: int,
 ) -> HttpResponse | None:
     """After a rating, only what changed, built from what the rating loaded: no query. In the
     middle of a solution, the rated step and the next (labeling/_rated.html); at its end, the
@@ -167,7 +178,7 @@ def rated_fragment(
     come (the page is behind, or the model's alternatives to a −1 step follow)."""
     steps = labeling.solution.steps
     next_index = step_index + 1
-    if getattr(labeling, "rated_count", None) != next_index or next_index > len(steps):
+    if rated_count != next_index or next_index > len(steps):
         return None
     finished = labeling.status == Labeling.Status.COMPLETED
     if finished and _alternatives_follow(labeling):

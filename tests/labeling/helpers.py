@@ -13,7 +13,7 @@ def label(labeling: Labeling, ratings: list[int], *, elapsed_ms: int = 1000) -> 
             step_index=step,
             rating=rating,
             elapsed_ms=elapsed_ms,
-        )
+        ).labeling
     labeling.refresh_from_db()
     return labeling
 

@@ -22,7 +22,7 @@ def claim(user, **kwargs) -> Labeling:
 def rate(labeling, step, rating, **kwargs):
     return rate_step(
         labeling_id=labeling.pk, user=labeling.labeler, step_index=step, rating=rating, **kwargs
-    )
+    ).labeling
 
 
 def test_claim_takes_a_slot_and_resumes_the_same_labeling(labeler):
@@ -210,6 +210,29 @@ def test_back_after_the_lease_ran_out_the_labeler_continues_the_same_solution(la
     assert back.status == "completed" and not back.is_surplus
     solution = Solution.objects.get(pk=away.solution_id)
     assert (solution.completed_count, solution.active_count) == (1, 0)
+
+
+def test_a_claim_says_when_it_took_up_the_labelers_expired_labeling_again(labeler):
+    make_solutions(make_batch(overlap=1), 2)
+    first = queue.claim(labeler)
+    assert first is not None and not first.resumed_expired  # a new claim
+    rate(first.labeling, 0, 1)
+    assert queue.claim(labeler) == queue.Claim(first.labeling)  # their open one: nothing to say
+    _expire(first.labeling)
+    back = queue.claim(labeler)
+    assert back is not None and back.resumed_expired and back.labeling.pk == first.labeling.pk
+    assert queue.claim(labeler) == queue.Claim(back.labeling)  # said once
+
+
+def test_rate_step_says_how_many_steps_are_rated(labeler):
+    make_solution(make_batch())
+    labeling = claim(labeler)
+    first = rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
+    assert first.rated_count == 1 and first.labeling.status == Labeling.Status.IN_PROGRESS
+    again = rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
+    assert again.rated_count == 1  # a resent rating changes nothing
+    last = rate_step(labeling_id=labeling.pk, user=labeler, step_index=1, rating=-1)
+    assert last.rated_count == 2 and last.labeling.status == Labeling.Status.COMPLETED
 
 
 def test_an_expired_claim_taken_by_others_is_explained_and_the_labeler_moves_on(
