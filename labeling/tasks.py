@@ -5,7 +5,7 @@ Progress and results go to rows that pages poll, not to the result backend.
 
 from celery import shared_task
 
-from labeling.services import alternatives, queue, snapshots
+from labeling.services import queue, snapshots
 
 
 @shared_task(name="labeling.expire_leases", acks_late=True, time_limit=120, soft_time_limit=100)
@@ -24,10 +24,3 @@ def run_snapshot(snapshot_id: int) -> str:
 def resend_snapshots() -> int:
     """Periodic (beat): send again snapshots whose task never reached a worker or died there."""
     return snapshots.snapshots_resend()
-
-
-@shared_task(acks_late=True, time_limit=600, soft_time_limit=570)
-def generate_proposal(proposal_id: int) -> int | None:
-    """Candidate next steps for a labeler (alternatives protocol), on the `generate` queue."""
-    proposal = alternatives.fill_proposal(proposal_id)
-    return None if proposal is None else len(proposal.steps)

@@ -108,3 +108,24 @@ def generate_pool_run(run_id: int) -> int | None:
 def gpu_score_for_review(batch_id: int, version_id: int) -> int:
     """Scores for the review page: the active model on a batch's labeled solutions."""
     return runs.score_batch_for_review(batch_id, version_id)
+
+
+# --- candidate next steps for labelers -------------------------------------------------------
+
+
+def _generate_proposal(proposal_id: int) -> int | None:
+    proposal = sampling.fill_proposal(proposal_id)
+    return None if proposal is None else len(proposal.steps)
+
+
+PROPOSAL_LIMITS = {"acks_late": True, "time_limit": 600, "soft_time_limit": 570}
+# Candidate next steps for a labeler (labeling.services.alternatives sends it by this name), on
+# the `generate` queue.
+generate_proposal = shared_task(name="modeling.tasks.generate_proposal", **PROPOSAL_LIMITS)(
+    _generate_proposal
+)
+# Its name before it moved here from labeling.tasks, kept one release so that requests queued
+# in Redis during an upgrade are still taken (a lost one is sent again once stale anyway).
+generate_proposal_old_name = shared_task(
+    name="labeling.tasks.generate_proposal", **PROPOSAL_LIMITS
+)(_generate_proposal)

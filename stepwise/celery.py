@@ -13,7 +13,6 @@ from django.conf import settings
 from django.db import connections, models, transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerUnreachable
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "stepwise.settings")
@@ -47,17 +46,20 @@ def enqueue_on_commit(
     on_unreachable: Callable[[], None] | None = None,
     **options: Any,
 ) -> None:
-    """Send the task `task_path` (dotted path, e.g. "labeling.tasks.run_snapshot") once the
-    current transaction commits. Services call this instead of importing their app's tasks
-    module, so tasks import services and never the reverse; the task is resolved only when
-    it is sent. `options` go to `apply_async` (queue, countdown).
+    """Send the task named `task_path` (its module path, e.g. "labeling.tasks.run_snapshot")
+    once the current transaction commits. Services call this instead of importing a tasks
+    module, so tasks import services and never the reverse: the task is looked up by name in
+    Celery's task registry (`registered_task`) only when it is sent, which is also how the
+    labeling app asks the modeling app for work without importing it. `options` go to
+    `apply_async` (queue, countdown).
 
     When the broker cannot be reached the row is already committed: nothing is raised (the
     request must not answer 500 for saved work), and `on_unreachable` marks the row so the
     page can say so and the service's sweeper sends it again."""
 
     def send() -> None:
-        task = import_string(task_path)
+        # The task object, not app.send_task: eager mode (the embedded default) runs only it.
+        task = registered_task(task_path)
         try:
             task.apply_async(args=args, retry_policy=SEND_RETRY_POLICY, **options)
         except BrokerUnreachable as exc:

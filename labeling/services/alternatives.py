@@ -8,9 +8,9 @@ phase-1 Solution with no pre-generated steps; the path lives in the labeling. A 
 the final answer (a `# Answer` heading line, alone or after the step's text: the release's
 shape, `prm800k.is_final_step`) ends the labeling with `solution`.
 
-Candidates come from the modeling app's generator through an app-config hook
-(`propose_next_steps`), found at run time: labeling never imports modeling. They are requested
-ahead: the first step's at claim time, and the next step's as soon as the labeler rates a
+Candidates come from the modeling app's generator: a request is a ProposedSteps row, sent by
+task name to `modeling.tasks.generate_proposal`, which fills it (labeling never imports
+modeling; the page polls the row). They are requested ahead: the first step's at claim time, and the next step's as soon as the labeler rates a
 candidate +1 (the likely choice), so the common case never waits on the model.
 """
 
@@ -22,7 +22,6 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.apps import apps
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -51,7 +50,9 @@ from stepwise.celery import start_on_commit
 logger = logging.getLogger(__name__)
 
 MAX_STEP_CHARS = 4000
-# Past labeling.tasks.generate_proposal's time limit: a request still open has lost its worker.
+# The modeling app's task that fills a request (`modeling.services.sampling.fill_proposal`).
+PROPOSAL_TASK = "modeling.tasks.generate_proposal"
+# Past that task's time limit: a request still open has lost its worker.
 PROPOSAL_STALE = timedelta(seconds=660)
 
 
@@ -105,13 +106,6 @@ def add_problems(*, batch: Batch, problem_ids: list[int]) -> int:
 # --- candidates, generated ahead ----------------------------------------------------------------
 
 
-def _step_source():
-    for config in apps.get_app_configs():
-        if hasattr(config, "propose_next_steps"):
-            return config
-    raise LabelingError("No generator is installed (the modeling app provides one).")
-
-
 def request_proposal(
     *, problem: Problem, prefix: list[str], k: int, again: bool = False
 ) -> ProposedSteps:
@@ -154,34 +148,8 @@ def _find_proposal(labeling: Labeling, prefix: list[str], k: int) -> ProposedSte
 
 
 def _send(proposal_id: int) -> None:
-    start_on_commit("labeling.tasks.generate_proposal", proposal_id)
-
-
-def fill_proposal(proposal_id: int) -> ProposedSteps | None:
-    """Ask the generator; None when another worker has it or it is done (a redelivery)."""
-    if not ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.PENDING).update(
-        status=ProposedSteps.Status.RUNNING
-    ):
-        return None
-    proposal = ProposedSteps.objects.select_related("problem").get(pk=proposal_id)
-    try:
-        generator, steps = _step_source().propose_next_steps(
-            problem=proposal.problem.text, prefix=list(proposal.prefix), k=proposal.k
-        )
-        update = {
-            "status": ProposedSteps.Status.READY,
-            "steps": [step[:MAX_STEP_CHARS] for step in steps],
-            "generator": generator[:200],
-            "ready_at": timezone.now(),
-        }
-        if not steps:
-            update = {"status": ProposedSteps.Status.FAILED, "error": "The generator gave no step."}
-    except Exception as exc:  # the page says so and offers to try again
-        logger.warning("proposal %s failed: %s", proposal_id, exc)
-        update = {"status": ProposedSteps.Status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
-    ProposedSteps.objects.filter(pk=proposal_id).update(**update)
-    proposal.refresh_from_db()
-    return proposal
+    # By task name: the modeling app fills it (labeling never imports modeling).
+    start_on_commit(PROPOSAL_TASK, proposal_id)
 
 
 # --- the labeler's path -------------------------------------------------------------------------

@@ -2,11 +2,10 @@
 
 import json
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
@@ -191,12 +190,14 @@ def _sample_unique_ids() -> list[str]:
     return [json.loads(line)["unique_id"] for line in lines if line.strip()]
 
 
-def demo_parts() -> list[Any]:
-    """The other apps' parts of the demo (modeling's candidate pool): each app config with a
-    `demo_setup()` (loads its part idempotently, returns report lines) and a `demo_counts()`
-    (noun -> count). Found through Django's app registry, since labeling never imports the
-    apps built on it."""
-    return [config for config in apps.get_app_configs() if hasattr(config, "demo_setup")]
+@dataclass(frozen=True)
+class DemoPart:
+    """Another app's part of the demo (modeling's candidate pool and evaluation set), handed
+    in by the `setup_demo` command (modeling), since labeling never imports the apps built on
+    it."""
+
+    setup: Callable[[], list[str]]  # loads the part idempotently, returns report lines
+    counts: Callable[[], dict[str, int]]  # noun -> count, as the report words it
 
 
 # How each count reads in the command's report.
@@ -236,7 +237,7 @@ class DemoCounts:
         return {**own, **self.others, _NOUNS["accounts"]: accounts}
 
 
-def demo_counts() -> DemoCounts:
+def demo_counts(parts: Sequence[DemoPart] = ()) -> DemoCounts:
     unique_ids = _sample_unique_ids()
     batches = Batch.objects.filter(name__in=(DEMO_BATCH, REFERENCE_BATCH, ALTERNATIVES_BATCH))
     solutions = Solution.objects.filter(batch__in=batches)
@@ -250,7 +251,7 @@ def demo_counts() -> DemoCounts:
         ).count(),
         gold=GoldLabel.objects.filter(solution__in=solutions).count(),
         accounts=get_user_model().objects.filter(username__in=usernames).count(),
-        others={noun: n for part in demo_parts() for noun, n in part.demo_counts().items()},
+        others={noun: n for part in parts for noun, n in part.counts().items()},
     )
 
 
@@ -277,12 +278,12 @@ class DemoReport:
         return f"This run added {_in_words(made)}."
 
 
-def demo_setup() -> DemoReport:
-    """Load the sample data, the other apps' parts (after the problems they refer to) and
+def demo_setup(parts: Sequence[DemoPart] = ()) -> DemoReport:
+    """Load the sample data, the other apps' `parts` (after the problems they refer to) and
     create the demo accounts; idempotent (a re-run adds nothing)."""
-    before = demo_counts()
+    before = demo_counts(parts)
     steps = load_sample_data()
-    for part in demo_parts():
-        steps += part.demo_setup()
+    for part in parts:
+        steps += part.setup()
     accounts = create_demo_accounts()
-    return DemoReport(steps=steps, before=before, after=demo_counts(), accounts=accounts)
+    return DemoReport(steps=steps, before=before, after=demo_counts(parts), accounts=accounts)

@@ -1,12 +1,12 @@
 """The modeling part of the demo: a candidate pool, so a generation can be tried at once, and
 the frozen evaluation set its first run and generation are gated on.
 
-`setup_demo` (labeling) finds it through `ModelingConfig.demo_setup` / `demo_counts`.
+`setup_demo` (modeling's command) hands `DEMO_PART` to `labeling.services.demo.demo_setup`.
 """
 
 from __future__ import annotations
 
-from labeling.services.demo import SAMPLE_DIR
+from labeling.services.demo import SAMPLE_DIR, DemoPart
 from modeling.services.evaluation_sets import ensure_evaluation_set
 from modeling.services.loop import import_pool, pool_solutions
 
@@ -36,3 +36,8 @@ def demo_pool_counts() -> dict[str, int]:
     return {
         "pool solutions": pool_solutions().filter(source_id__startswith=DEMO_POOL_PREFIX).count()
     }
+
+
+DEMO_PART = DemoPart(
+    setup=lambda: load_demo_pool() + demo_evaluation_set(), counts=demo_pool_counts
+)

@@ -19,8 +19,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from labeling.models import Batch, Problem, Solution
+from labeling.models import Batch, Problem, ProposedSteps, Solution
 from labeling.services import importing
+from labeling.services.alternatives import MAX_STEP_CHARS
 from modeling.generator import (
     Generator,
     LocalGenerator,
@@ -76,6 +77,35 @@ def propose_next_steps(*, problem: str, prefix: Sequence[str], k: int) -> tuple[
     sampling = sampling_from_settings(max_tokens=settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS)
     steps = next_steps(generator, problem=problem, prefix=prefix, k=k, sampling=sampling)
     return generator.name, steps
+
+
+def fill_proposal(proposal_id: int) -> ProposedSteps | None:
+    """Answer a labeler's request for candidate next steps (`labeling.services.alternatives`
+    sends it as the task `modeling.tasks.generate_proposal`); None when another worker has it
+    or it is done (a redelivery). A generator that fails marks it failed: the page says so."""
+    if not ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.PENDING).update(
+        status=ProposedSteps.Status.RUNNING
+    ):
+        return None
+    proposal = ProposedSteps.objects.select_related("problem").get(pk=proposal_id)
+    try:
+        generator, steps = propose_next_steps(
+            problem=proposal.problem.text, prefix=list(proposal.prefix), k=proposal.k
+        )
+        update = {
+            "status": ProposedSteps.Status.READY,
+            "steps": [step[:MAX_STEP_CHARS] for step in steps],
+            "generator": generator[:200],
+            "ready_at": timezone.now(),
+        }
+        if not steps:
+            update = {"status": ProposedSteps.Status.FAILED, "error": "The generator gave no step."}
+    except Exception as exc:  # the page says so and offers to try again
+        logger.warning("proposal %s failed: %s", proposal_id, exc)
+        update = {"status": ProposedSteps.Status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
+    ProposedSteps.objects.filter(pk=proposal_id).update(**update)
+    proposal.refresh_from_db()
+    return proposal
 
 
 # --- generate_pool: sampling runs -----------------------------------------------------------

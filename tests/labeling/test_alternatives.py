@@ -188,7 +188,7 @@ def test_a_generator_that_cannot_answer_fails_the_proposal_and_try_again_resends
         proposal.refresh_from_db()
         assert proposal.status == ProposedSteps.Status.FAILED
         assert "127.0.0.1:9" in proposal.error and proposal.steps == []
-        assert alternatives.fill_proposal(proposal.pk) is None  # a redelivery does nothing
+        assert sampling.fill_proposal(proposal.pk) is None  # a redelivery does nothing
         settings.STEPWISE_GENERATOR_URL = ""
         sampling.generator_from_settings.cache_clear()
         assert alternatives.current_proposal(claimed).status == ProposedSteps.Status.FAILED
@@ -196,6 +196,31 @@ def test_a_generator_that_cannot_answer_fails_the_proposal_and_try_again_resends
             again = alternatives.current_proposal(claimed, again=True)  # "ask again"
         assert again.pk == proposal.pk
         ready(again)
+    finally:
+        sampling.generator_from_settings.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "task_name", ["modeling.tasks.generate_proposal", "labeling.tasks.generate_proposal"]
+)
+def test_a_request_is_filled_by_the_task_its_name_finds_the_old_name_too(db, settings, task_name):
+    """Labeling sends the request by task name (it never imports modeling); one queued under
+    the name it had before it moved to modeling, during an upgrade, is still taken."""
+    from modeling.services import sampling
+    from stepwise.celery import app, registered_task
+
+    sampling.generator_from_settings.cache_clear()
+    settings.STEPWISE_GENERATOR_URL = "http://127.0.0.1:9/v1"  # nothing listens there
+    settings.STEPWISE_GENERATOR_RETRIES = 0
+    try:
+        problem = make_problem("What is $1 + 1$?", answer="2")
+        proposal = ProposedSteps.objects.create(
+            problem=problem, prefix=[], prefix_sha256=alternatives.prefix_hash([]), k=2
+        )
+        assert registered_task(task_name)(proposal.pk) == 0  # no steps: the generator failed
+        proposal.refresh_from_db()
+        assert proposal.status == ProposedSteps.Status.FAILED and "127.0.0.1:9" in proposal.error
+        assert app.amqp.router.route({}, task_name)["queue"].name == "generate"
     finally:
         sampling.generator_from_settings.cache_clear()
 
