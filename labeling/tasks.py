@@ -8,10 +8,16 @@ from celery import shared_task
 from labeling.services import queue, snapshots
 
 
-@shared_task(name="labeling.expire_leases", acks_late=True, time_limit=120, soft_time_limit=100)
-def expire_leases() -> int:
-    """Return expired claims to the pool (periodic, every minute via beat). Safe to run twice."""
+def _expire_leases() -> int:
     return queue.expire_stale_leases()
+
+
+EXPIRE_LIMITS = {"acks_late": True, "time_limit": 120, "soft_time_limit": 100}
+# Return expired claims to the pool (periodic, every minute via beat). Safe to run twice.
+expire_leases = shared_task(name="labeling.tasks.expire_leases", **EXPIRE_LIMITS)(_expire_leases)
+# Its name before every task was named by its module path, kept one release so that a beat
+# message queued in Redis during an upgrade is still taken.
+expire_leases_old_name = shared_task(name="labeling.expire_leases", **EXPIRE_LIMITS)(_expire_leases)
 
 
 @shared_task(acks_late=True, time_limit=2 * 3600, soft_time_limit=2 * 3600 - 60)

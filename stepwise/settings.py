@@ -257,7 +257,7 @@ STEPWISE_RESEND_AFTER_SECONDS = env_int("STEPWISE_RESEND_AFTER_SECONDS", 15 * 60
 # A running snapshot whose worker sent no heartbeat for this long is sent again and taken over.
 STEPWISE_SNAPSHOT_STALE_SECONDS = env_int("STEPWISE_SNAPSHOT_STALE_SECONDS", 10 * 60)
 CELERY_BEAT_SCHEDULE = {
-    "expire-leases": {"task": "labeling.expire_leases", "schedule": STEPWISE_SWEEP_SECONDS},
+    "expire-leases": {"task": "labeling.tasks.expire_leases", "schedule": STEPWISE_SWEEP_SECONDS},
     "fail-stale-training-runs": {
         "task": "modeling.tasks.fail_stale_runs",
         "schedule": STEPWISE_SWEEP_SECONDS,

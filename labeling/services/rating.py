@@ -401,16 +401,16 @@ def _take_back(
     labeling.save(update_fields=["lease_expires_at", "updated_at"])
 
 
-def rating_revise(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
+def revise_rating(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
     """The labeler changes one of their own ratings between 0 and +1 while revisiting their
-    steps: allowed where undo is (`revisit_refusal`), recorded as 'edit' by `rating_edit`."""
+    steps: allowed where undo is (`revisit_refusal`), recorded as 'edit' by `edit_rating`."""
     with transaction.atomic():
         labeling = labeling_for_update(labeling_id, user)
         now = timezone.now()
         refusal = revisit_refusal(labeling, now)
         if refusal:
             raise Conflict(refusal)
-        rating_edit(labeling_id=labeling_id, user=user, step_index=step_index, rating=rating)
+        edit_rating(labeling_id=labeling_id, user=user, step_index=step_index, rating=rating)
         if labeling.status == Labeling.Status.IN_PROGRESS:
             _renew_lease(labeling, now)  # the labeler is at work on it
             labeling.save(update_fields=["lease_expires_at", "updated_at"])
@@ -473,7 +473,7 @@ def reopen(labeling: Labeling, user: User, now) -> None:
         ) from None
 
 
-def rating_edit(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
+def edit_rating(*, labeling_id: int, user: User, step_index: int, rating: int) -> Labeling:
     """Change a finished labeling's rating between 0 and +1 (where it stops stays the same).
 
     The labeler may edit their own labeling; a lead may edit anyone's. Recorded as 'edit'.

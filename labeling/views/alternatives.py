@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from labeling.models import Batch, FinishReason, Labeling
 from labeling.services import alternatives
-from labeling.views.common import Key, act, int_param, own_labeling
+from labeling.views.common import Key, act, int_param, readable_labeling
 
 # The page's keys: the help is rendered from this list and labeling.js reads its map from it.
 # An action of several words is tried word by word: Enter continues with the selected
@@ -166,7 +166,7 @@ def ask_again(request: HttpRequest, labeling_id: int) -> HttpResponse:
     """The model failed on this step: send the request again."""
 
     def action() -> Labeling:
-        labeling = own_labeling(request, labeling_id)
+        labeling = readable_labeling(request, labeling_id)
         if labeling.labeler_id == request.user.pk and labeling.is_open:
             alternatives.current_proposal(labeling, again=True)
         return labeling

@@ -33,8 +33,9 @@ def int_param(request: HttpRequest, name: str, *, required: bool = True) -> int 
     return number
 
 
-def own_labeling(request: HttpRequest, labeling_id: int) -> Labeling:
-    # Labelers see only their own work; leads may read anyone's.
+def readable_labeling(request: HttpRequest, labeling_id: int) -> Labeling:
+    """The labeling if the user may read it: their own, or anyone's to a lead (writing is
+    refused elsewhere to all but its labeler)."""
     labeling = get_object_or_404(selectors.labelings_for_page(), pk=labeling_id)
     if labeling.labeler_id != request.user.pk and not has_role(request.user, LEAD):
         raise PermissionDenied("This labeling is not yours.")
@@ -67,7 +68,7 @@ def act(
         labeling = action()
         status, error = 200, None
     except LabelingError as exc:
-        labeling = own_labeling(request, labeling_id)
+        labeling = readable_labeling(request, labeling_id)
         status, error = exc.status_code, str(exc)
     if labeling.labeler_id != request.user.pk:
         raise PermissionDenied("This labeling is not yours.")

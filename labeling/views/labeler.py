@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from django_htmx.http import reswap
 
 from labeling import selectors
 from labeling.models import Batch, FinishReason, Labeling
@@ -26,7 +27,7 @@ from labeling.services import rating
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler, extend_lease
 from labeling.views import alternatives
-from labeling.views.common import Key, act, int_param, own_labeling
+from labeling.views.common import Key, act, int_param, readable_labeling
 from labeling.views.navigation import safe_return_url
 
 PANEL = "labeling/labeling.html#panel"
@@ -118,7 +119,7 @@ LABELING_KEY_MAP = json.dumps({key: k.action for k in LABELING_KEYS for key in k
 
 @login_required
 def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
-    labeling = own_labeling(request, labeling_id)
+    labeling = readable_labeling(request, labeling_id)
     if alternatives.is_alternatives(labeling):
         return alternatives.page(request, labeling)
     context = panel_context(labeling, request.user)
@@ -207,9 +208,8 @@ def rated_fragment(
         context["current"] = selectors.StepView(next_index, steps[next_index], None, None)
         template = "labeling/_rated.html"
     # Rendered without the request: the context processors (roles: a query) are not needed.
-    response = HttpResponse(render_to_string(template, context))
-    response["HX-Reswap"] = "none"  # the answer is all out of band: the panel itself stays
-    return response
+    # The answer is all out of band: the panel itself stays.
+    return reswap(HttpResponse(render_to_string(template, context)), "none")
 
 
 def _alternatives_follow(labeling: Labeling) -> bool:
@@ -253,7 +253,7 @@ def revise(request: HttpRequest, labeling_id: int) -> HttpResponse:
     """Change a rated step between 0 and +1 while revisiting it."""
 
     def action() -> Labeling:
-        return rating.rating_revise(
+        return rating.revise_rating(
             labeling_id=labeling_id,
             user=request.user,
             step_index=int_param(request, "step_index"),
@@ -290,7 +290,7 @@ def finish(request: HttpRequest, labeling_id: int) -> HttpResponse:
         )
 
     # Giving up and reporting a bad problem end a labeling of either protocol.
-    if alternatives.is_alternatives(own_labeling(request, labeling_id)):
+    if alternatives.is_alternatives(readable_labeling(request, labeling_id)):
         return act(
             request,
             labeling_id,
@@ -338,7 +338,7 @@ def ask_again_after_error(request: HttpRequest, labeling_id: int) -> HttpRespons
     """The model failed on the alternatives to the −1 step: send the request again."""
 
     def action() -> Labeling:
-        labeling = own_labeling(request, labeling_id)
+        labeling = readable_labeling(request, labeling_id)
         if labeling.labeler_id == request.user.pk:
             alternatives_service.after_error_panel(labeling, again=True)
         return labeling

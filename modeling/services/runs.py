@@ -70,7 +70,7 @@ LOG_FILE = "train.log"  # torchrun's and the ranks' output, every attempt append
 LOSS_CURVE_POINTS = 2000  # the stored curve keeps every step up to this, then thins out
 
 
-Counter = Callable[[str], Callable[[int, int], None]]  # phase name -> (done, total) callback
+PhaseProgress = Callable[[str], Callable[[int, int], None]]  # phase name -> (done, total) callback
 
 
 class RunError(Exception):
@@ -471,7 +471,7 @@ def execute_training_run(
     *,
     should_stop: Callable[[], bool] | None = None,
     progress: Callable[[Any], None] | None = None,
-    counter: Counter | None = None,
+    counter: PhaseProgress | None = None,
 ) -> ModelVersion | None:
     """Train, evaluate, gate, and record a ModelVersion; safe to call twice for one run.
 
@@ -693,7 +693,7 @@ def _both(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callab
     return call
 
 
-def _both_counters(first: Counter, second: Counter) -> Counter:
+def _both_counters(first: PhaseProgress, second: PhaseProgress) -> PhaseProgress:
     def for_phase(phase: str) -> Callable[[int, int], None]:
         a, b = first(phase), second(phase)
 
@@ -761,7 +761,7 @@ def _finish(
 def evaluate_held_out(
     model_dir: str,
     held_out: Sequence,
-    counter: Counter | None = None,
+    counter: PhaseProgress | None = None,
     max_length: int | None = None,
 ) -> dict[str, Any]:
     """Step metrics of the saved model on the held-out problems' rated steps (those within
@@ -778,7 +778,10 @@ def evaluate_held_out(
 
 
 def evaluate_processbench_files(
-    model_dir: str, paths: Sequence[str], counter: Counter | None = None, threshold: float = 0.5
+    model_dir: str,
+    paths: Sequence[str],
+    counter: PhaseProgress | None = None,
+    threshold: float = 0.5,
 ) -> dict[str, Any]:
     # torch loads only where a model trains or scores, never in the web process
     from modeling.training.evaluate import evaluate_processbench
@@ -804,7 +807,7 @@ def evaluate_processbench_files(
 def evaluate_best_of_n_file(
     model_dir: str,
     path: str,
-    counter: Counter | None = None,
+    counter: PhaseProgress | None = None,
     ns: Sequence[int] | None = None,
     repeats: int = 100,
 ) -> dict[str, Any]:
@@ -839,7 +842,7 @@ def evaluate_on_evaluation_set(
     recorded: dict[str, Any],
     model_dir: str,
     active: ModelVersion | None,
-    counter: Counter | None = None,
+    counter: PhaseProgress | None = None,
 ) -> dict[str, Any]:
     """Step AUROC of the new and the active model on the run's evaluation set, in this run.
 
@@ -963,7 +966,7 @@ def evaluate_model_version(
     processbench: Sequence[str] = (),
     threshold: float = 0.5,
     save: bool = True,
-    counter: Counter | None = None,
+    counter: PhaseProgress | None = None,
     max_length: int | None = None,
     best_of_n: str | None = None,
     best_of_n_sizes: Sequence[int] | None = None,

@@ -163,7 +163,7 @@ def test_history_shows_every_change_and_only_leads_read_it(client, lead, labeler
     rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
     rating.undo_last(labeling_id=labeling.pk, user=labeler)
     claim_and_label(labeler, [1, 1, 1])
-    rating.rating_edit(labeling_id=labeling.pk, user=lead, step_index=1, rating=0)
+    rating.edit_rating(labeling_id=labeling.pk, user=lead, step_index=1, rating=0)
     reasons = list(Labeling.objects.get(pk=labeling.pk).events.values_list("reason", flat=True))
     assert reasons == ["rate", "undo", "rate", "rate", "rate", "finish", "edit"]
     client.force_login(labeler)
@@ -179,6 +179,6 @@ def test_an_edit_cannot_move_a_minus_one(labeler):
     make_solution(make_batch(gold_rate=0))
     labeling = claim_and_label(labeler, [1, -1])
     with pytest.raises(errors.LabelingError):
-        rating.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=1, rating=1)
+        rating.edit_rating(labeling_id=labeling.pk, user=labeler, step_index=1, rating=1)
     with pytest.raises(errors.LabelingError):
-        rating.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)
+        rating.edit_rating(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)

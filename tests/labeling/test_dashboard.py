@@ -17,6 +17,7 @@ from labeling.models import (
 )
 from labeling.services import counters, queue, rating
 from labeling.tasks import expire_leases
+from stepwise.celery import registered_task
 from tests.conftest import make_user
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.labeling.helpers import claim_and_label
@@ -230,7 +231,11 @@ def test_expire_leases_task_returns_claims_to_the_pool(settings, labeler):
     assert expire_leases.apply().result == 1
     solution.refresh_from_db()
     assert solution.active_count == 0
-    assert "labeling.expire_leases" in {e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
+    beat = {e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert "labeling.tasks.expire_leases" in beat
+    # A beat message queued under the task's old name during an upgrade is still taken.
+    assert queue.claim_next(labeler) is not None
+    assert registered_task("labeling.expire_leases").apply().result == 1
 
 
 def test_per_batch_lease_bounds_apply(labeler):

@@ -355,7 +355,7 @@ def test_an_edit_after_submission_renders_the_line_again(labeler):
     labeling = claim(labeler)
     for step in range(3):
         rate(labeling, step, 1)
-    rating.rating_edit(labeling_id=labeling.pk, user=labeler, step_index=1, rating=0)
+    rating.edit_rating(labeling_id=labeling.pk, user=labeler, step_index=1, rating=0)
     labeling.refresh_from_db()
     steps = json.loads(labeling.release_line)["label"]["steps"]
     assert [s["completions"][0]["rating"] for s in steps] == [1, 0, 1]

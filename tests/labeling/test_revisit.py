@@ -1,4 +1,4 @@
-"""Revisiting rated steps before finishing (rating_revise, undo_to), and the labeling page's
+"""Revisiting rated steps before finishing (revise_rating, undo_to), and the labeling page's
 progress header (labeling_panel)."""
 
 from datetime import timedelta
@@ -96,25 +96,25 @@ def test_undo_to_is_refused_long_after_submission_and_to_others(labeling, labele
     assert saved_ratings(labeling) == [1, -1]
 
 
-def test_rating_revise_changes_a_rating_between_0_and_1_and_renews_the_claim(labeling):
+def test_revise_rating_changes_a_rating_between_0_and_1_and_renews_the_claim(labeling):
     rate(labeling, 1, 1)
     Labeling.objects.filter(pk=labeling.pk).update(
         lease_expires_at=timezone.now() + timedelta(seconds=30)
     )
-    rating.rating_revise(labeling_id=labeling.pk, user=labeling.labeler, step_index=0, rating=0)
+    rating.revise_rating(labeling_id=labeling.pk, user=labeling.labeler, step_index=0, rating=0)
     labeling.refresh_from_db()
     assert saved_ratings(labeling) == [0, 1]
     assert events(labeling, "edit") == [(0, 1, 0)]
     assert labeling.status == Labeling.Status.IN_PROGRESS
     assert labeling.lease_expires_at > timezone.now() + timedelta(minutes=1)
     # The same change again (a retry) records nothing more.
-    rating.rating_revise(labeling_id=labeling.pk, user=labeling.labeler, step_index=0, rating=0)
+    rating.revise_rating(labeling_id=labeling.pk, user=labeling.labeler, step_index=0, rating=0)
     assert events(labeling, "edit") == [(0, 1, 0)]
 
 
-def test_rating_revise_refuses_unrated_steps_a_minus_one_others_and_old_submissions(labeling, lead):
+def test_revise_rating_refuses_unrated_steps_a_minus_one_others_and_old_submissions(labeling, lead):
     rate(labeling, 1, -1)
-    revise = rating.rating_revise
+    revise = rating.revise_rating
     with pytest.raises(errors.LabelingError, match="Step 3 is not rated"):
         revise(labeling_id=labeling.pk, user=labeling.labeler, step_index=2, rating=0)
     with pytest.raises(errors.LabelingError, match="undo it instead"):
