@@ -191,7 +191,7 @@ def select_mix(
     "uniform" draws at random (seeded).
     """
     _check_common_arguments(k, per_problem_cap)
-    _check_shares(shares)
+    check_shares(shares)
     pool = _eligible(candidates, exclude_ids)
     orders = {rule: _mix_order(rule, pool, seed) for rule in shares}
     per_problem: Counter[int] = Counter()
@@ -285,7 +285,9 @@ def _check_no_options(rule: str, unknown: set[str]) -> None:
         raise ValueError(f"rule {rule!r} takes no option(s) {', '.join(sorted(unknown))}")
 
 
-def _check_shares(shares: Mapping[str, float]) -> None:
+def check_shares(shares: Mapping[str, float]) -> None:
+    """A ValueError saying what is wrong with a mix's shares (unknown rule, a share outside
+    [0, 1], a sum other than 1); forms and the API call it too."""
     if not shares:
         raise ValueError(f"a mix needs shares for at least one of {', '.join(MIX_RULES)}")
     unknown = [rule for rule in shares if rule not in MIX_RULES]
