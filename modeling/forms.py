@@ -244,8 +244,11 @@ class EvaluationSetForm(forms.Form):
 class SamplingForm(forms.Form):
     """generate_pool from the page: N samples for the chosen problems."""
 
-    samples = forms.IntegerField(min_value=1, max_value=64, initial=16, label="Samples per problem")
-    limit = forms.IntegerField(validators=[COUNT], required=False, label="At most … problems")
+    # Small by default: the embedded default's local SmolLM2 on a CPU takes minutes per sample.
+    samples = forms.IntegerField(min_value=1, max_value=64, initial=2, label="Samples per problem")
+    limit = forms.IntegerField(
+        validators=[COUNT], required=False, initial=3, label="At most … problems"
+    )
     subject = forms.CharField(required=False, max_length=64, label="Subject")
     level = forms.IntegerField(min_value=1, max_value=5, required=False, label="Level")
     batch = forms.IntegerField(validators=[ROW_ID], required=False, label="Problems of batch (id)")

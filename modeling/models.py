@@ -283,6 +283,16 @@ class SamplingRun(models.Model):
         default=0, help_text="Samples with no final answer (cut by max_tokens): not added."
     )
     duplicates = models.PositiveIntegerField(default=0)
+    # The generator's measured speed, which the sampling page estimates the next run's time from.
+    generated_samples = models.PositiveIntegerField(
+        default=0, help_text="Samples generated so far, complete or not."
+    )
+    generated_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Their tokens (counted with SmolLM2's tokenizer)."
+    )
+    generating_seconds = models.FloatField(
+        default=0.0, help_text="Wall-clock seconds the generator took for them."
+    )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
