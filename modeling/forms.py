@@ -12,6 +12,7 @@ from django.conf import settings
 from labeling.bounds import COUNT, INT32, ROW_ID, SEED
 from labeling.models import Batch
 from modeling.services import loop, runs
+from modeling.training.backbones import SUGGESTED_SETTINGS
 from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
 from modeling.training.selection import MIX_RULES
 
@@ -49,6 +50,12 @@ def data_choices() -> list[tuple[str, Any]]:
     if batches:
         choices.append(("Batch", [(f"batch:{pk}", name) for pk, name, _ in batches]))
     return choices
+
+
+def suggested_settings(backbone: str) -> dict[str, Any]:
+    """README.md's suggested TrainConfig fields for a named backbone; TrainConfig's defaults for
+    any other (a folder or a hub model)."""
+    return dict(SUGGESTED_SETTINGS.get(backbone, {}))
 
 
 class TrainingRunForm(forms.Form):
@@ -96,10 +103,25 @@ class TrainingRunForm(forms.Form):
         help_text='More TrainConfig fields as JSON, e.g. {"device": "cpu", "seed": 1}.',
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, backbone: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["data"].choices = data_choices()
         self.fields["holdout_fraction"].initial = settings.STEPWISE_PRM_HOLDOUT_FRACTION
+        self.suggested_for = backbone or _DEFAULTS.backbone
+        self.has_suggestions = self.suggested_for in SUGGESTED_SETTINGS
+        self.suggested_backbones = [n for n in SUGGESTED_SETTINGS if n != self.suggested_for]
+        self._start_from(suggested_settings(self.suggested_for))
+
+    def _start_from(self, suggested: dict[str, Any]) -> None:
+        """The backbone's suggested settings as the fields' initial values (extra: the rest)."""
+        self.fields["backbone"].initial = self.suggested_for
+        rest = {}
+        for name, value in suggested.items():
+            if name in CONFIG_FIELDS:
+                self.fields[name].initial = value
+            else:
+                rest[name] = value
+        self.fields["extra"].initial = json.dumps(rest) if rest else ""
 
     def clean_backbone(self) -> str:
         try:
