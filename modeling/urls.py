@@ -49,6 +49,7 @@ loop_patterns = [
     path("generations/<int:generation>/retry/", loop_views.generation_retry, name="retry"),
     path("generations/<int:generation>/cancel/", loop_views.generation_cancel, name="cancel"),
     path("pool/sampling/", loop_views.sampling_list, name="sampling"),
+    path("pool/sampling/estimate/", loop_views.sampling_estimate, name="sampling_estimate"),
     path("pool/sampling/<int:run_id>/resume/", loop_views.sampling_resume, name="sampling_resume"),
     path("pool/sampling/<int:run_id>/cancel/", loop_views.sampling_cancel, name="sampling_cancel"),
     path("api/", include(loop_router.urls)),

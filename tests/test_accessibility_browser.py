@@ -164,6 +164,8 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("models", "/modeling/models/"),
             ("generations", "/generations/"),
             ("generation-detail", f"/generations/{generation.generation}/"),
+            ("sampling", "/pool/sampling/"),
+            ("model-review", f"/modeling/review/?batch={batch.pk}"),
         ],
     }
 

