@@ -25,3 +25,10 @@ class ModelingConfig(AppConfig):
         from modeling.services.sampling import propose_next_steps
 
         return propose_next_steps(problem=problem, prefix=prefix, k=k)
+
+    # The lead's item browser filters on "the model disagrees" through this hook
+    # (labeling.selectors.model_disagreement_ids: labeling never imports modeling).
+    def solutions_disagreeing_with_model(self, *, batch, at_least: float) -> list[int] | None:
+        from modeling.selectors import disagreeing_solution_ids
+
+        return disagreeing_solution_ids(batch, at_least=at_least)
