@@ -1260,7 +1260,7 @@ class HistoryEntry:
     old_rating: int | None
     new_rating: int | None
     detail: str
-    labeler: str  # whose labeling it changed ("" for a lead's note on the item)
+    labeler: str  # whose labeling it is about ("" for a lead's note on the item)
 
 
 def item_history(solution: Solution) -> list[HistoryEntry]:
@@ -1290,9 +1290,11 @@ def item_history(solution: Solution) -> list[HistoryEntry]:
             None,
             None,
             n.text,
-            "",
+            n.labeling.labeler.username if n.labeling else "",
         )
-        for n in Note.objects.filter(solution=solution).select_related("author")
+        for n in Note.objects.filter(solution=solution).select_related(
+            "author", "labeling__labeler"
+        )
     ]
     entries.sort(key=lambda entry: entry.at)
     return entries

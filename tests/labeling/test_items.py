@@ -68,7 +68,8 @@ def build_items() -> Items:
     partial = make_solution(batch)
     labeled(partial, lena, [1, 1, 1], flagged_at=1)
     agree = make_solution(
-        batch, problem=make_problem("Find the area of a Triangle with sides 3, 4, 5.")
+        batch,
+        problem=make_problem("Find the area of a Triangle with sides $3$, $4$ and $\\sqrt{25}$."),
     )
     labeled(agree, lena, [1, 1, 1])
     labeled(agree, lars, [1, 1, 1])
