@@ -1154,7 +1154,7 @@ def batch_items(batch: Batch, filters: ItemFilters) -> QuerySet[Solution]:
         Completion.objects.filter(step__labeling__solution_id=OuterRef("pk"), flagged=True)
     )
     noted = Exists(Note.objects.filter(solution_id=OuterRef("pk")))
-    query = (
+    query: QuerySet[Solution] = (
         Solution.objects.filter(batch=batch)
         .select_related("problem", "batch", "agreement", "adjudication")
         .annotate(has_flag=flagged, has_notes=noted)

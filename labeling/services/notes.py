@@ -5,7 +5,7 @@ typed (trimmed), escaped wherever shown, bounded by STEPWISE_NOTE_MAX_CHARS."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from labeling.models import Completion, Labeling, Note, Solution
@@ -26,7 +26,7 @@ def _clean_text(text: str) -> str:
 
 
 @transaction.atomic
-def note_add(*, labeling_id: int, user: AbstractBaseUser, step_index: int, text: str) -> Note:
+def note_add(*, labeling_id: int, user: User, step_index: int, text: str) -> Note:
     """A labeler's note on a step they rated in their own labeling (open or submitted: a −1
     ends the labeling, and its note comes after). Another user's labeling is NotFound."""
     labeling = Labeling.objects.filter(pk=labeling_id, labeler_id=user.pk).first()
@@ -49,9 +49,7 @@ def note_add(*, labeling_id: int, user: AbstractBaseUser, step_index: int, text:
 
 
 @transaction.atomic
-def note_reply(
-    *, solution: Solution, lead: AbstractBaseUser, text: str, step_index: int | None = None
-) -> Note:
+def note_reply(*, solution: Solution, lead: User, text: str, step_index: int | None = None) -> Note:
     """A lead's note on an item, about one step or the whole solution (views check the role)."""
     if step_index is not None and not 0 <= step_index < len(solution.steps):
         raise LabelingError(
