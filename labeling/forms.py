@@ -8,8 +8,9 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from labeling.bounds import COUNT, ROW_ID
-from labeling.models import Batch, Guidelines
+from labeling.models import Batch, FinishReason, Guidelines, Labeler
 from labeling.roles import LABELER
+from labeling.selectors import ItemFilters, ItemState
 
 
 class IdsChoiceField(forms.ModelMultipleChoiceField):
@@ -23,6 +24,17 @@ class IdsChoiceField(forms.ModelMultipleChoiceField):
                 continue  # Django's own check names what is not an id
             ROW_ID(number)
         return super()._check_values(value)
+
+
+class IdChoiceField(forms.ModelChoiceField):
+    """One id, refused past the id column's range before the query (as IdsChoiceField)."""
+
+    def to_python(self, value):
+        try:
+            ROW_ID(int(value))
+        except (TypeError, ValueError):
+            pass  # Django's own check names what is not an id
+        return super().to_python(value)
 
 
 class BatchForm(forms.ModelForm):
@@ -175,3 +187,60 @@ class ApiTokenForm(forms.Form):
     def expires_in(self) -> timedelta | None:
         days = self.EXPIRES[self.cleaned_data["expires"]]
         return None if days is None else timedelta(days=days)
+
+
+ANY = [("", "any")]
+YES_NO = [*ANY, ("yes", "yes"), ("no", "no")]
+
+
+class ItemFilterForm(forms.Form):
+    """The item browser's filters, from the query string; an unknown value is an error shown
+    on the form (the list then shows nothing rather than everything)."""
+
+    q = forms.CharField(required=False, max_length=200, label="Problem text")
+    state = forms.ChoiceField(required=False, choices=[*ANY, *ItemState.CHOICES])
+    finish_reason = forms.ChoiceField(
+        required=False, choices=[*ANY, *FinishReason.choices], label="Finish reason"
+    )
+    labeler = IdChoiceField(queryset=get_user_model().objects.none(), required=False)
+    agreement = forms.ChoiceField(
+        required=False,
+        choices=[
+            *ANY,
+            ("disagree", "labelers disagree"),
+            ("agree", "labelers agree"),
+            ("none", "not computed"),
+        ],
+    )
+    flagged = forms.ChoiceField(required=False, choices=YES_NO, label="Flagged step")
+    gold = forms.ChoiceField(required=False, choices=YES_NO)
+    notes = forms.ChoiceField(required=False, choices=YES_NO)
+    model = forms.ChoiceField(
+        required=False, choices=[*ANY, ("disagree", "disagrees with a labeler")], label="Model"
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Everyone who ever claimed work (a Labeler row): a few hundred at most.
+        field = self.fields["labeler"]
+        field.queryset = (
+            get_user_model()
+            .objects.filter(pk__in=Labeler.objects.values("user_id"))
+            .order_by("username")
+        )
+        field.empty_label = "any"
+
+    def filters(self) -> ItemFilters:
+        data = self.cleaned_data
+        labeler = data.get("labeler")
+        return ItemFilters(
+            q=data.get("q", ""),
+            state=data.get("state", ""),
+            finish_reason=data.get("finish_reason", ""),
+            labeler_id=labeler.pk if labeler else None,
+            agreement=data.get("agreement", ""),
+            flagged=data.get("flagged", ""),
+            gold=data.get("gold", ""),
+            notes=data.get("notes", ""),
+            model=data.get("model", ""),
+        )

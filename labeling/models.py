@@ -378,6 +378,33 @@ class RatingEvent(models.Model):
         ordering = ["created_at", "id"]
 
 
+class Note(models.Model):
+    """A short note on a solution: a labeler's on one of their own ratings (why −1, why
+    flagged), or a lead's reply on the item. Notes are user text: pages escape them, exports
+    carry them in the stepwise formats (never in the PRM800K line, which has no such field)."""
+
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="notes")
+    # The labeling whose rating the note explains; null for a lead's reply on the item.
+    labeling = models.ForeignKey(
+        Labeling, null=True, blank=True, on_delete=models.CASCADE, related_name="notes"
+    )
+    step_index = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The step it is about; empty for the whole solution."
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["solution", "created_at"], name="note_solution_idx")]
+
+    def __str__(self) -> str:
+        return f"note {self.pk} on solution {self.solution_id}"
+
+
 # --- quality control ----------------------------------------------------------------------
 
 

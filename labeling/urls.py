@@ -12,7 +12,7 @@ from drf_spectacular.views import (
 from rest_framework.routers import DefaultRouter
 
 from labeling import api
-from labeling.views import alternatives, labeler, lead, research, tokens
+from labeling.views import alternatives, items, labeler, lead, research, tokens
 
 labeler_patterns = [
     path("", labeler.queue, name="queue"),
@@ -24,6 +24,7 @@ labeler_patterns = [
     path("<int:labeling_id>/revise/", labeler.revise, name="revise"),
     path("<int:labeling_id>/extend/", labeler.extend, name="extend"),
     path("<int:labeling_id>/finish/", labeler.finish, name="finish"),
+    path("<int:labeling_id>/notes/", labeler.note, name="note"),
     # The alternatives protocol: candidates rated, one chosen or the labeler's own step written.
     path("<int:labeling_id>/candidates/rate/", alternatives.rate_candidate, name="rate_candidate"),
     path(
@@ -56,6 +57,10 @@ labeler_patterns = [
     path(
         "lead/labelings/<int:labeling_id>/history/", lead.labeling_history, name="labeling_history"
     ),
+    # The item browser: a batch's solutions, filtered; one item with its notes and history.
+    path("lead/batches/<int:batch_id>/items/", items.item_list, name="items"),
+    path("lead/items/<int:solution_id>/", items.item_detail, name="item_detail"),
+    path("lead/items/<int:solution_id>/notes/", items.item_reply, name="item_reply"),
 ]
 
 research_patterns = [

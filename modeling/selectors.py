@@ -312,6 +312,19 @@ def review_queue(batch: Batch, *, limit: int = 200) -> ReviewQueue:
     return ReviewQueue(version, reviewed[:limit], labelers, labeled.count() - len(scores))
 
 
+def disagreeing_solution_ids(batch: Batch, at_least: float) -> list[int] | None:
+    """The batch's labeled solutions where the active model disagrees with some labeler's
+    rating by `at_least` or more (the item browser's "model disagrees" filter); None without
+    an active model. Reads the batch's scores once, as the review queue does."""
+    if ModelVersion.active() is None:
+        return None
+    return [
+        reviewed.solution.pk
+        for reviewed in review_queue(batch, limit=10**9).solutions
+        if reviewed.disagreement >= at_least
+    ]
+
+
 def review_solution(solution: Solution) -> ReviewedSolution | None:
     """One solution's steps, the active model's probabilities and every completed labeling's
     ratings; None when the active model has not scored it (or there is none)."""

@@ -358,6 +358,8 @@ STEPWISE_UPLOAD_MAX_BYTES = env_int("STEPWISE_UPLOAD_MAX_BYTES", 1024 * 1024 * 1
 # longest solution has 107 steps and its longest step 1,093 characters.
 STEPWISE_MAX_STEPS_PER_SOLUTION = env_int("STEPWISE_MAX_STEPS_PER_SOLUTION", 1000)
 STEPWISE_MAX_STEP_CHARS = env_int("STEPWISE_MAX_STEP_CHARS", 10_000)
+# A note on a rating or a lead's reply: a sentence or two ("why −1"), not an essay.
+STEPWISE_NOTE_MAX_CHARS = env_int("STEPWISE_NOTE_MAX_CHARS", 1000)
 
 # Quality control (defaults follow PRM800K: a 30-solution screening, gold mixed into the queue).
 STEPWISE_GOLD_RATE = env_float("STEPWISE_GOLD_RATE", 0.1)

@@ -152,6 +152,8 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
             ("labeler-detail", f"/label/lead/labelers/{lena.pk}/"),
             ("adjudication-queue", "/label/lead/adjudication/"),
             ("adjudicate", f"/label/lead/adjudication/{disputed.pk}/"),
+            ("items", f"/label/lead/batches/{batch.pk}/items/"),
+            ("item", f"/label/lead/items/{disputed.pk}/"),
             ("guidelines-edit", "/label/guidelines/edit/"),
             ("labeling-alternatives", f"/label/{step_by_step.pk}/"),
         ],

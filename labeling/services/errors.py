@@ -19,3 +19,10 @@ class Forbidden(LabelingError):
     """The user may not do this now (a paused labeler's rating)."""
 
     status_code = 403
+
+
+class NotFound(LabelingError):
+    """The row is not there for this user (another labeler's labeling): the same 404 as a
+    missing one, so ids say nothing about others' work."""
+
+    status_code = 404

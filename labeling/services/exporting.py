@@ -15,6 +15,7 @@ Formats (see docs/export.md):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import tempfile
@@ -30,7 +31,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from labeling import prm800k
-from labeling.models import Batch, Completion, Labeling, Snapshot, Solution, StepLabel
+from labeling.models import Batch, Completion, Labeling, Note, Snapshot, Solution, StepLabel
 from labeling.selectors import final_step_ratings, label_record
 
 CHUNK = 2000
@@ -368,27 +369,74 @@ def final_rows(
     }
 
 
+def note_records(
+    labeling_ids: list[int], finals: dict[int, list[dict[str, Any]]]
+) -> dict[int, list[dict[str, Any]]]:
+    """The notes each labeling's rows carry (two queries for a chunk): its own notes and the
+    leads' notes on its solution; a labeling carrying its solution's final row (in `finals`)
+    carries every note on the solution. Authors by their labeler public id, as the PRM800K
+    line names labelers (never a username)."""
+    solution_of = dict(
+        Labeling.objects.filter(pk__in=labeling_ids).values_list("id", "solution_id")
+    )
+    by_solution: dict[int, list[Note]] = {}
+    notes = (
+        Note.objects.filter(solution_id__in=set(solution_of.values()))
+        .select_related("author__labeler")
+        .order_by("created_at", "id")
+    )
+    for note in notes:
+        by_solution.setdefault(note.solution_id, []).append(note)
+    records: dict[int, list[dict[str, Any]]] = {}
+    for labeling_id, solution_id in solution_of.items():
+        whole = labeling_id in finals
+        kept = [
+            note
+            for note in by_solution.get(solution_id, [])
+            if whole or note.labeling_id in (None, labeling_id)
+        ]
+        if kept:
+            records[labeling_id] = [_note_record(note) for note in kept]
+    return records
+
+
+def _note_record(note: Note) -> dict[str, Any]:
+    profile = getattr(note.author, "labeler", None) if note.author else None
+    return {
+        "step": note.step_index,
+        "text": note.text,
+        "role": "labeler" if note.labeling_id else "lead",
+        "author": str(profile.public_id) if profile else None,
+        "created_at": note.created_at.isoformat(),
+    }
+
+
 def iter_stepwise_rows(
     items: Iterable[ExportItem],
     options: StepwiseOptions,
     finals: dict[int, list[dict[str, Any]]] | None = None,
 ) -> Iterator[tuple[ExportItem, list[dict[str, Any]]]]:
-    """Per labeling, its stepwise rows (possibly none), with split and provenance columns.
-    `finals` (from `final_rows`) replaces the rows of labelings of solutions with a verdict."""
+    """Per labeling, its stepwise rows (possibly none), with split, provenance and `notes`
+    columns (`note_records`). `finals` (from `final_rows`) replaces the rows of labelings of
+    solutions with a verdict."""
     finals = finals or {}
-    for item in items:
-        split = split_of(item.problem_sha256, options.test_fraction, options.seed)
-        if item.labeling_id in finals:
-            rows = [dict(row) for row in finals[item.labeling_id]]
-        else:
-            rows = prm800k.stepwise_rows(
-                item.as_dict(), neutral=options.neutral, alternatives=options.alternatives
-            )
-        for row in rows:
-            row["split"] = split
-            row["problem_sha256"] = item.problem_sha256
-            row["labeling_id"] = item.labeling_id
-        yield item, rows
+    source = iter(items)
+    while chunk := list(itertools.islice(source, CHUNK)):
+        notes = note_records([item.labeling_id for item in chunk], finals)
+        for item in chunk:
+            split = split_of(item.problem_sha256, options.test_fraction, options.seed)
+            if item.labeling_id in finals:
+                rows = [dict(row) for row in finals[item.labeling_id]]
+            else:
+                rows = prm800k.stepwise_rows(
+                    item.as_dict(), neutral=options.neutral, alternatives=options.alternatives
+                )
+            for row in rows:
+                row["split"] = split
+                row["problem_sha256"] = item.problem_sha256
+                row["labeling_id"] = item.labeling_id
+                row["notes"] = notes.get(item.labeling_id, [])
+            yield item, rows
 
 
 # --- writing files --------------------------------------------------------------------------
@@ -440,6 +488,20 @@ def _stepwise_schema():
             ("split", pa.string()),
             ("problem_sha256", pa.string()),
             ("labeling_id", pa.int64()),
+            (
+                "notes",
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("step", pa.int32()),
+                            ("text", pa.string()),
+                            ("role", pa.string()),
+                            ("author", pa.string()),
+                            ("created_at", pa.string()),
+                        ]
+                    )
+                ),
+            ),
         ]
     )
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from typing import cast
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -22,8 +23,8 @@ from labeling import selectors
 from labeling.models import Batch, FinishReason, Labeling
 from labeling.roles import LABELER, require
 from labeling.services import alternatives as alternatives_service
+from labeling.services import notes, rating
 from labeling.services import queue as queue_service
-from labeling.services import rating
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler, extend_lease
 from labeling.views import alternatives
@@ -113,6 +114,7 @@ LABELING_KEYS = [
     Key(("k",), "cand-prev", ("K",), "after a \u22121: the previous alternative"),
     Key(("?",), "help", ("?",), "show these keys"),
     Key(("h",), "guidelines", ("H",), "open the guidelines"),
+    Key(("n",), "note", ("N",), "write a note on the selected (or last rated) step"),
 ]
 LABELING_KEY_MAP = json.dumps({key: k.action for k in LABELING_KEYS for key in k.keys})
 
@@ -129,6 +131,8 @@ def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
         # The full page only: fragments keep the header's figure (hx-preserve), so no htmx
         # answer, the rating above all, pays for it.
         context["waiting_after"] = selectors.waiting_for(request.user, after=labeling)
+    if not request.htmx:  # the notes card is outside the panel: only the full page has it
+        context.update(notes_context(labeling))
     template = "labeling/labeling.html#panel" if request.htmx else "labeling/labeling.html"
     if request.htmx and request.GET.get("part") == "candidates":
         template = alternatives.CANDIDATES
@@ -222,6 +226,46 @@ def _alternatives_follow(labeling: Labeling) -> bool:
         and batch.protocol == Batch.Protocol.STEPS
         and labeling.finish_reason == FinishReason.FOUND_ERROR
     )
+
+
+def notes_context(
+    labeling: Labeling, *, error: str | None = None, draft: str = "", step: int | None = None
+) -> dict:
+    return {
+        "notes": selectors.labeling_notes(labeling),
+        "note_error": error,
+        "note_draft": draft,
+        "note_step": step,
+        "note_max_chars": settings.STEPWISE_NOTE_MAX_CHARS,
+    }
+
+
+@login_required
+@require_POST
+def note(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """A note on one of the labeler's rated steps (why −1, why flagged): its own request, so
+    the rating path never waits on it. Another user's labeling is a 404. htmx gets the notes
+    card back (with the error and the draft kept when refused); a plain post, the page."""
+    labeling = get_object_or_404(
+        Labeling.objects.select_related("solution"), pk=labeling_id, labeler=request.user
+    )
+    text = request.POST.get("text", "")
+    step: int | None = None
+    try:
+        step = int_param(request, "step")
+        notes.note_add(
+            labeling_id=labeling.pk, user=request.user, step_index=cast(int, step) - 1, text=text
+        )
+        status, error, text = 200, None, ""
+    except LabelingError as refused:
+        status, error = refused.status_code, str(refused)
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        return redirect("labeling:labeling", labeling_id=labeling.pk)
+    context = {"labeling": labeling, "solution": labeling.solution, "read_only": False}
+    context.update(notes_context(labeling, error=error, draft=text, step=step))
+    return render(request, "labeling/labeling.html#notes", context, status=status)
 
 
 @login_required

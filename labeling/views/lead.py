@@ -219,6 +219,7 @@ def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
             "final": final,
             "agreement": agreement,
             "error": error,
+            "item_notes": selectors.notes_by_step(solution).get(None, []),
         },
         status=400 if error else 200,
     )

@@ -173,6 +173,34 @@
     }
   });
 
+  // Notes: their own form beside the panel, sent on their own (never with a rating). N fills
+  // in the selected step (or the last one rated) and puts the cursor in the text.
+  function lastRatedIndex() {
+    var p = panel();
+    var rated = p ? p.querySelectorAll(".step.rated") : [];
+    return rated.length ? Number(rated[rated.length - 1].dataset.step) : null;
+  }
+  function openNote() {
+    var form = document.getElementById("note-form");
+    if (!form) return false;
+    var at = selectedIndex() !== null ? selectedIndex() : lastRatedIndex();
+    if (at !== null) form.querySelector("[name=step]").value = String(at + 1);
+    var text = form.querySelector("textarea");
+    text.scrollIntoView({ block: "nearest" });
+    text.focus();
+    return true;
+  }
+  document.addEventListener("keydown", function (e) {
+    if (!e.target.closest || !e.target.closest("#note-form")) return;
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      e.target.closest("#note-form").requestSubmit();
+    } else if (e.key === "Escape") {
+      e.preventDefault();
+      e.target.blur();
+    }
+  });
+
   function perform(actions) {
     // Several words: the first action the page offers now (Enter: continue, else next).
     return actions.split(" ").some(performOne);
@@ -183,6 +211,7 @@
     if (action === "cand-next") return focusCandidate(candidateFocus === null ? 0 : candidateFocus + 1, true);
     if (action === "cand-prev") return focusCandidate(candidateFocus === null ? 0 : candidateFocus - 1, true);
     if (action === "write") return openWriteBox();
+    if (action === "note") return openNote();
     if (action === "select-prev") return selectBy(-1);
     if (action === "select-next") return selectBy(1);
     if (action === "deselect") return selectedIndex() !== null && select(null);
@@ -208,7 +237,7 @@
       if (e.key === "?") { e.preventDefault(); help().close(); }
       return;
     }
-    if (e.target.matches && e.target.matches("textarea, select, input[type=text], input[type=password]")) return;
+    if (e.target.matches && e.target.matches("textarea, select, input[type=text], input[type=number], input[type=password]")) return;
     var key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
     // Enter and Space on a focused top-bar control (the theme toggle, a link) act on it.
     if ((key === "Enter" || key === " ") && e.target.closest && e.target.closest(".topbar")) return;
@@ -371,6 +400,8 @@
 
   document.addEventListener("htmx:afterSettle", function (e) {
     if (!panel()) return;
+    // The notes card settles on its own: the panel, its clock and its keys are untouched.
+    if (e.detail.elt && e.detail.elt.closest && e.detail.elt.closest("#notes")) return;
     // A fragment's pieces settle one by one after the panel (its request's target) has: the
     // panel's settle stands for the whole answer.
     if (e.detail.elt && e.detail.elt.hasAttribute && e.detail.elt.hasAttribute("data-oob")) return;

@@ -1,0 +1,60 @@
+"""Notes on ratings and items: a labeler's "why −1" or "why flagged" on one of their own rated
+steps, and a lead's reply on the item (the solution). Notes are plain user text: stored as
+typed (trimmed), escaped wherever shown, bounded by STEPWISE_NOTE_MAX_CHARS."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from labeling.models import Completion, Labeling, Note, Solution
+from labeling.services.errors import LabelingError, NotFound
+
+
+def _clean_text(text: str) -> str:
+    text = (text or "").strip()
+    if not text:
+        raise LabelingError("A note needs some text.")
+    limit = settings.STEPWISE_NOTE_MAX_CHARS
+    if len(text) > limit:
+        raise LabelingError(
+            f"A note holds at most {limit:,} characters; this one has {len(text):,}. "
+            "Nothing was saved."
+        )
+    return text
+
+
+@transaction.atomic
+def note_add(*, labeling_id: int, user: User, step_index: int, text: str) -> Note:
+    """A labeler's note on a step they rated in their own labeling (open or submitted: a −1
+    ends the labeling, and its note comes after). Another user's labeling is NotFound."""
+    labeling = Labeling.objects.filter(pk=labeling_id, labeler_id=user.pk).first()
+    if labeling is None:
+        raise NotFound("No such labeling of yours.")
+    rated = Completion.objects.filter(
+        step__labeling=labeling, step__index=step_index, rating__isnull=False
+    ).exists()
+    if not rated:
+        raise LabelingError(
+            f"Step {step_index + 1} has no rating of yours yet: a note explains a rating."
+        )
+    return Note.objects.create(
+        solution_id=labeling.solution_id,
+        labeling=labeling,
+        step_index=step_index,
+        author=user,
+        text=_clean_text(text),
+    )
+
+
+@transaction.atomic
+def note_reply(*, solution: Solution, lead: User, text: str, step_index: int | None = None) -> Note:
+    """A lead's note on an item, about one step or the whole solution (views check the role)."""
+    if step_index is not None and not 0 <= step_index < len(solution.steps):
+        raise LabelingError(
+            f"Step {step_index + 1} is not a step of this solution (it has {len(solution.steps)})."
+        )
+    return Note.objects.create(
+        solution=solution, step_index=step_index, author=lead, text=_clean_text(text)
+    )
