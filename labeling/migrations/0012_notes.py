@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0010_api_tokens_hashed"),
+        ("labeling", "0011_store_older_release_lines"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
