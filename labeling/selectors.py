@@ -697,7 +697,8 @@ def labeling_panel(labeling: Labeling) -> LabelingPanel:
     steps = step_views(labeling)
     rated = [s for s in steps if s.rating is not None]
     current = None
-    if labeling.status != Labeling.Status.COMPLETED and len(rated) < len(steps):
+    still_open = labeling.status in (Labeling.Status.IN_PROGRESS, Labeling.Status.EXPIRED)
+    if still_open and len(rated) < len(steps):
         current = steps[len(rated)]
     earlier = getattr(labeling, "earlier_today", None)
     if earlier is None:  # loaded some other way: one more query
@@ -824,6 +825,14 @@ class LabelerCockpit:
     total_solutions: int
     total_steps: int
     total_time_ms: int
+    chosen_batch_id: int | None = None  # the batch they chose to label in ("Continue in …")
+
+    @property
+    def chosen(self) -> WaitingBatch | None:
+        """The chosen batch, while it has work for this labeler."""
+        return next(
+            (w for w in self.waiting if w.batch.pk == self.chosen_batch_id and w.yours), None
+        )
 
     @property
     def waiting_total(self) -> int:
@@ -834,7 +843,9 @@ class LabelerCockpit:
         return self.total_time_ms / self.total_steps / 1000 if self.total_steps else None
 
 
-def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> LabelerCockpit:
+def labeler_cockpit(
+    user, labeler: Labeler, *, now: datetime | None = None, chosen_batch_id: int | None = None
+) -> LabelerCockpit:
     """The labeler's home, in at most nine queries whatever their history: counters for the
     totals and the work waiting, today's finished labelings, counted as the counters count
     them, for today's progress."""
@@ -895,6 +906,7 @@ def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> L
         total_solutions=sum(n + surplus for _, n, surplus, _, _ in mine),
         total_steps=sum(steps for *_, steps, _ in mine),
         total_time_ms=sum(time_ms for *_, time_ms in mine),
+        chosen_batch_id=chosen_batch_id,
     )
     cockpit.action, cockpit.blocked = _next_action(cockpit)
     return cockpit

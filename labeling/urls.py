@@ -24,6 +24,7 @@ labeler_patterns = [
     path("<int:labeling_id>/revise/", labeler.revise, name="revise"),
     path("<int:labeling_id>/extend/", labeler.extend, name="extend"),
     path("<int:labeling_id>/finish/", labeler.finish, name="finish"),
+    path("<int:labeling_id>/skip/", labeler.skip, name="skip"),
     # The alternatives protocol: candidates rated, one chosen or the labeler's own step written.
     path("<int:labeling_id>/candidates/rate/", alternatives.rate_candidate, name="rate_candidate"),
     path(

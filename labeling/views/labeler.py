@@ -23,9 +23,22 @@ from labeling.roles import LABELER, require
 from labeling.services import alternatives as alternatives_service
 from labeling.services import rating
 from labeling.services.errors import LabelingError
-from labeling.services.queue import claim_next, ensure_labeler, extend_lease
+from labeling.services.queue import (
+    claim_next,
+    claimable_batch,
+    ensure_labeler,
+    extend_lease,
+    labeling_skip,
+)
 from labeling.views import alternatives
-from labeling.views.common import Key, act, int_param, own_labeling
+from labeling.views.common import (
+    CHOSEN_BATCH,
+    Key,
+    act,
+    chosen_batch_id,
+    int_param,
+    own_labeling,
+)
 from labeling.views.navigation import safe_return_url
 
 PANEL = "labeling/labeling.html#panel"
@@ -35,20 +48,72 @@ PANEL = "labeling/labeling.html#panel"
 def queue(request: HttpRequest) -> HttpResponse:
     """The labeler's section of the home page, with their recent labelings."""
     require(request, LABELER, message="You need the labeler role to label.")
+    return _queue_page(request)
+
+
+def _queue_page(request: HttpRequest, status: int = 200) -> HttpResponse:
     recent = (
         Labeling.objects.filter(labeler=request.user, status=Labeling.Status.COMPLETED)
         .select_related("solution__problem")
         .order_by("-finished_at")[:10]
     )
-    cockpit = selectors.labeler_cockpit(request.user, ensure_labeler(request.user))
-    return render(request, "labeling/queue.html", {"labeler_cockpit": cockpit, "recent": recent})
+    cockpit = selectors.labeler_cockpit(
+        request.user, ensure_labeler(request.user), chosen_batch_id=chosen_batch_id(request)
+    )
+    context = {"labeler_cockpit": cockpit, "recent": recent}
+    return render(request, "labeling/queue.html", context, status=status)
 
 
 @login_required
 @require_POST
 def claim(request: HttpRequest) -> HttpResponse:
+    """The next solution to label. A posted `batch` is a choice from the home page ("Continue
+    in …", kept for the claims after it) or, empty, the choice taken back (every batch open to
+    the labeler, highest priority first)."""
     require(request, LABELER, message="You need the labeler role to label.")
-    labeling = claim_next(request.user)
+    if "batch" in request.POST:
+        try:
+            _choose_batch(request, request.POST["batch"].strip())
+        except LabelingError as refused:
+            messages.error(request, str(refused))
+            return _queue_page(request, status=refused.status_code)
+    return _claim_and_open(request)
+
+
+def _choose_batch(request: HttpRequest, value: str) -> None:
+    if value == "":
+        request.session.pop(CHOSEN_BATCH, None)
+        return
+    try:
+        batch_id = int(value)
+    except ValueError:
+        raise LabelingError(f"batch must be a batch's number, got {value[:50]!r}.") from None
+    batch = claimable_batch(request.user, batch_id)
+    if batch is None:
+        raise LabelingError(
+            f"Batch {batch_id} is not open to you: it is paused, finished or assigned to other "
+            "labelers. Pick one of the batches listed here."
+        )
+    if request.session.get(CHOSEN_BATCH) != batch.pk:
+        request.session[CHOSEN_BATCH] = batch.pk
+
+
+def _claim_and_open(request: HttpRequest) -> HttpResponse:
+    """Claim (from the chosen batch while it has work for the labeler) and open it."""
+    chosen_id = chosen_batch_id(request)
+    chosen = None if chosen_id is None else claimable_batch(request.user, chosen_id)
+    labeling = None
+    if chosen is not None:
+        labeling = claim_next(request.user, batch=chosen)
+    if labeling is None:
+        if chosen_id is not None:
+            request.session.pop(CHOSEN_BATCH, None)
+            if chosen is not None and ensure_labeler(request.user).may_do_regular_work:
+                messages.info(
+                    request,
+                    f"“{chosen.name}” has nothing more for you: on to the other batches.",
+                )
+        labeling = claim_next(request.user)
     if labeling is not None and getattr(labeling, "resumed_expired", False):
         messages.info(
             request,
@@ -61,6 +126,24 @@ def claim(request: HttpRequest) -> HttpResponse:
             messages.info(request, "Nothing is waiting for you right now. Thank you!")
         return redirect("labeling:queue")
     return redirect("labeling:labeling", labeling_id=labeling.pk)
+
+
+@login_required
+@require_POST
+def skip(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """Pass a solution on with a reason (not counted, not offered again), and open the next."""
+    require(request, LABELER, message="You need the labeler role to label.")
+    try:
+        labeling_skip(
+            labeling_id=labeling_id, user=request.user, reason=request.POST.get("reason", "")
+        )
+    except LabelingError as refused:
+        messages.error(request, str(refused))
+        response = labeling_page(request, labeling_id)  # 404/403 where it is not theirs
+        response.status_code = refused.status_code
+        return response
+    messages.info(request, "Skipped: not counted, and it will not come back to you.")
+    return _claim_and_open(request)
 
 
 def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
