@@ -12,7 +12,7 @@ from drf_spectacular.views import (
 from rest_framework.routers import DefaultRouter
 
 from labeling import api
-from labeling.views import alternatives, labeler, lead, research, tokens
+from labeling.views import alternatives, labeler, lead, people, research, tokens
 
 labeler_patterns = [
     path("", labeler.queue, name="queue"),
@@ -52,6 +52,8 @@ labeler_patterns = [
     path("lead/labelers/", lead.labelers_page, name="labelers"),
     path("lead/labelers/<int:user_id>/", lead.labeler_detail, name="labeler_detail"),
     path("lead/labelers/<int:user_id>/state/", lead.labeler_state, name="labeler_state"),
+    path("lead/labelers/add/", people.labeler_add, name="labeler_add"),
+    path("lead/labelers/<int:user_id>/account/", people.labeler_account, name="labeler_account"),
     path("lead/adjudication/", lead.adjudication_queue, name="adjudication_queue"),
     path("lead/adjudication/<int:solution_id>/", lead.adjudicate, name="adjudicate"),
     path(
@@ -65,6 +67,13 @@ research_patterns = [
     path("snapshots/new/", research.snapshot_create, name="create"),
     path("snapshots/<int:snapshot_id>/download/", research.snapshot_download, name="download"),
     path("export/", research.export_now, name="export"),
+]
+
+# A one-time sign-in link (a lead added the labeler or reset their password), and choosing or
+# changing one's password.
+account_patterns = [
+    path("sign-in/<str:uidb64>/<str:token>/", people.sign_in, name="sign_in"),
+    path("password/", people.password, name="password"),
 ]
 
 # Every signed-in user's own API tokens.
@@ -98,5 +107,6 @@ urlpatterns = [
     path("label/", include((labeler_patterns, "labeling"))),
     path("research/", include((research_patterns, "research"))),
     path("account/tokens/", include((token_patterns, "tokens"))),
+    path("account/", include((account_patterns, "account"))),
     path("api/", include(api_patterns)),
 ]

@@ -19,8 +19,10 @@ from labeling.forms import BatchForm, GuidelinesForm
 from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
 from labeling.roles import LEAD, require, require_batch_writer
 from labeling.services import adjudication, alternatives, batches, importing, quality
+from labeling.services import people as people_service
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
+from labeling.views import people
 from labeling.views.navigation import safe_return_url
 
 LEADS_ONLY = "This page is for leads."
@@ -114,7 +116,7 @@ def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpRespons
 @login_required
 def labelers_page(request: HttpRequest) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
-    return render(request, "labeling/lead/labelers.html", {"labelers": selectors.all_labelers()})
+    return people.labelers_page(request)  # with the form to add one
 
 
 @login_required
@@ -134,6 +136,7 @@ def labeler_detail(request: HttpRequest, user_id: int) -> HttpResponse:
             "results": selectors.screening_results(user.pk),
             "recent": selectors.recent_labelings(user.pk),
             "states": Labeler.State,
+            "managed": people_service.managed_labelers().filter(pk=user.pk).exists(),
         },
     )
 
