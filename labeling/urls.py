@@ -43,6 +43,11 @@ labeler_patterns = [
         name="ask_again_after_error",
     ),
     path("guidelines/", labeler.guidelines, name="guidelines"),
+    path(
+        "guidelines/versions/<int:version>/",
+        labeler.guidelines_version,
+        name="guidelines_version",
+    ),
     # Leads: dashboard, batches, labelers, adjudication, audit, guidelines.
     path("guidelines/edit/", lead.guidelines_edit, name="guidelines_edit"),
     path("lead/", lead.lead_home, name="lead_home"),

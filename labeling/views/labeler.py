@@ -10,7 +10,7 @@ from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -385,6 +385,15 @@ def guidelines(request: HttpRequest) -> HttpResponse:
             "back": safe_return_url(request, request.GET.get("back")),
         },
     )
+
+
+@login_required
+def guidelines_version(request: HttpRequest, version: int) -> HttpResponse:
+    """One version of the guidelines and what it changed from the one before."""
+    change = selectors.guidelines_change(version)
+    if change is None:
+        raise Http404(f"There is no version {version} of the guidelines.")
+    return render(request, "labeling/guidelines_version.html", {"change": change})
 
 
 @login_required

@@ -247,16 +247,27 @@ def labeling_history(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 def guidelines_edit(request: HttpRequest) -> HttpResponse:
+    """Edit the guidelines: "Preview" shows the text as labelers will see it and what changed
+    from the current version; "Publish" (offered with the preview) saves a new version."""
     require(request, LEAD, message=LEADS_ONLY)
     text, version = selectors.current_guidelines()
     form = GuidelinesForm(request.POST or None, initial={"text": text})
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = batches.guidelines_save(text=form.cleaned_data["text"], user=request.user)
-            messages.info(request, f"Guidelines saved as version {saved.version}.")
-            return redirect("labeling:guidelines")
-        except LabelingError as exc:
-            form.add_error("text", str(exc))
+    preview = None
+    status = 200
+    if request.method == "POST":
+        if not form.is_valid():
+            status = 400
+        elif request.POST.get("action") == "publish":
+            try:
+                saved = batches.guidelines_save(text=form.cleaned_data["text"], user=request.user)
+                messages.info(request, f"Guidelines published as version {saved.version}.")
+                return redirect("labeling:guidelines")
+            except LabelingError as exc:
+                form.add_error("text", str(exc))
+                status = exc.status_code
+        else:
+            new_text = form.cleaned_data["text"]
+            preview = {"text": new_text, "diff": selectors.text_diff(text, new_text)}
     history = Guidelines.objects.select_related("created_by").order_by("-version")[:20]
     return render(
         request,
@@ -265,5 +276,7 @@ def guidelines_edit(request: HttpRequest) -> HttpResponse:
             "form": form,
             "version": version,
             "history": history,
+            "preview": preview,
         },
+        status=status,
     )
