@@ -741,7 +741,7 @@ class DiffLine:
 def text_diff(old: str, new: str, *, context: int = 2) -> list[DiffLine]:
     """Line by line, as `diff -u` shows it (difflib), without its headers."""
     kinds = {"+": "add", "-": "remove", " ": "same"}
-    lines = []
+    lines: list[DiffLine] = []
     for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=context):
         if line.startswith(("---", "+++")):
             continue

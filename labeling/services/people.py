@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.models import AbstractBaseUser, Group, User
 from django.contrib.auth.tokens import default_token_generator
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -92,20 +92,20 @@ def labeler_add(*, username: str, email: str = "", method: str) -> Credentials:
         raise LabelingError(f"The username “{username}” is taken; choose another.") from None
 
 
-def labeler_deactivate(*, user: AbstractBaseUser) -> int:
+def labeler_deactivate(*, user: User) -> int:
     """Sign the labeler out for good: no sign-in, no session, no API token. Their open labeling
     goes back to the pool, its ratings kept (as a lapsed claim's are). Returns how many
     labelings were released."""
     with transaction.atomic():
-        type(user).objects.filter(pk=user.pk).update(is_active=False)
+        get_user_model().objects.filter(pk=user.pk).update(is_active=False)
         user.is_active = False
         ApiToken.objects.filter(user=user).delete()
     # Django's backends refuse an inactive user's session on its next request.
     return labelings_release(user)
 
 
-def labeler_reactivate(*, user: AbstractBaseUser) -> None:
-    type(user).objects.filter(pk=user.pk).update(is_active=True)
+def labeler_reactivate(*, user: User) -> None:
+    get_user_model().objects.filter(pk=user.pk).update(is_active=True)
     user.is_active = True
 
 

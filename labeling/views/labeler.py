@@ -156,7 +156,8 @@ def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
         "panel": panel,
         "rated": panel.rated,
         "current": panel.current,
-        "hidden_count": panel.hidden_count,
+        # A skipped solution stops where it was skipped: nothing "comes after" it.
+        "hidden_count": 0 if labeling.status == Labeling.Status.SKIPPED else panel.hidden_count,
         "step_total": panel.step_total,
         "read_only": not own,
         # Revisiting (changing a rating, rating again from a step) is allowed where undo is.
