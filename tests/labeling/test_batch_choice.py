@@ -233,3 +233,19 @@ def test_the_demo_alternatives_batch_once_activated_is_one_click_from_home(clien
     opened = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
     assert response["Location"] == reverse("labeling:labeling", args=[opened.pk])
     assert opened.solution.batch == alternatives
+
+
+def test_a_skip_is_in_no_export_not_even_of_unfinished_passes(labeler, labeler2):
+    from labeling.services.exporting import ExportFilters, select_labelings
+
+    make_solutions(make_batch(gold_rate=0), 2)
+    skipped = queue.claim_next(labeler)
+    rating.rate_step(labeling_id=skipped.pk, user=labeler, step_index=0, rating=1)
+    queue.labeling_skip(labeling_id=skipped.pk, user=labeler, reason="unclear")
+    unfinished = queue.claim_next(labeler2)
+    rating.rate_step(labeling_id=unfinished.pk, user=labeler2, step_index=0, rating=1)
+    exported = set(
+        select_labelings(ExportFilters(complete_only=False)).values_list("pk", flat=True)
+    )
+    assert exported == {unfinished.pk}
+    assert not select_labelings(ExportFilters()).exists()
