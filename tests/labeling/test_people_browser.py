@@ -74,6 +74,11 @@ def test_a_labeler_picks_a_batch_and_skips_a_solution(browser, live_server, shot
         rows = page.locator("#waiting tbody tr")
         expect(rows).to_have_count(2)
         check("labeler-home-batches")
+        page.set_viewport_size({"width": 768, "height": 1024})  # a tablet held upright
+        width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert width[0] <= width[1], f"the home page is {width[0]} px wide in {width[1]} px"
+        page.screenshot(path=str(shots / f"labeler-home-batches-{theme}-768.png"), full_page=True)
+        page.set_viewport_size({"width": 1280, "height": 900})
         page.get_by_role("button", name="Continue in Step by step · arithmetic").click()
         page.wait_for_url("**/label/*/")
         first = Labeling.objects.get(labeler=lena, status="in_progress")
