@@ -19,7 +19,6 @@ from labeling.forms import BatchForm, GuidelinesForm
 from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
 from labeling.roles import LEAD, require, require_batch_writer
 from labeling.services import adjudication, alternatives, batches, importing, quality
-from labeling.services import people as people_service
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
 from labeling.views import people
@@ -122,23 +121,7 @@ def labelers_page(request: HttpRequest) -> HttpResponse:
 @login_required
 def labeler_detail(request: HttpRequest, user_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
-    user = get_object_or_404(get_user_model(), pk=user_id)
-    labeler = ensure_labeler(user)
-    rolling, rolling_n = quality.rolling_gold_accuracy(labeler)
-    return render(
-        request,
-        "labeling/lead/labeler.html",
-        {
-            "subject": user,
-            "labeler": labeler,
-            "rolling": rolling,
-            "rolling_n": rolling_n,
-            "results": selectors.screening_results(user.pk),
-            "recent": selectors.recent_labelings(user.pk),
-            "states": Labeler.State,
-            "managed": people_service.managed_labelers().filter(pk=user.pk).exists(),
-        },
-    )
+    return people.labeler_page(request, get_object_or_404(get_user_model(), pk=user_id))
 
 
 @login_required

@@ -20,9 +20,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling import selectors
 from labeling.forms import LabelerAddForm, PasswordResetChoiceForm
+from labeling.models import Labeler
 from labeling.roles import LEAD, require
-from labeling.services import people
+from labeling.services import people, quality
 from labeling.services.errors import LabelingError
+from labeling.services.queue import ensure_labeler
 
 LEADS_ONLY = "This page is for leads."
 # The backend that signs in a user the link vouches for (django-axes' counts only passwords).
@@ -36,6 +38,24 @@ def labelers_page(request: HttpRequest, form: LabelerAddForm | None = None, stat
         {"labelers": selectors.all_labelers(), "add_form": form or LabelerAddForm()},
         status=status,
     )
+
+
+def labeler_page(request: HttpRequest, user, status: int = 200) -> HttpResponse:
+    """A labeler's page: their state and gold results, recent labelings, and their account
+    where a lead manages it (`people.managed_labelers`)."""
+    labeler = ensure_labeler(user)
+    rolling, rolling_n = quality.rolling_gold_accuracy(labeler)
+    context = {
+        "subject": user,
+        "labeler": labeler,
+        "rolling": rolling,
+        "rolling_n": rolling_n,
+        "results": selectors.screening_results(user.pk),
+        "recent": selectors.recent_labelings(user.pk),
+        "states": Labeler.State,
+        "managed": people.managed_labelers().filter(pk=user.pk).exists(),
+    }
+    return render(request, "labeling/lead/labeler.html", context, status=status)
 
 
 def _duration(seconds: int) -> str:
@@ -108,7 +128,7 @@ def labeler_account(request: HttpRequest, user_id: int) -> HttpResponse:
             )
         except LabelingError as refused:
             messages.error(request, str(refused))
-            return redirect("labeling:labeler_detail", user_id=user.pk)
+            return labeler_page(request, user, status=400)
         return _credentials_page(request, credentials, added=False)
     else:
         messages.error(request, f"Choose deactivate, reactivate or reset, not {action[:30]!r}.")

@@ -220,7 +220,9 @@ def test_a_lead_deactivates_reactivates_and_resets_from_the_labeler_page(client,
     labelers = client.get(reverse("labeling:labelers")).content.decode()
     assert "deactivated" in labelers
     reset = client.post(url, {"action": "reset", "method": "password"})
-    assert reset.status_code == 302  # refused: reactivate first
+    assert reset.status_code == 400 and "reactivate them first" in reset.content.decode()
+    bad = client.post(url, {"action": "reset", "method": "fax"})
+    assert bad.status_code == 400 and "Choose a new sign-in link" in bad.content.decode()
     client.post(url, {"action": "reactivate"})
     labeler.refresh_from_db()
     assert labeler.is_active
