@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.validators import UnicodeUsernameValidator
 
 from labeling.bounds import COUNT, ROW_ID
 from labeling.models import Batch, FinishReason, Guidelines, Labeler
@@ -244,3 +245,28 @@ class ItemFilterForm(forms.Form):
             notes=data.get("notes", ""),
             model=data.get("model", ""),
         )
+
+
+SIGN_IN_METHODS = [
+    ("link", "a one-time sign-in link (they choose their password)"),
+    ("password", "a temporary password"),
+]
+
+
+class LabelerAddForm(forms.Form):
+    """A new labeler account: the name they sign in with, and how they first sign in."""
+
+    username = forms.CharField(
+        max_length=150,
+        label="Username",
+        validators=[UnicodeUsernameValidator()],
+        help_text="Letters, digits and @ . + - _ only.",
+    )
+    email = forms.EmailField(required=False, label="Email (optional)")
+    method = forms.ChoiceField(
+        label="They sign in with", choices=SIGN_IN_METHODS, initial="link", widget=forms.RadioSelect
+    )
+
+
+class PasswordResetChoiceForm(forms.Form):
+    method = forms.ChoiceField(choices=SIGN_IN_METHODS)

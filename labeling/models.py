@@ -233,6 +233,8 @@ class Labeling(models.Model):
         IN_PROGRESS = "in_progress", "in progress"
         COMPLETED = "completed", "completed"
         EXPIRED = "expired", "lease expired"
+        # The labeler passed it on (skip_reason says why): not counted, not offered to them again.
+        SKIPPED = "skipped", "skipped"
 
     solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="labelings")
     labeler = models.ForeignKey(
@@ -251,6 +253,7 @@ class Labeling(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Submitted after its lease expired and the solution already had its N: kept, marked.
     is_surplus = models.BooleanField(default=False)
+    skip_reason = models.CharField(max_length=300, blank=True)
     # sha256 of the imported line: re-importing a file adds nothing twice.
     source_sha256 = models.CharField(max_length=64, null=True, blank=True, unique=True)
     # The labeling as one PRM800K release line, kept so exports stream one column instead of

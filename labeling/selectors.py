@@ -6,6 +6,7 @@ labeler or hour), read Labeler counters, and look at the last 200 labelings for 
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -707,7 +708,8 @@ def labeling_panel(labeling: Labeling) -> LabelingPanel:
     steps = step_views(labeling)
     rated = [s for s in steps if s.rating is not None]
     current = None
-    if labeling.status != Labeling.Status.COMPLETED and len(rated) < len(steps):
+    still_open = labeling.status in (Labeling.Status.IN_PROGRESS, Labeling.Status.EXPIRED)
+    if still_open and len(rated) < len(steps):
         current = steps[len(rated)]
     earlier = getattr(labeling, "earlier_today", None)
     if earlier is None:  # loaded some other way: one more query
@@ -735,6 +737,53 @@ def current_guidelines() -> tuple[str, Guidelines | None]:
     if latest is not None:
         return latest.text, latest
     return DEFAULT_GUIDELINES.read_text(encoding="utf-8"), None
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One line of what changed between two texts: "add", "remove", "same" (context around a
+    change) or "gap" (unchanged lines left out). Plain text: the template escapes it."""
+
+    kind: str
+    text: str
+
+
+def text_diff(old: str, new: str, *, context: int = 2) -> list[DiffLine]:
+    """Line by line, as `diff -u` shows it (difflib), without its headers."""
+    kinds = {"+": "add", "-": "remove", " ": "same"}
+    lines: list[DiffLine] = []
+    for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=context):
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("@@"):
+            if lines:
+                lines.append(DiffLine("gap", ""))
+            continue
+        lines.append(DiffLine(kinds[line[0]], line[1:]))
+    return lines
+
+
+@dataclass(frozen=True)
+class GuidelinesChange:
+    version: Guidelines
+    previous_version: int | None  # None: the first version, compared with the default text
+    diff: list[DiffLine]
+
+
+def guidelines_change(version: int) -> GuidelinesChange | None:
+    """One version of the guidelines and what it changed from the one before."""
+    rows = list(
+        Guidelines.objects.select_related("created_by")
+        .filter(version__lte=version)
+        .order_by("-version")[:2]
+    )
+    if not rows or rows[0].version != version:
+        return None
+    if len(rows) == 2:
+        previous, previous_text = rows[1].version, rows[1].text
+    else:
+        previous, previous_text = None, DEFAULT_GUIDELINES.read_text(encoding="utf-8")
+    return GuidelinesChange(rows[0], previous, text_diff(previous_text, rows[0].text))
 
 
 @dataclass(frozen=True)
@@ -834,6 +883,14 @@ class LabelerCockpit:
     total_solutions: int
     total_steps: int
     total_time_ms: int
+    chosen_batch_id: int | None = None  # the batch they chose to label in ("Continue in …")
+
+    @property
+    def chosen(self) -> WaitingBatch | None:
+        """The chosen batch, while it has work for this labeler."""
+        return next(
+            (w for w in self.waiting if w.batch.pk == self.chosen_batch_id and w.yours), None
+        )
 
     @property
     def waiting_total(self) -> int:
@@ -844,7 +901,9 @@ class LabelerCockpit:
         return self.total_time_ms / self.total_steps / 1000 if self.total_steps else None
 
 
-def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> LabelerCockpit:
+def labeler_cockpit(
+    user, labeler: Labeler, *, now: datetime | None = None, chosen_batch_id: int | None = None
+) -> LabelerCockpit:
     """The labeler's home, in at most nine queries whatever their history: counters for the
     totals and the work waiting, today's finished labelings, counted as the counters count
     them, for today's progress."""
@@ -905,6 +964,7 @@ def labeler_cockpit(user, labeler: Labeler, *, now: datetime | None = None) -> L
         total_solutions=sum(n + surplus for _, n, surplus, _, _ in mine),
         total_steps=sum(steps for *_, steps, _ in mine),
         total_time_ms=sum(time_ms for *_, time_ms in mine),
+        chosen_batch_id=chosen_batch_id,
     )
     cockpit.action, cockpit.blocked = _next_action(cockpit)
     return cockpit

@@ -12,7 +12,7 @@ from drf_spectacular.views import (
 from rest_framework.routers import DefaultRouter
 
 from labeling import api
-from labeling.views import alternatives, items, labeler, lead, research, tokens
+from labeling.views import alternatives, items, labeler, lead, people, research, tokens
 
 labeler_patterns = [
     path("", labeler.queue, name="queue"),
@@ -25,6 +25,7 @@ labeler_patterns = [
     path("<int:labeling_id>/extend/", labeler.extend, name="extend"),
     path("<int:labeling_id>/finish/", labeler.finish, name="finish"),
     path("<int:labeling_id>/notes/", labeler.note, name="note"),
+    path("<int:labeling_id>/skip/", labeler.skip, name="skip"),
     # The alternatives protocol: candidates rated, one chosen or the labeler's own step written.
     path("<int:labeling_id>/candidates/rate/", alternatives.rate_candidate, name="rate_candidate"),
     path(
@@ -43,6 +44,11 @@ labeler_patterns = [
         name="ask_again_after_error",
     ),
     path("guidelines/", labeler.guidelines, name="guidelines"),
+    path(
+        "guidelines/versions/<int:version>/",
+        labeler.guidelines_version,
+        name="guidelines_version",
+    ),
     # Leads: dashboard, batches, labelers, adjudication, audit, guidelines.
     path("guidelines/edit/", lead.guidelines_edit, name="guidelines_edit"),
     path("lead/", lead.lead_home, name="lead_home"),
@@ -52,6 +58,8 @@ labeler_patterns = [
     path("lead/labelers/", lead.labelers_page, name="labelers"),
     path("lead/labelers/<int:user_id>/", lead.labeler_detail, name="labeler_detail"),
     path("lead/labelers/<int:user_id>/state/", lead.labeler_state, name="labeler_state"),
+    path("lead/labelers/add/", people.labeler_add, name="labeler_add"),
+    path("lead/labelers/<int:user_id>/account/", people.labeler_account, name="labeler_account"),
     path("lead/adjudication/", lead.adjudication_queue, name="adjudication_queue"),
     path("lead/adjudication/<int:solution_id>/", lead.adjudicate, name="adjudicate"),
     path(
@@ -69,6 +77,13 @@ research_patterns = [
     path("snapshots/new/", research.snapshot_create, name="create"),
     path("snapshots/<int:snapshot_id>/download/", research.snapshot_download, name="download"),
     path("export/", research.export_now, name="export"),
+]
+
+# A one-time sign-in link (a lead added the labeler or reset their password), and choosing or
+# changing one's password.
+account_patterns = [
+    path("sign-in/<str:uidb64>/<str:token>/", people.sign_in, name="sign_in"),
+    path("password/", people.password, name="password"),
 ]
 
 # Every signed-in user's own API tokens.
@@ -102,5 +117,6 @@ urlpatterns = [
     path("label/", include((labeler_patterns, "labeling"))),
     path("research/", include((research_patterns, "research"))),
     path("account/tokens/", include((token_patterns, "tokens"))),
+    path("account/", include((account_patterns, "account"))),
     path("api/", include(api_patterns)),
 ]

@@ -26,6 +26,7 @@ from django.views.decorators.cache import cache_control
 from labeling import selectors as labeling_selectors
 from labeling.roles import LABELER, LEAD, RESEARCHER, has_role
 from labeling.services.queue import ensure_labeler
+from labeling.views.common import chosen_batch_id
 from modeling import selectors as modeling_selectors
 
 DATABASE_UNAVAILABLE = (
@@ -50,7 +51,9 @@ def home(request: HttpRequest) -> HttpResponse:
     user = request.user
     context = {}
     if has_role(user, LABELER):
-        context["labeler_cockpit"] = labeling_selectors.labeler_cockpit(user, ensure_labeler(user))
+        context["labeler_cockpit"] = labeling_selectors.labeler_cockpit(
+            user, ensure_labeler(user), chosen_batch_id=chosen_batch_id(request)
+        )
     if has_role(user, LEAD):
         context["lead_cockpit"] = modeling_selectors.lead_cockpit()
     if has_role(user, RESEARCHER):

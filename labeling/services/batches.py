@@ -62,6 +62,8 @@ def guidelines_save(*, text: str, user: User) -> Guidelines:
         raise LabelingError("The guidelines cannot be empty.")
     with transaction.atomic():
         last = Guidelines.objects.select_for_update().order_by("-version").first()
+        if last is not None and last.text == text:
+            raise LabelingError(f"This is version {last.version}'s text: nothing to publish.")
         return Guidelines.objects.create(
             version=(last.version + 1) if last else 1, text=text, created_by=user
         )

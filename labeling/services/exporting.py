@@ -118,7 +118,7 @@ class ExportFilters:
     `complete_only` (the default) keeps labelings with status `completed`: the labeler
     finished the pass (any finish reason) or it was imported as a finished PRM800K line.
     Without it, passes still in progress or whose lease expired come too, with the steps
-    rated so far and finish_reason `give_up`.
+    rated so far and finish_reason `give_up`; skipped ones never do.
     `quality_control` / `screening`: "include" (default), "exclude" or "only".
     `finished_after` is inclusive, `finished_before` exclusive.
     `since_cutoff`: only labelings created or changed (updated_at) after this time, the
@@ -189,6 +189,8 @@ def select_labelings(filters: ExportFilters) -> QuerySet[Labeling]:
     query = Labeling.objects.all()
     if filters.complete_only:
         query = query.filter(status=Labeling.Status.COMPLETED)
+    else:  # a skip leaves no label, not even a partial one
+        query = query.exclude(status=Labeling.Status.SKIPPED)
     if filters.batches:
         query = query.filter(solution__batch_id__in=filters.batches)
     if filters.generations:

@@ -226,11 +226,15 @@ def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
             return labeling
         if labeling.status == Labeling.Status.COMPLETED:
             raise Conflict("This labeling is already submitted.")
+        if labeling.status == Labeling.Status.SKIPPED:
+            raise Conflict(SKIPPED_ALREADY)
     taken_back = reactivate_expired(labeling_id, user, now)
     if taken_back is None:
         raise Conflict(EXPIRED_AND_TAKEN)
     return taken_back
 
+
+SKIPPED_ALREADY = "You skipped this solution; open the queue for the next one."
 
 EXPIRED_AND_TAKEN = (
     "Your claim on this solution expired and it has since received its labels from others "
@@ -485,3 +489,86 @@ def _claim_in_batch(user: User, labeler: Labeler, batch: Batch) -> Labeling | No
             labeler.claims_since_gold += 1
             return _start(candidate, user, batch)
     return None
+
+
+def claimable_batch(user: User, batch_id: int) -> Batch | None:
+    """The active batch `batch_id` if this user may claim from it, else None (read from the
+    cached list a claim reads: no query on a hit)."""
+    return next((b for b in _batches_to_claim_from(user, None) if b.pk == batch_id), None)
+
+
+SKIP_REASON_MAX = 300
+
+
+def labeling_skip(*, labeling_id: int, user: User, reason: str) -> Labeling:
+    """Pass a solution on, saying why: the labeling ends as skipped (its ratings kept in its
+    history, counted nowhere), its place on the solution goes back to the pool for the others,
+    and the queue never offers the solution to this labeler again (`_open_solutions` leaves out
+    every solution they have a labeling of). Repeating the request is a no-op."""
+    reason = reason.strip()
+    if not reason:
+        raise LabelingError("Say why you skip this solution (a few words are enough).")
+    if len(reason) > SKIP_REASON_MAX:
+        raise LabelingError(
+            f"The reason is {len(reason)} characters long; keep it under {SKIP_REASON_MAX}."
+        )
+    with transaction.atomic():
+        labeling = (
+            Labeling.objects.select_for_update(of=("self",))
+            .select_related("solution")
+            .annotate(labeler_state=labeler_state_of())
+            .filter(pk=labeling_id, labeler=user)
+            .first()
+        )
+        if labeling is None:
+            raise LabelingError("This labeling is not yours.")
+        refuse_if_stopped(cast(Any, labeling).labeler_state)
+        if labeling.status == Labeling.Status.SKIPPED:
+            return labeling  # a double submit
+        if labeling.status == Labeling.Status.COMPLETED:
+            raise Conflict("This labeling is already submitted; it cannot be skipped.")
+        if labeling.solution.is_screening:
+            raise LabelingError(
+                "Screening solutions cannot be skipped: the screening compares every one of them."
+            )
+        # Locked in the order of a submit (labeling, then solution), as `expire_stale_leases`.
+        Solution.objects.select_for_update().filter(pk=labeling.solution_id).first()
+        was_active = labeling.status == Labeling.Status.IN_PROGRESS
+        labeling.status = Labeling.Status.SKIPPED
+        labeling.skip_reason = reason
+        labeling.finished_at = timezone.now()
+        labeling.lease_expires_at = None
+        labeling.save(
+            update_fields=["status", "skip_reason", "finished_at", "lease_expires_at", "updated_at"]
+        )
+        if was_active:
+            Solution.objects.filter(pk=labeling.solution_id, active_count__gt=0).update(
+                active_count=F("active_count") - 1
+            )
+        return labeling
+
+
+def labelings_release(user: User, now: datetime | None = None) -> int:
+    """Give the user's open labeling back to the pool (a deactivated account): it ends as a
+    lapsed claim, its ratings kept, as `expire_stale_leases` leaves one. Returns how many."""
+    now = now or timezone.now()
+    released = 0
+    open_ids = Labeling.objects.filter(labeler=user, status=Labeling.Status.IN_PROGRESS)
+    for labeling_id, solution_id in open_ids.values_list("id", "solution_id"):
+        with transaction.atomic():
+            still_open = (
+                Labeling.objects.select_for_update()
+                .filter(pk=labeling_id, status=Labeling.Status.IN_PROGRESS)
+                .first()
+            )
+            if still_open is None:
+                continue  # finished meanwhile
+            Solution.objects.select_for_update().filter(pk=solution_id).first()
+            Labeling.objects.filter(pk=labeling_id).update(
+                status=Labeling.Status.EXPIRED, lease_expires_at=now
+            )
+            Solution.objects.filter(pk=solution_id, active_count__gt=0).update(
+                active_count=F("active_count") - 1
+            )
+            released += 1
+    return released

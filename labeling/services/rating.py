@@ -34,6 +34,7 @@ from labeling.roles import LEAD, has_role
 from labeling.services import adjudication, counters, quality
 from labeling.services.errors import Conflict, LabelingError
 from labeling.services.queue import (
+    SKIPPED_ALREADY,
     labeler_public_id_of,
     labeler_state_of,
     lease_until,
@@ -56,6 +57,8 @@ def labeling_for_update(labeling_id: int, user: User) -> Labeling:
     if labeling is None or labeling.labeler_id != user.pk:
         raise LabelingError("This labeling is not yours.")
     refuse_if_stopped(cast(Any, labeling).labeler_state)
+    if labeling.status == Labeling.Status.SKIPPED:
+        raise Conflict(SKIPPED_ALREADY)
     return labeling
 
 
@@ -93,6 +96,8 @@ def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     if labeling is None or labeling.labeler_id != user.pk:
         raise LabelingError("This labeling is not yours.")
     refuse_if_stopped(cast(Any, labeling).labeler_state)
+    if labeling.status == Labeling.Status.SKIPPED:
+        raise Conflict(SKIPPED_ALREADY)
     return labeling
 
 
@@ -350,6 +355,8 @@ def revisit_refusal(labeling: Labeling, now) -> str | None:
             return "This labeling was submitted too long ago to undo."
     elif labeling.status == Labeling.Status.EXPIRED:
         return "The claim on this solution expired; open the queue again."
+    elif labeling.status == Labeling.Status.SKIPPED:
+        return SKIPPED_ALREADY
     return None
 
 

@@ -33,6 +33,17 @@ def int_param(request: HttpRequest, name: str, *, required: bool = True) -> int 
     return number
 
 
+# The batch a labeler chose on their home page ("Continue in …"): their claims take from it while
+# it has work for them. Kept in the session, which every request reads anyway: a claim costs no
+# statement more for it.
+CHOSEN_BATCH = "labeling:chosen-batch"
+
+
+def chosen_batch_id(request: HttpRequest) -> int | None:
+    value = request.session.get(CHOSEN_BATCH)
+    return value if isinstance(value, int) else None
+
+
 def readable_labeling(request: HttpRequest, labeling_id: int) -> Labeling:
     """The labeling if the user may read it: their own, or anyone's to a lead (writing is
     refused elsewhere to all but its labeler)."""

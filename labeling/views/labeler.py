@@ -11,7 +11,7 @@ from typing import cast
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -26,9 +26,16 @@ from labeling.services import alternatives as alternatives_service
 from labeling.services import notes, rating
 from labeling.services import queue as queue_service
 from labeling.services.errors import LabelingError
-from labeling.services.queue import ensure_labeler, extend_lease
+from labeling.services.queue import claimable_batch, ensure_labeler, extend_lease, labeling_skip
 from labeling.views import alternatives
-from labeling.views.common import Key, act, int_param, readable_labeling
+from labeling.views.common import (
+    CHOSEN_BATCH,
+    Key,
+    act,
+    chosen_batch_id,
+    int_param,
+    readable_labeling,
+)
 from labeling.views.navigation import safe_return_url
 
 PANEL = "labeling/labeling.html#panel"
@@ -38,20 +45,72 @@ PANEL = "labeling/labeling.html#panel"
 def queue(request: HttpRequest) -> HttpResponse:
     """The labeler's section of the home page, with their recent labelings."""
     require(request, LABELER, message="You need the labeler role to label.")
+    return _queue_page(request)
+
+
+def _queue_page(request: HttpRequest, status: int = 200) -> HttpResponse:
     recent = (
         Labeling.objects.filter(labeler=request.user, status=Labeling.Status.COMPLETED)
         .select_related("solution__problem")
         .order_by("-finished_at")[:10]
     )
-    cockpit = selectors.labeler_cockpit(request.user, ensure_labeler(request.user))
-    return render(request, "labeling/queue.html", {"labeler_cockpit": cockpit, "recent": recent})
+    cockpit = selectors.labeler_cockpit(
+        request.user, ensure_labeler(request.user), chosen_batch_id=chosen_batch_id(request)
+    )
+    context = {"labeler_cockpit": cockpit, "recent": recent}
+    return render(request, "labeling/queue.html", context, status=status)
 
 
 @login_required
 @require_POST
 def claim(request: HttpRequest) -> HttpResponse:
+    """The next solution to label. A posted `batch` is a choice from the home page ("Continue
+    in …", kept for the claims after it) or, empty, the choice taken back (every batch open to
+    the labeler, highest priority first)."""
     require(request, LABELER, message="You need the labeler role to label.")
-    found = queue_service.claim(request.user)
+    if "batch" in request.POST:
+        try:
+            _choose_batch(request, request.POST["batch"].strip())
+        except LabelingError as refused:
+            messages.error(request, str(refused))
+            return _queue_page(request, status=refused.status_code)
+    return _claim_and_open(request)
+
+
+def _choose_batch(request: HttpRequest, value: str) -> None:
+    if value == "":
+        request.session.pop(CHOSEN_BATCH, None)
+        return
+    try:
+        batch_id = int(value)
+    except ValueError:
+        raise LabelingError(f"batch must be a batch's number, got {value[:50]!r}.") from None
+    batch = claimable_batch(request.user, batch_id)
+    if batch is None:
+        raise LabelingError(
+            f"Batch {batch_id} is not open to you: it is paused, finished or assigned to other "
+            "labelers. Pick one of the batches listed here."
+        )
+    if request.session.get(CHOSEN_BATCH) != batch.pk:
+        request.session[CHOSEN_BATCH] = batch.pk
+
+
+def _claim_and_open(request: HttpRequest) -> HttpResponse:
+    """Claim (from the chosen batch while it has work for the labeler) and open it."""
+    chosen_id = chosen_batch_id(request)
+    chosen = None if chosen_id is None else claimable_batch(request.user, chosen_id)
+    found = None
+    if chosen is not None:
+        found = queue_service.claim(request.user, batch=chosen)
+    if found is None:
+        if chosen_id is not None:
+            request.session.pop(CHOSEN_BATCH, None)
+            if chosen is not None and ensure_labeler(request.user).may_do_regular_work:
+                messages.info(
+                    request,
+                    f"“{chosen.name}” has nothing more for you: on to the other batches.",
+                )
+        found = queue_service.claim(request.user)
     labeling = None if found is None else found.labeling
     if found is not None and found.resumed_expired:
         messages.info(
@@ -67,6 +126,24 @@ def claim(request: HttpRequest) -> HttpResponse:
     return redirect("labeling:labeling", labeling_id=labeling.pk)
 
 
+@login_required
+@require_POST
+def skip(request: HttpRequest, labeling_id: int) -> HttpResponse:
+    """Pass a solution on with a reason (not counted, not offered again), and open the next."""
+    require(request, LABELER, message="You need the labeler role to label.")
+    try:
+        labeling_skip(
+            labeling_id=labeling_id, user=request.user, reason=request.POST.get("reason", "")
+        )
+    except LabelingError as refused:
+        messages.error(request, str(refused))
+        response = labeling_page(request, labeling_id)  # 404/403 where it is not theirs
+        response.status_code = refused.status_code
+        return response
+    messages.info(request, "Skipped: not counted, and it will not come back to you.")
+    return _claim_and_open(request)
+
+
 def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
     panel = selectors.labeling_panel(labeling)
     own = labeling.labeler_id == user.pk
@@ -77,7 +154,8 @@ def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
         "panel": panel,
         "rated": panel.rated,
         "current": panel.current,
-        "hidden_count": panel.hidden_count,
+        # A skipped solution stops where it was skipped: nothing "comes after" it.
+        "hidden_count": 0 if labeling.status == Labeling.Status.SKIPPED else panel.hidden_count,
         "step_total": panel.step_total,
         "read_only": not own,
         # Revisiting (changing a rating, rating again from a step) is allowed where undo is.
@@ -357,6 +435,15 @@ def guidelines(request: HttpRequest) -> HttpResponse:
             "back": safe_return_url(request, request.GET.get("back")),
         },
     )
+
+
+@login_required
+def guidelines_version(request: HttpRequest, version: int) -> HttpResponse:
+    """One version of the guidelines and what it changed from the one before."""
+    change = selectors.guidelines_change(version)
+    if change is None:
+        raise Http404(f"There is no version {version} of the guidelines.")
+    return render(request, "labeling/guidelines_version.html", {"change": change})
 
 
 @login_required

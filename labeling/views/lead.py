@@ -21,6 +21,7 @@ from labeling.roles import LEAD, require, require_batch_writer
 from labeling.services import adjudication, alternatives, batches, importing, quality
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
+from labeling.views import people
 from labeling.views.navigation import safe_return_url
 
 LEADS_ONLY = "This page is for leads."
@@ -114,28 +115,13 @@ def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpRespons
 @login_required
 def labelers_page(request: HttpRequest) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
-    return render(request, "labeling/lead/labelers.html", {"labelers": selectors.all_labelers()})
+    return people.labelers_page(request)  # with the form to add one
 
 
 @login_required
 def labeler_detail(request: HttpRequest, user_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
-    user = get_object_or_404(get_user_model(), pk=user_id)
-    labeler = ensure_labeler(user)
-    rolling, rolling_n = quality.rolling_gold_accuracy(labeler)
-    return render(
-        request,
-        "labeling/lead/labeler.html",
-        {
-            "subject": user,
-            "labeler": labeler,
-            "rolling": rolling,
-            "rolling_n": rolling_n,
-            "results": selectors.screening_results(user.pk),
-            "recent": selectors.recent_labelings(user.pk),
-            "states": Labeler.State,
-        },
-    )
+    return people.labeler_page(request, get_object_or_404(get_user_model(), pk=user_id))
 
 
 @login_required
@@ -245,16 +231,27 @@ def labeling_history(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 def guidelines_edit(request: HttpRequest) -> HttpResponse:
+    """Edit the guidelines: "Preview" shows the text as labelers will see it and what changed
+    from the current version; "Publish" (offered with the preview) saves a new version."""
     require(request, LEAD, message=LEADS_ONLY)
     text, version = selectors.current_guidelines()
     form = GuidelinesForm(request.POST or None, initial={"text": text})
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = batches.guidelines_save(text=form.cleaned_data["text"], user=request.user)
-            messages.info(request, f"Guidelines saved as version {saved.version}.")
-            return redirect("labeling:guidelines")
-        except LabelingError as exc:
-            form.add_error("text", str(exc))
+    preview = None
+    status = 200
+    if request.method == "POST":
+        if not form.is_valid():
+            status = 400
+        elif request.POST.get("action") == "publish":
+            try:
+                saved = batches.guidelines_save(text=form.cleaned_data["text"], user=request.user)
+                messages.info(request, f"Guidelines published as version {saved.version}.")
+                return redirect("labeling:guidelines")
+            except LabelingError as exc:
+                form.add_error("text", str(exc))
+                status = exc.status_code
+        else:
+            new_text = form.cleaned_data["text"]
+            preview = {"text": new_text, "diff": selectors.text_diff(text, new_text)}
     history = Guidelines.objects.select_related("created_by").order_by("-version")[:20]
     return render(
         request,
@@ -263,5 +260,7 @@ def guidelines_edit(request: HttpRequest) -> HttpResponse:
             "form": form,
             "version": version,
             "history": history,
+            "preview": preview,
         },
+        status=status,
     )

@@ -208,9 +208,12 @@ def test_guidelines_open_from_the_labeling_page_and_leads_edit_versions(client, 
     assert "<h2>The three ratings</h2>" in default and "$|2x - 5| = 9$" in default
     client.force_login(lead)
     client.post(
-        reverse("labeling:guidelines_edit"), {"text": "# Rules\n- +1 is good <script>x</script>"}
+        reverse("labeling:guidelines_edit"),
+        {"text": "# Rules\n- +1 is good <script>x</script>", "action": "publish"},
     )
-    client.post(reverse("labeling:guidelines_edit"), {"text": "# Rules v2\n$x^2$"})
+    client.post(
+        reverse("labeling:guidelines_edit"), {"text": "# Rules v2\n$x^2$", "action": "publish"}
+    )
     assert list(Guidelines.objects.values_list("version", flat=True)) == [2, 1]
     client.force_login(labeler)
     shown = client.get(reverse("labeling:guidelines")).content.decode()

@@ -1,0 +1,128 @@
+"""Leads manage their labelers' accounts without Django's admin: add one (with a one-time sign-in
+link or a temporary password, shown once), deactivate or reactivate one, reset a password.
+
+Django's own machinery does the security: passwords through the configured hashers
+(`set_password`, `set_unusable_password`), one-time links through `default_token_generator`.
+Its token hashes the user's password hash and last sign-in with a timestamp, so a link works
+once (signing in changes `last_login`), dies with a new password, and expires after
+PASSWORD_RESET_TIMEOUT seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, Group, User
+from django.contrib.auth.tokens import default_token_generator
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils.crypto import get_random_string
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
+
+from labeling.models import ApiToken, Labeler
+from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
+from labeling.services.errors import LabelingError
+from labeling.services.queue import labelings_release
+
+LINK = "link"
+PASSWORD = "password"
+METHODS = (LINK, PASSWORD)
+# Letters and digits a person can read out: no 0/O, 1/l/I.
+PASSWORD_CHARS = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+PASSWORD_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What the lead hands over, once: a temporary password or a one-time sign-in link's parts
+    (the view turns `uidb64` and `token` into the link's address)."""
+
+    user: AbstractBaseUser
+    password: str | None = None
+    uidb64: str | None = None
+    token: str | None = None
+
+
+def managed_labelers() -> QuerySet:
+    """The accounts a lead manages: labelers who hold no other role (a lead, a researcher or an
+    administrator is managed in Django's admin). Any other user id is not found here."""
+    User = get_user_model()
+    return User.objects.filter(groups__name=LABELER, is_superuser=False).exclude(
+        groups__name__in=(LEAD, RESEARCHER, ADMIN)
+    )
+
+
+def _credentials(user: AbstractBaseUser, method: str) -> Credentials:
+    """Replace the user's password: a temporary one (returned, stored hashed) or none at all
+    with a one-time link to sign in. Either way every earlier password, link and session of
+    theirs stops working (sessions carry a hash of the password)."""
+    if method == PASSWORD:
+        password = get_random_string(PASSWORD_LENGTH, PASSWORD_CHARS)
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        return Credentials(user=user, password=password)
+    if method == LINK:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        return Credentials(
+            user=user,
+            uidb64=urlsafe_base64_encode(force_bytes(user.pk)),
+            token=default_token_generator.make_token(user),
+        )
+    raise LabelingError(f"Choose how they sign in: {' or '.join(METHODS)}, not {method[:30]!r}.")
+
+
+def labeler_add(*, username: str, email: str = "", method: str) -> Credentials:
+    """A new labeler account (the labeler role, a labeler record starting in screening)."""
+    if method not in METHODS:
+        raise LabelingError(f"Choose how they sign in: {' or '.join(METHODS)}.")
+    User = get_user_model()
+    username = username.strip()
+    if User.objects.filter(username__iexact=username).exists():
+        raise LabelingError(f"The username “{username}” is taken; choose another.")
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(username=username, email=email.strip())
+            user.groups.add(Group.objects.get_or_create(name=LABELER)[0])
+            Labeler.objects.create(user=user)
+            return _credentials(user, method)
+    except IntegrityError:  # the same name added at the same moment by another lead
+        raise LabelingError(f"The username “{username}” is taken; choose another.") from None
+
+
+def labeler_deactivate(*, user: User) -> int:
+    """Sign the labeler out for good: no sign-in, no session, no API token. Their open labeling
+    goes back to the pool, its ratings kept (as a lapsed claim's are). Returns how many
+    labelings were released."""
+    with transaction.atomic():
+        get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+        user.is_active = False
+        ApiToken.objects.filter(user=user).delete()
+    # Django's backends refuse an inactive user's session on its next request.
+    return labelings_release(user)
+
+
+def labeler_reactivate(*, user: User) -> None:
+    get_user_model().objects.filter(pk=user.pk).update(is_active=True)
+    user.is_active = True
+
+
+def labeler_password_reset(*, user: AbstractBaseUser, method: str) -> Credentials:
+    if not user.is_active:
+        raise LabelingError(f"{user.get_username()} is deactivated: reactivate them first.")
+    return _credentials(user, method)
+
+
+def sign_in_link_user(uidb64: str, token: str) -> AbstractBaseUser | None:
+    """The active user a one-time link signs in, or None: unknown, used, expired, replaced by a
+    newer password or link, or the account deactivated."""
+    User = get_user_model()
+    try:
+        user = User.objects.get(pk=int(urlsafe_base64_decode(uidb64).decode()))
+    except (ValueError, TypeError, OverflowError, User.DoesNotExist):
+        return None
+    if not user.is_active or not default_token_generator.check_token(user, token):
+        return None
+    return user

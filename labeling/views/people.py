@@ -1,0 +1,168 @@
+"""People: leads add labelers, deactivate and reactivate them, reset their password (from the
+Labelers page, without Django's admin); a labeler signs in once with a link and sets a password.
+
+A new password or link is shown once, on the answer to the lead's request: never stored in the
+clear, never kept by a cache (`never_cache`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login, update_session_auth_hash
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm, SetPasswordForm
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_POST
+
+from labeling import selectors
+from labeling.forms import LabelerAddForm, PasswordResetChoiceForm
+from labeling.models import Labeler
+from labeling.roles import LEAD, require
+from labeling.services import people, quality
+from labeling.services.errors import LabelingError
+from labeling.services.queue import ensure_labeler
+
+LEADS_ONLY = "This page is for leads."
+# The backend that signs in a user the link vouches for (django-axes' counts only passwords).
+SIGN_IN_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def labelers_page(request: HttpRequest, form: LabelerAddForm | None = None, status: int = 200):
+    return render(
+        request,
+        "labeling/lead/labelers.html",
+        {"labelers": selectors.all_labelers(), "add_form": form or LabelerAddForm()},
+        status=status,
+    )
+
+
+def labeler_page(request: HttpRequest, user, status: int = 200) -> HttpResponse:
+    """A labeler's page: their state and gold results, recent labelings, and their account
+    where a lead manages it (`people.managed_labelers`)."""
+    labeler = ensure_labeler(user)
+    rolling, rolling_n = quality.rolling_gold_accuracy(labeler)
+    context = {
+        "subject": user,
+        "labeler": labeler,
+        "rolling": rolling,
+        "rolling_n": rolling_n,
+        "results": selectors.screening_results(user.pk),
+        "recent": selectors.recent_labelings(user.pk),
+        "states": Labeler.State,
+        "managed": people.managed_labelers().filter(pk=user.pk).exists(),
+    }
+    return render(request, "labeling/lead/labeler.html", context, status=status)
+
+
+def _duration(seconds: int) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        days = seconds // 86400
+        return f"{days} day{pluralize(days)}"
+    hours = max(1, round(seconds / 3600))
+    return f"{hours} hour{pluralize(hours)}"
+
+
+def _credentials_page(request: HttpRequest, credentials: people.Credentials, *, added: bool):
+    link = None
+    if credentials.token is not None:
+        link = request.build_absolute_uri(
+            reverse("account:sign_in", args=[credentials.uidb64, credentials.token])
+        )
+    context = {
+        "subject": credentials.user,
+        "password": credentials.password,
+        "link": link,
+        "added": added,
+        "link_valid_for": _duration(settings.PASSWORD_RESET_TIMEOUT),
+    }
+    return render(request, "labeling/lead/credentials.html", context, status=201 if added else 200)
+
+
+@never_cache
+@login_required
+@require_POST
+def labeler_add(request: HttpRequest) -> HttpResponse:
+    require(request, LEAD, message=LEADS_ONLY)
+    form = LabelerAddForm(request.POST)
+    if not form.is_valid():
+        return labelers_page(request, form, status=400)
+    try:
+        credentials = people.labeler_add(
+            username=form.cleaned_data["username"],
+            email=form.cleaned_data["email"],
+            method=form.cleaned_data["method"],
+        )
+    except LabelingError as refused:
+        form.add_error("username", str(refused))
+        return labelers_page(request, form, status=refused.status_code)
+    return _credentials_page(request, credentials, added=True)
+
+
+@never_cache
+@login_required
+@require_POST
+def labeler_account(request: HttpRequest, user_id: int) -> HttpResponse:
+    """Deactivate, reactivate, or reset the password (a new link or a temporary password)."""
+    require(request, LEAD, message=LEADS_ONLY)
+    user = get_object_or_404(people.managed_labelers(), pk=user_id)
+    action = request.POST.get("action", "")
+    name = user.get_username()
+    if action == "deactivate":
+        released = people.labeler_deactivate(user=user)
+        note = " Their open solution went back to the pool, their ratings kept." if released else ""
+        messages.info(request, f"{name} is deactivated: they can no longer sign in.{note}")
+    elif action == "reactivate":
+        people.labeler_reactivate(user=user)
+        messages.info(request, f"{name} can sign in again.")
+    elif action == "reset":
+        form = PasswordResetChoiceForm(request.POST)
+        try:
+            if not form.is_valid():
+                raise LabelingError("Choose a new sign-in link or a temporary password.")
+            credentials = people.labeler_password_reset(
+                user=user, method=form.cleaned_data["method"]
+            )
+        except LabelingError as refused:
+            messages.error(request, str(refused))
+            return labeler_page(request, user, status=400)
+        return _credentials_page(request, credentials, added=False)
+    else:
+        messages.error(request, f"Choose deactivate, reactivate or reset, not {action[:30]!r}.")
+        return labelers_page(request, status=400)
+    return redirect("labeling:labeler_detail", user_id=user.pk)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def sign_in(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
+    """A one-time link: the page asks to confirm (a mail scanner's GET must not spend it), the
+    POST signs in (which changes `last_login`, so the link is spent) and asks for a password."""
+    user = people.sign_in_link_user(uidb64, token)
+    if user is None:
+        return render(request, "registration/sign_in_link.html", {"invalid": True}, status=400)
+    if request.method == "POST":
+        login(request, user, backend=SIGN_IN_BACKEND)
+        messages.info(request, "You are signed in. Choose a password to sign in next time.")
+        return redirect("account:password")
+    return render(request, "registration/sign_in_link.html", {"subject": user})
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def password(request: HttpRequest) -> HttpResponse:
+    """Choose a password (after a sign-in link), or change one (a temporary one, say)."""
+    form_class = PasswordChangeForm if request.user.has_usable_password() else SetPasswordForm
+    form = form_class(request.user, request.POST or None)
+    if request.method == "POST":
+        if form.is_valid():
+            form.save()
+            update_session_auth_hash(request, form.user)  # this session stays signed in
+            messages.info(request, "Your password is saved.")
+            return redirect("home")
+        return render(request, "registration/password.html", {"form": form}, status=400)
+    return render(request, "registration/password.html", {"form": form})

@@ -1,0 +1,257 @@
+"""Leads add labelers (a one-time sign-in link or a temporary password, shown once), deactivate
+and reactivate them, and reset their password; a link signs in once and expires."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from labeling.models import ApiToken, Labeler, Labeling
+from labeling.services import people, queue, rating, tokens
+from labeling.services.errors import LabelingError
+from tests.conftest import make_user
+from tests.factories import make_batch, make_solutions
+from tests.labeling.conftest import api_client_for
+
+pytestmark = pytest.mark.django_db
+User = get_user_model()
+
+
+def sign_in_path(credentials: people.Credentials) -> str:
+    return reverse("account:sign_in", args=[credentials.uidb64, credentials.token])
+
+
+# --- the service -------------------------------------------------------------------------------
+
+
+def test_a_labeler_added_with_a_temporary_password_signs_in_with_it(client):
+    credentials = people.labeler_add(username="nina", email="nina@example.org", method="password")
+    user = User.objects.get(username="nina")
+    assert credentials.password and len(credentials.password) == people.PASSWORD_LENGTH
+    assert credentials.password not in user.password  # stored hashed, by Django's hasher
+    assert user.check_password(credentials.password)
+    assert user.groups.filter(name="labeler").exists()
+    assert Labeler.objects.get(user=user).state == Labeler.State.SCREENING
+    response = client.post(reverse("login"), {"username": "nina", "password": credentials.password})
+    assert response.status_code == 302 and response["Location"] == reverse("home")
+
+
+def test_a_sign_in_link_works_once(client):
+    credentials = people.labeler_add(username="nina", method="link")
+    user = User.objects.get(username="nina")
+    assert not user.has_usable_password()
+    path = sign_in_path(credentials)
+    confirm = client.get(path)  # a mail scanner's GET does not spend it
+    assert confirm.status_code == 200 and "Sign in as nina" in confirm.content.decode()
+    assert client.get(path).status_code == 200
+    signed_in = client.post(path)
+    assert signed_in["Location"] == reverse("account:password")
+    assert client.get(reverse("home")).context["user"] == user
+    client.logout()
+    again = client.post(path)
+    assert again.status_code == 400
+    assert "no longer works" in again.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_a_sign_in_link_expires(client, settings):
+    credentials = people.labeler_add(username="nina", method="link")
+    # Django's token carries its timestamp: a link older than the timeout is refused.
+    settings.PASSWORD_RESET_TIMEOUT = -1
+    assert people.sign_in_link_user(credentials.uidb64, credentials.token) is None
+    assert client.post(sign_in_path(credentials)).status_code == 400
+    settings.PASSWORD_RESET_TIMEOUT = 3600
+    assert people.sign_in_link_user(credentials.uidb64, credentials.token) is not None
+
+
+@pytest.mark.parametrize(
+    ("uidb64", "token"), [("bm9ib2R5", "abc-def"), ("!!", "x"), ("MTIzNDU2Nzg5", "1-2")]
+)
+def test_a_made_up_link_signs_nobody_in(client, uidb64, token):
+    people.labeler_add(username="nina", method="link")
+    assert people.sign_in_link_user(uidb64, token) is None
+    assert client.get(reverse("account:sign_in", args=[uidb64, token])).status_code == 400
+
+
+def test_a_new_link_or_password_replaces_the_old_ones(client):
+    first = people.labeler_add(username="nina", method="link")
+    user = User.objects.get(username="nina")
+    second = people.labeler_password_reset(user=user, method="link")
+    assert people.sign_in_link_user(first.uidb64, first.token) is None
+    assert people.sign_in_link_user(second.uidb64, second.token) == user
+    temporary = people.labeler_password_reset(user=user, method="password")
+    assert people.sign_in_link_user(second.uidb64, second.token) is None
+    user.refresh_from_db()
+    assert user.check_password(temporary.password)
+
+
+def test_deactivating_releases_the_open_labeling_keeps_ratings_and_stops_tokens(lead):
+    nina = make_user("nina", "labeler")
+    batch = make_batch(gold_rate=0)
+    make_solutions(batch, 2)
+    opened = queue.claim_next(nina)
+    rating.rate_step(labeling_id=opened.pk, user=nina, step_index=0, rating=1)
+    api = api_client_for(nina)
+    assert api.get("/api/labelings/").status_code == 200
+    released = people.labeler_deactivate(user=nina)
+    assert released == 1
+    opened.refresh_from_db()
+    assert opened.status == Labeling.Status.EXPIRED and opened.step_labels.count() == 1
+    opened.solution.refresh_from_db()
+    assert opened.solution.active_count == 0
+    nina.refresh_from_db()
+    assert not nina.is_active
+    assert not ApiToken.objects.filter(user=nina).exists()
+    assert api.get("/api/labelings/").status_code == 401
+    # Another labeler gets the released solution.
+    lars = make_user("lars", "labeler")
+    assert queue.claim_next(lars, batch=batch).solution == opened.solution
+    people.labeler_reactivate(user=nina)
+    nina.refresh_from_db()
+    assert nina.is_active
+    assert tokens.token_create(user=nina, name="again", expires_in=None)
+
+
+def test_a_deactivated_labelers_session_and_link_stop_working(client):
+    credentials = people.labeler_add(username="nina", method="link")
+    nina = User.objects.get(username="nina")
+    client.force_login(nina)
+    assert client.get(reverse("home")).status_code == 200
+    people.labeler_deactivate(user=nina)
+    assert client.get(reverse("home")).status_code == 302  # to the sign-in page
+    assert people.sign_in_link_user(credentials.uidb64, credentials.token) is None
+    with pytest.raises(LabelingError, match="reactivate them first"):
+        people.labeler_password_reset(user=nina, method="password")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"username": "lena", "method": "link"}, "is taken"),
+        ({"username": "LENA", "method": "password"}, "is taken"),
+        ({"username": "nina", "method": "carrier pigeon"}, "Choose how they sign in"),
+    ],
+)
+def test_adding_refuses_a_taken_name_or_an_unknown_method(labeler, kwargs, message):
+    with pytest.raises(LabelingError, match=message):
+        people.labeler_add(**kwargs)
+    assert not User.objects.filter(username="nina").exists()
+
+
+def test_leads_manage_only_plain_labelers(lead, labeler, researcher):
+    both = make_user("rita", "labeler", "researcher")
+    managed = set(people.managed_labelers().values_list("username", flat=True))
+    assert managed == {"lena"}
+    assert both.username not in managed
+
+
+# --- the pages ---------------------------------------------------------------------------------
+
+
+def test_a_lead_adds_a_labeler_and_sees_the_password_once(client, lead):
+    client.force_login(lead)
+    page = client.get(reverse("labeling:labelers"))
+    assert "Add a labeler" in page.content.decode()
+    response = client.post(
+        reverse("labeling:labeler_add"), {"username": "nina", "email": "", "method": "password"}
+    )
+    assert response.status_code == 201
+    assert "no-store" in response["Cache-Control"]
+    shown = re.search(r'id="temporary-password"[^>]*value="([^"]+)"', response.content.decode())
+    assert shown and User.objects.get(username="nina").check_password(shown.group(1))
+    assert shown.group(1) not in client.get(reverse("labeling:labelers")).content.decode()
+
+
+def test_a_lead_adds_a_labeler_with_a_link_that_signs_them_in(client, lead):
+    client.force_login(lead)
+    response = client.post(reverse("labeling:labeler_add"), {"username": "nina", "method": "link"})
+    link = re.search(r'id="sign-in-link"[^>]*value="([^"]+)"', response.content.decode())
+    assert link and link.group(1).startswith("http://testserver/account/sign-in/")
+    client.logout()
+    path = link.group(1).removeprefix("http://testserver")
+    client.post(path)
+    response = client.post(
+        reverse("account:password"),
+        {"new_password1": "a long new passphrase", "new_password2": "a long new passphrase"},
+    )
+    assert response["Location"] == reverse("home")
+    assert User.objects.get(username="nina").check_password("a long new passphrase")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"username": "", "method": "link"}, "This field is required"),
+        ({"username": "no spaces please", "method": "link"}, "Enter a valid username"),
+        ({"username": "x" * 151, "method": "link"}, "at most 150 characters"),
+        ({"username": "nina", "method": "fax"}, "Select a valid choice"),
+        ({"username": "nina", "email": "not-an-address", "method": "link"}, "valid email"),
+        ({"username": "Lena", "method": "link"}, "is taken"),
+    ],
+)
+def test_adding_a_labeler_with_bad_input_is_a_clear_400(client, lead, labeler, data, message):
+    client.force_login(lead)
+    response = client.post(reverse("labeling:labeler_add"), data)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert not User.objects.filter(username__in=["nina", "no spaces please"]).exists()
+
+
+def test_adding_twice_refuses_the_second(client, lead):
+    client.force_login(lead)
+    data = {"username": "nina", "method": "password"}
+    assert client.post(reverse("labeling:labeler_add"), data).status_code == 201
+    again = client.post(reverse("labeling:labeler_add"), data)
+    assert again.status_code == 400 and "is taken" in again.content.decode()
+    assert User.objects.filter(username="nina").count() == 1
+
+
+def test_a_lead_deactivates_reactivates_and_resets_from_the_labeler_page(client, lead, labeler):
+    client.force_login(lead)
+    url = reverse("labeling:labeler_account", args=[labeler.pk])
+    page = client.get(reverse("labeling:labeler_detail", args=[labeler.pk])).content.decode()
+    assert 'id="deactivate"' in page
+    assert client.post(url, {"action": "deactivate"}).status_code == 302
+    labeler.refresh_from_db()
+    assert not labeler.is_active
+    labelers = client.get(reverse("labeling:labelers")).content.decode()
+    assert "deactivated" in labelers
+    reset = client.post(url, {"action": "reset", "method": "password"})
+    assert reset.status_code == 400 and "reactivate them first" in reset.content.decode()
+    bad = client.post(url, {"action": "reset", "method": "fax"})
+    assert bad.status_code == 400 and "Choose a new sign-in link" in bad.content.decode()
+    client.post(url, {"action": "reactivate"})
+    labeler.refresh_from_db()
+    assert labeler.is_active
+    reset = client.post(url, {"action": "reset", "method": "password"})
+    assert reset.status_code == 200 and 'id="temporary-password"' in reset.content.decode()
+    unknown = client.post(url, {"action": "promote"})
+    assert unknown.status_code == 400 and "not &#x27;promote&#x27;" in unknown.content.decode()
+
+
+def test_only_leads_manage_and_only_labelers_are_managed(client, lead, labeler, researcher):
+    other_lead = make_user("leo", "lead", "labeler")
+    client.force_login(labeler)
+    assert client.post(reverse("labeling:labeler_add"), {"username": "x"}).status_code == 403
+    url = reverse("labeling:labeler_account", args=[labeler.pk])
+    assert client.post(url, {"action": "deactivate"}).status_code == 403
+    client.force_login(lead)
+    for user_id in (other_lead.pk, researcher.pk, lead.pk, 999999):
+        url = reverse("labeling:labeler_account", args=[user_id])
+        assert client.post(url, {"action": "deactivate"}).status_code == 404
+    assert User.objects.filter(is_active=False).count() == 0
+    assert client.get(reverse("labeling:labeler_account", args=[labeler.pk])).status_code == 405
+
+
+def test_a_wrong_old_password_is_a_400(client, labeler):
+    client.force_login(labeler)
+    response = client.post(
+        reverse("account:password"),
+        {"old_password": "wrong", "new_password1": "a long new one", "new_password2": "x"},
+    )
+    assert response.status_code == 400
+    labeler.refresh_from_db()
+    assert labeler.check_password("lena-pw")
