@@ -4,8 +4,8 @@ table of ratios.
     python -m benchmarks.peers [--seconds 60] [--labelers 1,20,50] [--skip-peer]
                                [--skip-import-export] [--repeat 3]
 
-1. Label Studio 1.23.2: ../shared/peers/label_studio/run.sh (beside the checkout; see
-   ../shared/peers/README.md), with LOAD_S=--seconds and SKIP_RUNSERVER=1 (uWSGI, its
+1. Label Studio 1.23.2: ../shared/peers/label_studio/run.sh (beside the checkout, or under
+   $STEPWISE_PEERS; see ../shared/peers/README.md), with LOAD_S=--seconds and SKIP_RUNSERVER=1 (uWSGI, its
    production server, only). It needs Label Studio in /tmp/ls-venv ($LS_VENV); the script
    stops with the install command when it is missing. It starts its own PostgreSQL (:5433,
    the port benchmarks/soak.py's cluster uses too: never run both at once) and server
@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PEERS = ROOT.parent / "shared" / "peers"
+# ../shared/peers beside the checkout, or $STEPWISE_PEERS (a worktree elsewhere).
+PEERS = Path(os.environ.get("STEPWISE_PEERS") or ROOT.parent / "shared" / "peers")
 RUN_SH = PEERS / "label_studio" / "run.sh"
 LS_VENV = Path(os.environ.get("LS_VENV", "/tmp/ls-venv"))
 RESULTS = Path(os.environ.get("BENCH_DIR", "/tmp/ls-bench")) / "results.jsonl"
