@@ -303,7 +303,9 @@ def test_an_import_into_a_batch_with_work_adds_what_a_recount_would_find(
         "early.jsonl",
         [_labeled_again(phase2, "00000000-0000-4000-8000-00000000000b", "2022-11-22T17:10:00")],
     )
-    done = {hour.hour: row[-1] for hour, *row in per_hour if hour.date().isoformat() == "2022-11-22"}
+    done = {
+        hour.hour: row[-1] for hour, *row in per_hour if hour.date().isoformat() == "2022-11-22"
+    }
     assert done == {16: 0, 17: 1, 18: 0}
     late_user = Labeler.objects.get(public_id=late).user_id
     assert BatchLabelerStats.objects.get(batch=batch, labeler_id=late_user).solutions_done == 0
