@@ -91,9 +91,9 @@ def main() -> None:
             done = labeling.step_labels.count()
             # The seed's batch has N = 2: the second finish of a solution also computes its
             # agreement (gold would too; the seed has none).
-            reaches_n = (
-                Solution.objects.get(pk=labeling.solution_id).completed_count + 1
-                == labeling.solution.batch.overlap
+            batch = labeling.solution.batch
+            reaches_n = batch is not None and (
+                Solution.objects.get(pk=labeling.solution_id).completed_count + 1 == batch.overlap
             )
             for index in range(done, steps):
                 kind = "rate" if index < steps - 1 else "finish_n" if reaches_n else "finish"

@@ -234,7 +234,8 @@ def tally_added(labeling_ids: Sequence[int]) -> None:
 def _bump_totals(model: type[Model], keys: tuple[str, str], totals: dict, latest: dict) -> None:
     """Totals per key pair into `model`'s rows, in key order (as live finishes lock them, one
     at a time); a row losing more than it gains (a solution's N moved away) is updated alone."""
-    rows, losing = [], []
+    rows: list[dict] = []
+    losing: list[dict] = []
     for key in sorted(totals):
         row = {**dict(zip(keys, key, strict=True)), **totals[key]}
         if key in latest:
