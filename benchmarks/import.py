@@ -1,6 +1,7 @@
 """PRM800K import throughput: our chunked importer vs a naive per-row ORM save() loop.
 
     python -m benchmarks.import [--lines 20000] [--naive-lines 500] [--workers N]
+                                [--existing-lines 0] [--recount-baseline]
 
 Writes a synthetic PRM800K-shaped JSONL file (phase-2 lines, 10 steps each, one rated
 completion per step and two rated alternatives on every fifth step, distinct problems), then
@@ -13,7 +14,11 @@ ratio, the target (50,000 step labels/s; 100,000 the longer-term goal) and wheth
 met, the peak RSS of the importing process and of its largest worker (getrusage; run two
 --lines sizes to see that memory stays flat), and (unless --no-floor) the server floor: the
 same rows COPYed back into the emptied tables in one transaction, which no importer on this
-server can beat. Not a test: run it by hand.
+server can beat. --existing-lines N first imports N other lines into the same batch (not
+timed): an import into a batch that already holds work. --recount-baseline also times the
+importer's earlier way of counting (each chunk's counting off, then `rebuild_batch_stats`
+recounting the whole batch) from the same starting point, and prints the ratio. Not a test:
+run it by hand.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import resource
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 from benchmarks._setup import django_on
 
@@ -31,8 +37,8 @@ STEPS = 10
 TARGET = 50_000  # step labels/s; 100,000 is the longer-term goal
 
 
-def synthetic_lines(count: int):
-    for n in range(count):
+def synthetic_lines(count: int, start: int = 0):
+    for n in range(start, start + count):
         steps = []
         for i in range(STEPS):
             completions = [
@@ -81,6 +87,19 @@ def empty_tables() -> None:
             " labeling_solution, labeling_problem, labeling_batch, labeling_labeler CASCADE"
         )
         cur.execute("DELETE FROM auth_user WHERE username LIKE 'prm800k-%%'", [])
+
+
+def _all_stats() -> tuple[list, list]:
+    """Every lead counter row, comparable across runs (no ids)."""
+    from labeling.models import BatchHourStats, BatchLabelerStats
+
+    fields = BatchLabelerStats.TALLY_FIELDS
+    return (
+        sorted(
+            BatchLabelerStats.objects.values_list("labeler__username", "last_finished_at", *fields)
+        ),
+        sorted(BatchHourStats.objects.values_list("hour", *fields)),
+    )
 
 
 def naive_import(path: Path, limit: int) -> int:
@@ -219,11 +238,25 @@ def main() -> None:
         help="also time the server alone storing the same rows (see server_floor)",
     )
     parser.add_argument("--database", default="stepwise_bench_import")
+    parser.add_argument(
+        "--existing-lines",
+        type=int,
+        default=0,
+        help="import this many other lines into the same batch first (not timed)",
+    )
+    parser.add_argument(
+        "--recount-baseline",
+        action="store_true",
+        help="also time the earlier counting: the whole batch recounted after the import",
+    )
     args = parser.parse_args()
     django_on(args.database)
 
     from django.conf import settings
 
+    from labeling.models import Batch
+    from labeling.services import importing
+    from labeling.services.counters import rebuild_batch_stats
     from labeling.services.importing import import_prm800k
 
     workers = settings.STEPWISE_IMPORT_WORKERS if args.workers is None else args.workers
@@ -238,12 +271,48 @@ def main() -> None:
             flush=True,
         )
 
-        empty_tables()
+        existing = Path(tmp) / "existing.jsonl"
+        with open(existing, "w") as handle:  # other problems, the same batch and labelers
+            for line in synthetic_lines(args.existing_lines, start=args.lines):
+                handle.write(json.dumps(line) + "\n")
+
+        def start_from_existing() -> None:
+            empty_tables()
+            if args.existing_lines:
+                import_prm800k(existing, workers=workers)
+                print(f"batch holds {args.existing_lines:,} imported lines already", flush=True)
+
+        if args.recount_baseline:
+            start_from_existing()
+            started = time.perf_counter()
+            with mock.patch.object(importing, "tally_added", lambda labeling_ids: None):
+                recounted = import_prm800k(path, workers=workers)
+            counting_started = time.perf_counter()
+            for batch in Batch.objects.all():
+                rebuild_batch_stats(batch)
+            recount_elapsed = time.perf_counter() - started
+            recount_counting = time.perf_counter() - counting_started
+            recount_rate = recounted.created["step labels"] / recount_elapsed
+            print(
+                f"earlier counting (whole batch recounted after): {recount_elapsed:.2f} s"
+                f" = {recount_rate:,.0f} step labels/s, {recount_counting:.2f} s of it counting",
+                flush=True,
+            )
+            counted_by_recount = _all_stats()
+
+        start_from_existing()
         rss_before = peak_rss_mb(resource.RUSAGE_SELF)
+        counting = [0.0]
+
+        def timed_tally(labeling_ids, tally=importing.tally_added):
+            counting_started = time.perf_counter()
+            tally(labeling_ids)
+            counting[0] += time.perf_counter() - counting_started
+
         started = time.perf_counter()
-        report = import_prm800k(path, workers=workers)
+        with mock.patch.object(importing, "tally_added", timed_tally):  # the same, timed
+            report = import_prm800k(path, workers=workers)
         elapsed = time.perf_counter() - started
-        # Read now: the naive loop below must not count. The workers have ended by now.
         rss_main, rss_worker = (
             peak_rss_mb(resource.RUSAGE_SELF),
             peak_rss_mb(resource.RUSAGE_CHILDREN),
@@ -256,6 +325,14 @@ def main() -> None:
             f" = {fast_rate:,.0f} step labels/s",
             flush=True,
         )
+        if args.recount_baseline:
+            same = "the same counters" if _all_stats() == counted_by_recount else "OTHER COUNTERS"
+            print(
+                f"counting what the import added: {fast_rate / recount_rate:.2f}x the earlier"
+                f" import rate; counting {counting[0]:.2f} s against {recount_counting:.2f} s"
+                f" ({recount_counting / counting[0]:.1f}x less; {same} as the recount)",
+                flush=True,
+            )
         print(
             f"peak RSS: importing process {rss_main:,.0f} MiB ({rss_before:,.0f} MiB before the"
             f" import), largest worker {rss_worker:,.0f} MiB",

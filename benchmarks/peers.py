@@ -2,10 +2,10 @@
 table of ratios.
 
     python -m benchmarks.peers [--seconds 60] [--labelers 1,20,50] [--skip-peer]
-                               [--skip-import-export]
+                               [--skip-import-export] [--repeat 3]
 
-1. Label Studio 1.23.2: ../shared/peers/label_studio/run.sh (beside the checkout; see
-   ../shared/peers/README.md), with LOAD_S=--seconds and SKIP_RUNSERVER=1 (uWSGI, its
+1. Label Studio 1.23.2: ../shared/peers/label_studio/run.sh (beside the checkout, or under
+   $STEPWISE_PEERS; see ../shared/peers/README.md), with LOAD_S=--seconds and SKIP_RUNSERVER=1 (uWSGI, its
    production server, only). It needs Label Studio in /tmp/ls-venv ($LS_VENV); the script
    stops with the install command when it is missing. It starts its own PostgreSQL (:5433,
    the port benchmarks/soak.py's cluster uses too: never run both at once) and server
@@ -32,6 +32,11 @@ harness is missing or fails, or an output cannot be read; when run.sh fails afte
 load levels (its bulk import and exports come last) the table is still printed, with a
 warning, and the exit status is 1. Takes about 15 minutes at
 --seconds 60 on 2 cores (Label Studio's run about 8 of them, its exports included).
+
+--repeat N runs all of it N times back to back (Label Studio then ours each time; our database
+seeded once), prints each run's table as above, then per level each run's step ratings/s
+ratio and the median of the N: the figure to quote, as one run on a shared machine can be
+off by a third.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -48,7 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PEERS = ROOT.parent / "shared" / "peers"
+# ../shared/peers beside the checkout, or $STEPWISE_PEERS (a worktree elsewhere).
+PEERS = Path(os.environ.get("STEPWISE_PEERS") or ROOT.parent / "shared" / "peers")
 RUN_SH = PEERS / "label_studio" / "run.sh"
 LS_VENV = Path(os.environ.get("LS_VENV", "/tmp/ls-venv"))
 RESULTS = Path(os.environ.get("BENCH_DIR", "/tmp/ls-bench")) / "results.jsonl"
@@ -373,24 +380,22 @@ def run_ours(name: str, *args: str) -> str:
     return done.stdout
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--seconds", type=float, default=60, help="per load level (run.sh's LOAD_S)"
-    )
-    parser.add_argument(
-        "--labelers", type=parse_levels, default=[1, 20, 50], help="levels, e.g. 1,20,50"
-    )
-    parser.add_argument(
-        "--skip-peer", action="store_true", help=f"reuse the last {RESULTS} instead of run.sh"
-    )
-    parser.add_argument(
-        "--skip-import-export", action="store_true", help="no import/export rows (both sides)"
-    )
-    args = parser.parse_args()
+def ratio_summary(runs: list[dict[int, float | None]], levels: list[int]) -> list[str]:
+    """One line per level: each run's step ratings/s ratio (ours / Label Studio) and their
+    median (of the runs that have one)."""
+    lines = ["step ratings/s, ours / Label Studio, run by run, and the median:"]
+    for n in levels:
+        got = [run.get(n) for run in runs]
+        known = [r for r in got if r is not None]
+        median = statistics.median(known) if known else None
+        each = ", ".join(_ratio_cell(r) for r in got)
+        lines.append(f"  {_labelers(n):12s} {each}   median {_ratio_cell(median)}")
+    return lines
 
+
+def one_run(args: argparse.Namespace, reseed: bool) -> tuple[dict[int, float | None], bool]:
+    """Label Studio, then ours, then the table; returns the step ratings/s ratio per level and
+    whether Label Studio's run.sh failed part way."""
     peer_failed = None
     if args.skip_peer:
         if not RESULTS.is_file():
@@ -407,7 +412,7 @@ def main() -> None:
 
     from benchmarks import queue_load as bench
 
-    bench.seed(QUEUE_DB, SOLUTIONS, max(args.labelers), reseed=True)
+    bench.seed(QUEUE_DB, SOLUTIONS, max(args.labelers), reseed=reseed)
     ours = {}
     for n in args.labelers:
         out = run_ours(
@@ -436,8 +441,52 @@ def main() -> None:
         print(f"WARNING: ours lost ratings or went over N at {bad} labelers (see above)")
     if peer_failed:
         print("WARNING: Label Studio's run.sh failed part way (above); its figures may be partial")
-    print("\n".join(report(ours, peer, args.labelers, ours_import, ours_export)))
-    sys.exit(1 if peer_failed else 0)
+    print("\n".join(report(ours, peer, args.labelers, ours_import, ours_export)), flush=True)
+    step_rows = rows(ours, peer, args.labelers)[: len(args.labelers)]
+    return {n: row.ratio for n, row in zip(args.labelers, step_rows, strict=True)}, bool(
+        peer_failed
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=60, help="per load level (run.sh's LOAD_S)"
+    )
+    parser.add_argument(
+        "--labelers", type=parse_levels, default=[1, 20, 50], help="levels, e.g. 1,20,50"
+    )
+    parser.add_argument(
+        "--skip-peer", action="store_true", help=f"reuse the last {RESULTS} instead of run.sh"
+    )
+    parser.add_argument(
+        "--skip-import-export", action="store_true", help="no import/export rows (both sides)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="whole runs back to back (Label Studio then ours each time); prints each run's "
+        "table, then each step ratings/s ratio and their median",
+    )
+    args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat is 1 or more")
+
+    runs, failed = [], False
+    for number in range(1, args.repeat + 1):
+        if args.repeat > 1:
+            print(f"\n===== run {number} of {args.repeat} =====", flush=True)
+        # Our database is seeded once: a run uses about 2% of its solutions.
+        ratios, peer_failed = one_run(args, reseed=number == 1)
+        runs.append(ratios)
+        failed = failed or peer_failed
+    if args.repeat > 1:
+        print()
+        print("\n".join(ratio_summary(runs, args.labelers)))
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

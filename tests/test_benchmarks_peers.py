@@ -186,3 +186,12 @@ def test_labeler_levels_must_include_50():
     assert peers.parse_levels("50,1,20,20") == [1, 20, 50]
     with pytest.raises(Exception, match="include 50"):
         peers.parse_levels("1,20")
+
+
+def test_repeated_runs_print_each_ratio_and_their_median():
+    runs = [{1: 1.1, 20: 2.0, 50: 2.5}, {1: 0.9, 20: 2.4, 50: None}, {1: 1.3, 20: 1.8, 50: 2.1}]
+    lines = peers.ratio_summary(runs, [1, 20, 50])
+    assert lines[1].split() == ["1", "labeler", "1.10,", "0.90,", "1.30", "median", "1.10"]
+    assert lines[2].split()[-1] == "2.00"
+    # A run without a figure at a level shows n/a and the median is of the others.
+    assert lines[3].split() == ["50", "labelers", "2.50,", "n/a,", "2.10", "median", "2.30"]

@@ -51,7 +51,7 @@ from labeling.parsing import (
     sha256_text,
     solution_content_hash,
 )
-from labeling.services.counters import rebuild_batch_stats
+from labeling.services.counters import tally_added
 
 Item = TypeVar("Item")
 
@@ -563,6 +563,9 @@ def _write_prm800k_chunk(
         steps_made, completions_made = _bulk_create_steps(labeling_ids, [line for line, _ in fresh])
     report.created["step labels"] += steps_made
     report.created["completions"] += completions_made
+    # Imported labelings bypass the finish that counts them live: counted here, these alone
+    # (recounting the whole batch after each import grew with the batch).
+    tally_added(labeling_ids)
 
 
 def _reserve_ids(table: str, count: int) -> list[int]:
@@ -746,17 +749,13 @@ def import_prm800k(
     """PRM800K label lines. `workers` parse in worker processes (default the setting
     STEPWISE_IMPORT_WORKERS; 0 parses in this process, as a file of one chunk always is)."""
     cache: dict[Any, Batch] = {}
-    report = _run_import(
+    return _run_import(
         path,
         functools.partial(prepare_prm800k_line, bounds=solution_bounds()),
         lambda chunk, report: _write_prm800k_chunk(chunk, report, batch=batch, batch_cache=cache),
         skip_invalid=skip_invalid,
         workers=settings.STEPWISE_IMPORT_WORKERS if workers is None else workers,
     )
-    if report.created["labelings"]:  # imported labelings bypass the live counters: recount
-        for touched in {*cache.values(), *([batch] if batch else [])}:
-            rebuild_batch_stats(touched)
-    return report
 
 
 # --- generator samples ---------------------------------------------------------------------

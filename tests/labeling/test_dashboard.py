@@ -274,6 +274,53 @@ def test_a_rebuild_recounts_exactly_what_the_live_counters_hold(labeler, labeler
     assert _stats(batch) == live
 
 
+def _labeled_again(line: str, labeler: str, timestamp: str) -> str:
+    """The same solution as `line`, labeled by someone else at another time."""
+    record = json.loads(line)
+    record["labeler"], record["timestamp"] = labeler, timestamp
+    return json.dumps(record)
+
+
+def test_an_import_into_a_batch_with_work_adds_what_a_recount_would_find(
+    labeler, labeler2, shared_data, tmp_path
+):
+    from labeling.services.importing import import_prm800k
+
+    batch = make_batch(overlap=2, gold_rate=0)
+    make_solutions(batch, 2)
+    claim_and_label(labeler, [1, 0, 1])
+    claim_and_label(labeler2, [1, -1])
+    lines = (shared_data / "prm800k" / "samples.jsonl").read_text().splitlines()
+    phase2 = lines[1]  # labeled at 2022-11-22T16:51 by its labeler
+
+    def imported(name: str, content: list[str]):
+        path = tmp_path / name
+        path.write_text("\n".join(content) + "\n")
+        import_prm800k(path, batch=batch)
+        counted = _stats(batch)
+        counters.rebuild_batch_stats(batch)
+        assert counted == _stats(batch), name  # as a recount of the whole batch finds them
+        return counted
+
+    imported("samples.jsonl", lines)
+    # A second labeling of the phase-2 solution, an hour later: it reaches N = 2 at 18:00.
+    late = "00000000-0000-4000-8000-00000000000a"
+    imported("late.jsonl", [_labeled_again(phase2, late, "2022-11-22T18:05:00")])
+    # A third one, at 17:10, comes before it: the solution reached N then, not at 18:00.
+    _, per_hour = imported(
+        "early.jsonl",
+        [_labeled_again(phase2, "00000000-0000-4000-8000-00000000000b", "2022-11-22T17:10:00")],
+    )
+    done = {
+        hour.hour: row[-1] for hour, *row in per_hour if hour.date().isoformat() == "2022-11-22"
+    }
+    assert done == {16: 0, 17: 1, 18: 0}
+    late_user = Labeler.objects.get(public_id=late).user_id
+    assert BatchLabelerStats.objects.get(batch=batch, labeler_id=late_user).solutions_done == 0
+    # The live labelings are still there, beside the imported ones.
+    assert BatchLabelerStats.objects.get(batch=batch, labeler=labeler).steps == 3
+
+
 def test_imported_labelings_show_on_the_dashboard(shared_data, capsys):
     from django.core.management import call_command
 

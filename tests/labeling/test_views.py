@@ -162,6 +162,33 @@ def test_the_rating_that_ends_a_solution_is_ten_statements(client, labeling):
     assert BatchHourStats.objects.get().fin_solution == 1
 
 
+def test_agreement_is_computed_by_the_finish_that_brings_the_nth_labeling_only(
+    client, labeler, labeler2
+):
+    """N = 2: the first finish is the same ten statements (no agreement table read); the
+    second computes the solution's agreement and folds it into the batch's and the pair's."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from labeling.models import BatchAgreement, PairAgreement, SolutionAgreement
+
+    make_solution(make_batch(overlap=2, gold_rate=0), steps=["One.", "Two."])
+    statements = []
+    for user in (labeler, labeler2):
+        labeling = queue.claim_next(user)
+        client.force_login(user)
+        url = reverse("labeling:rate", args=[labeling.pk])
+        htmx_post(client, url, {"step_index": 0, "rating": 1})
+        with CaptureQueriesContext(connection) as captured:
+            htmx_post(client, url, {"step_index": 1, "rating": 1})
+        statements.append(_own_statements(captured)[0])
+    first, second = statements
+    assert len(first) == 10 and not any("agreement" in q for q in first), "\n".join(first)
+    assert len(second) > 10 and any("labeling_solutionagreement" in q for q in second)
+    assert SolutionAgreement.objects.get().labelings == 2
+    assert BatchAgreement.objects.get().solutions == 1 and PairAgreement.objects.count() == 1
+
+
 def test_double_submit_returns_the_same_state(client, labeling):
     client.force_login(labeling.labeler)
     url = reverse("labeling:rate", args=[labeling.pk])
