@@ -24,7 +24,8 @@ from labeling.services.importing import import_math, import_prm800k
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
 from modeling.services import runs
 from stepwise.celery import UNSENT
-from tests.modeling.loop_helpers import SAMPLE_DIR, make_tiny_backbone
+from tests.helpers.paths import SAMPLE_DIR
+from tests.modeling.loop_helpers import make_tiny_backbone
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,7 @@ import torch
 from modeling.training.cli import config_flags
 from modeling.training.model import ProcessRewardModel
 from modeling.training.train import latest_checkpoint, read_checkpoint, train
-
-from .conftest import SAMPLES
+from tests.helpers.tiny_models import SAMPLES
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
