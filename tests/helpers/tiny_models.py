@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +27,11 @@ def _corpus() -> list[str]:
     return texts
 
 
-def build_tokenizer(with_bos: bool = True) -> Any:  # a PreTrainedTokenizerFast
+@functools.cache
+def _trained_bpe() -> str:
+    """The BPE trained on the reference samples, as JSON: trained once a process (it is the
+    same every time), each caller gets its own tokenizer object built from it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -38,8 +44,15 @@ def build_tokenizer(with_bos: bool = True) -> Any:  # a PreTrainedTokenizerFast
         show_progress=False,
     )
     core.train_from_iterator(_corpus(), trainer)
+    return core.to_str()
+
+
+def build_tokenizer(with_bos: bool = True) -> Any:  # a PreTrainedTokenizerFast
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
     return PreTrainedTokenizerFast(
-        tokenizer_object=core,
+        tokenizer_object=Tokenizer.from_str(_trained_bpe()),
         bos_token="<s>" if with_bos else None,
         eos_token="</s>",
         pad_token="<pad>",
@@ -47,10 +60,20 @@ def build_tokenizer(with_bos: bool = True) -> Any:  # a PreTrainedTokenizerFast
 
 
 def save_tiny_llama(folder: Path, dropout: float = 0.0) -> str:
-    """A 2-layer random Llama causal LM and its tokenizer, saved in `folder`; returns its path."""
+    """A 2-layer random Llama causal LM and its tokenizer, saved in `folder`; returns its path.
+
+    Built once a process per dropout (seeded: the same weights every time) and copied after."""
+    shutil.copytree(_built_tiny_llama(dropout), folder, dirs_exist_ok=True)
+    return str(folder)
+
+
+@functools.cache
+def _built_tiny_llama(dropout: float) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    folder = Path(tempfile.mkdtemp(prefix="stepwise-tiny-llama-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     tokenizer = build_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -66,4 +89,4 @@ def save_tiny_llama(folder: Path, dropout: float = 0.0) -> str:
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    return str(folder)
+    return folder
