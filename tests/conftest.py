@@ -9,20 +9,18 @@ import time
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("STEPWISE_SHARED_DATA", ROOT.parent / "shared" / "data"))
-ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-REQUIRE_ALL = os.environ.get("STEPWISE_REQUIRE_ALL") == "1"
+from tests.helpers.paths import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REQUIRE_ALL,
+    ROOT,
+    require_shared_data,
+)
+from tests.helpers.processes import current_database_url, stop_process
+from tests.helpers.tiny_models import save_tiny_llama
+from tests.helpers.users import make_user
 
 
 @pytest.fixture(autouse=True)
@@ -87,28 +85,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fail_required(why): a required service is missing under CI")
 
 
-def require_shared_data() -> Path:
-    """The reference data: ../shared/data beside the checkout (a worktree's too), or
-    $STEPWISE_SHARED_DATA. Skips the calling test when it is absent; fails it under CI=true."""
-    if not SHARED_DATA.exists():
-        if REQUIRE_ALL:
-            pytest.fail(f"CI=true needs the reference data at {SHARED_DATA}", pytrace=False)
-        pytest.skip(f"reference data not found at {SHARED_DATA} (set STEPWISE_SHARED_DATA)")
-    return SHARED_DATA
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return require_shared_data()
-
-
-def make_user(username: str, *roles: str):
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.create_user(username=username, password=f"{username}-pw")
-    for role in roles:
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
 
 
 @pytest.fixture
@@ -136,22 +115,17 @@ def outsider(db):
     return make_user("otto")
 
 
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Path of a 2-layer random Llama causal LM with its tokenizer, built once a session (read
+    only: a test that trains from it writes its run elsewhere)."""
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
 @pytest.fixture
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
-
-
-def _test_database_url() -> str:
-    from django.db import connection
-
-    settings_dict = connection.settings_dict
-    user = settings_dict.get("USER") or "postgres"
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or 5432
-    password = settings_dict.get("PASSWORD")
-    auth = f"{user}:{password}" if password else user
-    return f"postgres://{auth}@{host}:{port}/{settings_dict['NAME']}"
 
 
 @pytest.fixture
@@ -163,7 +137,7 @@ def celery_worker_process(transactional_db, tmp_path):
         pytest.skip("a real worker needs the PostgreSQL test database")
     env = dict(os.environ)
     env.update(
-        DATABASE_URL=_test_database_url(),
+        DATABASE_URL=current_database_url(),
         CELERY_TASK_ALWAYS_EAGER="0",
         STEPWISE_VAR_DIR=str(tmp_path),
         PYTHONPATH=str(ROOT),
@@ -209,15 +183,6 @@ def celery_worker_process(transactional_db, tmp_path):
     finally:
         stop_process(process)
         log.close()
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 @pytest.fixture(scope="session")

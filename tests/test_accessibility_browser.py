@@ -26,8 +26,8 @@ from labeling.models import (
 from labeling.services import alternatives, queue, tokens
 from labeling.services.rating import rate_step
 from modeling.models import GenerationRun, SelectionReason
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label
 from tests.modeling.test_runs_pages import succeeded_run
 

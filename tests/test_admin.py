@@ -15,8 +15,8 @@ from django.utils import timezone
 from labeling import models as lm
 from labeling.services import tokens
 from modeling import models as mm
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 
 pytestmark = pytest.mark.django_db
 

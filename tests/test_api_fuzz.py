@@ -13,8 +13,8 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from labeling.services import queue, tokens
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution
+from tests.helpers.users import make_user
 
 EXAMPLES = 8  # per operation and role: a few minutes for the whole API
 

@@ -5,8 +5,8 @@ import time
 import pytest
 
 from labeling.models import Labeling
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

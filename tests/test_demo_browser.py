@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.conftest import ROOT, stop_process
+from tests.helpers.paths import ROOT
+from tests.helpers.processes import stop_process
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db]
 

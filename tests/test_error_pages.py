@@ -16,8 +16,8 @@ from labeling.services import queue
 from stepwise.urls import handler403, handler404, handler500  # noqa: F401 - this URLconf's too
 from stepwise.urls import urlpatterns as site_urlpatterns
 from stepwise.views import SERVER_ERROR
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution
+from tests.helpers.users import make_user
 
 
 def failing_view(request):

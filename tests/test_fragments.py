@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from labeling.models import Labeling
 from modeling.models import GenerationRun, TrainingRun
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution
+from tests.helpers.users import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -23,8 +23,8 @@ from labeling.models import (
 from labeling.services import alternatives, quality, queue
 from modeling import selectors as modeling_selectors
 from modeling.models import GenerationRun, ModelVersion, PoolEntry, RunStatus, TrainingRun
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution, make_solutions
+from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label, label
 
 pytestmark = pytest.mark.django_db

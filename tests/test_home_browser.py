@@ -8,8 +8,8 @@ from django.utils import timezone
 from labeling.models import Labeling, Snapshot
 from labeling.services import queue
 from modeling.models import GenerationRun, ModelVersion, RunStatus, TrainingRun
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solutions
+from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label, label
 from tests.test_error_pages import CSP_VIOLATIONS
 

@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from labeling.models import Labeling
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label
 from tests.test_home_browser import sign_in
 

@@ -5,7 +5,7 @@ from axes.models import AccessAttempt
 from django.conf import settings
 from django.urls import reverse
 
-from tests.conftest import make_user
+from tests.helpers.users import make_user
 
 PROXY = "172.18.0.5"  # the compose file's Caddy, as gunicorn sees it
 

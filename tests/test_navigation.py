@@ -10,7 +10,7 @@ from django.urls import URLPattern, reverse
 
 from labeling.urls import labeler_patterns, research_patterns
 from modeling.urls import loop_patterns, run_patterns
-from tests.conftest import make_user
+from tests.helpers.users import make_user
 
 pytestmark = pytest.mark.django_db
 

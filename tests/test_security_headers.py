@@ -12,8 +12,8 @@ import pytest
 from django.urls import reverse
 
 from labeling.services import queue
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution
+from tests.helpers.users import make_user
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,8 @@ from django.db import connection
 from labeling import selectors
 from labeling.models import Labeling, Solution
 from labeling.services import batches as batch_service
-from tests.conftest import _test_database_url
 from tests.factories import make_batch, make_solution
+from tests.helpers.processes import current_database_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def other_process():
         env={
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "stepwise.settings",
-            "DATABASE_URL": _test_database_url(),
+            "DATABASE_URL": current_database_url(),
         },
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -116,7 +116,7 @@ def test_with_the_cache_down_a_labeler_signs_in_labels_and_signs_out(client, db,
     from django.contrib.sessions.models import Session
     from django.urls import reverse
 
-    from tests.conftest import make_user
+    from tests.helpers.users import make_user
 
     settings.CACHES = DEAD_CACHE
     settings.SESSION_ENGINE = "stepwise.sessions"

@@ -10,7 +10,8 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from modeling.models import TrainingRun
-from tests.conftest import ROOT, make_user
+from tests.helpers.paths import ROOT
+from tests.helpers.users import make_user
 
 APP_CSS = ROOT / "static" / "css" / "app.css"
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
-from labeling.services import tokens
 from labeling.services.importing import import_prm800k
 
 
@@ -21,11 +19,3 @@ def samples(shared_data):
 def media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT
-
-
-def api_client_for(user) -> APIClient:
-    """An API client authenticated with a new token of the user's (as a script would be)."""
-    client = APIClient()
-    _, key = tokens.token_create(user=user, name="tests", expires_in=None)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return client

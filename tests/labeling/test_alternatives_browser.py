@@ -11,8 +11,8 @@ import pytest
 from labeling import prm800k, selectors
 from labeling.models import Batch, Labeling, ProposedSteps, RatingEvent
 from labeling.services import alternatives
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 from tests.test_browser_labeling import keys_ready, open_first_solution, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

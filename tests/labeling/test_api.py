@@ -12,8 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from labeling.models import Batch, Labeling, Problem, Snapshot, Solution
-from tests.conftest import make_user
-from tests.labeling.conftest import api_client_for
+from tests.helpers.users import api_client_for, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -60,6 +59,7 @@ def test_only_researchers_export(persona, request, samples):
     assert client.post("/api/snapshots/", {"format": "prm800k"}, format="json").status_code == 403
     assert client.get("/api/snapshots/").status_code == 403
     assert client.get("/api/export/").status_code == 403
+    assert not Snapshot.objects.exists()
 
 
 def test_labelers_and_outsiders_cannot_read_problems_or_import(labeler, outsider):
@@ -74,6 +74,7 @@ def test_labelers_and_outsiders_cannot_read_problems_or_import(labeler, outsider
             == 403
         )
     assert api_client_for(outsider).get("/api/labelings/").status_code == 403
+    assert not Solution.objects.exists() and not Problem.objects.exists()
 
 
 # --- reading with filters and cursor pagination ---------------------------------------------
@@ -260,6 +261,7 @@ def test_empty_blank_and_binary_uploads_are_400(api, content, message):
         "/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart"
     )
     assert response.status_code == 400 and message in json.dumps(response.json())
+    assert not Solution.objects.exists() and not Problem.objects.exists()
 
 
 def test_huge_upload_is_refused(api, settings):
@@ -270,11 +272,13 @@ def test_huge_upload_is_refused(api, settings):
         format="multipart",
     )
     assert response.status_code == 400 and "limit is 10" in response.json()["detail"]
+    assert not Solution.objects.exists() and not Problem.objects.exists()
 
 
 def test_upload_without_a_file_is_400(api):
     response = api.post("/api/solutions/import-prm800k/", {}, format="multipart")
     assert response.status_code == 400 and "file" in response.json()
+    assert not Solution.objects.exists() and not Problem.objects.exists()
 
 
 # --- bad input never gives a 500 --------------------------------------------------------------
@@ -388,7 +392,9 @@ def test_a_new_user_token_can_be_made(researcher):
 
 @pytest.mark.parametrize("name", ["api-schema", "api-docs", "api-redoc"])
 def test_the_schema_and_docs_pages_are_for_signed_in_users(client, labeler, name):
-    assert client.get(reverse(name)).status_code in (401, 403)
+    anonymous = client.get(reverse(name))
+    # 401 with the scheme to use: the token authentication comes first (REST_FRAMEWORK settings)
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
     client.force_login(labeler)
     assert client.get(reverse(name)).status_code == 200
 

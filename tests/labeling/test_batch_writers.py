@@ -10,9 +10,8 @@ from django.urls import reverse
 
 from labeling.models import Batch, Problem, Solution
 from labeling.roles import may_add_to_batch
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem
-from tests.labeling.conftest import api_client_for
+from tests.helpers.users import api_client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

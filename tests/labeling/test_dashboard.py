@@ -18,8 +18,8 @@ from labeling.models import (
 from labeling.services import counters, queue, rating
 from labeling.tasks import expire_leases
 from stepwise.celery import registered_task
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution, make_solutions
+from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label
 
 pytestmark = pytest.mark.django_db
@@ -51,12 +51,11 @@ def test_a_labeler_cannot_open_object_lead_pages_or_change_states(client, labele
         reverse("labeling:adjudicate", args=[solution.pk]),
     ):
         assert client.get(url).status_code == 403, url
-    assert (
-        client.post(
-            reverse("labeling:labeler_state", args=[labeler2.pk]), {"state": "paused"}
-        ).status_code
-        == 403
+    response = client.post(
+        reverse("labeling:labeler_state", args=[labeler2.pk]), {"state": "paused"}
     )
+    assert response.status_code == 403
+    assert not Labeler.objects.filter(user=labeler2, state=Labeler.State.PAUSED).exists()
 
 
 def test_counters_follow_finishes_and_undo(labeler, labeler2):

@@ -6,8 +6,8 @@ import re
 import pytest
 
 from labeling.services import queue
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution, make_solutions
+from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -328,7 +328,7 @@ def test_a_hostile_upload_to_the_api_is_400_naming_line_and_field(
 ):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from tests.labeling.conftest import api_client_for
+    from tests.helpers.users import api_client_for
 
     content = _hostile_file(shared_data, kind, case).encode()
     before = _counts()
@@ -347,7 +347,7 @@ def test_a_hostile_upload_to_the_api_is_400_naming_line_and_field(
 def test_an_oversized_sample_upload_to_the_api_is_400(researcher, small_bounds):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from tests.labeling.conftest import api_client_for
+    from tests.helpers.users import api_client_for
 
     content = _jsonl({"problem": "1+1?", "steps": ["x"] * 6}).encode()
     response = api_client_for(researcher).post(

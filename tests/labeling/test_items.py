@@ -16,8 +16,8 @@ from labeling.models import Labeling, Solution
 from labeling.selectors import ItemFilters
 from labeling.services import adjudication, notes, queue
 from labeling.services.rating import rate_step
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 
 pytestmark = pytest.mark.django_db
 

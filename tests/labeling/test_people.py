@@ -12,8 +12,8 @@ from django.urls import reverse
 from labeling.models import ApiToken, Labeler, Labeling
 from labeling.services import people, queue, rating, tokens
 from labeling.services.errors import LabelingError
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solutions
+from tests.helpers.users import make_user
 from tests.labeling.conftest import api_client_for
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from playwright.sync_api import expect
 
 from labeling.models import Guidelines, Labeling
 from labeling.services import batches, queue, rating
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 from tests.test_accessibility_browser import AXE_OPTIONS, THEMES, describe, open_as, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from labeling.services import queue
 from labeling.services.rating import finish_labeling
-from tests.conftest import make_user
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.users import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

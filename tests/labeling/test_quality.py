@@ -5,8 +5,8 @@ from django.urls import reverse
 
 from labeling.models import GoldResult, Labeler, Labeling
 from labeling.services import quality, queue, rating
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution, make_solutions
+from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label, label
 
 pytestmark = pytest.mark.django_db
@@ -173,7 +173,7 @@ def test_undo_of_a_finished_gold_labeling_takes_its_result_back(labeler):
 
 
 def test_the_api_does_not_let_a_labeler_tell_gold_from_regular_work(labeler, lead):
-    from tests.labeling.conftest import api_client_for
+    from tests.helpers.users import api_client_for
 
     batch = make_batch(gold_rate=0.5)
     make_solutions(batch, 4)

@@ -8,8 +8,8 @@ from django.db import connection, connections
 
 from labeling.models import Labeling, Solution
 from labeling.services import queue, rating
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solutions
+from tests.helpers.users import make_user
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

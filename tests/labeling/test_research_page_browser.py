@@ -5,7 +5,7 @@ import os
 import pytest
 
 from labeling.models import Snapshot
-from tests.conftest import make_user
+from tests.helpers.users import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

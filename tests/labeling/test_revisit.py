@@ -10,8 +10,8 @@ from django.utils import timezone
 from labeling import selectors
 from labeling.models import BatchLabelerStats, Completion, Labeling, RatingEvent, Solution
 from labeling.services import errors, queue, rating
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution
+from tests.helpers.users import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from labeling import tasks
 from labeling.models import Batch, Snapshot
 from labeling.services import snapshots
 from labeling.services.exporting import ExportFilters, StepwiseOptions
-from tests.conftest import make_user
+from tests.helpers.users import make_user
 
 pytestmark = pytest.mark.django_db
 

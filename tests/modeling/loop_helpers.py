@@ -6,9 +6,7 @@ from pathlib import Path
 
 from labeling.services.importing import import_math, import_prm800k
 from modeling.services.loop import import_pool
-
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLE_DIR = ROOT / "labeling" / "sample_data"
+from tests.helpers.paths import SAMPLE_DIR
 
 
 def load_pool_and_labels(shared_data: Path) -> None:
@@ -31,6 +29,6 @@ def tiny_train_config(backbone: str) -> dict:
 
 
 def make_tiny_backbone(folder: Path) -> str:
-    from tests.modeling.training.conftest import save_tiny_llama
+    from tests.helpers.tiny_models import save_tiny_llama
 
     return save_tiny_llama(folder)

@@ -7,7 +7,7 @@ import pytest
 
 from labeling.models import Batch
 from modeling.models import GenerationRun
-from tests.conftest import make_user
+from tests.helpers.users import make_user
 from tests.modeling.loop_helpers import load_pool_and_labels, make_tiny_backbone, tiny_train_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_user
+from tests.helpers.users import make_user
 from tests.modeling.test_browser_runs import log_in
 from tests.modeling.test_review import build_scored_batch
 

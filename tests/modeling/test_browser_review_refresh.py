@@ -14,8 +14,8 @@ from django.db import connections
 from labeling.services.importing import import_prm800k
 from modeling.models import ModelVersion, SolutionScore
 from modeling.services import runs
-from tests.conftest import make_user
 from tests.factories import make_batch, make_solution
+from tests.helpers.users import make_user
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
 from tests.modeling.test_review import labeled
 from tests.test_accessibility_browser import AXE_OPTIONS, describe, open_as

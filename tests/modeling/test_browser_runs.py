@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from labeling.services.importing import import_prm800k
 from modeling.models import ModelVersion, TrainingRun
-from tests.conftest import make_user
+from tests.helpers.users import make_user
 from tests.modeling.loop_helpers import make_tiny_backbone
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

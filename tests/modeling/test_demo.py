@@ -22,8 +22,8 @@ from modeling.models import (
 )
 from modeling.services import runs
 from modeling.services.loop import run_generation_inline, start_generation
+from tests.helpers.threads import background_threads, join_all
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
-from tests.threads import background_threads, join_all
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ import pytest
 
 from modeling import grading
 from modeling.grading import GradeResult, extract_answer, grade_solution, is_equivalent
-from tests.conftest import ROOT, SHARED_DATA
+from tests.helpers.paths import ROOT, SHARED_DATA
 
 DATA = SHARED_DATA
 MATH500 = DATA / "math" / "math500.jsonl"

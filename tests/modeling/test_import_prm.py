@@ -46,7 +46,7 @@ def save_token_classifier(folder: Path, labels: int = 2, separator: str | None =
     import torch
     from transformers import LlamaForTokenClassification
 
-    from tests.modeling.training.conftest import build_tokenizer
+    from tests.helpers.tiny_models import build_tokenizer
 
     tokenizer = build_tokenizer()
     extra: dict = {"num_labels": labels}
@@ -67,7 +67,7 @@ def save_step_tag_lm(folder: Path) -> Path:
     import torch
     from transformers import LlamaForCausalLM
 
-    from tests.modeling.training.conftest import build_tokenizer
+    from tests.helpers.tiny_models import build_tokenizer
 
     tokenizer = build_tokenizer()
     torch.manual_seed(0)

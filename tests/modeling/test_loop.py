@@ -27,8 +27,7 @@ from modeling.models import (
 from modeling.services import loop, runs
 from modeling.services.loop import GenerationError, import_pool, run_generation_inline, run_step
 from tests.factories import make_batch, make_problem
-
-SAMPLE_DIR = Path(__file__).resolve().parents[2] / "labeling" / "sample_data"
+from tests.helpers.paths import SAMPLE_DIR
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -499,10 +498,9 @@ def test_api_starts_lists_and_retries(client, researcher, demo_pool, settings):
 
 def test_api_refuses_labelers(client, labeler, db):
     client.force_login(labeler)
-    assert (
-        client.post("/api/generations/", {"k": 3}, content_type="application/json").status_code
-        == 403
-    )
+    response = client.post("/api/generations/", {"k": 3}, content_type="application/json")
+    assert response.status_code == 403
+    assert not GenerationRun.objects.exists()
 
 
 def test_run_generation_command(demo_pool, capsys, settings):

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from modeling.models import ModelVersion
-from tests.modeling.training.conftest import save_tiny_llama
+from tests.helpers.tiny_models import save_tiny_llama
 from tests.modeling.training.test_export import save_model
 
 pytestmark = pytest.mark.django_db

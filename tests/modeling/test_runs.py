@@ -24,8 +24,9 @@ from labeling.services.importing import import_math, import_prm800k
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
 from modeling.services import runs
 from stepwise.celery import UNSENT
-from tests.modeling.loop_helpers import SAMPLE_DIR, make_tiny_backbone
-from tests.threads import background_threads
+from tests.helpers.paths import SAMPLE_DIR
+from tests.helpers.threads import background_threads
+from tests.modeling.loop_helpers import make_tiny_backbone
 
 
 @pytest.fixture(scope="module")

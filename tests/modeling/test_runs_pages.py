@@ -151,6 +151,8 @@ def test_training_pages_are_for_researchers_and_leads_only(client, researcher, l
         client.post(reverse("modeling_runs:activate", args=[run.model_version.pk])).status_code
         == 403
     )
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED and ModelVersion.active() is None
 
 
 def test_nav_shows_training_to_researchers_not_labelers(client, researcher, labeler):
@@ -618,13 +620,21 @@ def test_api_cancel_and_resume_answer_409_on_the_wrong_state(
     run = running_run(status=TrainingRun.Status.QUEUED)
     client.force_login(researcher)
     assert client.post(f"/api/runs/{run.pk}/resume/").status_code == 409
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.QUEUED
     response = client.post(f"/api/runs/{run.pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.CANCELLED
     response = client.post(f"/api/runs/{run.pk}/cancel/")
     assert response.status_code == 409 and "nothing to cancel" in response.json()["detail"]
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.CANCELLED
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(f"/api/runs/{run.pk}/resume/")
     assert response.status_code == 200 and response.json()["status"] == "queued"
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.QUEUED
     assert client.post("/api/runs/999999/cancel/").status_code == 404
 
 
@@ -642,12 +652,16 @@ def test_api_lists_and_activates_models(client, researcher):
 
 def test_api_is_for_researchers_and_leads(client, labeler, lead):
     run = succeeded_run()
-    assert client.get("/api/runs/").status_code in (401, 403)  # anonymous
+    anonymous = client.get("/api/runs/")
+    # 401 with the scheme to use: the token authentication comes first (REST_FRAMEWORK settings)
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
     client.force_login(labeler)
     assert client.get("/api/runs/").status_code == 403
     assert client.get("/api/models/").status_code == 403
     assert client.post(f"/api/runs/{run.pk}/cancel/").status_code == 403
     assert client.post("/api/runs/", {}, content_type="application/json").status_code == 403
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED and TrainingRun.objects.count() == 1
     client.force_login(lead)
     assert client.get(f"/api/runs/{run.pk}/").status_code == 200
 

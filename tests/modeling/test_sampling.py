@@ -17,7 +17,7 @@ from modeling.grading import is_equivalent
 from modeling.models import PoolEntry, SamplingRun
 from modeling.services import loop, sampling
 from tests.factories import make_problem
-from tests.threads import background_threads
+from tests.helpers.threads import background_threads
 
 LOCAL_NAME = "SmolLM2-135M-Instruct (local)"
 SHORT = {"max_tokens": 96, "seed": 7}

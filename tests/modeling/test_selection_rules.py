@@ -366,7 +366,7 @@ def test_run_generation_takes_the_rule(demo_pool, capsys, settings):
 
 
 def test_the_review_page_shows_each_picks_rule_and_score(client, lead, labeler):
-    from tests.conftest import make_user
+    from tests.helpers.users import make_user
     from tests.modeling.test_review import build_scored_batch
 
     batch, agreeing, disputed, version = build_scored_batch(labeler, make_user("lars", "labeler"))

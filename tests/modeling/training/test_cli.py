@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from modeling.training import cli
-from tests.modeling.training.conftest import SAMPLES
+from tests.helpers.tiny_models import SAMPLES
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,8 @@ import torch
 from modeling.training.cli import config_flags
 from modeling.training.model import ProcessRewardModel
 from modeling.training.train import latest_checkpoint, train
-from tests.modeling.training.checkpoints import read_checkpoint
-
-from .conftest import SAMPLES
+from tests.helpers.checkpoints import read_checkpoint
+from tests.helpers.tiny_models import SAMPLES
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent

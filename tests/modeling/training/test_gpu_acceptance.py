@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import PARQUET
+from tests.helpers.tiny_models import PARQUET
 
 REPO = Path(__file__).resolve().parents[3]
 

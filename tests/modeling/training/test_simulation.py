@@ -19,7 +19,7 @@ from modeling.training.simulation import (
     candidates_from_oracle,
     efficiency_ratio,
 )
-from tests.modeling.loop_helpers import SAMPLE_DIR
+from tests.helpers.paths import SAMPLE_DIR
 
 
 def test_candidates_are_every_rated_path_and_wrong_means_an_oracle_minus_one():
@@ -50,8 +50,8 @@ def test_efficiency_ratio_interpolates_uniform_solutions_to_active_final_auroc()
 
 @pytest.fixture(scope="module")
 def critic_slice():
-    from tests.conftest import require_shared_data
-    from tests.modeling.training.conftest import PARQUET
+    from tests.helpers.paths import require_shared_data
+    from tests.helpers.tiny_models import PARQUET
 
     require_shared_data()
     import pyarrow as pa
@@ -71,7 +71,7 @@ def critic_slice():
 def test_simulation_runs_both_arms_at_equal_budgets_and_writes_table_and_plot(
     critic_slice, tmp_path
 ):
-    from tests.modeling.training.conftest import save_tiny_llama
+    from tests.helpers.tiny_models import save_tiny_llama
 
     backbone = save_tiny_llama(tmp_path / "tiny")
     config = SimulationConfig(
@@ -126,7 +126,7 @@ def test_svg_plot_when_matplotlib_is_missing(tmp_path, monkeypatch):
 def test_simulate_command_on_cached_features(critic_slice, tmp_path, capsys, monkeypatch, settings):
     from django.core.management import call_command
 
-    from tests.modeling.training.conftest import PARQUET, save_tiny_llama
+    from tests.helpers.tiny_models import PARQUET, save_tiny_llama
 
     settings.STEPWISE_MODELS_ROOT = tmp_path  # the command takes model folders only under it
     backbone = save_tiny_llama(tmp_path / "tiny")
@@ -178,7 +178,7 @@ def demo_oracle() -> list[LabeledSolution]:
 def test_http_labelers_label_through_the_real_endpoints(live_server):
     from labeling.models import Labeling
     from labeling.services.importing import import_math, import_samples
-    from tests.conftest import make_user
+    from tests.helpers.users import make_user
 
     import_math(SAMPLE_DIR / "problems.jsonl")
     import_samples(SAMPLE_DIR / "solutions.jsonl", batch_name="load", overlap=1)
@@ -203,7 +203,7 @@ def test_http_labelers_label_through_the_real_endpoints(live_server):
 
 
 def test_features_cover_every_path_step_and_alternative(critic_slice, tmp_path):
-    from tests.modeling.training.conftest import save_tiny_llama
+    from tests.helpers.tiny_models import save_tiny_llama
 
     examples = critic_slice[:3]
     features = simulation.backbone_features(

@@ -10,7 +10,7 @@ from modeling.training.data import examples_from_critic_rows
 from modeling.training.model import ProcessRewardModel
 from modeling.training.score import predict_labelled
 from modeling.training.train import Progress, latest_checkpoint, train
-from tests.modeling.training.checkpoints import read_checkpoint
+from tests.helpers.checkpoints import read_checkpoint
 
 
 def _data_loss(model, examples):
