@@ -13,8 +13,7 @@ from labeling.models import ApiToken, Labeler, Labeling
 from labeling.services import people, queue, rating, tokens
 from labeling.services.errors import LabelingError
 from tests.factories import make_batch, make_solutions
-from tests.helpers.users import make_user
-from tests.labeling.conftest import api_client_for
+from tests.helpers.users import api_client_for, make_user
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
