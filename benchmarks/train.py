@@ -19,32 +19,14 @@ subprocess, so its pins never touch the project's.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks._setup import shared_data
+from benchmarks._trl import TRL_PINS, run_trl, trl_python, trl_rows
 
-REPO = Path(__file__).resolve().parents[1]
-TRL_VERSION = "1.13.0"
-TRL_PINS = [f"trl=={TRL_VERSION}", "torch==2.13.0", "transformers==5.23.0"]
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
-
-
-def trl_venv() -> Path:
-    from modeling.training.backbones import cache_dir
-
-    return cache_dir() / "venv-trl"
-
-
-def setup_trl(venv: Path) -> None:
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *TRL_PINS], check=True)
 
 
 def build_model(folder: Path, texts: list[str], hidden: int, layers: int) -> int:
@@ -83,24 +65,6 @@ def build_model(folder: Path, texts: list[str], hidden: int, layers: int) -> int
     tokenizer.save_pretrained(folder)
     embeddings = model.model.embed_tokens.weight.numel()
     return sum(p.numel() for p in model.model.parameters()) - embeddings  # N for 6*N*tokens
-
-
-def trl_rows(examples: list) -> list[dict]:
-    """The same labels in TRL's stepwise format: the path, then one row per alternative."""
-    rows = []
-    for e in examples:
-        if e.steps:
-            labels = [-100 if r is None else r + 1 for r in e.ratings]
-            rows.append({"prompt": e.problem, "completions": e.steps, "labels": labels})
-        for a in e.alternatives:
-            rows.append(
-                {
-                    "prompt": e.problem,
-                    "completions": e.steps[: a.after] + [a.text],
-                    "labels": [-100] * a.after + [a.rating + 1],
-                }
-            )
-    return rows
 
 
 def tree_tokens(examples: list, tokenizer: Any, max_length: int) -> tuple[float, float]:
@@ -207,7 +171,7 @@ def main() -> int:
             mfu = 6 * n_params * ours["tokens_per_s"] / peak
             print(f"ours:  MFU {mfu:.1%} of {peak / 1e12:.0f} TFLOP/s bf16")
 
-        theirs = None if args.skip_trl else run_trl(args, Path(tmp), model_dir, examples)
+        theirs = None if args.skip_trl else trl_throughput(args, Path(tmp), model_dir, examples)
         if theirs:
             print(
                 f"ratio ours/TRL: tokens/s x{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}, "
@@ -228,42 +192,17 @@ def main() -> int:
     return 0 if theirs or args.skip_trl else 1
 
 
-def run_trl(args: Any, tmp: Path, model_dir: Path, examples: list) -> dict[str, float] | None:
+def trl_throughput(
+    args: Any, tmp: Path, model_dir: Path, examples: list
+) -> dict[str, float] | None:
     """TRL's PRMTrainer on the same rows in its own virtualenv; None (said why) if it cannot."""
-    python = Path(args.trl_python) if args.trl_python else trl_venv() / "bin" / "python"
-    if args.setup_trl and not python.exists():
-        setup_trl(trl_venv())
-    if not python.exists():
-        print(
-            f"TRL: no virtualenv at {python.parent.parent}; run with --setup-trl "
-            f"(pip install {' '.join(TRL_PINS)})"
-        )
+    python = trl_python(args.trl_python, args.setup_trl)
+    if python is None:
         return None
-    data = tmp / "trl.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in trl_rows(examples)))
-    started = time.perf_counter()
-    done = subprocess.run(
-        [
-            str(python),
-            str(REPO / "benchmarks" / "_train_trl.py"),
-            "--model-dir",
-            str(model_dir),
-            "--data",
-            str(data),
-            "--batch-size",
-            str(args.batch_size),
-            "--max-length",
-            str(args.max_length),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    if done.returncode:
-        print(done.stderr[-3000:])
-        print(f"TRL: failed after {time.perf_counter() - started:.0f} s")
+    options = ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
+    report = run_trl(python, model_dir, trl_rows(examples), tmp, options)
+    if report is None:
         return None
-    report = json.loads(done.stdout.strip().splitlines()[-1])
     theirs = {
         "tokens_per_s": report["tokens"] / report["seconds"],
         "labels_per_s": report["labels"] / report["seconds"],

@@ -46,6 +46,7 @@ ONE_PASS_DIRS = (
     ROOT / "tests" / "test_prune_lock.py",
     ROOT / "tests" / "test_benchmarks_commands.py",
     ROOT / "tests" / "test_benchmarks_soak.py",
+    ROOT / "tests" / "test_benchmarks_train_quality.py",
 )
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
 

@@ -243,6 +243,25 @@ def split_by_problem(
     return train, test
 
 
+def problem_folds(
+    examples: Sequence[LabeledSolution], k: int, seed: int
+) -> list[tuple[list[LabeledSolution], list[LabeledSolution]]]:
+    """k (train, held out) pairs split by problem (scikit-learn's GroupKFold, shuffled):
+    each problem is held out in exactly one fold and never trained on in that fold."""
+    from sklearn.model_selection import GroupKFold
+
+    groups = [problem_key(e.problem) for e in examples]
+    if k < 2 or len(set(groups)) < k:
+        raise ValueError(
+            f"{k} folds need at least 2 folds and {k} problems, not {len(set(groups))}"
+        )
+    splitter = GroupKFold(n_splits=k, shuffle=True, random_state=seed)
+    return [
+        ([examples[i] for i in train], [examples[i] for i in held_out])
+        for train, held_out in splitter.split(examples, groups=groups)
+    ]
+
+
 def subsample_problems(
     examples: Sequence[LabeledSolution], max_problems: int, seed: int
 ) -> list[LabeledSolution]:

@@ -165,6 +165,16 @@ def processbench_metrics(predicted: ArrayLike, labels: ArrayLike) -> dict[str, f
     }
 
 
+def processbench_sweep(
+    step_probs: Sequence[np.ndarray], labels: ArrayLike, thresholds: Sequence[float]
+) -> dict[float, dict[str, float]]:
+    """ProcessBench metrics at each threshold on P(correct) = P(0) + P(+1) (`first_error`):
+    ProcessBench picks a PRM's threshold on its GSM8K subset, this gives the curve to pick on."""
+    return {
+        t: processbench_metrics([first_error(p, t) for p in step_probs], labels) for t in thresholds
+    }
+
+
 def evaluate_processbench(
     model: Scorer,
     path: str | Path,

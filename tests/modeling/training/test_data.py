@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from modeling.training.data import (
     IGNORE,
     SEPARATOR,
@@ -13,6 +15,7 @@ from modeling.training.data import (
     examples_from_prm800k,
     length_batches,
     pack_solution,
+    problem_folds,
     problem_key,
     split_by_problem,
 )
@@ -115,6 +118,30 @@ def test_critic_rows_of_the_real_slice_use_every_distinct_rating_once(critic_row
     for e in examples:
         for k, step in enumerate(e.steps):
             assert (e.problem, tuple(e.steps[:k]), step) in keys
+
+
+def test_problem_folds_hold_each_problem_out_once_and_never_train_on_it():
+    examples = [LabeledSolution(f"problem {i % 12}", ["s"], [1]) for i in range(40)]
+    folds = problem_folds(examples, 5, seed=3)
+    assert len(folds) == 5
+    held_out_everywhere = []
+    for train, held_out in folds:
+        trained = {problem_key(e.problem) for e in train}
+        held = {problem_key(e.problem) for e in held_out}
+        assert trained.isdisjoint(held) and held
+        assert len(train) + len(held_out) == 40  # every solution on one side
+        held_out_everywhere += sorted(held)
+    assert sorted(held_out_everywhere) == sorted({problem_key(e.problem) for e in examples})
+    again = problem_folds(examples, 5, seed=3)
+    assert [[e.problem for e in h] for _, h in again] == [[e.problem for e in h] for _, h in folds]
+    other = problem_folds(examples, 5, seed=4)
+    assert [{e.problem for e in h} for _, h in other] != [{e.problem for e in h} for _, h in folds]
+
+
+def test_problem_folds_refuse_more_folds_than_problems():
+    examples = [LabeledSolution(f"problem {i % 3}", ["s"], [1]) for i in range(9)]
+    with pytest.raises(ValueError, match="5 folds need at least 2 folds and 5 problems, not 3"):
+        problem_folds(examples, 5, seed=0)
 
 
 def test_split_by_problem_never_leaks_a_problem_and_is_seeded():

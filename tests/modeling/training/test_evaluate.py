@@ -17,6 +17,7 @@ from modeling.training.evaluate import (
     group_answers,
     powers_of_two,
     processbench_metrics,
+    processbench_sweep,
     reliability_bins,
     step_metrics,
 )
@@ -78,6 +79,22 @@ def test_processbench_first_error_and_f1_on_a_hand_made_case():
     assert metrics["correct_accuracy"] == pytest.approx(1 / 2)
     assert metrics["f1"] == pytest.approx(2 * (2 / 3) * (1 / 2) / (2 / 3 + 1 / 2))
     assert processbench_metrics([-1, -1], [0, -1])["f1"] == 0.0
+
+
+def test_processbench_sweep_moves_the_first_error_with_the_threshold():
+    # P(correct) = P(0) + P(+1) per step: 0.9, 0.3, 0.1 | 0.6, 0.95 | 0.95, 0.9
+    wrong_at_1 = np.array([[0.1, 0.1, 0.8], [0.7, 0.1, 0.2], [0.9, 0.0, 0.1]])
+    wrong_at_0 = np.array([[0.4, 0.2, 0.4], [0.05, 0.05, 0.9]])
+    correct = np.array([[0.05, 0.0, 0.95], [0.1, 0.1, 0.8]])
+    sweep = processbench_sweep([wrong_at_1, wrong_at_0, correct], [1, 0, -1], [0.2, 0.5, 0.7])
+    # 0.2: only step 2 of the first is flagged (wrong index), the second none: 0 of 2 errors.
+    assert sweep[0.2]["error_accuracy"] == 0.0 and sweep[0.2]["f1"] == 0.0
+    # 0.5: the first flags step 1 (right), the second nothing (0.6 >= 0.5): 1 of 2.
+    assert sweep[0.5]["error_accuracy"] == pytest.approx(0.5)
+    assert sweep[0.5]["correct_accuracy"] == 1.0
+    assert sweep[0.5]["f1"] == pytest.approx(2 / 3)
+    # 0.7: both erroneous found exactly, the correct one still clean (0.95, 0.9 >= 0.7).
+    assert sweep[0.7]["f1"] == 1.0
 
 
 def test_evaluate_processbench_reads_the_subset_file(tiny_llama, tmp_path):
