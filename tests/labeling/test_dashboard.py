@@ -228,8 +228,10 @@ def test_guidelines_open_from_the_labeling_page_and_leads_edit_versions(client, 
 def test_expire_leases_task_returns_claims_to_the_pool(settings, labeler):
     settings.STEPWISE_LEASE_SECONDS_MIN = 0
     settings.STEPWISE_LEASE_SECONDS_MAX = 0
-    solution = make_solution(make_batch(gold_rate=0))
-    queue.claim_next(labeler)
+    batch = make_batch(gold_rate=0)
+    for _ in range(2):  # one to claim and expire, another for the old name's sweep
+        make_solution(batch)
+    solution = queue.claim_next(labeler).solution
     assert expire_leases.apply().result == 1
     solution.refresh_from_db()
     assert solution.active_count == 0

@@ -428,14 +428,16 @@ def test_a_slow_comparison_is_interrupted_in_the_main_thread(verify_calls: Verif
     # math-verify swallows the alarm's exception and answers False: the call reached it and
     # came back False, where the full comparison would say (x+1)^4096 is not x+1 only much later.
     assert not is_equivalent(slow_but_small_expression(1), "x+1", timeout_s=0.5)
-    assert verify_calls == ["x+1", slow_but_small_expression(1)]  # the ground truth first
+    # It reached math-verify (the ground truth is parsed first; on a loaded machine the limit
+    # may come before the answer's parse even starts).
+    assert verify_calls[:1] == ["x+1"]
 
 
 def test_a_slow_comparison_times_out_in_a_worker_thread(verify_calls: VerifyCalls) -> None:
     assert not run_in_thread(lambda: is_equivalent(slow_to_parse_expression(1), "x", timeout_s=0.1))
-    assert verify_calls == ["x", slow_to_parse_expression(1)]
+    assert verify_calls[:1] == ["x"]  # it reached math-verify
     # The answer came while the parse (seconds of CPU) was still running: the limit, not the end.
-    assert verify_calls.finished == ["x"]
+    assert slow_to_parse_expression(1) not in verify_calls.finished
 
 
 def test_the_time_limit_holds_for_any_slow_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
