@@ -79,7 +79,7 @@ def test_the_page_estimates_before_the_run_starts(client, lead, problems):
     assert "6 samples (3 problems): no measurement yet" in fragment
     measured_run(samples=4, tokens=800, seconds=100.0)
     fragment = client.get(url, {"samples": 2, "limit": 3}).content.decode()
-    assert '<strong id="estimate-time">2 min</strong>' in fragment  # 6 x 200 tokens at 8/s
+    assert '<strong id="estimate-time">2 min 30 s</strong>' in fragment  # 6 x 200 tokens at 8/s
     fragment = client.get(url, {"samples": 2, "subject": "Nonsense"}).content.decode()
     assert "No problem with a ground truth answer matches" in fragment
     fragment = client.get(url, {"samples": 0}).content.decode()
