@@ -243,6 +243,16 @@ def split_by_problem(
     return train, test
 
 
+def problem_folds(problems: Sequence[str], k: int, seed: int) -> dict[str, int]:
+    """Fold (0..k-1) of each distinct problem: seeded shuffle, then dealt round robin, so the
+    folds differ in size by at most one problem."""
+    keys = sorted(set(problems))
+    if not 2 <= k <= len(keys):
+        raise ValueError(f"k-fold needs 2 <= k <= {len(keys)} problems, not k={k}")
+    random.Random(seed).shuffle(keys)
+    return {key: n % k for n, key in enumerate(keys)}
+
+
 def subsample_problems(
     examples: Sequence[LabeledSolution], max_problems: int, seed: int
 ) -> list[LabeledSolution]:
