@@ -11,8 +11,9 @@ from django.conf import settings
 
 from labeling.bounds import COUNT, INT32, ROW_ID, SEED
 from labeling.models import Batch
-from modeling.services import runs
+from modeling.services import loop, runs
 from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
+from modeling.training.selection import MIX_RULES
 
 ALL_DATA = "all"
 _LR_HELP = (
@@ -137,7 +138,40 @@ class TrainingRunForm(forms.Form):
         return {}
 
 
+RULE_CHOICES = [
+    ("convincing_wrong", "Convincing wrong answers (the paper's)"),
+    ("uncertainty", "Uncertainty: where an ensemble of heads disagrees"),
+    ("mix", "Mix of rules, by shares"),
+    ("uniform", "Uniform at random (the baseline)"),
+]
+
+
 class GenerationForm(forms.Form):
+    rule = forms.ChoiceField(
+        choices=RULE_CHOICES,
+        initial="convincing_wrong",
+        required=False,  # empty: the paper's rule
+        label="Selection rule",
+        help_text="Uncertainty fits an ensemble of heads on the model's frozen features: head "
+        "mode only (a few seconds to minutes); in lora or full mode it would take one training "
+        "per head, so it is refused there.",
+    )
+    share_convincing_wrong = forms.FloatField(
+        min_value=0, max_value=1, required=False, label="Mix: convincing wrong share"
+    )
+    share_uncertainty = forms.FloatField(
+        min_value=0, max_value=1, required=False, label="Mix: uncertainty share"
+    )
+    share_uniform = forms.FloatField(
+        min_value=0, max_value=1, required=False, label="Mix: uniform share"
+    )
+    ensemble_heads = forms.IntegerField(
+        min_value=2,
+        max_value=32,
+        required=False,
+        label="Ensemble heads",
+        help_text="Uncertainty only. Empty: the server's setting.",
+    )
     k = forms.IntegerField(min_value=1, max_value=100_000, initial=50, label="Solutions (K)")
     convincing_wrong_fraction = forms.FloatField(
         min_value=0, max_value=1, initial=0.8, label="Convincing wrong share"
@@ -152,14 +186,39 @@ class GenerationForm(forms.Form):
     )
     retrain = forms.BooleanField(required=False, initial=True, label="Retrain first")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["ensemble_heads"].widget.attrs["placeholder"] = str(
+            settings.STEPWISE_ENSEMBLE_HEADS
+        )
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("scope") == "per_problem" and not data.get("per_problem_k"):
             self.add_error("per_problem_k", "Scope 'per problem' needs a per-problem K.")
+        rule = data["rule"] = data.get("rule") or "convincing_wrong"
+        if rule == "mix":
+            shares = {
+                name: data[f"share_{name}"]
+                for name in MIX_RULES
+                if data.get(f"share_{name}") is not None
+            }
+            try:
+                data["shares"] = loop.check_rule(rule, shares)
+            except loop.BadParameters as exc:
+                self.add_error(None, f"Mix shares: {exc}.")
+        else:
+            data["shares"] = None
+        if rule and rule != "convincing_wrong" and data.get("scope") == "per_problem":
+            self.add_error("scope", "Scope 'per problem' applies to convincing wrong answers only.")
         return data
 
     def params(self) -> dict[str, Any]:
-        return {name: value for name, value in self.cleaned_data.items()}
+        return {
+            name: value
+            for name, value in self.cleaned_data.items()
+            if not name.startswith("share_")
+        }
 
 
 class EvaluationSetForm(forms.Form):

@@ -14,6 +14,8 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from modeling.training.selection import MIX_RULES
+
 
 class RunStatus(models.TextChoices):
     """The life of a training run and of a generation run alike."""
@@ -204,6 +206,15 @@ class SolutionScore(models.Model):
     score = models.FloatField(help_text="Product over steps of P(+1) + P(0), the paper's best.")
     min_step_score = models.FloatField(null=True, blank=True)
     step_probs = models.JSONField(help_text="Per step [P(-1), P(0), P(+1)].")
+    uncertainty = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="How much an ensemble of heads on this model's features disagrees (the "
+        "uncertainty rule's score); empty until a generation with that rule measured it.",
+    )
+    ensemble_heads = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Heads in the ensemble that measured the uncertainty."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -383,6 +394,17 @@ class GenerationRun(models.Model):
     def is_finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.CANCELLED)
 
+    @property
+    def rule_label(self) -> str:
+        """The selection rule as a page says it, with a mix's shares."""
+        rule = (self.params or {}).get("rule") or "convincing_wrong"
+        shares = (self.params or {}).get("shares") or {}
+        # In the order the rules fill a mix (jsonb keeps no order of keys).
+        parts = ", ".join(
+            f"{name.replace('_', ' ')} {shares[name]:g}" for name in MIX_RULES if name in shares
+        )
+        return rule.replace("_", " ") + (f" ({parts})" if parts else "")
+
     def step_rows(self) -> list[dict]:
         """The four steps in order, each with its recorded state (for pages and the API)."""
         rows = []
@@ -407,9 +429,13 @@ class SelectionReason(models.Model):
     model_version = models.ForeignKey(
         ModelVersion, null=True, on_delete=models.SET_NULL, related_name="+"
     )
-    score = models.FloatField()
+    score = models.FloatField(
+        help_text="The PRM's score; for an uncertainty pick, the ensemble's disagreement."
+    )
     rank = models.PositiveIntegerField()
-    rule = models.CharField(max_length=32, help_text="convincing_wrong, convincing or uniform.")
+    rule = models.CharField(
+        max_length=32, help_text="convincing_wrong, convincing, uncertainty or uniform."
+    )
     correct = models.BooleanField(
         null=True, blank=True, help_text="The graded answer when selected."
     )
@@ -427,3 +453,8 @@ class SelectionReason(models.Model):
     @property
     def rule_label(self) -> str:
         return self.rule.replace("_", " ")
+
+    @property
+    def score_label(self) -> str:
+        """What `score` measures for this pick's rule."""
+        return "ensemble disagreement" if self.rule == "uncertainty" else "PRM score"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,13 @@ from django.utils import timezone
 from labeling import selectors as labeling_selectors
 from labeling.models import Batch, Labeling, Snapshot, Solution
 from labeling.selectors import SHOWN, Alert, BatchProgress, LeadCockpit
-from modeling.models import GenerationRun, ModelVersion, SolutionScore, TrainingRun
+from modeling.models import (
+    GenerationRun,
+    ModelVersion,
+    SelectionReason,
+    SolutionScore,
+    TrainingRun,
+)
 from stepwise.celery import waiting_too_long
 
 if TYPE_CHECKING:
@@ -163,6 +169,8 @@ class ReviewedSolution:
     step_probs: list[list[float]]
     labelings: list[ReviewedLabeling]
     disagreement: float  # the largest over steps and labelings
+    # The active-learning pick that queued it (its rule and score), if a generation did.
+    picked_by: SelectionReason | None = None
 
     @property
     def steps(self) -> list[dict]:
@@ -268,8 +276,17 @@ def review_queue(batch: Batch, *, limit: int = 200) -> ReviewQueue:
     by_solution: dict[int, list[Labeling]] = {}
     for labeling in labelings:
         by_solution.setdefault(labeling.solution_id, []).append(labeling)
+    picked_by = {
+        reason.solution_id: reason
+        for reason in SelectionReason.objects.filter(solution_id__in=scores).order_by(
+            "generation_run__generation"
+        )
+    }  # the latest generation's pick wins
     reviewed = [
-        _review(score.solution, score.step_probs, by_solution.get(solution_id, []), ratings)
+        replace(
+            _review(score.solution, score.step_probs, by_solution.get(solution_id, []), ratings),
+            picked_by=picked_by.get(solution_id),
+        )
         for solution_id, score in scores.items()
     ]
     reviewed.sort(key=lambda r: (-r.disagreement, r.solution.pk))

@@ -385,6 +385,9 @@ STEPWISE_GENERATION_TRAIN_CONFIG = json.loads(
     )
     or "{}"
 )
+# The "uncertainty" selection rule: heads in the ensemble fitted on the model's frozen features
+# (head mode only; each head is a small linear fit, so a few cost seconds to minutes on a CPU).
+STEPWISE_ENSEMBLE_HEADS = env_int("STEPWISE_ENSEMBLE_HEADS", 5)
 # PRM training runs. A run's held-out problems (this share, by problem) measure its step AUROC;
 # it becomes the active model only when that is at least the floor and does not regress more
 # than the margin from the active model's. A RUNNING run whose worker sent no heartbeat for

@@ -51,6 +51,25 @@ class GenerationSerializer(serializers.ModelSerializer):
 
 
 class StartSerializer(serializers.Serializer):
+    rule = serializers.CharField(
+        default="convincing_wrong",
+        help_text="convincing_wrong, uncertainty (head-mode models: an ensemble of heads), mix "
+        "(with shares) or uniform.",
+    )
+    shares = serializers.DictField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        default=None,
+        help_text='Rule "mix": {rule: share} summing to 1, e.g. '
+        '{"convincing_wrong": 0.5, "uncertainty": 0.5}.',
+    )
+    ensemble_heads = serializers.IntegerField(
+        min_value=2,
+        max_value=32,
+        allow_null=True,
+        default=None,
+        help_text="Heads in the uncertainty rule's ensemble; null: the server's setting.",
+    )
     k = serializers.IntegerField(min_value=1, max_value=1_000_000, default=50)
     convincing_wrong_fraction = serializers.FloatField(min_value=0, max_value=1, default=0.8)
     per_problem_cap = serializers.IntegerField(
@@ -68,6 +87,20 @@ class StartSerializer(serializers.Serializer):
         default=dict,
         help_text="TrainConfig fields for the retrain step (a backbone among those allowed).",
     )
+
+    def validate_rule(self, value: str) -> str:
+        try:
+            loop.check_rule_name(value)
+        except loop.BadParameters as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return value
+
+    def validate(self, data: dict) -> dict:
+        try:
+            data["shares"] = loop.check_rule(data["rule"], data.get("shares"))
+        except loop.BadParameters as exc:
+            raise serializers.ValidationError({"shares": str(exc)}) from None
+        return data
 
     def validate_train_config(self, value: dict) -> dict:
         if not value:
@@ -97,6 +130,8 @@ class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
                 created_by=request.user,
                 trigger=GenerationRun.Trigger.API,
             )
+        except loop.BadParameters as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except loop.GenerationError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(GenerationSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -42,12 +42,22 @@ from modeling.models import (
     TrainingRun,
 )
 from modeling.services import runs
-from modeling.training.selection import Candidate, select_generation
+from modeling.training.config import TrainConfig
+from modeling.training.selection import (
+    MIX_RULES,
+    RULES,
+    Candidate,
+    check_shares,
+    select_by_rule,
+)
 from stepwise.celery import UNSENT, resend_rows, run_in_thread, send_row, waiting_too_long
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PARAMS: dict[str, Any] = {
+    "rule": "convincing_wrong",  # one of selection.RULES
+    "shares": None,  # rule "mix": {rule: share}, summing to 1
+    "ensemble_heads": None,  # rule "uncertainty" (or a mix with it): None is the setting's
     "k": 50,
     "convincing_wrong_fraction": 0.8,
     "per_problem_cap": 2,
@@ -63,6 +73,10 @@ DEFAULT_PARAMS: dict[str, Any] = {
 
 class GenerationError(Exception):
     """A request the loop refuses (a run already open, bad parameters...)."""
+
+
+class BadParameters(GenerationError):
+    """Parameters no run could use (an unknown rule, shares that do not sum to 1...)."""
 
 
 class StepFailed(Exception):
@@ -152,25 +166,44 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
     if run.model_version_id is None:
         raise StepFailed("no model version is pinned: the score step has not run")
     params = {**DEFAULT_PARAMS, **run.params}
+    heads = ensemble_heads(params) if needs_uncertainty(params) else None
     scored = SolutionScore.objects.filter(
         model_version_id=run.model_version_id, solution__in=selectable_pool()
-    ).values_list("solution_id", "solution__problem_id", "score", "solution__answer_correct")
-    # A NaN score (no step the model could read) cannot be ranked: such solutions wait.
+    ).values_list(
+        "solution_id",
+        "solution__problem_id",
+        "score",
+        "solution__answer_correct",
+        "uncertainty",
+        "ensemble_heads",
+    )
+    # A NaN score (no step the model could read) cannot be ranked: such solutions wait. An
+    # uncertainty counts only when this run's ensemble size measured it.
     candidates = [
-        Candidate(sid, pid, score, correct)
-        for sid, pid, score, correct in scored
+        Candidate(sid, pid, score, correct, uncertainty if measured_by == heads else None)
+        for sid, pid, score, correct, uncertainty, measured_by in scored
         if not math.isnan(score)
     ]
     if not candidates:
         raise StepFailed("the pool has no scored, unlabeled, unqueued solution to select")
-    picks = select_generation(
+    if params["rule"] == "uncertainty" and all(c.uncertainty is None for c in candidates):
+        raise StepFailed("no pool solution has an uncertainty: the score step measures it")
+    options: dict[str, Any] = {}
+    if params["rule"] == "convincing_wrong":
+        options = {
+            "convincing_wrong_fraction": float(params["convincing_wrong_fraction"]),
+            "scope": params["scope"],
+            "per_problem_k": params["per_problem_k"],
+        }
+    elif params["rule"] == "mix":
+        options = {"shares": check_rule("mix", params["shares"])}  # in MIX_RULES order
+    picks = select_by_rule(
+        params["rule"],
         candidates,
         k=int(params["k"]),
-        convincing_wrong_fraction=float(params["convincing_wrong_fraction"]),
         per_problem_cap=params["per_problem_cap"],
-        scope=params["scope"],
-        per_problem_k=params["per_problem_k"],
         seed=int(params["seed"]),
+        **options,
     )
     correct_of = {c.solution_id: c.correct for c in candidates}
     reasons = [
@@ -223,6 +256,97 @@ def enqueue_selection(run: GenerationRun) -> Batch:
 # --- the generation pipeline -----------------------------------------------------------------
 
 
+def check_rule_name(rule: str) -> None:
+    if rule not in RULES:
+        raise BadParameters(f"unknown selection rule {rule!r}; choose one of {', '.join(RULES)}")
+
+
+def check_rule(rule: str, shares: Any = None) -> dict[str, float] | None:
+    """The rule's shares as a run stores them (None unless "mix"), in the order of MIX_RULES
+    (convincing_wrong, uncertainty, uniform: the first present fills what the shares leave);
+    BadParameters saying what is wrong with an unknown rule or bad shares. Forms and the API
+    call it for their 400s."""
+    check_rule_name(rule)
+    if rule != "mix":
+        if shares:
+            raise BadParameters(f"shares are for the rule 'mix', not {rule!r}")
+        return None
+    if not isinstance(shares, dict) or not shares:
+        raise BadParameters(
+            "the rule 'mix' needs shares, e.g. {'convincing_wrong': 0.5, 'uncertainty': 0.5}"
+        )
+    try:
+        clean = {str(name): float(share) for name, share in shares.items()}
+        check_shares(clean)
+    except (TypeError, ValueError) as exc:
+        raise BadParameters(str(exc)) from None
+    # One order whatever the request's: it decides which rule fills the rest, and PostgreSQL's
+    # jsonb does not keep the order of keys.
+    return {rule: clean[rule] for rule in MIX_RULES if rule in clean}
+
+
+def needs_uncertainty(params: dict[str, Any]) -> bool:
+    """Whether the run's rule ranks by the ensemble's disagreement (so scoring measures it)."""
+    if params.get("rule") == "uncertainty":
+        return True
+    return params.get("rule") == "mix" and bool((params.get("shares") or {}).get("uncertainty"))
+
+
+def ensemble_heads(params: dict[str, Any]) -> int:
+    return int(params.get("ensemble_heads") or settings.STEPWISE_ENSEMBLE_HEADS)
+
+
+def check_params(params: dict[str, Any]) -> dict[str, Any]:
+    """A run's parameters with the defaults filled in, or BadParameters naming what is wrong."""
+    params = {**DEFAULT_PARAMS, **params}
+    unknown = set(params) - set(DEFAULT_PARAMS)
+    if unknown:
+        raise BadParameters(f"unknown parameters: {sorted(unknown)}")
+    if int(params["k"]) < 1:
+        raise BadParameters("k must be at least 1")
+    if not 0 <= float(params["convincing_wrong_fraction"]) <= 1:
+        raise BadParameters("convincing_wrong_fraction must be within [0, 1]")
+    if params["scope"] not in ("pool", "per_problem"):
+        raise BadParameters("scope must be 'pool' or 'per_problem'")
+    if params["scope"] == "per_problem" and not params["per_problem_k"]:
+        raise BadParameters("scope 'per_problem' needs per_problem_k")
+    params["shares"] = check_rule(params["rule"], params["shares"])
+    if params["scope"] == "per_problem" and params["rule"] != "convincing_wrong":
+        raise BadParameters("scope 'per_problem' applies to the rule 'convincing_wrong' only")
+    if params["ensemble_heads"] is not None and not 2 <= int(params["ensemble_heads"]) <= 32:
+        raise BadParameters("ensemble_heads must be within [2, 32]")
+    if needs_uncertainty(params):
+        _check_ensemble_possible(params)
+    return params
+
+
+def _check_ensemble_possible(params: dict[str, Any]) -> None:
+    """The uncertainty rule fits heads on a head-mode model's features; refuse it up front for
+    the model the run would score with when that is a lora/full or an imported model."""
+    heads = ensemble_heads(params)
+    if params["retrain"]:
+        config = params["train_config"] or getattr(settings, "STEPWISE_GENERATION_TRAIN_CONFIG", {})
+        mode = config.get("mode", TrainConfig.mode)
+        where = "the retrain step's training config"
+    else:
+        active = ModelVersion.active()
+        if active is None:
+            return  # the score step says there is no model
+        if active.kind != ModelVersion.Kind.TRAINED or active.run_id is None:
+            raise BadParameters(
+                f"the uncertainty rule needs a model trained here in head mode; the active "
+                f"model {active} was imported"
+            )
+        mode = TrainingRun.objects.get(pk=active.run_id).config.get("mode", "head")
+        where = f"the active model {active}"
+    if mode != "head":
+        raise BadParameters(
+            f"the uncertainty rule fits {heads} heads on a head-mode model's frozen features; "
+            f"{where} is {mode} mode, where it would cost {heads} trainings of the backbone "
+            "(not offered): retrain in head mode, or choose convincing_wrong or uniform"
+        )
+
+
 def start_generation(
     *,
     params: dict[str, Any] | None = None,
@@ -235,18 +359,7 @@ def start_generation(
     Refused while another run is queued, running or failed (retry or cancel it first); the
     unique generation number settles a race between two starts. send=False queues nothing
     (the caller runs the steps itself: `run_generation_inline`)."""
-    params = {**DEFAULT_PARAMS, **(params or {})}
-    unknown = set(params) - set(DEFAULT_PARAMS)
-    if unknown:
-        raise GenerationError(f"unknown parameters: {sorted(unknown)}")
-    if int(params["k"]) < 1:
-        raise GenerationError("k must be at least 1")
-    if not 0 <= float(params["convincing_wrong_fraction"]) <= 1:
-        raise GenerationError("convincing_wrong_fraction must be within [0, 1]")
-    if params["scope"] not in ("pool", "per_problem"):
-        raise GenerationError("scope must be 'pool' or 'per_problem'")
-    if params["scope"] == "per_problem" and not params["per_problem_k"]:
-        raise GenerationError("scope 'per_problem' needs per_problem_k")
+    params = check_params(params or {})
     first = GenerationRun.Step.RETRAIN if params["retrain"] else GenerationRun.Step.SCORE
     try:
         with transaction.atomic():
@@ -581,7 +694,35 @@ def step_score(run: GenerationRun) -> dict[str, Any]:
             model_version=version, solutions=todo, progress=_progress(run.pk, "score")
         )
     _set_step(run.pk, "score", done=total, total=total)
-    return {"model_version": version.pk, "to_score": total, "scored": written}
+    detail: dict[str, Any] = {"model_version": version.pk, "to_score": total, "scored": written}
+    params = {**DEFAULT_PARAMS, **run.params}
+    if needs_uncertainty(params):
+        detail.update(_measure_uncertainty(run, version, ensemble_heads(params), params))
+    return detail
+
+
+def _measure_uncertainty(
+    run: GenerationRun, version: ModelVersion, heads: int, params: dict[str, Any]
+) -> dict[str, Any]:
+    """The ensemble's disagreement on the selectable pool, where this ensemble size has not
+    measured it yet (a retry measures only what is missing)."""
+    measured = SolutionScore.objects.filter(
+        model_version=version, solution_id=OuterRef("pk"), ensemble_heads=heads
+    )
+    todo = selectable_pool().exclude(Exists(measured))
+    if not todo.exists():
+        return {"ensemble_heads": heads, "uncertainties": 0}
+    try:
+        count = runs.measure_uncertainty_with(
+            model_version=version,
+            solutions=todo,
+            heads=heads,
+            seed=int(params["seed"]),
+            progress=_progress(run.pk, "score"),
+        )
+    except runs.RunError as exc:
+        raise StepFailed(f"uncertainty: {exc}") from None
+    return {"ensemble_heads": heads, "uncertainties": count}
 
 
 def step_select(run: GenerationRun) -> dict[str, Any]:

@@ -1087,6 +1087,71 @@ def score_solutions_with(
     return written
 
 
+def measure_uncertainty_with(
+    *,
+    model_version: ModelVersion,
+    solutions: QuerySet[Solution],
+    heads: int,
+    seed: int = 0,
+    batch_size: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Fit an ensemble of `heads` heads on the model's training data (its frozen features, head
+    mode only) and store its disagreement on each of `solutions` in their SolutionScore rows
+    (which must exist: score first). Returns rows written. Refuses, with a RunError that says
+    why, an imported model, one without its training data, or a lora/full model."""
+    # torch loads only where a model trains or scores, never in the web process
+    from modeling.training.data import Solution as CoreSolution
+    from modeling.training.ensemble import check_ensemble_model, ensemble_uncertainties, train_heads
+
+    training = model_version.run
+    if model_version.kind != ModelVersion.Kind.TRAINED or training is None:
+        raise RunError(
+            f"{model_version} was not trained here: the uncertainty rule fits its ensemble on "
+            "the model's training data"
+        )
+    model = load_model(model_version)
+    try:
+        check_ensemble_model(model, heads)
+        if not (run_dir(training) / DATA_FILE).exists():
+            raise ValueError(f"the training data of run {training.pk} is gone")
+        train_set, _ = load_split(training)
+        ensemble = train_heads(model, train_set, heads=heads, seed=seed)
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
+    scores = SolutionScore.objects.filter(model_version=model_version, solution__in=solutions)
+    total = scores.count()
+    done = 0
+    chunk: list[SolutionScore] = []
+
+    def flush() -> None:
+        spread = ensemble_uncertainties(
+            model,
+            ensemble,
+            [CoreSolution(s.solution.problem.text, list(s.solution.steps)) for s in chunk],
+        )
+        for row, value in zip(chunk, spread, strict=True):
+            row.uncertainty, row.ensemble_heads = value, heads
+        SolutionScore.objects.bulk_update(chunk, ["uncertainty", "ensemble_heads"])
+
+    for row in (
+        scores.select_related("solution__problem").order_by("pk").iterator(chunk_size=batch_size)
+    ):
+        chunk.append(row)
+        if len(chunk) >= batch_size:
+            flush()
+            done += len(chunk)
+            chunk = []
+            if progress:
+                progress(done, total)
+    if chunk:
+        flush()
+        done += len(chunk)
+    if progress:
+        progress(done, total)
+    return done
+
+
 def _nan_to(value: float, default: float) -> float:
     return value if math.isfinite(value) else default
 

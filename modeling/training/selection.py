@@ -5,6 +5,11 @@ current PRM scores highly although their final answer is wrong. Most of a batch 
 rest is the most convincing of the remaining solutions, whatever their answer. A uniform random
 baseline with the same exclusions and caps lets a simulation measure what the strategy buys.
 
+A second rule, "uncertainty", picks the solutions an ensemble of PRM heads disagrees on most
+(ActPRM, Duan et al. 2025): the spread across heads of P(step is wrong), up to the first step the
+ensemble calls wrong. "mix" splits a batch between rules by shares. A lab chooses among `RULES`;
+`select_by_rule` dispatches by name.
+
 Pure functions over `Candidate`s: no database, no Django.
 """
 
@@ -13,13 +18,21 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
-from typing import Literal
+from typing import Any, Literal
 
-Rule = Literal["convincing_wrong", "convincing", "uniform"]
+import numpy as np
+
+# The rule that picked one solution ("convincing" is the fill-up share of convincing_wrong).
+Rule = Literal["convincing_wrong", "convincing", "uncertainty", "uniform"]
 Scope = Literal["pool", "per_problem"]
+
+# The rules a lab chooses among, its default first.
+RULES = ("convincing_wrong", "uncertainty", "mix", "uniform")
+# The rules a "mix" may split a batch between.
+MIX_RULES = ("convincing_wrong", "uncertainty", "uniform")
 
 
 @dataclass(frozen=True)
@@ -28,13 +41,16 @@ class Candidate:
     problem_id: int
     score: float  # the PRM's score of the whole solution; higher = more convincing
     correct: bool | None  # None: ungradable (no ground truth or no extractable answer)
+    # The ensemble's disagreement on this solution (ensemble_disagreement); None: not measured,
+    # so the solution is not eligible for the "uncertainty" rule.
+    uncertainty: float | None = None
 
 
 @dataclass(frozen=True)
 class Selection:
     solution_id: int
     problem_id: int
-    score: float
+    score: float  # the PRM's score; for an "uncertainty" pick, the ensemble's disagreement
     rank: int  # 1-based position within the returned selection
     rule: Rule  # which share picked it
 
@@ -111,6 +127,136 @@ def select_uniform(
     return _ranked(picks)
 
 
+def ensemble_disagreement(error_probs: Any) -> float:
+    """How much an ensemble of PRM heads disagrees on one solution.
+
+    error_probs is a (heads x steps) array-like: each head's P(step is wrong) for each step.
+    The disagreement is the largest spread (population standard deviation across heads) over
+    the steps up to and including the first one the ensemble mean calls wrong (P > 0.5);
+    later steps do not matter to a labeler who stops at the first error (ActPRM). All steps
+    count when the ensemble calls none wrong. No steps or no heads: 0.0. Bounded by 0.5.
+    """
+    probs = np.asarray(error_probs, dtype=np.float64)
+    if probs.size == 0:
+        return 0.0
+    if probs.ndim != 2:
+        raise ValueError(f"error_probs must be heads x steps (2-D), got shape {probs.shape}")
+    if np.isnan(probs).any():
+        raise ValueError("error_probs must not contain NaN")
+    called_wrong = np.flatnonzero(probs.mean(axis=0) > 0.5)
+    last = int(called_wrong[0]) + 1 if called_wrong.size else probs.shape[1]
+    return float(probs[:, :last].std(axis=0).max())
+
+
+def select_uncertain(
+    candidates: Iterable[Candidate],
+    *,
+    k: int,
+    exclude_ids: Collection[int] = frozenset(),
+    per_problem_cap: int | None = None,
+    seed: int = 0,
+) -> list[Selection]:
+    """The k candidates the ensemble disagrees on most, with the same exclusions and cap as
+    select_generation. Candidates without an uncertainty are not eligible; ties go to the
+    lower solution_id. Every pick has rule "uncertainty" and its disagreement as score.
+    `seed` does not change the ranking; it is accepted so callers can swap rules."""
+    _check_common_arguments(k, per_problem_cap)
+    picks = _take(
+        _by_uncertainty(_eligible(candidates, exclude_ids)),
+        k,
+        per_problem_cap,
+        Counter(),
+        "uncertainty",
+    )
+    return _ranked(picks)
+
+
+def select_mix(
+    candidates: Iterable[Candidate],
+    *,
+    k: int,
+    shares: Mapping[str, float],
+    exclude_ids: Collection[int] = frozenset(),
+    per_problem_cap: int | None = None,
+    seed: int = 0,
+) -> list[Selection]:
+    """Split a batch between rules, e.g. shares={"convincing_wrong": 0.5, "uncertainty": 0.5}.
+
+    In the mapping's order, each rule picks round(k * share) (halves up) of what the rules
+    before it left, within the one per-problem cap; the remainder is filled by the first
+    rule, then by the others in order, so the batch holds k items when the pool allows. Each
+    pick records the rule that chose it. Inside a mix, "convincing_wrong" takes the wrong
+    answers by score and then, when they run out, the most convincing of the rest (recorded
+    "convincing"); "uncertainty" takes candidates with an uncertainty, most disputed first;
+    "uniform" draws at random (seeded).
+    """
+    _check_common_arguments(k, per_problem_cap)
+    check_shares(shares)
+    pool = _eligible(candidates, exclude_ids)
+    orders = {rule: _mix_order(rule, pool, seed) for rule in shares}
+    per_problem: Counter[int] = Counter()
+    picks: list[_Pick] = []
+    chosen: set[int] = set()
+
+    def take(rule: str, n: int) -> None:
+        for candidate, label in orders[rule]:
+            if len(picks) >= k or n <= 0:
+                return
+            if candidate.solution_id in chosen:
+                continue
+            if per_problem_cap is not None and per_problem[candidate.problem_id] >= per_problem_cap:
+                continue
+            per_problem[candidate.problem_id] += 1
+            chosen.add(candidate.solution_id)
+            picks.append((candidate, label))
+            n -= 1
+
+    for rule, share in shares.items():
+        take(rule, _half_up(k * share))
+    for rule in shares:
+        take(rule, k - len(picks))
+    return _ranked(picks)
+
+
+def select_by_rule(
+    rule: str,
+    candidates: Iterable[Candidate],
+    *,
+    k: int,
+    exclude_ids: Collection[int] = frozenset(),
+    per_problem_cap: int | None = None,
+    seed: int = 0,
+    **rule_options: Any,
+) -> list[Selection]:
+    """Run the rule a lab chose (one of RULES). rule_options go to that rule: "mix" needs
+    shares=...; "convincing_wrong" takes select_generation's convincing_wrong_fraction, scope
+    and per_problem_k; "uncertainty" and "uniform" take none."""
+    common: dict[str, Any] = {
+        "k": k,
+        "exclude_ids": exclude_ids,
+        "per_problem_cap": per_problem_cap,
+        "seed": seed,
+    }
+    if rule == "convincing_wrong":
+        unknown = set(rule_options) - {"convincing_wrong_fraction", "scope", "per_problem_k"}
+        _check_no_options(rule, unknown)
+        return select_generation(candidates, **common, **rule_options)
+    if rule == "mix":
+        _check_no_options(rule, set(rule_options) - {"shares"})
+        if "shares" not in rule_options:
+            raise ValueError(
+                "rule 'mix' needs shares, e.g. {'convincing_wrong': 0.5, 'uncertainty': 0.5}"
+            )
+        return select_mix(candidates, shares=rule_options["shares"], **common)
+    if rule == "uncertainty":
+        _check_no_options(rule, set(rule_options))
+        return select_uncertain(candidates, **common)
+    if rule == "uniform":
+        _check_no_options(rule, set(rule_options))
+        return select_uniform(candidates, **common)
+    raise ValueError(f"unknown selection rule {rule!r}; choose one of {', '.join(RULES)}")
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 _Pick = tuple[Candidate, Rule]
@@ -132,6 +278,49 @@ def _eligible(candidates: Iterable[Candidate], exclude_ids: Collection[int]) -> 
         # Two scores for one solution is a caller bug; picking either would hide it.
         raise ValueError(f"duplicate solution ids among candidates: {sorted(duplicates)[:10]}")
     return pool
+
+
+def _check_no_options(rule: str, unknown: set[str]) -> None:
+    if unknown:
+        raise ValueError(f"rule {rule!r} takes no option(s) {', '.join(sorted(unknown))}")
+
+
+def check_shares(shares: Mapping[str, float]) -> None:
+    """A ValueError saying what is wrong with a mix's shares (unknown rule, a share outside
+    [0, 1], a sum other than 1); forms and the API call it too."""
+    if not shares:
+        raise ValueError(f"a mix needs shares for at least one of {', '.join(MIX_RULES)}")
+    unknown = [rule for rule in shares if rule not in MIX_RULES]
+    if unknown:
+        raise ValueError(
+            f"a mix cannot hold {', '.join(map(repr, unknown))}; choose among {', '.join(MIX_RULES)}"
+        )
+    for rule, share in shares.items():
+        if not (isinstance(share, int | float) and math.isfinite(share) and 0.0 <= share <= 1.0):
+            raise ValueError(f"the share of {rule!r} must be a number in [0, 1], got {share!r}")
+    total = math.fsum(shares.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"mix shares must sum to 1, got {total:g}")
+
+
+def _by_uncertainty(pool: Iterable[Candidate]) -> list[Candidate]:
+    measured = [c for c in pool if c.uncertainty is not None]
+    if any(math.isnan(c.uncertainty) for c in measured):  # type: ignore[arg-type]
+        raise ValueError("candidate uncertainties must not be NaN (they cannot be ranked)")
+    return sorted(measured, key=lambda c: (-c.uncertainty, c.solution_id))  # type: ignore[operator]
+
+
+def _mix_order(rule: str, pool: Sequence[Candidate], seed: int) -> list[_Pick]:
+    """The order in which one rule of a mix would take candidates, each with its label."""
+    if rule == "convincing_wrong":
+        wrong = _by_score(c for c in pool if c.correct is False)
+        rest = _by_score(c for c in pool if c.correct is not False)
+        return [(c, "convincing_wrong") for c in wrong] + [(c, "convincing") for c in rest]
+    if rule == "uncertainty":
+        return [(c, "uncertainty") for c in _by_uncertainty(pool)]
+    shuffled = sorted(pool, key=lambda c: c.solution_id)
+    random.Random(seed).shuffle(shuffled)
+    return [(c, "uniform") for c in shuffled]
 
 
 def _half_up(x: float) -> int:
@@ -188,6 +377,13 @@ def _interleave(per_problem: Sequence[list[_Pick]]) -> list[_Pick]:
 
 def _ranked(picks: Sequence[_Pick]) -> list[Selection]:
     return [
-        Selection(c.solution_id, c.problem_id, c.score, rank=i, rule=rule)
+        Selection(c.solution_id, c.problem_id, _score_for(c, rule), rank=i, rule=rule)
         for i, (c, rule) in enumerate(picks, start=1)
     ]
+
+
+def _score_for(candidate: Candidate, rule: Rule) -> float:
+    # An uncertainty pick was chosen for its disagreement, so that is the score it reports.
+    if rule == "uncertainty" and candidate.uncertainty is not None:
+        return candidate.uncertainty
+    return candidate.score

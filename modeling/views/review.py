@@ -3,6 +3,8 @@ ratings, largest disagreement first. Labelers never see model scores (PRM800K di
 
 from __future__ import annotations
 
+import time
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -17,6 +19,16 @@ from modeling.models import ModelVersion
 from modeling.services import runs
 
 REVIEW_REFUSED = "Model-assisted review is for leads and researchers."
+# How long the page polls for a scoring it asked for before it says the scoring seems stuck.
+SCORING_PATIENCE_SECONDS = 600
+
+
+def scoring_state(started: str | None, unscored: int) -> str:
+    """ "": not scoring; "waiting": the page polls until the solutions are scored; "stuck": asked
+    more than SCORING_PATIENCE_SECONDS ago and still not done (the task failed or waits)."""
+    if not started or not started.isdigit() or not unscored:
+        return ""
+    return "stuck" if time.time() - int(started) > SCORING_PATIENCE_SECONDS else "waiting"
 
 
 @login_required
@@ -29,12 +41,16 @@ def review_queue(request: HttpRequest) -> HttpResponse:
         if batch_id and batch_id.isdigit()
         else batches.first()
     )
-    context = {
-        "batches": batches[:100],
-        "batch": batch,
-        "queue": selectors.review_queue(batch) if batch else None,
-    }
-    return render(request, "modeling/review/queue.html", context)
+    queue = selectors.review_queue(batch) if batch else None
+    scoring = (
+        scoring_state(request.GET.get("scoring"), queue.unscored)
+        if queue and queue.model_version
+        else ""
+    )
+    context = {"batches": batches[:100], "batch": batch, "queue": queue, "scoring": scoring}
+    # While scoring, the page polls itself (htmx) and swaps in the whole review when it is done.
+    template = "modeling/review/queue.html#review" if request.htmx else "modeling/review/queue.html"
+    return render(request, template, context)
 
 
 @login_required
@@ -47,6 +63,10 @@ def review_score(request: HttpRequest, batch_id: int) -> HttpResponse:
     else:
         missing = runs.score_for_review(batch)
         messages.info(request, f"Scoring {missing} solutions with the active model.")
+        if missing:
+            return redirect(
+                f"{reverse('modeling_review:queue')}?batch={batch.pk}&scoring={int(time.time())}"
+            )
     return redirect(f"{reverse('modeling_review:queue')}?batch={batch.pk}")
 
 

@@ -6,6 +6,21 @@ from django.core.management.base import BaseCommand, CommandError
 
 from modeling.models import GenerationRun
 from modeling.services import loop
+from modeling.training.selection import RULES
+
+
+def parse_shares(text: str) -> dict[str, float]:
+    """ "convincing_wrong=0.5,uncertainty=0.5" -> {"convincing_wrong": 0.5, "uncertainty": 0.5}"""
+    shares: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        try:
+            shares[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise CommandError(f"--shares: {part!r} is not RULE=SHARE (e.g. uncertainty=0.5)")
+    return shares
 
 
 class Command(BaseCommand):
@@ -15,6 +30,24 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
+        parser.add_argument(
+            "--rule",
+            choices=RULES,
+            default="convincing_wrong",
+            help="Selection rule. uncertainty fits an ensemble of heads on a head-mode model "
+            "(refused for lora/full models: one training per head).",
+        )
+        parser.add_argument(
+            "--shares",
+            default="",
+            help="--rule mix: RULE=SHARE,... summing to 1, e.g. convincing_wrong=0.5,uncertainty=0.5",
+        )
+        parser.add_argument(
+            "--ensemble-heads",
+            type=int,
+            default=None,
+            help="Heads in the uncertainty rule's ensemble (default: STEPWISE_ENSEMBLE_HEADS).",
+        )
         parser.add_argument("--k", type=int, default=50, help="Solutions to select.")
         parser.add_argument(
             "--fraction", type=float, default=0.8, help="Convincing wrong-answer share."
@@ -50,6 +83,9 @@ class Command(BaseCommand):
                 )
             else:
                 params = {
+                    "rule": o["rule"],
+                    "shares": parse_shares(o["shares"]) or None,
+                    "ensemble_heads": o["ensemble_heads"],
                     "k": o["k"],
                     "convincing_wrong_fraction": o["fraction"],
                     "per_problem_cap": o["per_problem_cap"] or None,

@@ -3,7 +3,17 @@ from collections import Counter
 
 import pytest
 
-from modeling.training.selection import Candidate, Selection, select_generation, select_uniform
+from modeling.training.selection import (
+    RULES,
+    Candidate,
+    Selection,
+    ensemble_disagreement,
+    select_by_rule,
+    select_generation,
+    select_mix,
+    select_uncertain,
+    select_uniform,
+)
 
 
 def make_pool(
@@ -295,3 +305,178 @@ def test_duplicate_or_unrankable_candidates_are_rejected() -> None:
         select_generation([Candidate(1, 1, 0.5, False), Candidate(1, 1, 0.6, False)], k=1)
     with pytest.raises(ValueError, match="NaN"):
         select_generation([Candidate(1, 1, float("nan"), False)], k=1)
+
+
+# --- uncertainty: the ensemble's disagreement ------------------------------------------------------
+
+
+def test_ensemble_disagreement_stops_at_the_first_step_the_ensemble_calls_wrong() -> None:
+    # Three heads, four steps. Step 3 (mean 0.7) is the first called wrong; step 4's wide
+    # spread comes after it, so it does not count.
+    error_probs = [
+        [0.1, 0.2, 0.6, 0.0],
+        [0.1, 0.6, 0.7, 1.0],
+        [0.1, 0.4, 0.8, 0.0],
+    ]
+    # Population std across heads: step 1 -> 0, step 2 -> std(0.2, 0.6, 0.4), step 3 -> std(.6,.7,.8)
+    step_two = ((0.2 - 0.4) ** 2 + (0.6 - 0.4) ** 2 + 0.0) / 3
+    assert ensemble_disagreement(error_probs) == pytest.approx(step_two**0.5)
+
+
+def test_ensemble_disagreement_counts_every_step_when_none_is_called_wrong() -> None:
+    # Two heads, split 0/1 at the last step only: the largest possible spread, 0.5.
+    assert ensemble_disagreement([[0.0, 0.0, 0.0], [0.0, 0.2, 1.0]]) == pytest.approx(0.5)
+
+
+def test_ensemble_disagreement_of_agreeing_heads_or_no_steps_is_zero() -> None:
+    assert ensemble_disagreement([[0.3, 0.9], [0.3, 0.9]]) == 0.0
+    assert ensemble_disagreement([]) == 0.0
+    assert ensemble_disagreement([[], []]) == 0.0
+
+
+def test_ensemble_disagreement_rejects_a_shape_it_cannot_read() -> None:
+    with pytest.raises(ValueError, match="heads x steps"):
+        ensemble_disagreement([0.1, 0.2])
+    with pytest.raises(ValueError, match="NaN"):
+        ensemble_disagreement([[0.1, float("nan")]])
+
+
+def uncertain_pool() -> list[Candidate]:
+    return [
+        Candidate(1, 1, 0.9, False, uncertainty=0.10),
+        Candidate(2, 1, 0.8, True, uncertainty=0.40),
+        Candidate(3, 2, 0.7, False, uncertainty=0.40),
+        Candidate(4, 2, 0.6, True, uncertainty=0.30),
+        Candidate(5, 3, 0.5, None, uncertainty=0.20),
+        Candidate(6, 3, 0.4, False),  # never measured
+    ]
+
+
+def test_uncertainty_picks_the_most_disputed_ties_to_the_lower_id() -> None:
+    selection = select_uncertain(uncertain_pool(), k=3)
+    assert [(s.solution_id, s.rule, s.score) for s in selection] == [
+        (2, "uncertainty", 0.40),
+        (3, "uncertainty", 0.40),
+        (4, "uncertainty", 0.30),
+    ]
+    assert [s.rank for s in selection] == [1, 2, 3]
+
+
+def test_uncertainty_skips_unmeasured_candidates_and_exclusions_and_caps() -> None:
+    everything = select_uncertain(uncertain_pool(), k=10)
+    assert sorted(ids(everything)) == [1, 2, 3, 4, 5]
+    assert ids(select_uncertain(uncertain_pool(), k=3, exclude_ids={2})) == [3, 4, 5]
+    capped = select_uncertain(uncertain_pool(), k=10, per_problem_cap=1)
+    assert ids(capped) == [2, 3, 5]
+
+
+def test_uncertainty_refuses_nan() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        select_uncertain([Candidate(1, 1, 0.5, False, uncertainty=float("nan"))], k=1)
+
+
+# --- mix --------------------------------------------------------------------------------------------
+
+
+def test_mix_gives_each_rule_its_share_without_repeats() -> None:
+    pool = uncertain_pool()
+    selection = select_mix(pool, k=4, shares={"convincing_wrong": 0.5, "uncertainty": 0.5})
+    # Wrong answers by score: 1 (0.9), 3 (0.7). Then the most disputed not yet taken: 2, 4.
+    assert [(s.solution_id, s.rule) for s in selection] == [
+        (1, "convincing_wrong"),
+        (3, "convincing_wrong"),
+        (2, "uncertainty"),
+        (4, "uncertainty"),
+    ]
+    assert [s.score for s in selection] == [0.9, 0.7, 0.40, 0.30]
+
+
+def test_mix_share_counts_round_half_up_and_the_first_rule_fills_the_rest() -> None:
+    pool = make_pool(problems=6, per_problem=10)
+    pool = [
+        Candidate(c.solution_id, c.problem_id, c.score, c.correct, uncertainty=c.score / 2)
+        for c in pool
+    ]
+    selection = select_mix(pool, k=5, shares={"uncertainty": 0.3, "uniform": 0.7})
+    # 5 * 0.3 = 1.5 -> 2 by uncertainty, 5 * 0.7 = 3.5 -> 4 drawn, cut at k.
+    assert Counter(s.rule for s in selection) == {"uncertainty": 2, "uniform": 3}
+    assert len(set(ids(selection))) == 5
+
+
+def test_mix_remainder_is_filled_when_a_share_runs_dry() -> None:
+    # Only one candidate has an uncertainty: the uncertainty share gets one, the first rule
+    # (convincing_wrong, then its convincing fill-up) takes the rest.
+    pool = [Candidate(i, i, 1 - i / 10, i % 2 == 0) for i in range(1, 7)]
+    pool[5] = Candidate(6, 6, 0.4, True, uncertainty=0.2)
+    selection = select_mix(pool, k=5, shares={"convincing_wrong": 0.4, "uncertainty": 0.6})
+    assert [(s.solution_id, s.rule) for s in selection] == [
+        (1, "convincing_wrong"),
+        (3, "convincing_wrong"),
+        (6, "uncertainty"),
+        (5, "convincing_wrong"),
+        (2, "convincing"),
+    ]
+
+
+def test_mix_respects_exclusions_and_one_cap_across_shares() -> None:
+    pool = [
+        Candidate(sid, sid // 10, 0.9 - sid / 1000, sid % 2 == 1, uncertainty=sid / 1000)
+        for sid in range(10, 50)
+    ]
+    selection = select_mix(
+        pool,
+        k=8,
+        shares={"convincing_wrong": 0.5, "uncertainty": 0.5},
+        per_problem_cap=2,
+        exclude_ids={11, 49},
+    )
+    assert len(selection) == 8
+    assert not {11, 49} & set(ids(selection))
+    assert max(Counter(s.problem_id for s in selection).values()) <= 2
+
+
+@pytest.mark.parametrize(
+    ("shares", "message"),
+    [
+        ({}, "at least one"),
+        ({"convincing_wrong": 0.5, "mix": 0.5}, "cannot hold 'mix'"),
+        ({"bogus": 1.0}, "cannot hold 'bogus'"),
+        ({"convincing_wrong": 0.5, "uncertainty": 0.4}, "sum to 1"),
+        ({"convincing_wrong": 1.5, "uncertainty": -0.5}, r"\[0, 1\]"),
+        ({"uncertainty": float("nan")}, r"\[0, 1\]"),
+    ],
+)
+def test_mix_rejects_bad_shares(shares: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        select_mix(uncertain_pool(), k=2, shares=shares)
+
+
+# --- choosing a rule by name ------------------------------------------------------------------------
+
+
+def test_rules_offered_to_a_lab() -> None:
+    assert RULES == ("convincing_wrong", "uncertainty", "mix", "uniform")
+
+
+def test_select_by_rule_dispatches_to_the_named_rule() -> None:
+    pool = uncertain_pool()
+    assert select_by_rule("convincing_wrong", pool, k=3) == select_generation(pool, k=3)
+    assert select_by_rule(
+        "convincing_wrong", pool, k=3, convincing_wrong_fraction=1.0
+    ) == select_generation(pool, k=3, convincing_wrong_fraction=1.0)
+    assert select_by_rule("uncertainty", pool, k=2) == select_uncertain(pool, k=2)
+    assert select_by_rule("uniform", pool, k=2, seed=4) == select_uniform(pool, k=2, seed=4)
+    shares = {"uncertainty": 0.5, "convincing_wrong": 0.5}
+    assert select_by_rule("mix", pool, k=4, shares=shares) == select_mix(pool, k=4, shares=shares)
+
+
+def test_select_by_rule_names_the_valid_rules_for_an_unknown_one() -> None:
+    with pytest.raises(ValueError, match="convincing_wrong, uncertainty, mix, uniform"):
+        select_by_rule("most_confusing", uncertain_pool(), k=2)
+
+
+def test_select_by_rule_rejects_options_the_rule_does_not_take() -> None:
+    with pytest.raises(ValueError, match="needs shares"):
+        select_by_rule("mix", uncertain_pool(), k=2)
+    with pytest.raises(ValueError, match="shares"):
+        select_by_rule("uniform", uncertain_pool(), k=2, shares={"uniform": 1.0})
