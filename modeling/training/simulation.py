@@ -514,10 +514,11 @@ def _run_arm(
                 Candidate(c.id, problem_ids[c.problem], s, not c.wrong, u)
                 for c, s, u in zip(pool, scores, uncertainty, strict=True)
             ]
-            options: dict[str, Any] = {
+            rule_options: dict[str, dict[str, Any]] = {
                 "convincing_wrong": {"convincing_wrong_fraction": config.convincing_wrong_fraction},
                 "mix": {"shares": config.mix_shares},
-            }.get(arm, {})
+            }
+            options = rule_options.get(arm, {})
             picks = select_by_rule(arm, candidates, seed=run_seed, **common, **options)
         picked_now = [pool[by_id[p.solution_id]] for p in picks]
         if not picked_now:
@@ -580,7 +581,7 @@ def summarize_ratios(points: Sequence[Point], arm: str, axis: str) -> Ratio:
             values.append(ratio)
             bounds.append(bound)
     if not values:
-        return Ratio(arm, axis, [], math.nan, math.nan, math.nan)
+        return Ratio(arm, axis, [], [], math.nan, math.nan, math.nan)
     means = np.random.default_rng(0).choice(values, (10_000, len(values))).mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return Ratio(arm, axis, values, bounds, float(np.mean(values)), float(low), float(high))

@@ -307,3 +307,9 @@ def test_a_prm800k_oracle_with_sampled_answers_reports_best_of_n(tmp_path, capsy
     assert result["best_of_n_problems"] == 1
     finals = [p["best_of_n"] for p in result["points"] if p["best_of_n"] is not None]
     assert finals and all(value in (0.0, 1.0) for value in finals)  # one problem: right or not
+
+
+def test_an_arm_without_a_comparable_run_has_no_ratio():
+    """No uniform run beside it (or no AUROC): nothing to divide, said as NaN, not a crash."""
+    ratio = simulation.summarize_ratios([], "uncertainty", "solutions")
+    assert ratio.values == [] and ratio.bounds == [] and math.isnan(ratio.mean)
