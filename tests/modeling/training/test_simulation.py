@@ -4,6 +4,7 @@ simulated labelers driving the real HTTP endpoints."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
