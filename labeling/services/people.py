@@ -115,7 +115,7 @@ def labeler_password_reset(*, user: AbstractBaseUser, method: str) -> Credential
     return _credentials(user, method)
 
 
-def sign_in_link_user(uidb64: str, token: str) -> AbstractBaseUser | None:
+def sign_in_link_user(uidb64: str, token: str) -> User | None:
     """The active user a one-time link signs in, or None: unknown, used, expired, replaced by a
     newer password or link, or the account deactivated."""
     User = get_user_model()

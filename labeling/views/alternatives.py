@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from labeling.models import Batch, FinishReason, Labeling
 from labeling.services import alternatives
 from labeling.views.common import Key, act, int_param, readable_labeling
+from stepwise.request_types import AuthenticatedRequest
 
 # The page's keys: the help is rendered from this list and labeling.js reads its map from it.
 # An action of several words is tried word by word: Enter continues with the selected
@@ -93,7 +94,7 @@ def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
     }
 
 
-def page(request: HttpRequest, labeling: Labeling) -> HttpResponse:
+def page(request: AuthenticatedRequest, labeling: Labeling) -> HttpResponse:
     """The whole page, the panel (htmx), or only the candidates while they are generated."""
     context = panel_context(labeling, request.user)
     context["keys"] = ALTERNATIVES_KEYS
@@ -104,7 +105,7 @@ def page(request: HttpRequest, labeling: Labeling) -> HttpResponse:
     return render(request, template, context)
 
 
-def _answer(request: HttpRequest, labeling_id: int, action) -> HttpResponse:
+def _answer(request: AuthenticatedRequest, labeling_id: int, action) -> HttpResponse:
     return act(
         request,
         labeling_id,
@@ -116,7 +117,7 @@ def _answer(request: HttpRequest, labeling_id: int, action) -> HttpResponse:
 
 @login_required
 @require_POST
-def rate_candidate(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def rate_candidate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     def action() -> Labeling:
         return alternatives.rate_candidate(
             labeling_id=labeling_id,
@@ -132,7 +133,7 @@ def rate_candidate(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def choose_candidate(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def choose_candidate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     def action() -> Labeling:
         return alternatives.choose_candidate(
             labeling_id=labeling_id,
@@ -147,7 +148,7 @@ def choose_candidate(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def write_step(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def write_step(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     def action() -> Labeling:
         return alternatives.write_step(
             labeling_id=labeling_id,
@@ -162,7 +163,7 @@ def write_step(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def ask_again(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def ask_again(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """The model failed on this step: send the request again."""
 
     def action() -> Labeling:
@@ -176,7 +177,7 @@ def ask_again(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def step_back(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def step_back(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     return _answer(
         request,
         labeling_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -17,9 +17,16 @@ from labeling.bounds import INT32
 from labeling.models import Labeling
 from labeling.roles import LEAD, has_role
 from labeling.services.errors import LabelingError
+from stepwise.request_types import AuthenticatedRequest
 
 
+@overload
+def int_param(request: HttpRequest, name: str, *, required: Literal[True] = True) -> int: ...
+@overload
+def int_param(request: HttpRequest, name: str, *, required: Literal[False]) -> int | None: ...
 def int_param(request: HttpRequest, name: str, *, required: bool = True) -> int | None:
+    """The posted integer; a required one that is missing or empty is refused (a 400), so
+    only `required=False` gives None."""
     value = request.POST.get(name, "")
     if value == "" and not required:
         return None
@@ -64,7 +71,7 @@ class Key:
 
 
 def act(
-    request: HttpRequest,
+    request: AuthenticatedRequest,
     labeling_id: int,
     action: Callable[[], Labeling],
     *,

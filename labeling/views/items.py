@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -19,12 +19,13 @@ from labeling.services import notes
 from labeling.services.errors import LabelingError
 from labeling.views.common import int_param
 from labeling.views.lead import LEADS_ONLY
+from stepwise.request_types import AuthenticatedRequest
 
 ITEMS_PER_PAGE = 25
 
 
 @login_required
-def item_list(request: HttpRequest, batch_id: int) -> HttpResponse:
+def item_list(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     batch = get_object_or_404(Batch, pk=batch_id)
     form = ItemFilterForm(request.GET or None)
@@ -73,14 +74,14 @@ def _solution(solution_id: int) -> Solution:
 
 
 @login_required
-def item_detail(request: HttpRequest, solution_id: int) -> HttpResponse:
+def item_detail(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     return render(request, "labeling/lead/item.html", _item_context(_solution(solution_id)))
 
 
 @login_required
 @require_POST
-def item_reply(request: HttpRequest, solution_id: int) -> HttpResponse:
+def item_reply(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     """A lead's note on the item (about one step, or the whole solution)."""
     require(request, LEAD, message=LEADS_ONLY)
     solution = _solution(solution_id)

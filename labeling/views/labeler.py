@@ -6,12 +6,11 @@ Views fetch, validate, call a service, render; htmx gets the fragment.
 from __future__ import annotations
 
 import json
-from typing import cast
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -37,18 +36,19 @@ from labeling.views.common import (
     readable_labeling,
 )
 from labeling.views.navigation import safe_return_url
+from stepwise.request_types import AuthenticatedRequest
 
 PANEL = "labeling/labeling.html#panel"
 
 
 @login_required
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: AuthenticatedRequest) -> HttpResponse:
     """The labeler's section of the home page, with their recent labelings."""
     require(request, LABELER, message="You need the labeler role to label.")
     return _queue_page(request)
 
 
-def _queue_page(request: HttpRequest, status: int = 200) -> HttpResponse:
+def _queue_page(request: AuthenticatedRequest, status: int = 200) -> HttpResponse:
     recent = (
         Labeling.objects.filter(labeler=request.user, status=Labeling.Status.COMPLETED)
         .select_related("solution__problem")
@@ -63,7 +63,7 @@ def _queue_page(request: HttpRequest, status: int = 200) -> HttpResponse:
 
 @login_required
 @require_POST
-def claim(request: HttpRequest) -> HttpResponse:
+def claim(request: AuthenticatedRequest) -> HttpResponse:
     """The next solution to label. A posted `batch` is a choice from the home page ("Continue
     in …", kept for the claims after it) or, empty, the choice taken back (every batch open to
     the labeler, highest priority first)."""
@@ -77,7 +77,7 @@ def claim(request: HttpRequest) -> HttpResponse:
     return _claim_and_open(request)
 
 
-def _choose_batch(request: HttpRequest, value: str) -> None:
+def _choose_batch(request: AuthenticatedRequest, value: str) -> None:
     if value == "":
         request.session.pop(CHOSEN_BATCH, None)
         return
@@ -95,7 +95,7 @@ def _choose_batch(request: HttpRequest, value: str) -> None:
         request.session[CHOSEN_BATCH] = batch.pk
 
 
-def _claim_and_open(request: HttpRequest) -> HttpResponse:
+def _claim_and_open(request: AuthenticatedRequest) -> HttpResponse:
     """Claim (from the chosen batch while it has work for the labeler) and open it."""
     chosen_id = chosen_batch_id(request)
     chosen = None if chosen_id is None else claimable_batch(request.user, chosen_id)
@@ -128,7 +128,7 @@ def _claim_and_open(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def skip(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def skip(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """Pass a solution on with a reason (not counted, not offered again), and open the next."""
     require(request, LABELER, message="You need the labeler role to label.")
     try:
@@ -198,7 +198,7 @@ LABELING_KEY_MAP = json.dumps({key: k.action for k in LABELING_KEYS for key in k
 
 
 @login_required
-def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def labeling_page(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     labeling = readable_labeling(request, labeling_id)
     if alternatives.is_alternatives(labeling):
         return alternatives.page(request, labeling)
@@ -219,13 +219,13 @@ def labeling_page(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def rate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     flagged = request.POST.get("flagged") in ("1", "on", "true")
     rated: dict[str, int] = {}  # what was rated, for the fragment (parsed inside: bad → 400)
 
     def action() -> Labeling:
-        rated["step_index"] = cast(int, int_param(request, "step_index"))
-        rated["value"] = cast(int, int_param(request, "rating"))
+        rated["step_index"] = int_param(request, "step_index")
+        rated["value"] = int_param(request, "rating")
         result = rating.rate_step(
             labeling_id=labeling_id,
             user=request.user,
@@ -248,7 +248,7 @@ def rate(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 
 def rated_fragment(
-    request: HttpRequest,
+    request: AuthenticatedRequest,
     labeling: Labeling,
     step_index: int,
     value: int,
@@ -320,7 +320,7 @@ def notes_context(
 
 @login_required
 @require_POST
-def note(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def note(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """A note on one of the labeler's rated steps (why −1, why flagged): its own request, so
     the rating path never waits on it. Another user's labeling is a 404. htmx gets the notes
     card back (with the error and the draft kept when refused); a plain post, the page."""
@@ -331,9 +331,7 @@ def note(request: HttpRequest, labeling_id: int) -> HttpResponse:
     step: int | None = None
     try:
         step = int_param(request, "step")
-        notes.note_add(
-            labeling_id=labeling.pk, user=request.user, step_index=cast(int, step) - 1, text=text
-        )
+        notes.note_add(labeling_id=labeling.pk, user=request.user, step_index=step - 1, text=text)
         status, error, text = 200, None, ""
     except LabelingError as refused:
         status, error = refused.status_code, str(refused)
@@ -348,18 +346,20 @@ def note(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def extend(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def extend(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """The page calls this while the labeler is active: the claim does not expire under them."""
     try:
         labeling = extend_lease(labeling_id, request.user)
     except LabelingError as exc:
         return JsonResponse({"detail": str(exc)}, status=exc.status_code)
-    return JsonResponse({"lease_expires_at": labeling.lease_expires_at.isoformat()})
+    expires = labeling.lease_expires_at
+    assert expires is not None  # extend_lease has just set it
+    return JsonResponse({"lease_expires_at": expires.isoformat()})
 
 
 @login_required
 @require_POST
-def undo(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def undo(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     return act(
         request,
         labeling_id,
@@ -371,7 +371,7 @@ def undo(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def revise(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def revise(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """Change a rated step between 0 and +1 while revisiting it."""
 
     def action() -> Labeling:
@@ -387,7 +387,7 @@ def revise(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def undo_to(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def undo_to(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """Rate again from a step: take back its rating and every later one."""
 
     def action() -> Labeling:
@@ -402,7 +402,7 @@ def undo_to(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def finish(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def finish(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     def action() -> Labeling:
         return rating.finish_labeling(
             labeling_id=labeling_id,
@@ -424,7 +424,7 @@ def finish(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 
 @login_required
-def guidelines(request: HttpRequest) -> HttpResponse:
+def guidelines(request: AuthenticatedRequest) -> HttpResponse:
     text, version = selectors.current_guidelines()
     return render(
         request,
@@ -438,7 +438,7 @@ def guidelines(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def guidelines_version(request: HttpRequest, version: int) -> HttpResponse:
+def guidelines_version(request: AuthenticatedRequest, version: int) -> HttpResponse:
     """One version of the guidelines and what it changed from the one before."""
     change = selectors.guidelines_change(version)
     if change is None:
@@ -448,7 +448,7 @@ def guidelines_version(request: HttpRequest, version: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def rate_after_error(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def rate_after_error(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """After the −1 (PRM800K phase 2): rate one of the model's alternatives to the wrong step."""
 
     def action() -> Labeling:
@@ -465,7 +465,7 @@ def rate_after_error(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def ask_again_after_error(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def ask_again_after_error(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """The model failed on the alternatives to the −1 step: send the request again."""
 
     def action() -> Labeling:

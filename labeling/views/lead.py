@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -23,12 +23,13 @@ from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
 from labeling.views import people
 from labeling.views.navigation import safe_return_url
+from stepwise.request_types import AuthenticatedRequest
 
 LEADS_ONLY = "This page is for leads."
 
 
 @login_required
-def lead_home(request: HttpRequest) -> HttpResponse:
+def lead_home(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     return render(
         request,
@@ -42,7 +43,7 @@ def lead_home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def batch_dashboard(request: HttpRequest, batch_id: int) -> HttpResponse:
+def batch_dashboard(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
     """The live dashboard of one batch; htmx polls the `live` fragment every 5 s."""
     require(request, LEAD, message=LEADS_ONLY)
     batch = get_object_or_404(Batch, pk=batch_id)
@@ -55,7 +56,7 @@ def batch_dashboard(request: HttpRequest, batch_id: int) -> HttpResponse:
 
 
 @login_required
-def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpResponse:
+def batch_edit(request: AuthenticatedRequest, batch_id: int | None = None) -> HttpResponse:
     """Create or edit a batch; take solutions from another batch or upload samples into it.
 
     One transaction: an upload the import service rejects (size, a bad line, not UTF-8)
@@ -113,31 +114,32 @@ def batch_edit(request: HttpRequest, batch_id: int | None = None) -> HttpRespons
 
 
 @login_required
-def labelers_page(request: HttpRequest) -> HttpResponse:
+def labelers_page(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     return people.labelers_page(request)  # with the form to add one
 
 
 @login_required
-def labeler_detail(request: HttpRequest, user_id: int) -> HttpResponse:
+def labeler_detail(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     return people.labeler_page(request, get_object_or_404(get_user_model(), pk=user_id))
 
 
 @login_required
 @require_POST
-def labeler_state(request: HttpRequest, user_id: int) -> HttpResponse:
+def labeler_state(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
     """Admit or reject after screening, pause, or reinstate."""
     require(request, LEAD, message=LEADS_ONLY)
     user = get_object_or_404(get_user_model(), pk=user_id)
     labeler = ensure_labeler(user)
     state = request.POST.get("state", "")
-    reason = request.POST.get("reason", "").strip() or {
+    default_reasons: dict[str, str] = {
         Labeler.State.ACTIVE: f"admitted by {request.user.username}",
         Labeler.State.REJECTED: f"not admitted by {request.user.username}",
         Labeler.State.PAUSED: f"paused by {request.user.username}",
         Labeler.State.SCREENING: f"sent back to screening by {request.user.username}",
-    }.get(state, "")
+    }
+    reason = request.POST.get("reason", "").strip() or default_reasons.get(state, "")
     try:
         quality.labeler_set_state(labeler=labeler, state=state, reason=reason, actor=request.user)
         messages.info(request, f"{user.username} is now {labeler.get_state_display()}.")
@@ -148,14 +150,14 @@ def labeler_state(request: HttpRequest, user_id: int) -> HttpResponse:
 
 
 @login_required
-def adjudication_queue(request: HttpRequest) -> HttpResponse:
+def adjudication_queue(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     return render(
         request, "labeling/lead/adjudication_queue.html", {"rows": selectors.adjudication_queue()}
     )
 
 
-def _posted_ratings(request: HttpRequest) -> list[int | None]:
+def _posted_ratings(request: AuthenticatedRequest) -> list[int | None]:
     """One entry per step, in order; None where the lead left the step unset (kept in place,
     so that a gap is refused by name rather than closed up)."""
     try:
@@ -165,7 +167,7 @@ def _posted_ratings(request: HttpRequest) -> list[int | None]:
 
 
 @login_required
-def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
+def adjudicate(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     solution = get_object_or_404(
         Solution.objects.select_related("problem", "batch"), pk=solution_id
@@ -212,7 +214,7 @@ def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
 
 
 @login_required
-def labeling_history(request: HttpRequest, labeling_id: int) -> HttpResponse:
+def labeling_history(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     labeling = get_object_or_404(
         Labeling.objects.select_related("solution__problem", "solution__batch", "labeler"),
@@ -230,7 +232,7 @@ def labeling_history(request: HttpRequest, labeling_id: int) -> HttpResponse:
 
 
 @login_required
-def guidelines_edit(request: HttpRequest) -> HttpResponse:
+def guidelines_edit(request: AuthenticatedRequest) -> HttpResponse:
     """Edit the guidelines: "Preview" shows the text as labelers will see it and what changed
     from the current version; "Publish" (offered with the preview) saves a new version."""
     require(request, LEAD, message=LEADS_ONLY)

@@ -25,13 +25,16 @@ from labeling.roles import LEAD, require
 from labeling.services import people, quality
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
+from stepwise.request_types import AuthenticatedRequest
 
 LEADS_ONLY = "This page is for leads."
 # The backend that signs in a user the link vouches for (django-axes' counts only passwords).
 SIGN_IN_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
-def labelers_page(request: HttpRequest, form: LabelerAddForm | None = None, status: int = 200):
+def labelers_page(
+    request: AuthenticatedRequest, form: LabelerAddForm | None = None, status: int = 200
+):
     return render(
         request,
         "labeling/lead/labelers.html",
@@ -40,7 +43,7 @@ def labelers_page(request: HttpRequest, form: LabelerAddForm | None = None, stat
     )
 
 
-def labeler_page(request: HttpRequest, user, status: int = 200) -> HttpResponse:
+def labeler_page(request: AuthenticatedRequest, user, status: int = 200) -> HttpResponse:
     """A labeler's page: their state and gold results, recent labelings, and their account
     where a lead manages it (`people.managed_labelers`)."""
     labeler = ensure_labeler(user)
@@ -66,7 +69,9 @@ def _duration(seconds: int) -> str:
     return f"{hours} hour{pluralize(hours)}"
 
 
-def _credentials_page(request: HttpRequest, credentials: people.Credentials, *, added: bool):
+def _credentials_page(
+    request: AuthenticatedRequest, credentials: people.Credentials, *, added: bool
+):
     link = None
     if credentials.token is not None:
         link = request.build_absolute_uri(
@@ -85,7 +90,7 @@ def _credentials_page(request: HttpRequest, credentials: people.Credentials, *, 
 @never_cache
 @login_required
 @require_POST
-def labeler_add(request: HttpRequest) -> HttpResponse:
+def labeler_add(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     form = LabelerAddForm(request.POST)
     if not form.is_valid():
@@ -105,7 +110,7 @@ def labeler_add(request: HttpRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_POST
-def labeler_account(request: HttpRequest, user_id: int) -> HttpResponse:
+def labeler_account(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
     """Deactivate, reactivate, or reset the password (a new link or a temporary password)."""
     require(request, LEAD, message=LEADS_ONLY)
     user = get_object_or_404(people.managed_labelers(), pk=user_id)
@@ -154,7 +159,7 @@ def sign_in(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
-def password(request: HttpRequest) -> HttpResponse:
+def password(request: AuthenticatedRequest) -> HttpResponse:
     """Choose a password (after a sign-in link), or change one (a temporary one, say)."""
     form_class = PasswordChangeForm if request.user.has_usable_password() else SetPasswordForm
     form = form_class(request.user, request.POST or None)

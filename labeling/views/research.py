@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import FileResponse, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -14,12 +15,13 @@ from labeling.roles import ADMIN, RESEARCHER, require
 from labeling.serializers import ExportRequestSerializer
 from labeling.services import snapshots
 from labeling.services.exporting import snapshot_filename
+from stepwise.request_types import AuthenticatedRequest
 
 RECENT = 50
 RESEARCHERS_ONLY = "Only researchers and admins can export."
 
 
-def _context(request: HttpRequest, form_errors=None, form_data=None) -> dict:
+def _context(request: AuthenticatedRequest, form_errors=None, form_data=None) -> dict:
     recent = list(Snapshot.objects.select_related("created_by")[:RECENT])
     return {
         "snapshots": recent,
@@ -37,14 +39,14 @@ def _context(request: HttpRequest, form_errors=None, form_data=None) -> dict:
 
 
 @login_required
-def index(request: HttpRequest) -> HttpResponse:
+def index(request: AuthenticatedRequest) -> HttpResponse:
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     return render(request, "labeling/research.html", _context(request))
 
 
 @login_required
 @require_GET
-def snapshot_list(request: HttpRequest) -> HttpResponse:
+def snapshot_list(request: AuthenticatedRequest) -> HttpResponse:
     """The snapshot table alone for htmx, which polls it while a snapshot is being written;
     the whole page when visited directly."""
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
@@ -54,7 +56,7 @@ def snapshot_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def snapshot_create(request: HttpRequest) -> HttpResponse:
+def snapshot_create(request: AuthenticatedRequest) -> HttpResponse:
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     data = ExportRequestSerializer.from_query(request.POST)
     if not data.is_valid():
@@ -74,7 +76,7 @@ def snapshot_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
+def snapshot_download(request: AuthenticatedRequest, snapshot_id: int) -> HttpResponseBase:
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
     snapshot = get_object_or_404(Snapshot, pk=snapshot_id)
     try:
@@ -92,7 +94,7 @@ def snapshot_download(request: HttpRequest, snapshot_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def export_now(request: HttpRequest) -> HttpResponse:
+def export_now(request: AuthenticatedRequest) -> HttpResponseBase:
     """Stream an export straight away (nothing recorded): same filters as a snapshot. A POST,
     so the form's CSRF token stays out of the URL and the browser's history."""
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)

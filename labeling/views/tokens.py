@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
@@ -13,12 +13,13 @@ from labeling import selectors
 from labeling.forms import ApiTokenForm
 from labeling.services import tokens
 from labeling.services.errors import LabelingError
+from stepwise.request_types import AuthenticatedRequest
 
 
 @never_cache  # the response that shows a new key must not be kept by any cache
 @login_required
 @require_http_methods(["GET", "POST"])
-def token_list(request: HttpRequest) -> HttpResponse:
+def token_list(request: AuthenticatedRequest) -> HttpResponse:
     """Any signed-in user: a token carries its owner's roles, no more."""
     form = ApiTokenForm(request.POST or None)
     new_key = None
@@ -43,7 +44,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def token_revoke(request: HttpRequest, digest: str) -> HttpResponse:
+def token_revoke(request: AuthenticatedRequest, digest: str) -> HttpResponse:
     if not tokens.token_revoke(user=request.user, digest=digest):
         raise Http404("No such token of yours.")
     messages.success(request, "Token revoked: requests with it are refused from now on.")

@@ -29,7 +29,9 @@ class TrainingRunSerializer(serializers.ModelSerializer):
         source="created_by.username", allow_null=True, read_only=True
     )
     progress_percent = serializers.IntegerField(read_only=True)
-    model_version = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    model_version: serializers.PrimaryKeyRelatedField[ModelVersion] = (
+        serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    )
 
     class Meta:
         model = TrainingRun

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -12,12 +12,13 @@ from labeling.roles import LEAD, RESEARCHER, require
 from modeling.forms import GenerationForm, SamplingForm
 from modeling.models import GenerationRun, ModelVersion, SamplingRun
 from modeling.services import loop, sampling
+from stepwise.request_types import AuthenticatedRequest
 
 GENERATIONS_REFUSED = "Generations are for leads and researchers."
 
 
 @login_required
-def generation_list(request: HttpRequest) -> HttpResponse:
+def generation_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     form = GenerationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -38,7 +39,7 @@ def generation_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def generation_detail(request: HttpRequest, generation: int) -> HttpResponse:
+def generation_detail(request: AuthenticatedRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(loop.recent_runs(), generation=generation)
     context = {"run": run, "selections": loop.selections_of(run)}
@@ -52,7 +53,7 @@ def generation_detail(request: HttpRequest, generation: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def generation_retry(request: HttpRequest, generation: int) -> HttpResponse:
+def generation_retry(request: AuthenticatedRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(GenerationRun, generation=generation)
     try:
@@ -64,7 +65,7 @@ def generation_retry(request: HttpRequest, generation: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def generation_cancel(request: HttpRequest, generation: int) -> HttpResponse:
+def generation_cancel(request: AuthenticatedRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     run = get_object_or_404(GenerationRun, generation=generation)
     try:
@@ -75,7 +76,7 @@ def generation_cancel(request: HttpRequest, generation: int) -> HttpResponse:
 
 
 @login_required
-def sampling_list(request: HttpRequest) -> HttpResponse:
+def sampling_list(request: AuthenticatedRequest) -> HttpResponse:
     """generate_pool from the page: start a sampling run, follow the runs (htmx polls #runs)."""
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     form = SamplingForm(request.POST or None)
@@ -99,7 +100,7 @@ def sampling_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def sampling_estimate(request: HttpRequest) -> HttpResponse:
+def sampling_estimate(request: AuthenticatedRequest) -> HttpResponse:
     """The time the sampling form's run should take (htmx swaps it in as the form changes)."""
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     form = SamplingForm(request.GET)
@@ -127,7 +128,7 @@ def sampling_estimate(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def sampling_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+def sampling_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     try:
         sampling.resume_sampling_run(get_object_or_404(SamplingRun, pk=run_id))
@@ -138,7 +139,7 @@ def sampling_resume(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def sampling_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+def sampling_cancel(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     sampling.cancel_sampling_run(get_object_or_404(SamplingRun, pk=run_id))
     return redirect("modeling_loop:sampling")

@@ -7,7 +7,7 @@ import time
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -17,6 +17,7 @@ from labeling.roles import LEAD, RESEARCHER, require
 from modeling import selectors
 from modeling.models import ModelVersion
 from modeling.services import runs
+from stepwise.request_types import AuthenticatedRequest
 
 REVIEW_REFUSED = "Model-assisted review is for leads and researchers."
 # How long the page polls for a scoring it asked for before it says the scoring seems stuck.
@@ -32,7 +33,7 @@ def scoring_state(started: str | None, unscored: int) -> str:
 
 
 @login_required
-def review_queue(request: HttpRequest) -> HttpResponse:
+def review_queue(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
     batches = Batch.objects.order_by("-created_at")
     batch_id = request.GET.get("batch")
@@ -55,7 +56,7 @@ def review_queue(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def review_score(request: HttpRequest, batch_id: int) -> HttpResponse:
+def review_score(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
     batch = get_object_or_404(Batch, pk=batch_id)
     if ModelVersion.active() is None:
@@ -71,7 +72,7 @@ def review_score(request: HttpRequest, batch_id: int) -> HttpResponse:
 
 
 @login_required
-def review_solution(request: HttpRequest, solution_id: int) -> HttpResponse:
+def review_solution(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
     solution = get_object_or_404(
         Solution.objects.select_related("problem", "batch"), pk=solution_id

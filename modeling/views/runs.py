@@ -7,7 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import FileResponse, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.text import slugify
@@ -17,6 +18,7 @@ from labeling.roles import LEAD, RESEARCHER, require
 from modeling.forms import EvaluationSetForm, TrainingRunForm
 from modeling.models import EvaluationSet, ModelVersion, TrainingRun
 from modeling.services import evaluation_sets, exporting, runs
+from stepwise.request_types import AuthenticatedRequest
 
 RECENT_RUNS = 50
 RUN_SET_FIELDS = ("output_dir", "dataset_version")
@@ -26,7 +28,7 @@ RUNS_REFUSED = "Training runs are for leads and researchers."
 
 
 @login_required
-def run_list(request: HttpRequest) -> HttpResponse:
+def run_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     # ?backbone=NAME: start from the settings README suggests for that backbone.
     backbone = request.GET.get("backbone", "").strip()[: runs.MAX_BACKBONE_CHARS] or None
@@ -50,7 +52,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 def _render_list(
-    request: HttpRequest,
+    request: AuthenticatedRequest,
     *,
     form: TrainingRunForm | None = None,
     set_form: EvaluationSetForm | None = None,
@@ -69,7 +71,7 @@ def _render_list(
 
 @login_required
 @require_POST
-def evaluation_set_create(request: HttpRequest) -> HttpResponse:
+def evaluation_set_create(request: AuthenticatedRequest) -> HttpResponse:
     """Create or renew the evaluation set; errors come back in its form on the runs page."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     form = EvaluationSetForm(request.POST)
@@ -88,7 +90,7 @@ def evaluation_set_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_detail(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(
         TrainingRun.objects.select_related("created_by", "model_version"), pk=run_id
@@ -99,7 +101,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_cancel(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(TrainingRun, pk=run_id)
     try:
@@ -111,7 +113,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(TrainingRun, pk=run_id)
     try:
@@ -122,14 +124,14 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @login_required
-def model_list(request: HttpRequest) -> HttpResponse:
+def model_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     return render(request, "modeling/runs/models.html", {"versions": ModelVersion.objects.all()})
 
 
 @login_required
 @require_POST
-def model_activate(request: HttpRequest, version_id: int) -> HttpResponse:
+def model_activate(request: AuthenticatedRequest, version_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     version = get_object_or_404(ModelVersion, pk=version_id)
     try:
@@ -142,7 +144,7 @@ def model_activate(request: HttpRequest, version_id: int) -> HttpResponse:
 
 
 @login_required
-def model_export(request: HttpRequest, version_id: int) -> HttpResponse:
+def model_export(request: AuthenticatedRequest, version_id: int) -> HttpResponseBase:
     """The version as a Hugging Face checkpoint zip (built on the first download, then kept)."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     version = get_object_or_404(ModelVersion, pk=version_id)
