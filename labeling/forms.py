@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import cast
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -24,7 +25,7 @@ class IdsChoiceField(forms.ModelMultipleChoiceField):
             except (TypeError, ValueError):
                 continue  # Django's own check names what is not an id
             ROW_ID(number)
-        return super()._check_values(value)
+        return super()._check_values(value)  # type: ignore[misc]  # private in the stubs
 
 
 class IdChoiceField(forms.ModelChoiceField):
@@ -91,11 +92,11 @@ class BatchForm(forms.ModelForm):
         users = (
             get_user_model().objects.filter(groups__name=LABELER).order_by("username").distinct()
         )
-        self.fields["labelers"].queryset = users
+        cast(forms.ModelMultipleChoiceField, self.fields["labelers"]).queryset = users
         others = Batch.objects.order_by("name")
         if self.instance.pk:
             others = others.exclude(pk=self.instance.pk)
-        self.fields["take_from"].queryset = others
+        cast(forms.ModelChoiceField, self.fields["take_from"]).queryset = others
         # Left out of a form (older clients, scripts): the batch keeps what it has.
         self.fields["protocol"].required = False
         self.fields["alternatives_k"].required = False
@@ -129,7 +130,8 @@ class BatchForm(forms.ModelForm):
         return k
 
     def clean(self) -> dict:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         alternatives = data.get("protocol") == Batch.Protocol.ALTERNATIVES
         if alternatives and (data.get("take_from") or data.get("upload")):
             raise forms.ValidationError(
@@ -223,7 +225,7 @@ class ItemFilterForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # Everyone who ever claimed work (a Labeler row): a few hundred at most.
-        field = self.fields["labeler"]
+        field = cast(forms.ModelChoiceField, self.fields["labeler"])
         field.queryset = (
             get_user_model()
             .objects.filter(pk__in=Labeler.objects.values("user_id"))

@@ -4,7 +4,7 @@ fields, which labels, the gate), and a generation's parameters as a lead types t
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
@@ -88,7 +88,9 @@ class TrainingRunForm(forms.Form):
     backbone_layers = forms.IntegerField(
         min_value=1, required=False, label="Backbone layers", help_text="Empty keeps all."
     )
-    data = forms.ChoiceField(label="Labels")
+    # Named as the API names it; the form metaclass moves fields off the class, so `self.data`
+    # stays the bound data.
+    data = forms.ChoiceField(label="Labels")  # type: ignore[assignment]
     holdout_fraction = forms.FloatField(
         min_value=0,
         max_value=0.9,
@@ -105,7 +107,7 @@ class TrainingRunForm(forms.Form):
 
     def __init__(self, *args: Any, backbone: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["data"].choices = data_choices()
+        cast(forms.ChoiceField, self.fields["data"]).choices = data_choices()
         self.fields["holdout_fraction"].initial = settings.STEPWISE_PRM_HOLDOUT_FRACTION
         self.suggested_for = backbone or _DEFAULTS.backbone
         self.has_suggestions = self.suggested_for in SUGGESTED_SETTINGS
@@ -215,7 +217,8 @@ class GenerationForm(forms.Form):
         )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("scope") == "per_problem" and not data.get("per_problem_k"):
             self.add_error("per_problem_k", "Scope 'per problem' needs a per-problem K.")
         rule = data["rule"] = data.get("rule") or "convincing_wrong"
@@ -257,7 +260,8 @@ class EvaluationSetForm(forms.Form):
     seed = forms.IntegerField(initial=0, validators=[INT32], label="Seed")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if (data.get("share") is None) == (data.get("count") is None) and not self.errors:
             raise forms.ValidationError("Give either a share or a count of problems.")
         return data
