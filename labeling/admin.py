@@ -22,6 +22,7 @@ from labeling.models import (
     Guidelines,
     Labeler,
     Labeling,
+    Note,
     PairAgreement,
     Problem,
     ProposedSteps,
@@ -112,6 +113,12 @@ class StepLabelAdmin(ReadOnlyAdmin):
 @admin.register(Completion)
 class CompletionAdmin(ReadOnlyAdmin):
     list_display = ("id", "step_id", "index", "rating", "flagged", "is_human")
+
+
+@admin.register(Note)
+class NoteAdmin(ReadOnlyAdmin):
+    list_display = ("id", "solution_id", "labeling_id", "step_index", "author", "created_at")
+    list_select_related = ("author",)
 
 
 @admin.register(RatingEvent)

@@ -50,6 +50,9 @@ def one_of_each(superuser):
     step = lm.StepLabel.objects.create(labeling=labeling, index=0, chosen_completion=0)
     lm.Completion.objects.create(step=step, index=0, text="I add.", rating=1)
     lm.RatingEvent.objects.create(labeling=labeling, step_index=0, new_rating=1, reason="rate")
+    lm.Note.objects.create(
+        solution=solution, labeling=labeling, step_index=0, author=lena, text="Why +1."
+    )
     lm.GoldLabel.objects.create(solution=solution, ratings=[1, 1, 1])
     lm.GoldResult.objects.create(labeling=labeling, labeler=lena, solution=solution)
     lm.BatchLabelerStats.objects.create(batch=batch, labeler=lena, labelings=1)
@@ -102,7 +105,7 @@ def _forged(row) -> dict:
 
 
 def test_every_model_of_both_apps_is_in_the_admin():
-    assert len(MODELS) == 28
+    assert len(MODELS) == 29
     assert [_id(m) for m in MODELS if m not in admin.site._registry] == []
 
 

@@ -23,8 +23,9 @@ NAV = {
     "researcher": {"/research/", GUIDELINES} | TRAINING_AND_LOOP,
     "admin": {LABEL, GUIDELINES, "/research/", "/admin/"} | LEAD_PAGES | TRAINING_AND_LOOP,
 }
-# The research page's own table, polled by htmx: the same page as /research/.
-NOT_PAGES = {"research:snapshots"}
+# Fragments a page fetches by htmx, not pages: the research page's own table (polled), the
+# sampling form's time estimate (as the form changes).
+NOT_PAGES = {"research:snapshots", "modeling_loop:sampling_estimate"}
 
 
 def sign_in(client, role: str):

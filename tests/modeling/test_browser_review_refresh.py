@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.django_db(t
 def test_the_review_page_waits_for_the_scores_and_refreshes_itself(
     browser, live_server, shared_data, tmp_path, open_evaluation_gate, settings, artifacts_dir
 ):
-    settings.STEPWISE_TRAIN_IN_THREAD = True  # no worker: a thread of the server scores
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # no worker: a thread of the server scores
     settings.MEDIA_ROOT = tmp_path / "media"
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     config = tiny_train_config(make_tiny_backbone(tmp_path / "tiny"))
