@@ -209,18 +209,6 @@ def test_store_release_lines_fills_the_missing_lines_with_the_release_bytes(samp
     assert exporting.store_release_lines() == 0  # nothing left: a second run does nothing
 
 
-def test_the_migration_stores_the_lines_of_older_labelings(samples):
-    from importlib import import_module
-
-    from django.apps import apps
-
-    migration = import_module("labeling.migrations.0011_store_older_release_lines")
-    Labeling.objects.update(release_line=None)
-    migration.store_older_release_lines(apps, None)
-    stored = Labeling.objects.order_by("pk").values_list("release_line", flat=True)
-    assert "".join(line + "\n" for line in stored) == samples.read_text()
-
-
 def test_stored_release_lines_export_verbatim_with_their_step_count(samples):
     labeling = Labeling.objects.order_by("pk").first()
     line = (

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0012_notes"),
+        ("labeling", "0011_notes"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0011_store_older_release_lines"),
+        ("labeling", "0010_api_tokens_hashed"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
