@@ -101,11 +101,11 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
         first_user = cur.fetchone()[0]
         cur.execute(
             """INSERT INTO labeling_labeling (solution_id, labeler_id, status, finish_reason, total_time_ms,
-                   started_at, finished_at, updated_at, is_surplus)
+                   started_at, finished_at, updated_at, is_surplus, skip_reason)
                SELECT %s + g - 1, %s + (g %% 50), 'completed',
                       CASE WHEN g %% 3 = 0 THEN 'found_error' ELSE 'solution' END, 60000 + g,
                       timestamp '2022-08-01' + g * interval '1 second',
-                      timestamp '2022-08-01' + g * interval '1 second', now(), false
+                      timestamp '2022-08-01' + g * interval '1 second', now(), false, ''
                FROM generate_series(1, %s) g""",
             [first_solution, first_user, labelings],
         )

@@ -117,10 +117,10 @@ def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
           from generate_series(0, {solutions - 1}) g, (select min(id) as id from labeling_problem) p;
         -- One finished labeling per solution by the ten 'past' labelers: 100k labelings, 1M ratings.
         insert into labeling_labeling (solution_id, labeler_id, status, finish_reason, total_time_ms, started_at,
-            finished_at, updated_at, lease_expires_at, is_surplus)
+            finished_at, updated_at, lease_expires_at, is_surplus, skip_reason)
           select s.id, (select min(id) from auth_user where username like 'b%') + {labelers} + (s.id % 10),
             'completed', 'solution', 60000, now() - interval '2 hours', now() - (s.id % 7200) * interval '1 second',
-            now(), null, false
+            now(), null, false, ''
           from labeling_solution s;
         insert into labeling_steplabel (labeling_id, index, chosen_completion, has_completions, time_ms, created_at)
           select l.id, i, 0, true, 6000, l.finished_at from labeling_labeling l, generate_series(0, {STEPS - 1}) i;
