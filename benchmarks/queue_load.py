@@ -81,69 +81,73 @@ def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
             print(f"seed: reusing {name}")
             return
         t0 = time.perf_counter()
-        steps_json = (
-            "["
-            + ", ".join(
-                f'"Step {i + 1}: we compute $x_{{{i}}} = {i}^2 + 1$."' for i in range(STEPS)
-            )
-            + "]"
-        )
-        script = f"""
-        insert into labeling_problem (text, text_sha256, ground_truth_answer, subject, created_at)
-          select 'Bench problem ' || g, md5('p' || g) || md5('q' || g), '42', 'algebra', now()
-          from generate_series(1, {solutions // 10}) g;
-        insert into labeling_batch (name, generation, overlap, priority, is_active, origin, created_at,
-            protocol, alternatives_k, alternatives_after_error)
-          values ('bench', 1, 2, 0, true, 'manual', now(), 'steps', 5, false);
-        insert into auth_group (name) values ('labeler'), ('lead') on conflict do nothing;
-        insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
-          select 'md5$bench$' || md5('bench' || 'pw'), false, 'b' || g, '', '', '', false, true, now()
-          from generate_series(0, {labelers + 10 - 1}) g;
-        insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
-          values ('md5$bench$' || md5('bench' || 'pw'), false, 'benchlead', '', '', '', false, true, now());
-        insert into auth_user_groups (user_id, group_id)
-          select u.id, g.id from auth_user u, auth_group g where g.name = 'labeler' and u.username like 'b%' and u.username <> 'benchlead';
-        insert into auth_user_groups (user_id, group_id)
-          select u.id, g.id from auth_user u, auth_group g where g.name = 'lead' and u.username = 'benchlead';
-        insert into labeling_labeler (user_id, public_id, created_at, state, state_reason, claims_since_gold,
-            gold_labelings, gold_steps, gold_steps_exact, gold_steps_binary, gold_first_error_total,
-            gold_first_error_match, agree_steps_compared, agree_steps_same)
-          select id, gen_random_uuid(), now(), 'active', '', 0, 0, 0, 0, 0, 0, 0, 0, 0 from auth_user where username like 'b%';
-        insert into labeling_solution (problem_id, batch_id, steps, final_answer, generator, source_id, format,
-            generation, is_quality_control, is_screening, content_sha256, completed_count, active_count, created_at)
-          select p.id + (g % {solutions // 10}), (select id from labeling_batch where name = 'bench'),
-            '{steps_json}'::jsonb, '42', 'bench', 'bench-' || g, 'phase2', 1, false, false,
-            md5('s' || g) || md5('t' || g), 1, 0, now()
-          from generate_series(0, {solutions - 1}) g, (select min(id) as id from labeling_problem) p;
-        -- One finished labeling per solution by the ten 'past' labelers: 100k labelings, 1M ratings.
-        insert into labeling_labeling (solution_id, labeler_id, status, finish_reason, total_time_ms, started_at,
-            finished_at, updated_at, lease_expires_at, is_surplus, skip_reason)
-          select s.id, (select min(id) from auth_user where username like 'b%') + {labelers} + (s.id % 10),
-            'completed', 'solution', 60000, now() - interval '2 hours', now() - (s.id % 7200) * interval '1 second',
-            now(), null, false, ''
-          from labeling_solution s;
-        insert into labeling_steplabel (labeling_id, index, chosen_completion, has_completions, time_ms, created_at)
-          select l.id, i, 0, true, 6000, l.finished_at from labeling_labeling l, generate_series(0, {STEPS - 1}) i;
-        insert into labeling_completion (step_id, index, text, rating, flagged, is_human, source)
-          select st.id, 0, 'step', case when st.index % 5 = 4 then 0 else 1 end, false, false, ''
-          from labeling_steplabel st;
-        insert into labeling_batchlabelerstats (batch_id, labeler_id, labelings, surplus, steps, time_ms, pos, neu, neg,
-            flagged, fin_solution, fin_found_error, fin_give_up, fin_bad_problem, solutions_done, last_finished_at)
-          select s.batch_id, l.labeler_id, count(*), 0, count(*) * {STEPS}, sum(l.total_time_ms), count(*) * 8, count(*) * 2, 0,
-            0, count(*), 0, 0, 0, 0, max(l.finished_at)
-          from labeling_labeling l join labeling_solution s on s.id = l.solution_id group by 1, 2;
-        insert into labeling_batchhourstats (batch_id, hour, labelings, surplus, steps, time_ms, pos, neu, neg,
-            flagged, fin_solution, fin_found_error, fin_give_up, fin_bad_problem, solutions_done)
-          select s.batch_id, date_trunc('hour', l.finished_at), count(*), 0, count(*) * {STEPS}, sum(l.total_time_ms),
-            count(*) * 8, count(*) * 2, 0, 0, count(*), 0, 0, 0, 0
-          from labeling_labeling l join labeling_solution s on s.id = l.solution_id group by 1, 2;
-        analyze;
-        """
-        conn.execute(script)
+        fill(conn, solutions, labelers)
         print(
             f"seed: {solutions} solutions, {solutions} labelings, {solutions * STEPS} step ratings "
             f"in {time.perf_counter() - t0:.1f} s"
         )
+
+
+def fill(conn, solutions: int, labelers: int) -> None:
+    """The seed's rows, on a migrated database: `solutions` solutions of STEPS steps in one
+    batch with N = 2, each labeled once, and `labelers` labelers with nothing open."""
+    steps_json = (
+        "["
+        + ", ".join(f'"Step {i + 1}: we compute $x_{{{i}}} = {i}^2 + 1$."' for i in range(STEPS))
+        + "]"
+    )
+    script = f"""
+    insert into labeling_problem (text, text_sha256, ground_truth_answer, subject, created_at)
+      select 'Bench problem ' || g, md5('p' || g) || md5('q' || g), '42', 'algebra', now()
+      from generate_series(1, {solutions // 10}) g;
+    insert into labeling_batch (name, generation, overlap, priority, is_active, origin, created_at,
+        protocol, alternatives_k, alternatives_after_error)
+      values ('bench', 1, 2, 0, true, 'manual', now(), 'steps', 5, false);
+    insert into auth_group (name) values ('labeler'), ('lead') on conflict do nothing;
+    insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
+      select 'md5$bench$' || md5('bench' || 'pw'), false, 'b' || g, '', '', '', false, true, now()
+      from generate_series(0, {labelers + 10 - 1}) g;
+    insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
+      values ('md5$bench$' || md5('bench' || 'pw'), false, 'benchlead', '', '', '', false, true, now());
+    insert into auth_user_groups (user_id, group_id)
+      select u.id, g.id from auth_user u, auth_group g where g.name = 'labeler' and u.username like 'b%' and u.username <> 'benchlead';
+    insert into auth_user_groups (user_id, group_id)
+      select u.id, g.id from auth_user u, auth_group g where g.name = 'lead' and u.username = 'benchlead';
+    insert into labeling_labeler (user_id, public_id, created_at, state, state_reason, claims_since_gold,
+        gold_labelings, gold_steps, gold_steps_exact, gold_steps_binary, gold_first_error_total,
+        gold_first_error_match, agree_steps_compared, agree_steps_same)
+      select id, gen_random_uuid(), now(), 'active', '', 0, 0, 0, 0, 0, 0, 0, 0, 0 from auth_user where username like 'b%';
+    insert into labeling_solution (problem_id, batch_id, steps, final_answer, generator, source_id, format,
+        generation, is_quality_control, is_screening, content_sha256, completed_count, active_count, created_at)
+      select p.id + (g % {solutions // 10}), (select id from labeling_batch where name = 'bench'),
+        '{steps_json}'::jsonb, '42', 'bench', 'bench-' || g, 'phase2', 1, false, false,
+        md5('s' || g) || md5('t' || g), 1, 0, now()
+      from generate_series(0, {solutions - 1}) g, (select min(id) as id from labeling_problem) p;
+    -- One finished labeling per solution by the ten 'past' labelers: 100k labelings, 1M ratings.
+    insert into labeling_labeling (solution_id, labeler_id, status, finish_reason, total_time_ms, started_at,
+        finished_at, updated_at, lease_expires_at, is_surplus, skip_reason)
+      select s.id, (select min(id) from auth_user where username like 'b%') + {labelers} + (s.id % 10),
+        'completed', 'solution', 60000, now() - interval '2 hours', now() - (s.id % 7200) * interval '1 second',
+        now(), null, false, ''
+      from labeling_solution s;
+    insert into labeling_steplabel (labeling_id, index, chosen_completion, has_completions, time_ms, created_at)
+      select l.id, i, 0, true, 6000, l.finished_at from labeling_labeling l, generate_series(0, {STEPS - 1}) i;
+    insert into labeling_completion (step_id, index, text, rating, flagged, is_human, source)
+      select st.id, 0, 'step', case when st.index % 5 = 4 then 0 else 1 end, false, false, ''
+      from labeling_steplabel st;
+    insert into labeling_batchlabelerstats (batch_id, labeler_id, labelings, surplus, steps, time_ms, pos, neu, neg,
+        flagged, fin_solution, fin_found_error, fin_give_up, fin_bad_problem, solutions_done, last_finished_at)
+      select s.batch_id, l.labeler_id, count(*), 0, count(*) * {STEPS}, sum(l.total_time_ms), count(*) * 8, count(*) * 2, 0,
+        0, count(*), 0, 0, 0, 0, max(l.finished_at)
+      from labeling_labeling l join labeling_solution s on s.id = l.solution_id group by 1, 2;
+    insert into labeling_batchhourstats (batch_id, hour, labelings, surplus, steps, time_ms, pos, neu, neg,
+        flagged, fin_solution, fin_found_error, fin_give_up, fin_bad_problem, solutions_done)
+      select s.batch_id, date_trunc('hour', l.finished_at), count(*), 0, count(*) * {STEPS}, sum(l.total_time_ms),
+        count(*) * 8, count(*) * 2, 0, 0, count(*), 0, 0, 0, 0
+      from labeling_labeling l join labeling_solution s on s.id = l.solution_id group by 1, 2;
+    analyze;
+    """
+    conn.execute(script)
 
 
 # --- the simulated labelers ---------------------------------------------------------------------
