@@ -131,7 +131,7 @@ _COPY_FLUSH = 1 << 20  # characters of COPY text sent to the server at a time
 def copy_steps(labeling_ids: list[int], lines: list[PreparedLine]) -> tuple[int, int]:
     """PostgreSQL: steps and completions with COPY, step ids taken from the sequence first.
 
-    Same rows as `_bulk_create_steps`: the worker formatted each row's COPY text but for the
+    Same rows as `label_lines._bulk_create_steps` (the ORM path): the worker formatted each row's COPY text but for the
     ids, which go in front here. Sent a block at a time, so the server stores one block while
     the next is put together. Inside the chunk's transaction: a failure writes nothing.
     """
