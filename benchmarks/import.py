@@ -255,9 +255,8 @@ def main() -> None:
     from django.conf import settings
 
     from labeling.models import Batch
-    from labeling.services import importing
     from labeling.services.counters import rebuild_batch_stats
-    from labeling.services.importing import import_prm800k
+    from labeling.services.importing import import_prm800k, label_lines
 
     workers = settings.STEPWISE_IMPORT_WORKERS if args.workers is None else args.workers
     with tempfile.TemporaryDirectory() as tmp:
@@ -285,7 +284,7 @@ def main() -> None:
         if args.recount_baseline:
             start_from_existing()
             started = time.perf_counter()
-            with mock.patch.object(importing, "tally_added", lambda labeling_ids: None):
+            with mock.patch.object(label_lines, "tally_added", lambda labeling_ids: None):
                 recounted = import_prm800k(path, workers=workers)
             counting_started = time.perf_counter()
             for batch in Batch.objects.all():
@@ -304,13 +303,13 @@ def main() -> None:
         rss_before = peak_rss_mb(resource.RUSAGE_SELF)
         counting = [0.0]
 
-        def timed_tally(labeling_ids, tally=importing.tally_added):
+        def timed_tally(labeling_ids, tally=label_lines.tally_added):
             counting_started = time.perf_counter()
             tally(labeling_ids)
             counting[0] += time.perf_counter() - counting_started
 
         started = time.perf_counter()
-        with mock.patch.object(importing, "tally_added", timed_tally):  # the same, timed
+        with mock.patch.object(label_lines, "tally_added", timed_tally):  # the same, timed
             report = import_prm800k(path, workers=workers)
         elapsed = time.perf_counter() - started
         rss_main, rss_worker = (

@@ -365,16 +365,16 @@ def test_a_non_finite_verifier_score_in_a_prm800k_line_is_refused(shared_data, t
 @pytest.fixture
 def started_pools(monkeypatch):
     """The worker pools an import starts (real processes, only recorded)."""
-    from labeling.services import importing
+    from labeling.services.importing import runner
 
     started = []
 
-    class Recorded(importing.ProcessPoolExecutor):
+    class Recorded(runner.ProcessPoolExecutor):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             started.append(self)
 
-    monkeypatch.setattr(importing, "ProcessPoolExecutor", Recorded)
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", Recorded)
     return started
 
 
@@ -586,7 +586,7 @@ def test_stored_lines_are_compressed_with_lz4_where_the_server_has_it(shared_dat
 def test_insert_rows_fills_every_other_field_as_bulk_create_would():
     from django.contrib.auth import get_user_model
 
-    from labeling.services.importing import insert_rows
+    from labeling.services.importing.bulk_copy import insert_rows
 
     users = [get_user_model().objects.create(username=f"u{i}") for i in range(2)]
     ids = insert_rows(Labeler, ["user_id"], [(user.pk,) for user in users])

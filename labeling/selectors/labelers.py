@@ -1,0 +1,54 @@
+"""The lead's reads about labelers: who waits for a lead's decision, the roster, a
+labeler's recent work and screening results, a labeling's history, the screening's size."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+
+from labeling.models import GoldResult, Labeler, Labeling, RatingEvent, Solution
+
+
+def labelers_needing_attention() -> list[Labeler]:
+    """Paused labelers and screened labelers waiting for a lead's decision."""
+    waiting = Q(state=Labeler.State.PAUSED) | Q(
+        state=Labeler.State.SCREENING, screening_passed=False
+    )
+    return list(Labeler.objects.filter(waiting).select_related("user").order_by("state_changed_at"))
+
+
+def all_labelers() -> list[Labeler]:
+    User = get_user_model()
+    users = User.objects.filter(groups__name="labeler").values("pk")
+    return list(
+        Labeler.objects.filter(user__in=users).select_related("user").order_by("user__username")
+    )
+
+
+def screening_results(user_id: int) -> list[GoldResult]:
+    return list(
+        GoldResult.objects.filter(labeler_id=user_id)
+        .select_related("solution__problem")
+        .order_by("-created_at")[:60]
+    )
+
+
+def recent_labelings(user_id: int, limit: int = 30) -> list[Labeling]:
+    return list(
+        Labeling.objects.filter(labeler_id=user_id)
+        .select_related("solution__problem", "solution__batch")
+        .order_by("-updated_at")[:limit]
+    )
+
+
+def labeling_history(labeling: Labeling) -> list[RatingEvent]:
+    return list(labeling.events.select_related("actor").order_by("created_at", "id"))
+
+
+def screening_size() -> int:
+    """Solutions in a screening: the setting, or fewer when fewer screening solutions exist."""
+    available = Solution.objects.filter(
+        is_screening=True, is_quality_control=True, gold__isnull=False
+    )
+    return min(settings.STEPWISE_SCREENING_SIZE, available.count())
