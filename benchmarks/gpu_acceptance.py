@@ -53,14 +53,20 @@ from modeling.training.data import (  # noqa: E402
     LabeledSolution,
     build_features,
     collate,
-    length_batches,
+    pack_length,
     read_critic_parquet,
     split_by_problem,
     subsample_problems,
 )
 from modeling.training.evaluate import evaluate_steps  # noqa: E402
 from modeling.training.model import ProcessRewardModel, load_tokenizer  # noqa: E402
-from modeling.training.train import Progress, batch_at, bf16_autocast, train  # noqa: E402
+from modeling.training.train import (  # noqa: E402
+    Progress,
+    batch_at,
+    bf16_autocast,
+    train,
+    training_batches,
+)
 
 MODES = ("head", "lora", "full")
 # Model and run sizes: the full size for a GPU, a small one for a CPU smoke test.
@@ -177,15 +183,15 @@ def build_backbone(folder: Path, texts: list[str], size: dict[str, Any]) -> int:
 
 def batch_tokens_in_order(config: TrainConfig, examples: list[LabeledSolution]) -> dict[str, Any]:
     """Real tokens per feature-pass batch and per optimizer step, the way train() orders
-    them (same rows, length buckets and seeded batch order)."""
+    them (same rows, packs, length buckets and seeded batch order)."""
     tokenizer = load_tokenizer(config.backbone)
     rows = [
         r
         for r in build_features(examples, tokenizer, config.max_length)
         if any(label != IGNORE for label in r.labels)
     ]
-    batches = length_batches([len(r) for r in rows], config.batch_tokens)
-    sizes = [sum(len(rows[i]) for i in b) for b in batches]
+    packs, batches = training_batches(rows, config)
+    sizes = [sum(pack_length(packs[i]) for i in b) for b in batches]
     mean_row = sum(len(r) for r in rows) / len(rows)
     steps = config.max_steps or 0
     per_step = [

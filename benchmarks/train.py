@@ -9,8 +9,10 @@ sees each rated alternative as its own sequence (prefix + alternative, only the 
 labelled: the same labels); ours packs alternatives after the path with a tree mask. So
 "labelled steps/s" is the like-for-like figure; tokens/s counts the tokens each side ran.
 On CUDA it also prints model FLOPs utilisation: 6 * N * tokens/s / peak bf16 FLOP/s.
-The last line adds the tree's gain in tokens on the whole phase-1 training file: tokens the
-model processes per labelled step, packed trees against one sequence per rated path.
+The last lines add, on the whole phase-1 training file: the share of pad tokens in one
+epoch's batches with a row per solution and with solutions packed into shared rows
+(`pack_solutions`), and the tree's gain in tokens: tokens the model processes per labelled
+step, packed trees against one sequence per rated path.
 
 TRL lives in its own virtualenv (default $STEPWISE_CACHE/venv-trl) and runs as a
 subprocess, so its pins never touch the project's.
@@ -67,17 +69,39 @@ def build_model(folder: Path, texts: list[str], hidden: int, layers: int) -> int
     return sum(p.numel() for p in model.model.parameters()) - embeddings  # N for 6*N*tokens
 
 
-def tree_tokens(examples: list, tokenizer: Any, max_length: int) -> tuple[float, float]:
-    """Tokens the model processes per labelled step: (our packed trees, one sequence per
-    rated path as `trl_rows` lays them out: each alternative repeats its whole prefix).
-    Both truncate at max_length and drop the labels past it, as their trainers do."""
-    from modeling.training.data import IGNORE, build_features, encode_segments, start_ids
+def labelled_rows(examples: list, tokenizer: Any, max_length: int) -> list:
+    """Our token rows of the examples, those with a label (what train() keeps)."""
+    from modeling.training.data import IGNORE, build_features
 
-    rows = [
+    return [
         r
         for r in build_features(examples, tokenizer, max_length)
         if any(label != IGNORE for label in r.labels)
     ]
+
+
+def padding_shares(rows: list, max_length: int, batch_tokens: int) -> tuple[float, float]:
+    """Share of pad tokens in one epoch's batches as train() builds them: (a row per solution,
+    solutions packed into shared rows)."""
+    from modeling.training.config import TrainConfig
+    from modeling.training.data import pack_length
+    from modeling.training.train import training_batches
+
+    shares = []
+    for pack in (False, True):
+        config = TrainConfig(max_length=max_length, batch_tokens=batch_tokens, pack_solutions=pack)
+        packs, batches = training_batches(rows, config)
+        padded = sum(len(b) * max(pack_length(packs[i]) for i in b) for b in batches)
+        shares.append(1 - sum(pack_length(p) for p in packs) / padded)
+    return shares[0], shares[1]
+
+
+def tree_tokens(rows: list, examples: list, tokenizer: Any, max_length: int) -> tuple[float, float]:
+    """Tokens the model processes per labelled step: (our packed trees, one sequence per
+    rated path as `trl_rows` lays them out: each alternative repeats its whole prefix).
+    Both truncate at max_length and drop the labels past it, as their trainers do."""
+    from modeling.training.data import IGNORE, encode_segments, start_ids
+
     ours = sum(len(r) for r in rows) / sum(lab != IGNORE for r in rows for lab in r.labels)
     start = len(start_ids(tokenizer))
     tokens = labels = 0
@@ -117,6 +141,9 @@ def main() -> int:
     parser.add_argument("--trl-python", help="python of a venv with trl (default: ours)")
     parser.add_argument("--setup-trl", action="store_true", help=f"create it: {' '.join(TRL_PINS)}")
     parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument(
+        "--no-pack", action="store_true", help="train with a row per solution (pack_solutions off)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -152,6 +179,7 @@ def main() -> int:
             batch_tokens=args.batch_tokens,
             max_length=args.max_length,
             warmup_ratio=0.0,
+            pack_solutions=not args.no_pack,
             output_dir=str(Path(tmp) / "ours"),
             checkpoint_every=10**9,
         )
@@ -164,7 +192,8 @@ def main() -> int:
         }
         print(
             f"ours:  {ours['tokens_per_s']:9.0f} tokens/s  {ours['labels_per_s']:7.1f} "
-            f"labelled steps/s  ({ours['labels']} labels, {ours['seconds']:.1f} s)"
+            f"labelled steps/s  ({ours['labels']} labels, {ours['seconds']:.1f} s, "
+            f"{result.metrics['steps']} steps, pack_solutions {config.pack_solutions})"
         )
         peak = peak_flops()
         if peak:
@@ -177,12 +206,19 @@ def main() -> int:
                 f"ratio ours/TRL: tokens/s x{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}, "
                 f"labelled steps/s x{ours['labels_per_s'] / theirs['labels_per_s']:.2f}"
             )
-        # The tree's gain in tokens, on the whole phase-1 training file (no training needed).
+        # Padding and the tree's gain in tokens, on the whole phase-1 training file (no
+        # training needed).
         from transformers import AutoTokenizer
 
-        tree, per_path = tree_tokens(
-            every, AutoTokenizer.from_pretrained(model_dir), args.max_length
-        )
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        rows = labelled_rows(every, tokenizer, args.max_length)
+        before, after = padding_shares(rows, args.max_length, args.batch_tokens)
+        tree, per_path = tree_tokens(rows, every, tokenizer, args.max_length)
+    print(
+        f"padding: before {before:.2%}, after {after:.2%} (pad tokens in one epoch's batches of "
+        f"the phase-1 training file, max length {args.max_length}, batch tokens "
+        f"{args.batch_tokens}: a row per solution, then solutions packed)"
+    )
     trl_speed = f"{theirs['labels_per_s']:.1f}" if theirs else "n/a"
     ratio = f"{ours['labels_per_s'] / theirs['labels_per_s']:.2f}" if theirs else "n/a"
     print(

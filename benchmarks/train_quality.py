@@ -96,19 +96,30 @@ def batch_tokens_for(
     examples: list, tokenizer: Any, max_length: int, steps: int
 ) -> tuple[int, int]:
     """Our smallest token budget whose epoch of packed rows takes at most `steps` batches,
-    and the batches it takes."""
-    from modeling.training.data import IGNORE, build_features, length_batches
+    and the batches it takes (batched as train() batches them)."""
+    from modeling.training.config import TrainConfig
+    from modeling.training.data import IGNORE, build_features
+    from modeling.training.train import training_batches
 
-    rows = build_features(examples, tokenizer, max_length)
-    lengths = [len(r) for r in rows if any(label != IGNORE for label in r.labels)]
+    rows = [
+        r
+        for r in build_features(examples, tokenizer, max_length)
+        if any(label != IGNORE for label in r.labels)
+    ]
+
+    def n_batches(batch_tokens: int) -> int:
+        config = TrainConfig(max_length=max_length, batch_tokens=batch_tokens)
+        return len(training_batches(rows, config)[1])
+
+    lengths = [len(r) for r in rows]
     low, high = max(lengths), max(lengths) * len(lengths)
     while low < high:
         middle = (low + high) // 2
-        if len(length_batches(lengths, middle)) <= steps:
+        if n_batches(middle) <= steps:
             high = middle
         else:
             low = middle + 1
-    return low, len(length_batches(lengths, low))
+    return low, n_batches(low)
 
 
 def figures(model: Any, held_out: list, bench: list[dict], max_length: int) -> dict[str, float]:

@@ -22,6 +22,11 @@ position ever sees a later step, whatever the backbone. When a row would exceed
 ``max_length`` tokens, alternatives move to extra rows that repeat the prefix they need
 (unlabelled); path steps past ``max_length`` and alternatives whose prefix plus text
 exceed it lose their labels (dropped, never moved).
+
+Packing across solutions (`pack_rows`): several such rows share one token row up to a
+token budget, each one a "document" of its own. A token sees only tokens of its own
+document, under the rule above, and position ids restart at 0 in each document: every
+step's logits are those of its row alone (tested), with little padding in the batch.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -408,6 +414,31 @@ def build_features(
 # ------------------------------------------------------------------- batching
 
 
+def pack_rows(rows: Sequence[Row], capacity: int) -> list[list[Row]]:
+    """Rows grouped into packs of at most `capacity` tokens (a row longer than that alone):
+    best fit, longest rows first, so the packs come out nearly full. Deterministic: the
+    same rows always give the same packs (a resumed run's batches depend on it)."""
+    order = sorted(range(len(rows)), key=lambda i: (-len(rows[i]), i))
+    packs: list[list[Row]] = []
+    free: list[tuple[int, int]] = []  # (tokens left, pack), ascending
+    for i in order:
+        size = len(rows[i])
+        at = bisect_left(free, (size, -1))
+        if at < len(free):
+            left, pack = free.pop(at)
+        else:
+            left, pack = max(capacity, size), len(packs)
+            packs.append([])
+        packs[pack].append(rows[i])
+        if left > size:
+            insort(free, (left - size, pack))
+    return packs
+
+
+def pack_length(pack: Sequence[Row]) -> int:
+    return sum(len(r) for r in pack)
+
+
 def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     """Indices grouped by length so that rows x longest row stays under batch_tokens."""
     batches: list[list[int]] = []
@@ -424,18 +455,19 @@ def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]
 
 @dataclass
 class Batch:
-    """Right-padded tensors for a list of rows; see `attention_mask_4d` for the mask."""
+    """Right-padded tensors for a list of rows or packs; see `attention_mask_4d` for the mask."""
 
     input_ids: torch.Tensor  # (B, T)
-    position_ids: torch.Tensor  # (B, T)
+    position_ids: torch.Tensor  # (B, T), from 0 in each document
     segment: torch.Tensor  # (B, T), -1 on padding
-    visible: torch.Tensor  # (B, T)
+    visible: torch.Tensor  # (B, T): a token sees its document's path tokens before this index
+    document: torch.Tensor  # (B, T): which row of the pack a token belongs to, -1 on padding
     ends: torch.Tensor  # (N,) flat index b * T + t of every step end
     labels: torch.Tensor  # (N,)
     slots: list[tuple[int, int]]  # (example, slot) per step end
     n_tokens: int  # real (unpadded) tokens
 
-    TENSORS = ("input_ids", "position_ids", "segment", "visible", "ends", "labels")
+    TENSORS = ("input_ids", "position_ids", "segment", "visible", "document", "ends", "labels")
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         move = {k: getattr(self, k).to(device, non_blocking=non_blocking) for k in self.TENSORS}
@@ -448,64 +480,77 @@ class Batch:
         return Batch(**pinned, slots=self.slots, n_tokens=self.n_tokens)
 
 
-def collate(rows: Sequence[Row], pad_id: int) -> Batch:
-    width = max(len(r) for r in rows)
-    shape = (len(rows), width)
+def collate(items: Sequence[Row | Sequence[Row]], pad_id: int) -> Batch:
+    """One batch row per item: a row, or a pack of rows laid one after another (documents
+    0, 1, ...: each keeps its own position ids and sees only itself)."""
+    packs = [[item] if isinstance(item, Row) else list(item) for item in items]
+    width = max(pack_length(p) for p in packs)
+    shape = (len(packs), width)
     input_ids = torch.full(shape, pad_id, dtype=torch.long)
     position_ids = torch.zeros(shape, dtype=torch.long)
     segment = torch.full(shape, -1, dtype=torch.long)
     visible = torch.zeros(shape, dtype=torch.long)
+    document = torch.full(shape, -1, dtype=torch.long)
     ends: list[int] = []
     labels: list[int] = []
     slots: list[tuple[int, int]] = []
-    for b, row in enumerate(rows):
-        n = len(row)
-        input_ids[b, :n] = torch.tensor(row.input_ids)
-        position_ids[b, :n] = torch.tensor(row.position_ids)
-        segment[b, :n] = torch.tensor(row.segment)
-        visible[b, :n] = torch.tensor(row.visible)
-        ends += [b * width + pos for pos in row.ends]
-        labels += row.labels
-        slots += [(row.example, s) for s in row.slots]
+    for b, pack in enumerate(packs):
+        start = 0
+        for d, row in enumerate(pack):
+            span = slice(start, start + len(row))
+            input_ids[b, span] = torch.tensor(row.input_ids)
+            position_ids[b, span] = torch.tensor(row.position_ids)
+            segment[b, span] = torch.tensor(row.segment)
+            visible[b, span] = torch.tensor(row.visible) + start  # a key index in the batch row
+            document[b, span] = d
+            ends += [b * width + start + pos for pos in row.ends]
+            labels += row.labels
+            slots += [(row.example, s) for s in row.slots]
+            start += len(row)
     return Batch(
         input_ids,
         position_ids,
         segment,
         visible,
+        document,
         torch.tensor(ends, dtype=torch.long),
         torch.tensor(labels, dtype=torch.long),
         slots,
-        sum(len(r) for r in rows),
+        sum(pack_length(p) for p in packs),
     )
 
 
-def attention_mask_4d(segment: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def attention_mask_4d(
+    segment: torch.Tensor, visible: torch.Tensor, document: torch.Tensor
+) -> torch.Tensor:
     """Boolean (B, 1, T, T) mask, True where query t may attend to key s.
 
-    A token sees the first `visible` path tokens and, if it is on an alternative, the
-    tokens of its own alternative up to itself. Padding sees earlier padding only, so no
-    row of the mask is empty (an empty row makes softmax NaN).
+    A token sees only its own document: there, the path tokens before index `visible` and,
+    if it is on an alternative, the tokens of its own alternative up to itself. Padding sees
+    earlier padding only, so no row of the mask is empty (an empty row makes softmax NaN).
     """
     width = segment.shape[1]
     key = torch.arange(width, device=segment.device)
     q_seg = segment[:, :, None]
     k_seg = segment[:, None, :]
+    same = document[:, :, None] == document[:, None, :]
     sees_path = (k_seg == 0) & (key[None, None, :] < visible[:, :, None])
     own = (k_seg == q_seg) & (q_seg != 0) & (key[None, None, :] <= key[None, :, None])
-    return (sees_path | own)[:, None]
+    return (same & (sees_path | own))[:, None]
 
 
-def tree_block_mask(segment: torch.Tensor, visible: torch.Tensor) -> Any:
+def tree_block_mask(segment: torch.Tensor, visible: torch.Tensor, document: torch.Tensor) -> Any:
     """The same rule as `attention_mask_4d`, as a FlexAttention BlockMask: the mask is a
     function of (row, query, key) evaluated block by block, never a (T, T) tensor, and
-    blocks nobody may see are skipped by the kernel."""
+    blocks nobody may see (another document's, among others) are skipped by the kernel."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     def tree(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         q_seg, k_seg = segment[b, q], segment[b, k]
+        same = document[b, q] == document[b, k]
         sees_path = (k_seg == 0) & (k < visible[b, q])
         own = (k_seg == q_seg) & (q_seg != 0) & (k <= q)
-        return sees_path | own
+        return same & (sees_path | own)
 
     batch, width = segment.shape
     # Compiled: builds the block table without materialising the (B, T, T) mask.

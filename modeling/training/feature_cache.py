@@ -217,7 +217,7 @@ def _compute(
             with torch.no_grad(), sdpa_kernel(SDPA_BACKENDS):
                 out = backbone(
                     input_ids=batch.input_ids,
-                    attention_mask=attention_mask_4d(batch.segment, batch.visible),
+                    attention_mask=attention_mask_4d(batch.segment, batch.visible, batch.document),
                     position_ids=batch.position_ids,
                     output_hidden_states=True,
                     use_cache=False,

@@ -246,13 +246,13 @@ class ProcessRewardModel(nn.Module):
         mask: Any
         shapes: Any = nullcontext()
         if implementation == "flex_attention":
-            mask = tree_block_mask(batch.segment, batch.visible)
+            mask = tree_block_mask(batch.segment, batch.visible, batch.document)
             if batch.input_ids.device.type == "cpu":
                 # torch 2.13's CPU (C++) flex kernel fails to build for dynamic shapes, which
                 # dynamo turns to at the second batch length: compile each length on its own.
                 shapes = torch._dynamo.config.patch(automatic_dynamic_shapes=False)
         else:
-            mask = attention_mask_4d(batch.segment, batch.visible)
+            mask = attention_mask_4d(batch.segment, batch.visible, batch.document)
         if implementation == "eager":
             # Eager attention adds the mask to the scores: 0 where allowed, -inf-ish elsewhere.
             mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, -1e30)

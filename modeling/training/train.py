@@ -31,7 +31,17 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import get_scheduler
 
 from .config import TrainConfig
-from .data import IGNORE, Batch, LabeledSolution, Row, build_features, collate, length_batches
+from .data import (
+    IGNORE,
+    Batch,
+    LabeledSolution,
+    Row,
+    build_features,
+    collate,
+    length_batches,
+    pack_length,
+    pack_rows,
+)
 from .distributed import World, all_sum, any_rank, barrier, current_world, rank_device
 from .model import ProcessRewardModel, resolve_device, transformer_blocks
 
@@ -109,8 +119,10 @@ def train(
     ]
     if not rows:
         raise ValueError("no labelled step in the training examples")
-    batches = length_batches([len(r) for r in rows], config.batch_tokens)
-    labels_per_batch = [sum(lab != IGNORE for i in b for lab in rows[i].labels) for b in batches]
+    packs, batches = training_batches(rows, config)
+    labels_per_batch = [
+        sum(lab != IGNORE for i in b for row in packs[i] for lab in row.labels) for b in batches
+    ]
     # One optimizer step takes grad_accum micro-batches on each rank.
     per_step = config.grad_accum * world.size
     total_steps = config.max_steps or max(1, math.ceil(config.epochs * len(batches) / per_step))
@@ -120,7 +132,7 @@ def train(
     feature_s = 0.0
     if config.mode == "head" and config.cache_features:
         t0 = time.perf_counter()
-        cached = features_for(model, config, rows, batches, device, autocast, report, stop, world)
+        cached = features_for(model, config, packs, batches, device, autocast, report, stop, world)
         if cached is None:
             return TrainResult(str(out), 0, total_steps, stopped=True)
         feature_s = time.perf_counter() - t0
@@ -147,7 +159,7 @@ def train(
     loader = (
         None
         if cached is not None
-        else iter(batch_loader(rows, batches, list(order), model.pad_id, config, device))
+        else iter(batch_loader(packs, batches, list(order), model.pad_id, config, device))
     )
     model.train()
     tokens, t_train = 0, time.perf_counter()
@@ -217,6 +229,7 @@ def train(
     save_checkpoint(out, step, model, optimizer, scheduler, loss_curve, config, world)
     metrics = {
         "rows": len(rows),
+        "packed_rows": len(packs),
         "labels": sum(labels_per_batch),
         "steps": step,
         "final_loss": final_loss(loss_curve),
@@ -243,6 +256,19 @@ def bf16_autocast(config: TrainConfig, device: torch.device) -> Any:
     if device.type == "cuda" and config.bf16 != "false":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return nullcontext()
+
+
+def training_batches(
+    rows: Sequence[Row], config: TrainConfig
+) -> tuple[list[list[Row]], list[list[int]]]:
+    """What train() batches: packs of rows (config.pack_solutions; else a row each) and the
+    length-bucketed batches of pack indices. A pack holds at most max_length tokens, and at
+    most batch_tokens, so that a batch of one pack stays within the budget."""
+    if config.pack_solutions:
+        packs = pack_rows(rows, min(config.max_length, config.batch_tokens))
+    else:
+        packs = [[row] for row in rows]
+    return packs, length_batches([pack_length(p) for p in packs], config.batch_tokens)
 
 
 def batch_at(index: int, n_batches: int, seed: int) -> int:
@@ -340,18 +366,20 @@ def flush_losses(
 class _Batches(Dataset):
     """Batch i padded and collated: what a DataLoader worker builds ahead of the step."""
 
-    def __init__(self, rows: Sequence[Row], batches: Sequence[Sequence[int]], pad_id: int):
-        self.rows, self.batches, self.pad_id = rows, batches, pad_id
+    def __init__(
+        self, packs: Sequence[Sequence[Row]], batches: Sequence[Sequence[int]], pad_id: int
+    ):
+        self.packs, self.batches, self.pad_id = packs, batches, pad_id
 
     def __len__(self) -> int:
         return len(self.batches)
 
     def __getitem__(self, index: int) -> Batch:
-        return collate([self.rows[i] for i in self.batches[index]], self.pad_id)
+        return collate([self.packs[i] for i in self.batches[index]], self.pad_id)
 
 
 def batch_loader(
-    rows: Sequence[Row],
+    packs: Sequence[Sequence[Row]],
     batches: Sequence[Sequence[int]],
     order: Sequence[int],
     pad_id: int,
@@ -366,7 +394,7 @@ def batch_loader(
         logger.warning("num_workers %d ignored in a daemonic process: batches built here", workers)
         workers = 0
     return DataLoader(
-        _Batches(rows, batches, pad_id),
+        _Batches(packs, batches, pad_id),
         batch_size=None,  # items are whole batches already
         sampler=order,
         num_workers=workers,
@@ -381,7 +409,7 @@ def batch_loader(
 def features_for(
     model: ProcessRewardModel,
     config: TrainConfig,
-    rows: Sequence[Row],
+    packs: Sequence[Sequence[Row]],
     batches: Sequence[Sequence[int]],
     device: torch.device,
     autocast: Any,
@@ -392,14 +420,14 @@ def features_for(
     """Every batch's step-end features: from the output folder when an earlier attempt left
     them, else computed, each rank a share of the batches, and shared through the folder."""
     out = Path(config.output_dir)
-    key = features_key(config, rows, batches)
+    key = features_key(config, packs, batches)
     cached = load_features(out, key, device)
     if cached is not None:  # a resumed run: the frozen backbone would give the same again
         report(Progress("features", len(batches), len(batches), elapsed_s=0.0))
         return cached
     mine = list(range(world.rank, len(batches), world.size))
     computed = cache_features(
-        model, rows, [batches[b] for b in mine], device, autocast, report, stop
+        model, packs, [batches[b] for b in mine], device, autocast, report, stop
     )
     if any_rank(computed is None, world, device):
         return None
@@ -454,7 +482,7 @@ def save_model(model: ProcessRewardModel, config: TrainConfig, out: Path, world:
 @torch.no_grad()
 def cache_features(
     model: ProcessRewardModel,
-    rows: Sequence[Row],
+    packs: Sequence[Sequence[Row]],
     batches: Sequence[Sequence[int]],
     device: torch.device,
     autocast: Any,
@@ -465,10 +493,10 @@ def cache_features(
     model.eval()
     started = time.perf_counter()
     features = []
-    for n, batch_rows in enumerate(batches):
+    for n, batch_packs in enumerate(batches):
         if stop():
             return None
-        batch = collate([rows[i] for i in batch_rows], model.pad_id).to(device)
+        batch = collate([packs[i] for i in batch_packs], model.pad_id).to(device)
         with autocast:
             features.append((model.features(batch), batch.labels))
         report(Progress("features", n + 1, len(batches), elapsed_s=time.perf_counter() - started))
@@ -478,23 +506,28 @@ def cache_features(
 FEATURES_FILE = "features.pt"
 
 
-def features_key(config: TrainConfig, rows: Sequence[Row], batches: Sequence[Sequence[int]]) -> str:
-    """What the cached features depend on: the backbone and the exact token rows and batches."""
+def features_key(
+    config: TrainConfig, packs: Sequence[Sequence[Row]], batches: Sequence[Sequence[int]]
+) -> str:
+    """What the cached features depend on: the backbone and the exact token rows, packs and
+    batches."""
     digest = hashlib.sha256(
         json.dumps(
             [config.backbone, config.backbone_layers, config.max_length, config.batch_tokens]
         ).encode()
     )
-    for row in rows:
-        for part in (
-            row.input_ids,
-            row.position_ids,
-            row.segment,
-            row.visible,
-            row.ends,
-            row.labels,
-        ):
-            digest.update(array("q", part).tobytes())
+    for pack in packs:
+        digest.update(array("q", [len(pack)]).tobytes())
+        for row in pack:
+            for part in (
+                row.input_ids,
+                row.position_ids,
+                row.segment,
+                row.visible,
+                row.ends,
+                row.labels,
+            ):
+                digest.update(array("q", part).tobytes())
     digest.update(json.dumps([list(b) for b in batches]).encode())
     return digest.hexdigest()
 

@@ -90,6 +90,40 @@ def test_two_processes_train_like_one_with_the_same_global_batch(
     torch.testing.assert_close(head_a, head_b, rtol=1e-3, atol=1e-5)
 
 
+def test_two_processes_attending_with_flex_train_like_one_with_sdpa(
+    tiny_llama, make_config, samples, tmp_path
+):
+    # The new path against the old: FlexAttention's block mask over packed rows in every
+    # step's forward pass (no feature cache) under DDP, against the dense mask in one process.
+    # Head mode: the CPU has no FlexAttention backward pass.
+    # 1024 tokens: two of the six sample trees share a packed row; 3 steps of 2 micro-batches
+    # see all five packed rows.
+    settings = dict(
+        mode="head", cache_features=False, max_steps=3, batch_tokens=1024, max_length=1024
+    )
+    one = train(
+        make_config(
+            tiny_llama, attention="sdpa", grad_accum=2, output_dir=str(tmp_path / "one"), **settings
+        ),
+        samples,
+    )
+    two_config = make_config(
+        tiny_llama, attention="flex", grad_accum=1, output_dir=str(tmp_path / "two"), **settings
+    )
+    two_process_cli_run(two_config)
+
+    assert one.metrics["packed_rows"] < one.metrics["rows"]
+    meta = json.loads((latest_checkpoint(tmp_path / "two") / "meta.json").read_text())
+    assert meta["world_size"] == 2 and meta["config"]["attention"] == "flex"
+    assert meta["config"]["pack_solutions"]
+    assert_curves_match(meta["loss_curve"], one.loss_curve)
+    a = read_checkpoint(latest_checkpoint(tmp_path / "one"))["model"]
+    b = read_checkpoint(latest_checkpoint(tmp_path / "two"))["model"]
+    assert a.keys() == b.keys() == {"head.weight", "head.bias"}
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=1e-4, atol=1e-5)
+
+
 def test_a_checkpoint_written_by_two_processes_resumes_in_one(
     tiny_llama, make_config, samples, tmp_path
 ):

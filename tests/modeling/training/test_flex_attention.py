@@ -18,6 +18,7 @@ from modeling.training.data import (
     build_features,
     collate,
     examples_from_critic_rows,
+    pack_rows,
     tree_block_mask,
 )
 from modeling.training.model import ProcessRewardModel, attention_for
@@ -44,15 +45,23 @@ def tree_batch(tokenizer, trees):
     return batch
 
 
-def test_tree_block_mask_allows_exactly_what_the_dense_mask_allows(tokenizer, trees):
+def packed_batch(tokenizer, trees):
+    """The same rows, several to a batch row (pack_solutions)."""
+    packs = pack_rows(build_features(trees, tokenizer, max_length=1024), 2048)
+    assert any(len(p) > 1 for p in packs)
+    return collate(packs, tokenizer.pad_token_id)
+
+
+@pytest.mark.parametrize("layout", [tree_batch, packed_batch])
+def test_tree_block_mask_allows_exactly_what_the_dense_mask_allows(tokenizer, trees, layout):
     from torch.nn.attention.flex_attention import create_mask
 
-    batch = tree_batch(tokenizer, trees)
-    block_mask = tree_block_mask(batch.segment, batch.visible)
+    batch = layout(tokenizer, trees)
+    block_mask = tree_block_mask(batch.segment, batch.visible, batch.document)
     batch_size, width = batch.segment.shape
     assert block_mask.shape == (batch_size, 1, width, width)
     allowed = create_mask(block_mask.mask_mod, batch_size, 1, width, width, device="cpu")
-    assert torch.equal(allowed, attention_mask_4d(batch.segment, batch.visible))
+    assert torch.equal(allowed, attention_mask_4d(batch.segment, batch.visible, batch.document))
     # Blocks nobody may see (a path block under a later alternative's ...) are skipped.
     dense_blocks = block_mask.kv_num_blocks.sum() + block_mask.full_kv_num_blocks.sum()
     assert dense_blocks < batch_size * block_mask.kv_num_blocks.shape[-1] ** 2
