@@ -48,6 +48,9 @@ from .model import ProcessRewardModel, resolve_device, transformer_blocks
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+# What a checkpoint written before a setting existed did: it resumes with that value.
+SETTINGS_BEFORE_THEY_EXISTED = {"attention": "sdpa", "pack_solutions": False}
+
 # Changing these between an interrupted run and its resume does not change the result.
 RESUMABLE_CHANGES = {
     "output_dir",
@@ -671,7 +674,8 @@ def restore_checkpoint(
 def check_resumable(path: Path, meta: dict[str, Any], config: TrainConfig, world: World) -> None:
     """Same config, except what RESUMABLE_CHANGES lists, and the same global batch: on another
     number of processes, grad_accum must change so that grad_accum x processes stays."""
-    saved = meta["config"]
+    # A setting newer than the checkpoint is read as what that older version did.
+    saved = {**SETTINGS_BEFORE_THEY_EXISTED, **meta["config"]}
     changed = {k for k, v in config.to_dict().items() if saved.get(k) != v}
     changed -= RESUMABLE_CHANGES | {"grad_accum"}
     if changed:

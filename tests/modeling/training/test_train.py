@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,6 +97,29 @@ def test_resuming_with_a_different_config_is_refused(tiny_llama, make_config, sa
     train(make_config(tiny_llama, mode="head", max_steps=2), samples)
     with pytest.raises(ValueError, match="different config"):
         train(make_config(tiny_llama, mode="head", max_steps=2, lr=1.0), samples)
+
+
+def test_a_checkpoint_from_before_packing_resumes_unpacked_and_refuses_packing(
+    tiny_llama, make_config, samples
+):
+    unpacked = make_config(tiny_llama, mode="head", max_steps=4, pack_solutions=False)
+    seen: list[Progress] = []
+    first = train(
+        unpacked,
+        samples,
+        progress=seen.append,
+        should_stop=lambda: any(p.phase == "train" and p.step >= 1 for p in seen),
+    )
+    assert first.stopped and first.step == 1
+    meta_path = latest_checkpoint(Path(unpacked.output_dir)) / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["config"]["pack_solutions"], meta["config"]["attention"]  # as an older Stepwise
+    meta_path.write_text(json.dumps(meta))
+
+    packed = make_config(tiny_llama, mode="head", max_steps=4)  # today's default packs
+    with pytest.raises(ValueError, match="pack_solutions"):
+        train(packed, samples)
+    assert train(unpacked, samples).step == 4
 
 
 def test_cached_head_training_matches_running_the_backbone_every_step(
