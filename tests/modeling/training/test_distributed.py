@@ -59,7 +59,8 @@ def assert_curves_match(a, b, rel=1e-4):
         assert x == pytest.approx(y, rel=rel, abs=1e-6), f"step {step}: {x} != {y}"
 
 
-@pytest.mark.parametrize("mode", ["full", "lora", "head"])
+# Head mode under DDP: test_two_processes_attending_with_flex_train_like_one_with_sdpa.
+@pytest.mark.parametrize("mode", ["full", "lora"])
 def test_two_processes_train_like_one_with_the_same_global_batch(
     mode, tiny_llama, make_config, samples, tmp_path
 ):
