@@ -33,11 +33,11 @@ FAILURES_SHOWN_FOR = timedelta(days=7)
 def oracle_ratings(
     examples: Sequence[LabeledSolution], *, default: int = 1
 ) -> Callable[[int], list[int]]:
-    """ratings_for(labeling_id) for the simulated labelers (`simulation.HttpLabeler`): the
+    """ratings_for(labeling_id) for the simulated labelers (`labelers.HttpLabeler`): the
     claimed solution's steps looked up in an oracle; unknown steps get `default`. Reads the
     database, so the client runs beside the server (benchmarks, tests)."""
     # torch loads only where a model trains or scores, never in the web process (home reads here)
-    from modeling.training.simulation import oracle_lookup
+    from modeling.training.oracle import oracle_lookup
 
     ratings = oracle_lookup(examples, default=default)
 

@@ -1,13 +1,14 @@
-"""Celery tasks of the modeling app: thin wrappers over `modeling.services.runs` (training) and
-`modeling.services.loop` (the active-learning loop). Services send them by dotted path after
-commit (`stepwise.celery.enqueue_on_commit`); tasks import services, never the reverse.
+"""Celery tasks of the modeling app: thin wrappers over the services of training runs (`runs`,
+`execution`, `evaluation`, `scoring`) and of the active-learning loop (`loop`, `pipeline`).
+Services send them by dotted path after commit (`stepwise.celery.enqueue_on_commit`); tasks
+import services, never the reverse.
 
 `gpu_*` tasks are routed to the `gpu` queue (settings.CELERY_TASK_ROUTES), served by one worker
 with concurrency 1. Late acks plus `reject_on_worker_lost` put a killed worker's task back on the
-queue; `runs.execute_training_run` claims a run with a conditional update, so a second delivery
-does nothing while the first worker lives and takes over once its heartbeat is stale. Each
-generation task runs one step and queues the next after commit; a redelivered task finds the
-step already claimed or done and does nothing.
+queue; `execution.execute_training_run` claims a run with a conditional update, so a second
+delivery does nothing while the first worker lives and takes over once its heartbeat is stale.
+Each generation task runs one step and queues the next after commit; a redelivered task finds
+the step already claimed or done and does nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from celery import shared_task
 from django.conf import settings
 
 from modeling.models import ModelVersion
-from modeling.services import importing, loop, runs, sampling
+from modeling.services import importing, loop, pipeline, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
@@ -33,14 +34,20 @@ STEP_LIMIT_S = 6 * 3600
     soft_time_limit=RUN_LIMIT_S - 120,
 )
 def gpu_train_run(run_id: int) -> int | None:
-    version = runs.execute_training_run(run_id)
+    # The gpu tasks' services load torch, transformers and scikit-learn when they are imported:
+    # here, so that a web process or the default worker that registers these tasks does not.
+    from modeling.services import execution
+
+    version = execution.execute_training_run(run_id)
     return version.pk if version else None
 
 
 @shared_task(name="modeling.tasks.gpu_evaluate_model", acks_late=True, time_limit=6 * 3600)
 def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -> dict:
+    from modeling.services import evaluation  # loads torch: as in gpu_train_run
+
     version = ModelVersion.objects.get(pk=version_id)
-    return runs.evaluate_model_version(version, processbench=processbench or [])
+    return evaluation.evaluate_model_version(version, processbench=processbench or [])
 
 
 @shared_task(name="modeling.tasks.gpu_gate_model", acks_late=True, time_limit=6 * 3600)
@@ -73,7 +80,7 @@ def fail_stale_runs() -> int:
 )
 def gpu_generation_step(run_id: int, step: str) -> None:
     """retrain / score: the steps that need the model."""
-    loop.advance(run_id, step)
+    pipeline.advance(run_id, step)
 
 
 @shared_task(
@@ -81,7 +88,7 @@ def gpu_generation_step(run_id: int, step: str) -> None:
 )
 def generation_step(run_id: int, step: str) -> None:
     """select / enqueue: database work only."""
-    loop.advance(run_id, step)
+    pipeline.advance(run_id, step)
 
 
 @shared_task(name="modeling.tasks.check_generation_progress", acks_late=True, time_limit=120)
@@ -94,7 +101,7 @@ def check_generation_progress() -> int | None:
 @shared_task(name="modeling.tasks.fail_stale_generations", acks_late=True, time_limit=120)
 def fail_stale_generations() -> int:
     """Periodic (beat): a generation whose worker died is marked failed, to be retried."""
-    return loop.fail_stale_generations()
+    return pipeline.fail_stale_generations()
 
 
 @shared_task(name="modeling.tasks.generate_pool_run", acks_late=True, reject_on_worker_lost=True)
@@ -107,7 +114,9 @@ def generate_pool_run(run_id: int) -> int | None:
 @shared_task(name="modeling.tasks.gpu_score_for_review", acks_late=True, time_limit=STEP_LIMIT_S)
 def gpu_score_for_review(batch_id: int, version_id: int) -> int:
     """Scores for the review page: the active model on a batch's labeled solutions."""
-    return runs.score_batch_for_review(batch_id, version_id)
+    from modeling.services import scoring  # loads torch: as in gpu_train_run
+
+    return scoring.score_batch_for_review(batch_id, version_id)
 
 
 # --- candidate next steps for labelers -------------------------------------------------------

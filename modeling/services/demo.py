@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from labeling.services.demo import SAMPLE_DIR, DemoPart
 from modeling.services.evaluation_sets import ensure_evaluation_set
-from modeling.services.loop import import_pool, pool_solutions
+from modeling.services.pool import import_pool, pool_solutions
 
 DEMO_POOL = SAMPLE_DIR / "pool.jsonl"
 DEMO_POOL_PREFIX = "demo-pool-"  # the pool lines' source_id (build.py)

@@ -5,7 +5,7 @@ Invariants:
 - At most one set is current (a partial unique constraint); renewing adds a new version.
 - A set holds only problems absent from every run's frozen data file when it was made, and
   every run that freezes its data while a set is current leaves that set's problems out
-  (`runs.freeze_dataset`), so no run trains on them.
+  (`run_data.freeze_dataset`), so no run trains on them.
 - The file never changes after it is written: its sha256 says so, and the gate checks it.
 - There is a set whenever one can be made: a run that freezes its data with none current makes
   one first (`ensure_evaluation_set`, STEPWISE_EVAL_SET_PROBLEMS problems), as `setup_demo`

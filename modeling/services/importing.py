@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import transaction
 
 from modeling.models import ModelVersion
-from modeling.services import evaluation_sets, runs
+from modeling.services import evaluation_sets
 from modeling.training.backbones import folder_under
 from modeling.training.external import (
     MATH_SHEPHERD,
@@ -188,6 +188,9 @@ def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersi
     """Score the model and the active one on the current evaluation set (made first when there
     is none and can be) and record the gate, as a run's end does; make it active when asked and
     it passed."""
+    # Scoring loads torch and scikit-learn: on the worker that gates, not where pages import this.
+    from modeling.services import evaluation
+
     version = ModelVersion.objects.get(pk=version_id)
     active = ModelVersion.active()
     if active is not None and active.pk == version.pk:
@@ -196,11 +199,11 @@ def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersi
     evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
     metrics: dict[str, Any] = {}
     if evaluation_set is not None:
-        metrics["evaluation_set"] = runs.evaluate_on_evaluation_set(
+        metrics["evaluation_set"] = evaluation.evaluate_on_evaluation_set(
             evaluation_set.reference(), version.artifact_path, active
         )
     # Without a set an imported model has nothing to be measured on (no held-out split).
-    gate = runs.evaluation_gate(metrics, active, missing=missing)
+    gate = evaluation.evaluation_gate(metrics, active, missing=missing)
     with transaction.atomic():
         version = ModelVersion.objects.select_for_update().get(pk=version_id)
         version.metrics = {**(version.metrics or {}), **metrics, "gate": gate}

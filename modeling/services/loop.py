@@ -1,54 +1,27 @@
-"""The active-learning loop on the database: the candidate pool, selection into a batch, and the
-generation pipeline (retrain -> score -> select -> enqueue) whose steps Celery runs one by one.
+"""The active-learning loop's generations on the web side: parameters, start, retry, cancel,
+sending each step to a worker and sending it again, the automatic trigger, and reads.
 
-Each step is a plain function of a GenerationRun, safe to run twice; `run_step` claims a step
-with a conditional update, runs it, records status, progress and timings on the row, and names
-the next step. A failed step leaves the run FAILED at that step: the previous generation's batch
-and the active model are untouched (training activates a model only when it passed its
-evaluation; selection writes only this run's rows; the batch is created last, in one
-transaction), and `retry_generation` re-queues the failed step.
-
-Training and scoring are `modeling.services.runs`: `create_training_run`, `execute_training_run`
-(which activates the new model only when it passed its evaluation gate) and
-`score_solutions_with`, called through the module (tests swap them with monkeypatch).
+A generation is a GenerationRun whose steps (retrain -> score -> select -> enqueue) Celery runs
+one by one (`modeling.services.pipeline`, on a worker: it loads torch). A failed step leaves the
+run FAILED at that step: the previous generation's batch and the active model are untouched,
+and `retry_generation` re-queues the failed step. The pool it selects from and the selection
+into a batch are `modeling.services.pool`.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-import time
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
-from labeling.models import Batch, Labeling, Solution
-from labeling.roles import may_add_to_batch
-from labeling.services import importing
-from modeling.grading import grade_solution, is_equivalent
-from modeling.models import (
-    GenerationRun,
-    ModelVersion,
-    PoolEntry,
-    SelectionReason,
-    SolutionScore,
-    TrainingRun,
-)
-from modeling.services import runs
+from labeling.models import Batch
+from modeling.models import GenerationRun, ModelVersion, SelectionReason, TrainingRun
 from modeling.training.config import TrainConfig
-from modeling.training.selection import (
-    MIX_RULES,
-    RULES,
-    Candidate,
-    check_shares,
-    select_by_rule,
-)
+from modeling.training.selection import MIX_RULES, RULES, check_shares
 from stepwise.celery import (
     UNSENT,
     model_tasks_in_thread,
@@ -56,8 +29,6 @@ from stepwise.celery import (
     start_on_commit,
     waiting_too_long,
 )
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_PARAMS: dict[str, Any] = {
     "rule": "convincing_wrong",  # one of selection.RULES
@@ -88,177 +59,13 @@ class StepFailed(Exception):
     """A step could not finish; the message is shown to leads."""
 
 
-# --- the candidate pool ----------------------------------------------------------------------
-
-
-def _grade(
-    sample: importing.SampleLine, ground_truth: str | None
-) -> tuple[str | None, bool | None]:
-    """The line's own `answer` when given (the generator's final answer), else the steps'."""
-    if sample.answer and sample.answer.strip():
-        if not ground_truth or not ground_truth.strip():
-            return sample.answer, None
-        return sample.answer, is_equivalent(sample.answer, ground_truth)
-    result = grade_solution(sample.steps, ground_truth)
-    return result.answer, result.correct
-
-
-def _grade_pool_solution(sample: importing.SampleLine, solution: Solution) -> PoolEntry:
-    answer, correct = _grade(sample, solution.problem.ground_truth_answer)
-    solution.answer_correct = correct
-    return PoolEntry(extracted_answer=answer)
-
-
-def _write_pool_entries(
-    created: list[tuple[Solution, PoolEntry]], report: importing.ImportReport
-) -> None:
-    for solution, entry in created:
-        entry.solution_id = solution.pk
-        entry.source = Path(report.path).name
-    PoolEntry.objects.bulk_create([entry for _, entry in created])
-    report.created["graded correct"] += sum(s.answer_correct is True for s, _ in created)
-    report.created["graded wrong"] += sum(s.answer_correct is False for s, _ in created)
-
-
-def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importing.ImportReport:
-    """Import candidate solutions (JSONL, one per line: `unique_id` or `problem`, `steps`, and
-    optionally `answer`, `generator`, `source_id`, `score`) into the pool, grading each against
-    its problem's ground truth. Streamed in chunks; all-or-nothing unless skip_invalid;
-    re-importing adds nothing twice (solutions by content hash)."""
-    return importing.import_solutions(
-        path,
-        batch=None,
-        create_problems=False,
-        skip_invalid=skip_invalid,
-        counted_as="pool solutions",
-        prepare=_grade_pool_solution,
-        after_create=_write_pool_entries,
-    )
-
-
-def pool_solutions() -> QuerySet[Solution]:
-    return Solution.objects.filter(pool_entry__isnull=False)
-
-
-def selectable_pool() -> QuerySet[Solution]:
-    """Pool solutions not yet queued (no batch) and never labeled (no labeling of any status)."""
-    labeled = Labeling.objects.filter(solution_id=OuterRef("pk"))
-    return pool_solutions().filter(batch__isnull=True).exclude(Exists(labeled))
-
-
-def pool_stats() -> dict[str, int]:
-    pool = pool_solutions()
-    return {
-        "total": pool.count(),
-        "selectable": selectable_pool().count(),
-        "wrong": pool.filter(answer_correct=False).count(),
-        "correct": pool.filter(answer_correct=True).count(),
-        "ungraded": pool.filter(answer_correct__isnull=True).count(),
-    }
-
-
-# --- selection into a batch ------------------------------------------------------------------
-
-
 def next_generation_number() -> int:
     batches = Batch.objects.aggregate(n=Max("generation"))["n"] or 0
     generations = GenerationRun.objects.aggregate(n=Max("generation"))["n"] or 0
     return max(batches, generations) + 1
 
 
-def select_for_run(run: GenerationRun) -> list[SelectionReason]:
-    """Replace this run's selection with a fresh one from its model's scores (idempotent)."""
-    if run.model_version_id is None:
-        raise StepFailed("no model version is pinned: the score step has not run")
-    params = {**DEFAULT_PARAMS, **run.params}
-    heads = ensemble_heads(params) if needs_uncertainty(params) else None
-    scored = SolutionScore.objects.filter(
-        model_version_id=run.model_version_id, solution__in=selectable_pool()
-    ).values_list(
-        "solution_id",
-        "solution__problem_id",
-        "score",
-        "solution__answer_correct",
-        "uncertainty",
-        "ensemble_heads",
-    )
-    # A NaN score (no step the model could read) cannot be ranked: such solutions wait. An
-    # uncertainty counts only when this run's ensemble size measured it.
-    candidates = [
-        Candidate(sid, pid, score, correct, uncertainty if measured_by == heads else None)
-        for sid, pid, score, correct, uncertainty, measured_by in scored
-        if not math.isnan(score)
-    ]
-    if not candidates:
-        raise StepFailed("the pool has no scored, unlabeled, unqueued solution to select")
-    if params["rule"] == "uncertainty" and all(c.uncertainty is None for c in candidates):
-        raise StepFailed("no pool solution has an uncertainty: the score step measures it")
-    options: dict[str, Any] = {}
-    if params["rule"] == "convincing_wrong":
-        options = {
-            "convincing_wrong_fraction": float(params["convincing_wrong_fraction"]),
-            "scope": params["scope"],
-            "per_problem_k": params["per_problem_k"],
-        }
-    elif params["rule"] == "mix":
-        options = {"shares": check_rule("mix", params["shares"])}  # in MIX_RULES order
-    picks = select_by_rule(
-        params["rule"],
-        candidates,
-        k=int(params["k"]),
-        per_problem_cap=params["per_problem_cap"],
-        seed=int(params["seed"]),
-        **options,
-    )
-    correct_of = {c.solution_id: c.correct for c in candidates}
-    reasons = [
-        SelectionReason(
-            generation_run=run,
-            solution_id=pick.solution_id,
-            model_version_id=run.model_version_id,
-            score=pick.score,
-            rank=pick.rank,
-            rule=pick.rule,
-            correct=correct_of[pick.solution_id],
-        )
-        for pick in picks
-    ]
-    with transaction.atomic():
-        run.selections.all().delete()
-        SelectionReason.objects.bulk_create(reasons)
-    return reasons
-
-
-def enqueue_selection(run: GenerationRun) -> Batch:
-    """Put the run's selected solutions into a new active batch, generation = run.generation.
-
-    One transaction; a second call finds the batch and moves nothing twice. Solutions queued or
-    labeled since selection are skipped (never taken from another batch)."""
-    params = {**DEFAULT_PARAMS, **run.params}
-    with transaction.atomic():
-        batch, _ = Batch.objects.get_or_create(
-            name=f"Generation {run.generation}",
-            defaults={
-                "generation": run.generation,
-                "origin": Batch.Origin.ACTIVE_LEARNING,
-                "overlap": int(params["overlap"]),
-                "priority": int(params["priority"]),
-                "is_active": True,
-                "created_by_id": run.created_by_id,
-            },
-        )
-        if batch.origin != Batch.Origin.ACTIVE_LEARNING or batch.generation != run.generation:
-            raise StepFailed(f"a batch named {batch.name!r} exists and is not this generation's")
-        if run.created_by is not None and not may_add_to_batch(run.created_by, batch):
-            raise StepFailed(f"{run.created_by} may not add to batch {batch.name!r}")
-        selected = run.selections.values("solution_id")
-        selectable_pool().filter(pk__in=selected).update(batch=batch, generation=run.generation)
-        GenerationRun.objects.filter(pk=run.pk).update(batch=batch)
-        run.batch = batch
-    return batch
-
-
-# --- the generation pipeline -----------------------------------------------------------------
+# --- parameters ----------------------------------------------------------------------------
 
 
 def check_rule_name(rule: str) -> None:
@@ -390,7 +197,7 @@ def start_generation(
                 else {},
             )
             if send:
-                _send(run.pk, first)
+                send_step(run.pk, first)
     except IntegrityError:
         raise GenerationError("another generation was started at the same moment") from None
     return run
@@ -417,7 +224,7 @@ def retry_generation(run: GenerationRun, *, send: bool = True) -> GenerationRun:
             raise GenerationError(f"{run} is not failed; only a failed run can be retried")
         step = GenerationRun.objects.values_list("current_step", flat=True).get(pk=run.pk)
         if send:
-            _send(run.pk, step)
+            send_step(run.pk, step)
     run.refresh_from_db()
     return run
 
@@ -446,7 +253,7 @@ def cancel_generation(run: GenerationRun) -> GenerationRun:
     return run
 
 
-def _send(run_id: int, step: str) -> None:
+def send_step(run_id: int, step: str) -> None:
     """Queue `step` of the run once the transaction commits: retrain and score on the gpu queue.
     In the embedded default (no worker; STEPWISE_MODEL_TASKS_IN_THREAD) a thread of this
     process runs each step instead, so the page that started the run answers at once and shows
@@ -478,261 +285,6 @@ def generations_resend(now: datetime | None = None) -> int:
     return resend_rows(
         GenerationRun, due, _current_step_task, waiting=GenerationRun.Status.QUEUED, now=now
     )
-
-
-def _set_step(run_id: int, step: str, **state: Any) -> None:
-    """Merge `state` into steps[step] (read-modify-write under the row lock)."""
-    with transaction.atomic():
-        run = GenerationRun.objects.select_for_update().get(pk=run_id)
-        run.steps = {**run.steps, step: {**run.steps.get(step, {}), **state}}
-        run.save(update_fields=["steps"])
-
-
-def _progress(run_id: int, step: str) -> Callable[[int, int], None]:
-    last = [0.0]
-
-    def report(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= 1.0 or done >= total:  # at most one write a second
-            last[0] = now
-            _set_step(run_id, step, done=done, total=total, heartbeat=timezone.now().isoformat())
-
-    return report
-
-
-def fail_stale_generations(now=None) -> int:
-    """Mark failed (retryable) the RUNNING generations whose worker is gone.
-
-    The retrain step is alive while its training run is (that run has its own heartbeat and
-    `runs.fail_stale_runs`); the other steps while their last progress or start is newer
-    than STEPWISE_RUN_STALE_SECONDS.
-    """
-    now = now or timezone.now()
-    stale_before = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
-    failed = 0
-    running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING).select_related(
-        "training_run"
-    )
-    for run in running:
-        step = run.current_step
-        if step == GenerationRun.Step.RETRAIN and run.training_run is not None:
-            training = run.training_run
-            dead = training.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
-            why = f"training run {training.pk} {training.status}: {training.error or 'no detail'}"
-        else:
-            state = run.steps.get(step, {})
-            seen = state.get("heartbeat") or state.get("started_at")
-            dead = seen is None or datetime.fromisoformat(seen) < stale_before
-            why = f"no progress from the worker since {seen or 'the step was claimed'}"
-        if dead and GenerationRun.objects.filter(
-            pk=run.pk, status=GenerationRun.Status.RUNNING
-        ).update(
-            status=GenerationRun.Status.FAILED, error=f"{step}: {why}"[:10_000], finished_at=now
-        ):
-            _set_step(run.pk, step, status="failed", error=why[:2000], finished_at=now.isoformat())
-            failed += 1
-    return failed
-
-
-def claim_step(run_id: int, step: str) -> GenerationRun | None:
-    """QUEUED at `step` -> RUNNING, or None when someone else has it or it is done."""
-    now = timezone.now()
-    with transaction.atomic():
-        claimed = GenerationRun.objects.filter(
-            pk=run_id, status=GenerationRun.Status.QUEUED, current_step=step
-        ).update(status=GenerationRun.Status.RUNNING, attempts=F("attempts") + 1)
-        if not claimed:
-            return None
-        GenerationRun.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
-    _set_step(
-        run_id, step, status="running", started_at=now.isoformat(), finished_at=None, error=""
-    )
-    return GenerationRun.objects.get(pk=run_id)
-
-
-def run_step(run_id: int, step: str) -> str | None:
-    """Claim and run one step; returns the next step to queue (None: nothing to do)."""
-    run = claim_step(run_id, step)
-    if run is None:
-        return None
-    started = time.monotonic()
-    try:
-        detail = STEP_FUNCTIONS[step](run)
-    except Exception as exc:
-        logger.exception("%s: step %s failed", run, step)
-        message = (
-            f"{exc.__class__.__name__}: {exc}" if not isinstance(exc, StepFailed) else str(exc)
-        )
-        _set_step(
-            run_id,
-            step,
-            status="failed",
-            error=message[:2000],
-            finished_at=timezone.now().isoformat(),
-            seconds=round(time.monotonic() - started, 3),
-        )
-        GenerationRun.objects.filter(pk=run_id).update(
-            status=GenerationRun.Status.FAILED,
-            error=f"{step}: {message}"[:10_000],
-            finished_at=timezone.now(),
-        )
-        return None
-    _set_step(
-        run_id,
-        step,
-        status="done",
-        detail=detail or {},
-        finished_at=timezone.now().isoformat(),
-        seconds=round(time.monotonic() - started, 3),
-    )
-    following = _next_step(step)
-    if following == GenerationRun.Step.DONE:
-        GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
-            status=GenerationRun.Status.SUCCEEDED,
-            current_step=following,
-            finished_at=timezone.now(),
-        )
-        return None
-    GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
-        status=GenerationRun.Status.QUEUED, current_step=following
-    )
-    return following
-
-
-def advance(run_id: int, step: str) -> None:
-    """Run `step`, then queue the next one (what the tasks call)."""
-    following = run_step(run_id, step)
-    if following is not None:
-        _send(run_id, following)
-
-
-def run_generation_inline(run: GenerationRun) -> GenerationRun:
-    """Run every remaining step in this process (CLI --inline, tests)."""
-    step: str | None = run.current_step
-    while step is not None and step != GenerationRun.Step.DONE:
-        step = run_step(run.pk, step)
-    run.refresh_from_db()
-    return run
-
-
-def _next_step(step: str) -> str:
-    order = [s.value for s in GenerationRun.STEPS] + [GenerationRun.Step.DONE.value]
-    return order[order.index(step) + 1]
-
-
-# --- the steps -------------------------------------------------------------------------------
-
-
-def step_retrain(run: GenerationRun) -> dict[str, Any]:
-    """Train on every completed labeling; the services activate the model only if it passed."""
-    params = {**DEFAULT_PARAMS, **run.params}
-    train_config = params["train_config"] or getattr(
-        settings, "STEPWISE_GENERATION_TRAIN_CONFIG", {}
-    )
-    training = run.training_run
-    if training is None:
-        training = runs.create_training_run(
-            config=dict(train_config),
-            created_by=run.created_by,
-            name=f"generation {run.generation}",
-        )
-        GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
-    elif training.status == TrainingRun.Status.SUCCEEDED:
-        return {"training_run": training.pk, "reused": True}
-    elif training.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED):
-        # A retry trains afresh: a failed run is a record, not something to resume.
-        training = runs.create_training_run(
-            config=dict(training.config or train_config),
-            created_by=run.created_by,
-            name=f"generation {run.generation} (retry)",
-        )
-        GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
-    version = runs.execute_training_run(training.pk)
-    training.refresh_from_db()
-    if training.status != TrainingRun.Status.SUCCEEDED:
-        raise StepFailed(
-            f"training run {training.pk} {training.status}: {training.error or 'no detail'}"
-        )
-    active = ModelVersion.active()
-    gate = (training.metrics or {}).get("gate") or {}
-    return {
-        "training_run": training.pk,
-        "model_version": getattr(version, "pk", None),
-        "passed_evaluation": bool(version and version.passed_evaluation),
-        "active_model": active.pk if active else None,
-        # The gate is the run's (runs.evaluation_gate): on the evaluation set, or not at all.
-        "evaluation_set": gate.get("evaluation_set"),
-        "gate": gate.get("reason") or ("passed" if gate.get("passed") else ""),
-    }
-
-
-def step_score(run: GenerationRun) -> dict[str, Any]:
-    """Score the selectable pool with the active model (pinned on the run, so a retry uses it)."""
-    version = run.model_version or ModelVersion.active()
-    if version is None:
-        raise StepFailed("no active model: train one that passes its evaluation first")
-    if run.model_version_id is None:
-        GenerationRun.objects.filter(pk=run.pk).update(model_version=version)
-    scored = SolutionScore.objects.filter(model_version=version, solution_id=OuterRef("pk"))
-    todo = selectable_pool().exclude(Exists(scored)).order_by("pk")
-    total = todo.count()
-    _set_step(run.pk, "score", done=0, total=total)
-    written = 0
-    if total:
-        written = runs.score_solutions_with(
-            model_version=version, solutions=todo, progress=_progress(run.pk, "score")
-        )
-    _set_step(run.pk, "score", done=total, total=total)
-    detail: dict[str, Any] = {"model_version": version.pk, "to_score": total, "scored": written}
-    params = {**DEFAULT_PARAMS, **run.params}
-    if needs_uncertainty(params):
-        detail.update(_measure_uncertainty(run, version, ensemble_heads(params), params))
-    return detail
-
-
-def _measure_uncertainty(
-    run: GenerationRun, version: ModelVersion, heads: int, params: dict[str, Any]
-) -> dict[str, Any]:
-    """The ensemble's disagreement on the selectable pool, where this ensemble size has not
-    measured it yet (a retry measures only what is missing)."""
-    measured = SolutionScore.objects.filter(
-        model_version=version, solution_id=OuterRef("pk"), ensemble_heads=heads
-    )
-    todo = selectable_pool().exclude(Exists(measured))
-    if not todo.exists():
-        return {"ensemble_heads": heads, "uncertainties": 0}
-    try:
-        count = runs.measure_uncertainty_with(
-            model_version=version,
-            solutions=todo,
-            heads=heads,
-            seed=int(params["seed"]),
-            progress=_progress(run.pk, "score"),
-        )
-    except runs.RunError as exc:
-        raise StepFailed(f"uncertainty: {exc}") from None
-    return {"ensemble_heads": heads, "uncertainties": count}
-
-
-def step_select(run: GenerationRun) -> dict[str, Any]:
-    reasons = select_for_run(run)
-    rules: dict[str, int] = {}
-    for reason in reasons:
-        rules[reason.rule] = rules.get(reason.rule, 0) + 1
-    return {"selected": len(reasons), "rules": rules}
-
-
-def step_enqueue(run: GenerationRun) -> dict[str, Any]:
-    batch = enqueue_selection(run)
-    return {"batch": batch.pk, "solutions": batch.solutions.count()}
-
-
-STEP_FUNCTIONS: dict[str, Callable[[GenerationRun], dict[str, Any]]] = {
-    "retrain": step_retrain,
-    "score": step_score,
-    "select": step_select,
-    "enqueue": step_enqueue,
-}
 
 
 # --- the automatic trigger -------------------------------------------------------------------

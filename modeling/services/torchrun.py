@@ -1,8 +1,8 @@
 """The training CLI as a torchrun process group on this machine, launched and watched by the
-gpu worker (`runs.execute_training_run` when STEPWISE_TRAIN_PROCESSES > 1).
+gpu worker (`execution.execute_training_run` when STEPWISE_TRAIN_PROCESSES > 1).
 
-No database here: `runs` turns what this module reads (progress lines, exit code, files) into
-rows. torchrun starts each rank in a session of its own, so tearing the group down signals
+No database here: `execution` turns what this module reads (progress lines, exit code, files)
+into rows. torchrun starts each rank in a session of its own, so tearing the group down signals
 torchrun's process group and every rank found under it, never by name.
 """
 

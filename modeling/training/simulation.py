@@ -1,22 +1,6 @@
 """Simulated active learning: PRM-selected generations against uniform selection, same label
-budget, same seed, labels answered by an oracle (no web server, no database needed).
-
-The oracle is a set of labelled solutions (`modeling.training.data.LabeledSolution`): the
-stepwise-critic parquet, a PRM800K-format file, or the database's completed labelings.
-
-Candidates. From every oracle solution come one candidate per distinct path through its rated
-steps: the chosen path itself, and for each rated alternative of step k, the chosen steps before
-k followed by that alternative. Each candidate's steps all carry the oracle's ratings (None for
-an unrated, e.g. human-written, step), so "labeling" a candidate reveals exactly those ratings.
-Labels used = rated steps of the labeled candidates (a shared prefix is counted every time it
-is shown again, as a human would rate it again).
-
-Wrong answer. The oracle has labels only for steps labelers saw, and phase-1 labelers finished
-only correct solutions, so a final-answer check cannot tell a candidate's fate. A candidate is
-**wrong** when the oracle rates one of its steps -1 (the solution went wrong there and, had it
-continued, its answer would not be trusted); else it is **correct**. In the real loop the grader
-knows wrong answers before labeling too (answer vs ground truth), so selection may use this
-flag, exactly as `select_generation` uses `Solution.answer_correct`.
+budget, same seed, labels answered by an oracle (`oracle`: the candidates and what "labeling"
+one reveals; no web server, no database needed).
 
 Model. Head-only PRM on a frozen backbone (the training core's `ProcessRewardModel`): the
 backbone runs once over every oracle solution (path and alternatives packed as in training) and
@@ -26,89 +10,28 @@ text each generation would give the same model at many times the cost.
 
 Quality. Step AUROC (P(-1) against the oracle's -1) on the held-out problems' every rated step
 and alternative, after each generation. Budget: both arms label the same number of solutions per
-generation (the paper's unit); step labels are reported too. Data-efficiency ratio: the solutions
-uniform needs to reach active's final AUROC (linear interpolation between uniform's first two
-points that bracket it) divided by the solutions active labeled; the same on step labels. When uniform never reaches it the ratio is a lower bound
-(">"), when uniform's first point already does, an upper bound ("<=").
+generation (the paper's unit); step labels are reported too. The data-efficiency ratios against
+uniform are `efficiency`'s; the tables and the plot, `simulation_report`'s.
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import math
-import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from .data import (
-    LabeledSolution,
-    example_from_prm800k,
-    examples_from_prm800k,
-    problem_fold_of,
-    read_critic_parquet,
-    read_jsonl,
-    subsample_problems,
-)
+from .data import LabeledSolution, problem_fold_of
+from .efficiency import AXES, Point, Ratio, summarize_ratios
 from .evaluate import step_metrics
-from .feature_cache import FeatureCache, cached_features, content_hash
+from .feature_cache import FeatureCache, cached_features
+from .oracle import OracleCandidate, candidates_from_oracle
 from .selection import Candidate, ensemble_disagreement, select_by_rule, select_uniform
 
 FeatureKey = tuple[int, int]  # (example index, slot): slot k < n_steps is path step k, else alt
-
-
-@dataclass
-class OracleCandidate:
-    id: int
-    example: int
-    problem: str
-    steps: list[str]
-    ratings: list[int | None]
-    slots: list[int]  # feature slot of each step within its example
-
-    @property
-    def wrong(self) -> bool:
-        return any(r == -1 for r in self.ratings)
-
-    @property
-    def n_labels(self) -> int:
-        return sum(r is not None for r in self.ratings)
-
-
-def candidates_from_oracle(examples: Sequence[LabeledSolution]) -> list[OracleCandidate]:
-    """Every distinct rated path of every oracle solution (see the module docstring)."""
-    out: list[OracleCandidate] = []
-    for i, example in enumerate(examples):
-        n = len(example.steps)
-        if any(r is not None for r in example.ratings):
-            out.append(
-                OracleCandidate(
-                    len(out),
-                    i,
-                    example.problem,
-                    list(example.steps),
-                    list(example.ratings),
-                    list(range(n)),
-                )
-            )
-        for j, alt in enumerate(example.alternatives):
-            out.append(
-                OracleCandidate(
-                    len(out),
-                    i,
-                    example.problem,
-                    list(example.steps[: alt.after]) + [alt.text],
-                    list(example.ratings[: alt.after]) + [alt.rating],
-                    list(range(alt.after)) + [n + j],
-                )
-            )
-    return out
 
 
 # --- features ----------------------------------------------------------------------------------
@@ -289,7 +212,6 @@ class BestOfN:
 # --- the experiment ---------------------------------------------------------------------------
 
 ARMS = ("uniform", "convincing_wrong", "uncertainty", "mix")
-AXES = ("solutions", "labels")
 
 
 @dataclass
@@ -319,37 +241,6 @@ class SimulationConfig:
             raise ValueError(f"arms must include uniform and be among {ARMS}, not {self.arms}")
         if self.folds < 2 or self.seeds < 1 or self.generations < 1 or self.per_generation < 1:
             raise ValueError("folds >= 2, seeds >= 1, generations >= 1, per_generation >= 1")
-
-
-@dataclass
-class Point:
-    arm: str
-    fold: int
-    seed: int
-    generation: int
-    solutions: int
-    labels: int
-    wrong_share: float  # share of this generation's picks the oracle calls wrong
-    auroc: float
-    accuracy: float
-    n_eval: int
-    best_of_n: float | None = None
-
-
-@dataclass
-class Ratio:
-    """An arm's data-efficiency ratio over the runs (fold x seed): mean, 95% interval."""
-
-    arm: str
-    axis: str
-    values: list[float]
-    bounds: list[str]  # per run: "=", ">" (uniform never got there), "<=" (its first point did)
-    mean: float
-    low: float
-    high: float
-
-    def text(self) -> str:
-        return f"{self.mean:.2f} [{self.low:.2f}, {self.high:.2f}]"
 
 
 @dataclass
@@ -545,346 +436,3 @@ def _ensemble(
             )
         )
     return heads
-
-
-def efficiency_ratio(
-    active: Sequence[Point], uniform: Sequence[Point], axis: str = "solutions"
-) -> tuple[float | None, str, float | None]:
-    """(uniform's `axis` needed for active's final AUROC / active's, bound, uniform's amount).
-
-    axis "solutions" (labeled solutions, the paper's unit) or "labels" (step labels)."""
-    if not active or not uniform or math.isnan(active[-1].auroc):
-        return None, "n/a", None
-    target, used = active[-1].auroc, getattr(active[-1], axis)
-    curve = sorted((getattr(p, axis), p.auroc) for p in uniform if not math.isnan(p.auroc))
-    if not curve:
-        return None, "n/a", None
-    if curve[0][1] >= target:
-        return curve[0][0] / used, "<=", float(curve[0][0])
-    for (l0, a0), (l1, a1) in zip(curve, curve[1:], strict=False):
-        if a0 < target <= a1:
-            labels = l0 + (target - a0) / (a1 - a0) * (l1 - l0)
-            return labels / used, "=", labels
-    return curve[-1][0] / used, ">", None
-
-
-def summarize_ratios(points: Sequence[Point], arm: str, axis: str) -> Ratio:
-    """The ratio of every run (fold, seed) against uniform in the same run, their mean and a
-    95% percentile-bootstrap interval of the mean. A bounded run counts at its bound."""
-    values, bounds = [], []
-    runs = sorted({(p.fold, p.seed) for p in points if p.arm == arm})
-    for run in runs:
-        mine = [p for p in points if p.arm == arm and (p.fold, p.seed) == run]
-        uniform = [p for p in points if p.arm == "uniform" and (p.fold, p.seed) == run]
-        ratio, bound, _ = efficiency_ratio(mine, uniform, axis)
-        if ratio is not None:
-            values.append(ratio)
-            bounds.append(bound)
-    if not values:
-        return Ratio(arm, axis, [], [], math.nan, math.nan, math.nan)
-    means = np.random.default_rng(0).choice(values, (10_000, len(values))).mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return Ratio(arm, axis, values, bounds, float(np.mean(values)), float(low), float(high))
-
-
-def last_line(result: SimulationResult) -> str:
-    """`active learning: ratio (solutions) convincing_wrong X [lo, hi], uncertainty Y [lo, hi];
-    (step labels) ...`: the ratios a lab compares first."""
-
-    def part(axis: str) -> str:
-        return ", ".join(
-            f"{arm} {ratio.text()}"
-            for arm in ("convincing_wrong", "uncertainty")
-            if (ratio := result.ratio(arm, axis))
-        )
-
-    return f"active learning: ratio (solutions) {part('solutions')}; (step labels) {part('labels')}"
-
-
-# --- oracles -----------------------------------------------------------------------------------
-
-
-def load_oracle(
-    source: str | Iterable[dict[str, Any]], *, max_problems: int | None = None, seed: int = 0
-) -> list[LabeledSolution]:
-    """A `.parquet` (stepwise-critic) or `.jsonl` (PRM800K labels) path, or PRM800K records
-    (the database's completed labelings: `simulate_active_learning --oracle db` reads them)."""
-    if not isinstance(source, str):
-        examples = examples_from_prm800k(source)
-    elif source.endswith(".parquet"):
-        examples = read_critic_parquet(source)
-    else:
-        examples = examples_from_prm800k(read_jsonl(source))
-    if max_problems:
-        examples = subsample_problems(examples, max_problems, seed)
-    return examples
-
-
-def sampled_answers(records: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
-    """(final answer, ground truth) of every PRM800K record that has both (phase 2's sampled
-    solutions), by the content hash of its labelled solution; the caller grades them."""
-    found = {}
-    for record in records:
-        question = record.get("question") or {}
-        answer, truth = question.get("pre_generated_answer"), question.get("ground_truth_answer")
-        example = example_from_prm800k(record)
-        if example is not None and answer and truth:
-            found[content_hash(example)] = (str(answer), str(truth))
-    return found
-
-
-# --- outputs -----------------------------------------------------------------------------------
-
-
-def write_outputs(
-    result: SimulationResult, out_dir: str | Path, *, command: str = ""
-) -> dict[str, Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "csv": out / "simulation.csv",
-        "markdown": out / "simulation.md",
-        "json": out / "simulation.json",
-    }
-    with open(paths["csv"], "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(asdict(result.points[0])))
-        writer.writeheader()
-        writer.writerows(asdict(p) for p in result.points)
-    paths["markdown"].write_text(markdown_table(result, command=command))
-    paths["json"].write_text(
-        json.dumps(
-            {
-                "config": asdict(result.config),
-                "ratios": [asdict(r) for r in result.ratios],
-                "points": [asdict(p) for p in result.points],
-                "pool_size": result.pool_size,
-                "pool_wrong_share": result.pool_wrong_share,
-                "problems": result.problems,
-                "best_of_n_problems": result.best_of_n_problems,
-                "seconds": result.seconds,
-                **result.extra,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    paths["plot"] = write_plot(result, out / "simulation.png")
-    return paths
-
-
-def curve(result: SimulationResult, arm: str) -> list[dict[str, float]]:
-    """Per generation: mean solutions and step labels, mean AUROC and its 95% band (mean ±
-    1.96 standard errors over the runs), mean best-of-N where measured."""
-    out = []
-    points = result.arm(arm)
-    for generation in sorted({p.generation for p in points}):
-        at = [p for p in points if p.generation == generation and not math.isnan(p.auroc)]
-        if not at:
-            continue
-        aurocs = np.array([p.auroc for p in at])
-        half = 1.96 * aurocs.std(ddof=1) / math.sqrt(len(at)) if len(at) > 1 else 0.0
-        best = [p.best_of_n for p in at if p.best_of_n is not None]
-        out.append(
-            {
-                "generation": generation,
-                "solutions": float(np.mean([p.solutions for p in at])),
-                "labels": float(np.mean([p.labels for p in at])),
-                "auroc": float(aurocs.mean()),
-                "low": float(aurocs.mean() - half),
-                "high": float(aurocs.mean() + half),
-                "wrong_share": float(np.mean([p.wrong_share for p in at])),
-                "best_of_n": float(np.mean(best)) if best else math.nan,
-                "runs": len(at),
-            }
-        )
-    return out
-
-
-def markdown_table(result: SimulationResult, *, command: str = "") -> str:
-    c = result.config
-    lines = [
-        "# Simulated active learning",
-        "",
-        f"Oracle: {result.pool_size} candidates ({result.pool_wrong_share:.0%} wrong) from "
-        f"{result.problems} problems; {c.folds} folds by problem x {c.seeds} seeds; "
-        f"{c.per_generation} solutions per generation.",
-        "",
-        "| arm | data-efficiency ratio, solutions (mean [95% interval]) | step labels | "
-        "runs bounded (> / <=) |",
-        "|---|---|---|---|",
-    ]
-    for arm in c.arms:
-        if arm == "uniform":
-            continue
-        by_axis = {axis: result.ratio(arm, axis) for axis in AXES}
-        sol, lab = by_axis["solutions"], by_axis["labels"]
-        assert sol is not None and lab is not None
-        lines.append(
-            f"| {arm} | {sol.text()} | {lab.text()} | "
-            f"{sol.bounds.count('>')} / {sol.bounds.count('<=')} of {len(sol.values)} |"
-        )
-    lines += [
-        "",
-        "| arm | generation | solutions | step labels | wrong picked | step AUROC (95% band) "
-        "| best-of-N |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for arm in c.arms:
-        for row in curve(result, arm):
-            best = "n/a" if math.isnan(row["best_of_n"]) else f"{row['best_of_n']:.3f}"
-            lines.append(
-                f"| {arm} | {row['generation']} | {row['solutions']:.0f} | {row['labels']:.0f} "
-                f"| {row['wrong_share']:.0%} | {row['auroc']:.3f} ({row['low']:.3f}-"
-                f"{row['high']:.3f}) | {best} |"
-            )
-    if not result.best_of_n_problems:
-        lines += ["", "Best-of-N: n/a (the oracle has no problems with several graded samples)."]
-    if command:
-        lines += ["", f"Command: `{command}` ({result.seconds:.0f} s of simulation)."]
-    lines += ["", last_line(result)]
-    return "\n".join(lines) + "\n"
-
-
-STYLES = {
-    "uniform": ("#888888", "uniform"),
-    "convincing_wrong": ("#2f5bea", "convincing wrong (paper)"),
-    "uncertainty": ("#d9480f", "uncertainty (ensemble, ActPRM)"),
-    "mix": ("#2b8a3e", "mix"),
-}
-
-
-def write_plot(result: SimulationResult, path: Path) -> Path:
-    """Mean held-out step AUROC against solutions and against step labels, with 95% bands."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), dpi=110, sharey=True)
-    for ax, axis, label in zip(axes, AXES, ("solutions labeled", "step labels"), strict=True):
-        for arm in result.config.arms:
-            rows = curve(result, arm)
-            xs = [r[axis] for r in rows]
-            color, name = STYLES[arm]
-            ax.plot(xs, [r["auroc"] for r in rows], marker="o", color=color, label=name)
-            ax.fill_between(
-                xs, [r["low"] for r in rows], [r["high"] for r in rows], color=color, alpha=0.15
-            )
-        ax.set_xlabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("held-out step AUROC (mean, 95% band)")
-    axes[0].legend()
-    c = result.config
-    fig.suptitle(
-        f"Simulated active learning: {result.problems} problems, {c.folds} folds x {c.seeds} "
-        f"seeds; {last_line(result).removeprefix('active learning: ')}",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-# --- simulated labelers over HTTP (load testing) ------------------------------------------------
-
-
-class HttpLabeler:
-    """Logs in and labels through the real endpoints, as a browser would.
-
-    Ratings come from `ratings_for(labeling_id)` (e.g. `modeling.selectors.oracle_ratings(...)`, which looks the
-    claimed solution up in an oracle). CSRF: the `csrftoken` cookie sent back as X-CSRFToken.
-    """
-
-    def __init__(self, base_url: str, username: str, password: str) -> None:
-        import requests  # only the load-testing client needs it
-
-        self.base = base_url.rstrip("/")
-        self.session = requests.Session()
-        self.username, self.password = username, password
-        self.timings: list[float] = []
-
-    def _csrf(self) -> dict[str, str]:
-        return {"X-CSRFToken": self.session.cookies.get("csrftoken") or ""}
-
-    def login(self) -> None:
-        self.session.get(f"{self.base}/accounts/login/")
-        response = self.session.post(
-            f"{self.base}/accounts/login/",
-            data={"username": self.username, "password": self.password},
-            headers={**self._csrf(), "Referer": f"{self.base}/accounts/login/"},
-        )
-        response.raise_for_status()
-        if "/accounts/login/" in response.url:
-            raise RuntimeError(f"login failed for {self.username}")
-
-    def claim(self) -> int | None:
-        """POST /label/next/ -> the labeling id it redirects to, or None when nothing waits."""
-        response = self.session.post(
-            f"{self.base}/label/next/",
-            headers={**self._csrf(), "Referer": self.base},
-            allow_redirects=False,
-        )
-        location = response.headers.get("Location", "")
-        parts = [p for p in location.split("/") if p]
-        if response.status_code in (301, 302, 303) and len(parts) >= 2 and parts[-1].isdigit():
-            return int(parts[-1])
-        return None
-
-    def rate(self, labeling_id: int, step_index: int, rating: int, elapsed_ms: int = 1500) -> int:
-        started = time.perf_counter()
-        response = self.session.post(
-            f"{self.base}/label/{labeling_id}/rate/",
-            data={"step_index": step_index, "rating": rating, "elapsed_ms": elapsed_ms},
-            headers={
-                **self._csrf(),
-                "HX-Request": "true",
-                "Referer": f"{self.base}/label/{labeling_id}/",
-            },
-        )
-        self.timings.append(time.perf_counter() - started)
-        return response.status_code
-
-    def label(
-        self,
-        ratings_for: Callable[[int], Sequence[int]],
-        *,
-        max_solutions: int = 1,
-        rng: random.Random | None = None,
-    ) -> list[int]:
-        """Claim and rate up to max_solutions solutions; stops rating a solution at its first -1
-        (the page then finishes it as "found an error"). Returns the labeling ids."""
-        done = []
-        for _ in range(max_solutions):
-            labeling_id = self.claim()
-            if labeling_id is None:
-                break
-            for index, rating in enumerate(ratings_for(labeling_id)):
-                status = self.rate(
-                    labeling_id, index, rating, elapsed_ms=(rng or random).randint(800, 4000)
-                )
-                if status >= 400:
-                    raise RuntimeError(
-                        f"rating step {index} of labeling {labeling_id}: HTTP {status}"
-                    )
-                if rating == -1:
-                    break
-            done.append(labeling_id)
-        return done
-
-
-def oracle_lookup(
-    examples: Sequence[LabeledSolution], *, default: int = 1
-) -> Callable[[str, Sequence[str]], list[int]]:
-    """ratings(problem, steps) from an oracle: the steps looked up by (problem, step texts)
-    among the oracle's candidates; unknown steps get `default`. The labelers' ratings_for
-    (labeling id) over it is `modeling.selectors.oracle_ratings`, which reads the database."""
-    known: dict[tuple[str, tuple[str, ...]], list[int | None]] = {}
-    for cand in candidates_from_oracle(examples):
-        known[(cand.problem.strip(), tuple(s.strip() for s in cand.steps))] = cand.ratings
-
-    def ratings(problem: str, steps: Sequence[str]) -> list[int]:
-        found = known.get((problem.strip(), tuple(s.strip() for s in steps))) or [None] * len(steps)
-        return [default if r is None else int(r) for r in found]
-
-    return ratings

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from labeling.roles import LEAD, RESEARCHER, require
 from modeling.forms import GenerationForm, SamplingForm
 from modeling.models import GenerationRun, ModelVersion, SamplingRun
-from modeling.services import loop, sampling
+from modeling.services import loop, pool, sampling
 from stepwise.request_types import AuthenticatedRequest
 
 GENERATIONS_REFUSED = "Generations are for leads and researchers."
@@ -31,7 +31,7 @@ def generation_list(request: AuthenticatedRequest) -> HttpResponse:
     context = {
         "form": form,
         "runs": loop.recent_runs()[:20],
-        "pool": loop.pool_stats(),
+        "pool": pool.pool_stats(),
         "active_model": ModelVersion.active(),
         "open_run": GenerationRun.objects.filter(status__in=GenerationRun.OPEN).first(),
     }
@@ -92,7 +92,7 @@ def sampling_list(request: AuthenticatedRequest) -> HttpResponse:
         "form": form,
         "runs": runs,
         "polling": any(run.is_open for run in runs),
-        "pool": loop.pool_stats(),
+        "pool": pool.pool_stats(),
         "generator": sampling.generator_description(),
     }
     template = "modeling/loop/sampling.html#runs" if request.htmx else "modeling/loop/sampling.html"

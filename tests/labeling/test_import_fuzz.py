@@ -280,7 +280,7 @@ OVERSIZED = [
 def test_a_solution_past_the_size_bounds_is_refused_naming_line_and_field(
     shared_data, small_bounds, what
 ):
-    from modeling.services.loop import import_pool
+    from modeling.services.pool import import_pool
 
     kind, content, field = _oversized(shared_data, what)
     importers = {**IMPORTERS, "pool": lambda path: import_pool(path)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from labeling.services.importing import import_math, import_prm800k
-from modeling.services.loop import import_pool
+from modeling.services.pool import import_pool
 from tests.helpers.paths import SAMPLE_DIR
 
 

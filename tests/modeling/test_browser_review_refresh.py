@@ -13,7 +13,7 @@ from django.db import connections
 
 from labeling.services.importing import import_prm800k
 from modeling.models import ModelVersion, SolutionScore
-from modeling.services import runs
+from modeling.services import execution, runs
 from tests.factories import make_batch, make_solution
 from tests.helpers.users import make_user
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
@@ -30,7 +30,7 @@ def test_the_review_page_waits_for_the_scores_and_refreshes_itself(
     settings.MEDIA_ROOT = tmp_path / "media"
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     config = tiny_train_config(make_tiny_backbone(tmp_path / "tiny"))
-    version = runs.execute_training_run(runs.create_training_run(config=config).pk)
+    version = execution.execute_training_run(runs.create_training_run(config=config).pk)
     assert version is not None and version == ModelVersion.active()
     labeler = make_user("lena", "labeler")
     batch = make_batch("Generation 1")

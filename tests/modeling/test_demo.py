@@ -20,8 +20,9 @@ from modeling.models import (
     SelectionReason,
     SolutionScore,
 )
-from modeling.services import runs
-from modeling.services.loop import run_generation_inline, start_generation
+from modeling.services import execution, run_data, runs
+from modeling.services.loop import start_generation
+from modeling.services.pipeline import run_generation_inline
 from tests.helpers.threads import background_threads, join_all
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
 
@@ -86,7 +87,7 @@ def test_a_generation_runs_on_the_demo_gated_on_its_evaluation_set_to_the_labele
     researcher = get_user_model().objects.get(username="researcher")
     # As a new user would: train a first model on the reference labels, then a generation.
     first = runs.create_training_run(config=settings.STEPWISE_GENERATION_TRAIN_CONFIG)
-    active = runs.execute_training_run(first.pk)
+    active = execution.execute_training_run(first.pk)
     assert active is not None and active.is_active
 
     run = run_generation_inline(
@@ -108,7 +109,9 @@ def test_a_generation_runs_on_the_demo_gated_on_its_evaluation_set_to_the_labele
     for training_run in (first, training):  # 16 problems trained on, none of the set's
         trained = {
             json.loads(line)["question"]["problem"]
-            for line in (runs.run_dir(training_run) / runs.DATA_FILE).read_text().splitlines()
+            for line in (run_data.run_dir(training_run) / run_data.DATA_FILE)
+            .read_text()
+            .splitlines()
         }
         assert len(trained) == 16
         assert not trained & set(

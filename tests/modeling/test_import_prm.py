@@ -17,7 +17,7 @@ from labeling.models import Solution
 from labeling.services.importing import import_prm800k
 from modeling import selectors
 from modeling.models import EvaluationSet, ModelVersion, SolutionScore
-from modeling.services import runs
+from modeling.services import execution, runs, scoring
 from modeling.services.evaluation_sets import create_evaluation_set
 from tests.factories import make_batch, make_solution
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
@@ -113,7 +113,7 @@ def test_a_trl_token_classifier_is_imported_gated_activated_and_gates_the_next_r
     assert on_set["version"] == evaluation_set.version and on_set["new_auroc"] is not None
     assert version.metrics["gate"]["passed"] and "now active" in out.getvalue()
 
-    written = runs.score_solutions_with(model_version=version, solutions=Solution.objects.all())
+    written = scoring.score_solutions_with(model_version=version, solutions=Solution.objects.all())
     scores = SolutionScore.objects.filter(model_version=version)
     assert written == Solution.objects.count() == scores.count()
     for score in scores:  # 2 labels: P(-1) = 1 - P(good), P(0) = 0
@@ -121,7 +121,7 @@ def test_a_trl_token_classifier_is_imported_gated_activated_and_gates_the_next_r
 
     # A model trained here is gated against the imported one, both scored on the set.
     run = runs.create_training_run(config=tiny_train_config(make_tiny_backbone(tmp_path / "b")))
-    trained = runs.execute_training_run(run.pk)
+    trained = execution.execute_training_run(run.pk)
     run.refresh_from_db()
     on_set = run.metrics["evaluation_set"]
     assert on_set["active_model"] == version.pk and "active_error" not in on_set

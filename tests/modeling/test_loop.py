@@ -24,8 +24,10 @@ from modeling.models import (
     SolutionScore,
     TrainingRun,
 )
-from modeling.services import loop, runs
-from modeling.services.loop import GenerationError, import_pool, run_generation_inline, run_step
+from modeling.services import execution, loop, pipeline, pool, runs, scoring
+from modeling.services.loop import GenerationError
+from modeling.services.pipeline import run_generation_inline, run_step
+from modeling.services.pool import import_pool
 from tests.factories import make_batch, make_problem
 from tests.helpers.paths import SAMPLE_DIR
 
@@ -244,7 +246,8 @@ def lead_groups():
 
 
 def fake_services(monkeypatch, *, train_fails: bool = False, score_fails: bool = False):
-    """Stand-ins for the `runs` services at the process boundary (no model is trained)."""
+    """Stand-ins for the training and scoring services at the process boundary (no model is
+    trained)."""
     calls = {"train": 0, "score": 0}
 
     def create_training_run(*, config, created_by=None, name="", labelings=None):
@@ -287,8 +290,8 @@ def fake_services(monkeypatch, *, train_fails: bool = False, score_fails: bool =
         return len(rows)
 
     monkeypatch.setattr(runs, "create_training_run", create_training_run)
-    monkeypatch.setattr(runs, "execute_training_run", execute_training_run)
-    monkeypatch.setattr(runs, "score_solutions_with", score_solutions_with)
+    monkeypatch.setattr(execution, "execute_training_run", execute_training_run)
+    monkeypatch.setattr(scoring, "score_solutions_with", score_solutions_with)
     return calls
 
 
@@ -324,11 +327,11 @@ def test_select_and_enqueue_are_idempotent_functions(demo_pool):
     run = loop.start_generation(params={"k": 4, "retrain": False})
     run_step(run.pk, "score")
     run.refresh_from_db()
-    first = [(r.solution_id, r.rank, r.rule) for r in loop.select_for_run(run)]
-    second = [(r.solution_id, r.rank, r.rule) for r in loop.select_for_run(run)]
+    first = [(r.solution_id, r.rank, r.rule) for r in pool.select_for_run(run)]
+    second = [(r.solution_id, r.rank, r.rule) for r in pool.select_for_run(run)]
     assert first == second and SelectionReason.objects.count() == 4
-    batch = loop.enqueue_selection(run)
-    assert loop.enqueue_selection(run) == batch
+    batch = pool.enqueue_selection(run)
+    assert pool.enqueue_selection(run) == batch
     assert batch.solutions.count() == 4
 
 
@@ -341,14 +344,14 @@ def test_a_failed_step_keeps_the_previous_generation_and_model_and_retries_from_
     model_before = ModelVersion.active()
     queued_before = set(Solution.objects.filter(batch__isnull=False).values_list("pk", "batch_id"))
 
-    real = loop.STEP_FUNCTIONS[failing]
+    real = pipeline.STEP_FUNCTIONS[failing]
 
     def boom(run):
         if failing == "enqueue":  # fail after the batch was written: the transaction undoes it
             real(run)
         raise RuntimeError(f"injected failure in {failing}")
 
-    monkeypatch.setitem(loop.STEP_FUNCTIONS, failing, boom)
+    monkeypatch.setitem(pipeline.STEP_FUNCTIONS, failing, boom)
     run = run_generation_inline(loop.start_generation(params={"k": 3}))
     assert run.status == GenerationRun.Status.FAILED
     assert run.current_step == failing
@@ -366,7 +369,7 @@ def test_a_failed_step_keeps_the_previous_generation_and_model_and_retries_from_
     with pytest.raises(GenerationError):
         loop.start_generation(params={"k": 3})  # retry or cancel it first
 
-    monkeypatch.setitem(loop.STEP_FUNCTIONS, failing, real)
+    monkeypatch.setitem(pipeline.STEP_FUNCTIONS, failing, real)
     trains_before = calls["train"]
     loop.retry_generation(run)
     run = run_generation_inline(run)
@@ -543,7 +546,7 @@ def test_a_generation_whose_worker_died_is_failed_and_can_be_retried(db, setting
         current_step="retrain",
         training_run=training,
     )
-    assert loop.fail_stale_generations() == 2
+    assert pipeline.fail_stale_generations() == 2
     for run in (dead, alive, retraining):
         run.refresh_from_db()
     assert dead.status == GenerationRun.Status.FAILED and "no progress" in dead.error

@@ -126,7 +126,7 @@ def test_score_button_scores_the_missing_solutions_with_the_active_model(
     """The button sends the scoring (eager in tests) and the rows appear; with no active model
     it says so and scores nothing."""
     from labeling.services.importing import import_prm800k
-    from modeling.services import runs
+    from modeling.services import execution, runs
     from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
 
     batch = make_batch()
@@ -138,7 +138,7 @@ def test_score_button_scores_the_missing_solutions_with_the_active_model(
     assert b"There is no active model" in response.content
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")  # labels to train on
     config = tiny_train_config(make_tiny_backbone(tmp_path / "tiny"))
-    version = runs.execute_training_run(runs.create_training_run(config=config).pk)
+    version = execution.execute_training_run(runs.create_training_run(config=config).pk)
     assert version == ModelVersion.active()
     with eager_tasks():
         response = client.post(url, follow=True)

@@ -22,7 +22,7 @@ from django.utils import timezone
 from labeling.models import Solution
 from labeling.services.importing import import_math, import_prm800k
 from modeling.models import ModelVersion, SolutionScore, TrainingRun
-from modeling.services import runs
+from modeling.services import evaluation, execution, run_data, runs, scoring
 from stepwise.celery import UNSENT
 from tests.helpers.paths import SAMPLE_DIR
 from tests.helpers.threads import background_threads
@@ -74,13 +74,13 @@ def test_a_run_trains_evaluates_and_activates(labels, backbone, open_evaluation_
     assert run.status == TrainingRun.Status.QUEUED and run.config["lr"] == 1e-2
     assert run.config["warmup_ratio"] == 0.05  # the effective config: defaults filled in
 
-    version = runs.execute_training_run(run.pk)
+    version = execution.execute_training_run(run.pk)
 
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert version.is_active and version == ModelVersion.active() and version.run == run
     assert run.step == run.total_steps == 4 and [p[0] for p in run.loss_curve] == [1, 2, 3, 4]
-    data = Path(run.output_dir) / runs.DATA_FILE
+    data = Path(run.output_dir) / run_data.DATA_FILE
     assert (
         run.dataset_version
         == hashlib.sha256(data.read_bytes()).hexdigest()
@@ -102,14 +102,15 @@ def test_a_run_drops_cached_scoring_models_before_it_trains(
     from modeling.training.config import TrainConfig
     from modeling.training.model import ProcessRewardModel
 
-    scoring = ProcessRewardModel.from_config(TrainConfig.from_dict(tiny(backbone)))
-    runs.load_model_dir(str(scoring.save(tmp_path / "scoring")))  # a generation scored with it
-    assert runs.load_model_dir.cache_info().currsize >= 1
+    scoring_model = ProcessRewardModel.from_config(TrainConfig.from_dict(tiny(backbone)))
+    # a generation scored with it
+    scoring.load_model_dir(str(scoring_model.save(tmp_path / "scoring")))
+    assert scoring.load_model_dir.cache_info().currsize >= 1
     cached: list[int] = []
     run = runs.create_training_run(config=tiny(backbone, max_steps=2))
 
-    runs.execute_training_run(
-        run.pk, progress=lambda p: cached.append(runs.load_model_dir.cache_info().currsize)
+    execution.execute_training_run(
+        run.pk, progress=lambda p: cached.append(scoring.load_model_dir.cache_info().currsize)
     )
 
     assert cached and cached[0] == 0  # nothing cached (on a GPU: no memory held) while it trains
@@ -120,7 +121,7 @@ def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, set
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 1.01  # unreachable
     before = previous_active()
     run = runs.create_training_run(config=tiny(backbone), holdout_fraction=0.5)
-    version = runs.execute_training_run(run.pk)
+    version = execution.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED
     assert not version.passed_evaluation and not version.is_active
@@ -147,7 +148,7 @@ def test_evaluation_gate_on_the_set(settings, auroc, active, passed):
     current = ModelVersion(pk=4) if active is not None else None
     on_set = {"id": 7, "version": 2, "sha256": "a" * 64, "problems": 5}
     on_set |= {"new_auroc": auroc, "active_auroc": active}
-    gate = runs.evaluation_gate({"evaluation_set": on_set}, current)
+    gate = evaluation.evaluation_gate({"evaluation_set": on_set}, current)
     assert gate["passed"] is passed
     assert (gate["evaluation_set"], gate["evaluation_set_id"]) == (2, 7)
     assert (gate["auroc"], gate["active_auroc"]) == (auroc, active)
@@ -160,15 +161,15 @@ def test_evaluation_gate_on_the_set(settings, auroc, active, passed):
 def test_evaluation_gate_without_a_set_compares_nothing(settings, auroc, active, passed):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
     current = ModelVersion(metrics={"auroc": active}) if active is not None else None
-    gate = runs.evaluation_gate({"auroc": auroc}, current, missing="no evaluation set: why")
+    gate = evaluation.evaluation_gate({"auroc": auroc}, current, missing="no evaluation set: why")
     assert gate["passed"] is passed and gate["active_auroc"] is None
     assert "no evaluation set: why" in gate["reason"]
 
 
 def test_a_second_delivery_trains_nothing(labels, backbone, open_evaluation_gate):
     run = runs.create_training_run(config=tiny(backbone))
-    first = runs.execute_training_run(run.pk)
-    second = runs.execute_training_run(run.pk)
+    first = execution.execute_training_run(run.pk)
+    second = execution.execute_training_run(run.pk)
     run.refresh_from_db()
     assert first == second and run.attempts == 1 and ModelVersion.objects.count() == 1
 
@@ -179,7 +180,7 @@ def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
     model.mkdir()  # there when the run is queued (a missing one is refused up front) ...
     run = runs.create_training_run(config={"backbone": str(model), "device": "cpu"})
     model.rmdir()  # ... gone when the worker loads it
-    assert runs.execute_training_run(run.pk) is None
+    assert execution.execute_training_run(run.pk) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no-such-model" in run.error
     assert run.resumable is False  # the worker cannot load it: resuming would fail the same way
@@ -188,7 +189,7 @@ def test_a_failure_is_recorded_and_the_active_model_stays(labels, tmp_path):
 
 def test_no_labelings_is_a_clear_failure_that_cannot_be_resumed(db, backbone):
     run = runs.create_training_run(config=tiny(backbone))
-    runs.execute_training_run(run.pk)
+    execution.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED and "no completed labelings" in run.error
     assert run.error.startswith("Cannot start:") and run.resumable is False
@@ -224,7 +225,7 @@ def test_filters_pick_the_labelings(labels, backbone, open_evaluation_gate):
         holdout_fraction=0.0,
         labelings=Labeling.objects.filter(pk__in=first_two.values("pk")),
     )
-    runs.execute_training_run(run.pk)
+    execution.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert run.dataset_description["labelings"] == 2 and run.metrics["held_out"] is None
@@ -253,13 +254,13 @@ def test_cancel_a_running_run_then_resume_it_from_its_checkpoint(
             asked.append(runs.cancel_training_run(run))
         return False
 
-    runs.execute_training_run(run.pk, should_stop=cancel_after_three_steps)
+    execution.execute_training_run(run.pk, should_stop=cancel_after_three_steps)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.CANCELLED and 3 <= run.step < 6
     assert ModelVersion.active() == before and not hasattr(run, "model_version")
 
     runs.resume_training_run(run, send=False)
-    version = runs.execute_training_run(run.pk)
+    version = execution.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.attempts == 2
     assert run.step == 6 and version.is_active
@@ -284,11 +285,11 @@ def test_a_run_whose_worker_went_silent_is_taken_over_or_failed(db, settings):
         status=TrainingRun.Status.RUNNING, heartbeat_at=timezone.now()
     )
     # A redelivery to a run whose worker is alive does nothing.
-    assert runs.execute_training_run(fresh.pk) is None
+    assert execution.execute_training_run(fresh.pk) is None
     fresh.refresh_from_db()
     assert fresh.status == TrainingRun.Status.RUNNING and fresh.attempts == 0
     # A redelivery takes over the dead worker's run (which, with no labelings, cannot start).
-    assert runs.execute_training_run(run.pk) is None
+    assert execution.execute_training_run(run.pk) is None
     run.refresh_from_db()
     assert run.attempts == 1 and "no completed labelings" in run.error
     assert run.started_at < timezone.now() - timedelta(seconds=600)  # the first attempt's start
@@ -347,10 +348,10 @@ def test_cancelling_a_run_whose_worker_died_cancels_it_at_once(db, settings):
 
 def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, open_evaluation_gate):
     import_math(SAMPLE_DIR / "problems.jsonl")
-    version = runs.execute_training_run(runs.create_training_run(config=tiny(backbone)).pk)
+    version = execution.execute_training_run(runs.create_training_run(config=tiny(backbone)).pk)
     solutions = Solution.objects.all()
     seen = []
-    runs.score_solutions_with(
+    scoring.score_solutions_with(
         model_version=version,
         solutions=solutions,
         batch_size=4,
@@ -367,7 +368,7 @@ def test_score_solutions_with_stores_one_score_per_solution(labels, backbone, op
             assert abs(p_neg + p_neutral + p_pos - 1) < 1e-4
             product *= p_neutral + p_pos
         assert score.score == pytest.approx(product, rel=1e-4)
-    runs.score_solutions_with(model_version=version, solutions=solutions)
+    scoring.score_solutions_with(model_version=version, solutions=solutions)
     assert SolutionScore.objects.filter(model_version=version).count() == 6  # no duplicates
 
 
@@ -476,10 +477,12 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.FAILED
 
-    checkpoints = sorted((Path(run.output_dir) / runs.MODEL_DIR / "checkpoints").glob("step-*"))
+    checkpoints = sorted(
+        (Path(run.output_dir) / execution.MODEL_DIR / "checkpoints").glob("step-*")
+    )
     assert checkpoints, "the worker saved checkpoints before it died"
     runs.resume_training_run(run, send=False)
-    version = runs.execute_training_run(run.pk)
+    version = execution.execute_training_run(run.pk)
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.step == 400 and run.attempts == 2
     assert version.is_active

@@ -20,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from labeling.services.importing import import_prm800k
 from modeling.models import ModelVersion, TrainingRun
-from modeling.services import runs, torchrun
+from modeling.services import execution, run_data, runs, scoring, torchrun
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
 
 
@@ -83,16 +83,18 @@ def test_a_run_trains_in_two_processes_and_records_its_model(
     from modeling.training.data import problem_key
     from modeling.training.model import ProcessRewardModel
 
-    scoring = ProcessRewardModel.from_config(TrainConfig.from_dict(tiny_train_config(backbone)))
-    runs.load_model_dir(str(scoring.save(tmp_path / "scoring")))  # a scoring model, cached
+    scoring_model = ProcessRewardModel.from_config(
+        TrainConfig.from_dict(tiny_train_config(backbone))
+    )
+    scoring.load_model_dir(str(scoring_model.save(tmp_path / "scoring")))  # a scoring model, cached
     cached_at_first_report: list[int] = []
 
     def progress(p) -> None:
         if not cached_at_first_report:
-            cached_at_first_report.append(runs.load_model_dir.cache_info().currsize)
+            cached_at_first_report.append(scoring.load_model_dir.cache_info().currsize)
 
     run = runs.create_training_run(config=tiny_train_config(backbone), holdout_fraction=0.25)
-    version = runs.execute_training_run(run.pk, progress=progress)
+    version = execution.execute_training_run(run.pk, progress=progress)
 
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
@@ -104,10 +106,10 @@ def test_a_run_trains_in_two_processes_and_records_its_model(
     saved = json.loads((model_dir / "prm.json").read_text())
     assert saved["world_size"] == 2 and saved["config"] == run.config
     # The CLI split the frozen data itself: the same held-out problems as load_split.
-    _, held_out = runs.load_split(run)
-    split = json.loads((model_dir / runs.SPLIT_FILE).read_text())
+    _, held_out = run_data.load_split(run)
+    split = json.loads((model_dir / execution.SPLIT_FILE).read_text())
     assert held_out and split["test_problems"] == sorted({problem_key(e.problem) for e in held_out})
-    assert "train" in (Path(run.output_dir) / runs.LOG_FILE).read_text()
+    assert "train" in (Path(run.output_dir) / execution.LOG_FILE).read_text()
     assert gone(torchrun_processes())
 
 
@@ -120,15 +122,15 @@ def test_cancel_stops_every_rank_then_resume_finishes_the_run(labels, backbone, 
         if not asked and TrainingRun.objects.get(pk=run.pk).step >= 1:
             asked.append(runs.cancel_training_run(run))
 
-    assert runs.execute_training_run(run.pk, progress=cancel_once_the_row_shows_a_step) is None
+    assert execution.execute_training_run(run.pk, progress=cancel_once_the_row_shows_a_step) is None
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.CANCELLED and run.resumable, run.error
     assert 1 <= run.step < STEPS and ModelVersion.active() == before
-    assert not (Path(run.output_dir) / runs.MODEL_DIR / "prm.json").exists()
+    assert not (Path(run.output_dir) / execution.MODEL_DIR / "prm.json").exists()
 
     runs.resume_training_run(run, send=False)
     steps: list[int] = []
-    version = runs.execute_training_run(run.pk, progress=first_train_steps(steps))
+    version = execution.execute_training_run(run.pk, progress=first_train_steps(steps))
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.attempts == 2, run.error
     assert steps[0] > 1 and run.step == STEPS and version.is_active  # from its checkpoint
@@ -147,7 +149,7 @@ def test_a_killed_rank_fails_the_run_resumably_and_resume_finishes_it(
             os.kill(family[-1].pid, signal.SIGKILL)  # a rank, lost (OOM killer, a fault)
             killed.extend(family)
 
-    assert runs.execute_training_run(run.pk, progress=kill_a_rank_after_a_checkpoint) is None
+    assert execution.execute_training_run(run.pk, progress=kill_a_rank_after_a_checkpoint) is None
     run.refresh_from_db()
     assert killed and run.status == TrainingRun.Status.FAILED and run.resumable
     assert "training processes failed (torchrun exited with code 1" in run.error
@@ -157,7 +159,7 @@ def test_a_killed_rank_fails_the_run_resumably_and_resume_finishes_it(
 
     runs.resume_training_run(run, send=False)
     steps: list[int] = []
-    version = runs.execute_training_run(run.pk, progress=first_train_steps(steps))
+    version = execution.execute_training_run(run.pk, progress=first_train_steps(steps))
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and run.attempts == 2, run.error
     assert steps[0] > 1 and run.step == STEPS and version.is_active  # from its checkpoint
@@ -199,7 +201,7 @@ def test_a_task_torn_down_mid_run_leaves_no_training_process(
                 seen.extend([child, *child.children()])
         raise SoftTimeLimitExceeded()
 
-    assert runs.execute_training_run(run.pk, progress=time_limit) is None
+    assert execution.execute_training_run(run.pk, progress=time_limit) is None
     run.refresh_from_db()
     assert len(seen) == 2 and gone(seen)  # the launcher and the rank that ignored SIGTERM
     assert run.status == TrainingRun.Status.FAILED and run.resumable
@@ -210,6 +212,6 @@ def test_auto_is_this_machines_gpu_count(settings):
     import torch
 
     settings.STEPWISE_TRAIN_PROCESSES = "auto"
-    assert runs.train_processes() == (torch.cuda.device_count() or 1)
+    assert execution.train_processes() == (torch.cuda.device_count() or 1)
     settings.STEPWISE_TRAIN_PROCESSES = "3"
-    assert runs.train_processes() == 3
+    assert execution.train_processes() == 3

@@ -15,7 +15,7 @@ from django.utils import timezone
 from labeling.models import Batch, Solution
 from modeling.grading import is_equivalent
 from modeling.models import PoolEntry, SamplingRun
-from modeling.services import loop, sampling
+from modeling.services import loop, pool, sampling
 from tests.factories import make_problem
 from tests.helpers.threads import background_threads
 
@@ -61,7 +61,7 @@ def test_a_run_adds_graded_complete_samples_to_the_pool(problems):
     assert run.graded_correct == sum(e.solution.answer_correct is True for e in entries)
     assert run.graded_wrong == sum(e.solution.answer_correct is False for e in entries)
     # In the pool, selectable by the next generation.
-    assert set(loop.selectable_pool().values_list("pk", flat=True)) >= {
+    assert set(pool.selectable_pool().values_list("pk", flat=True)) >= {
         e.solution_id for e in entries
     }
 

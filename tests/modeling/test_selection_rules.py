@@ -13,8 +13,10 @@ from django.urls import reverse
 from labeling.models import Solution
 from labeling.services.importing import import_math
 from modeling.models import GenerationRun, ModelVersion, SelectionReason, SolutionScore, TrainingRun
-from modeling.services import loop
-from modeling.services.loop import BadParameters, import_pool, run_generation_inline
+from modeling.services import loop, pool
+from modeling.services.loop import BadParameters
+from modeling.services.pipeline import run_generation_inline
+from modeling.services.pool import import_pool
 from tests.modeling.test_loop import SAMPLE_DIR
 
 
@@ -88,7 +90,7 @@ def test_an_uncertainty_measured_by_another_ensemble_size_does_not_count(demo_po
     GenerationRun.objects.filter(pk=run.pk).update(model_version=version)
     run.refresh_from_db()
     with pytest.raises(loop.StepFailed, match="no pool solution has an uncertainty"):
-        loop.select_for_run(run)
+        pool.select_for_run(run)
 
 
 def test_a_mix_records_the_rule_that_chose_each_pick(demo_pool):
@@ -138,7 +140,7 @@ def test_uniform_is_seeded_and_records_the_prm_score(demo_pool):
     # The same seed draws the same again: select again on the pool as it was.
     run = GenerationRun.objects.get()
     Solution.objects.filter(batch=run.batch).update(batch=None, generation=None)
-    assert [p.solution_id for p in loop.select_for_run(run)] == [p.solution_id for p in first]
+    assert [p.solution_id for p in pool.select_for_run(run)] == [p.solution_id for p in first]
 
 
 def test_the_default_rule_is_the_papers(demo_pool):
@@ -215,13 +217,13 @@ def test_the_score_step_measures_the_ensembles_disagreement_on_a_tiny_model(
     demo_pool, tmp_path, shared_data, open_evaluation_gate, settings
 ):
     from labeling.services.importing import import_prm800k
-    from modeling.services import runs
+    from modeling.services import execution, runs
     from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
 
     settings.MEDIA_ROOT = tmp_path / "media"
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     config = tiny_train_config(make_tiny_backbone(tmp_path / "tiny"))
-    version = runs.execute_training_run(runs.create_training_run(config=config).pk)
+    version = execution.execute_training_run(runs.create_training_run(config=config).pk)
     assert version is not None and version == ModelVersion.active()
     run = run_generation_inline(
         loop.start_generation(

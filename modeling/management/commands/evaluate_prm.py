@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling.models import ModelVersion
-from modeling.services import runs
+from modeling.services import evaluation
 from modeling.training.cli import positive_int, tqdm_counter
 from modeling.training.evaluate import best_of_n_table, dropped_labels_note, report_json
 
@@ -60,7 +60,7 @@ class Command(BaseCommand):
         if version is None:
             raise CommandError("no such model version" if o["model_version"] else "no active model")
         try:
-            report = runs.evaluate_model_version(
+            report = evaluation.evaluate_model_version(
                 version,
                 processbench=o["processbench"],
                 threshold=o["threshold"],

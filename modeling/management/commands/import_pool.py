@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from labeling.management.importing import run_import
-from modeling.services.loop import import_pool
+from modeling.services.pool import import_pool
 
 
 class Command(BaseCommand):

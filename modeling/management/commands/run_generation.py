@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling.models import GenerationRun
-from modeling.services import loop
+from modeling.services import loop, pipeline
 from modeling.training.selection import RULES
 
 
@@ -107,7 +107,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{run}: {run.status} at {run.current_step}")
         if inline:
-            run = loop.run_generation_inline(run)
+            run = pipeline.run_generation_inline(run)
         if o["wait"] or inline:
             run = self._wait(run, o["timeout"])
         if run.status == GenerationRun.Status.FAILED:

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from labeling.services.exporting import iter_prm800k_lines
 from modeling.grading import is_equivalent
 from modeling.services.runs import RunError, allowed_backbone
-from modeling.training import feature_cache, simulation
+from modeling.training import feature_cache, oracle, simulation, simulation_report
 from modeling.training.data import read_jsonl
 
 
@@ -94,7 +94,7 @@ class Command(BaseCommand):
                 records = [json.loads(line) for line in iter_prm800k_lines()]
             elif not source.endswith(".parquet"):
                 records = list(read_jsonl(source))
-            examples = simulation.load_oracle(
+            examples = oracle.load_oracle(
                 source if records is None else records,
                 max_problems=o["max_problems"],
                 seed=o["seed"],
@@ -172,17 +172,17 @@ class Command(BaseCommand):
             "max_problems": o["max_problems"],
         }
         command = "python manage.py simulate_active_learning " + shlex.join(sys.argv[2:])
-        paths = simulation.write_outputs(result, o["out"], command=command)
-        self.stdout.write(simulation.markdown_table(result))
+        paths = simulation_report.write_outputs(result, o["out"], command=command)
+        self.stdout.write(simulation_report.markdown_table(result))
         self.stdout.write(
             f"{result.seconds:.0f} s; wrote " + ", ".join(str(p) for p in paths.values())
         )
-        self.stdout.write(simulation.last_line(result))
+        self.stdout.write(simulation_report.last_line(result))
 
     def graded_answers(self, records, examples):
         """Example index -> whether its sampled final answer is right (grading's checker), for
         the oracle's records that carry one (phase 2); best-of-N is measured on them."""
-        answers = simulation.sampled_answers(records)
+        answers = oracle.sampled_answers(records)
         graded = {}
         for i, example in enumerate(examples):
             found = answers.get(feature_cache.content_hash(example))

@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from modeling.models import TrainingRun
-from modeling.services import runs
+from modeling.services import execution, runs
 from modeling.training.cli import config_parser, tqdm_counter, tqdm_progress
 from modeling.training.config import TrainConfig
 
@@ -74,7 +74,9 @@ class Command(BaseCommand):
         self.stdout.write(f"training run {run.pk}: {run.status}")
         if o["queue"]:
             return
-        version = runs.execute_training_run(run.pk, progress=tqdm_progress(), counter=tqdm_counter)
+        version = execution.execute_training_run(
+            run.pk, progress=tqdm_progress(), counter=tqdm_counter
+        )
         run.refresh_from_db()
         if run.status != TrainingRun.Status.SUCCEEDED:
             raise CommandError(f"training run {run.pk} {run.status}: {run.error}")

@@ -11,14 +11,11 @@ import pytest
 import torch
 
 from modeling.selectors import oracle_ratings
-from modeling.training import simulation
+from modeling.training import labelers, simulation, simulation_report
 from modeling.training.data import Alternative, LabeledSolution
-from modeling.training.simulation import (
-    Point,
-    SimulationConfig,
-    candidates_from_oracle,
-    efficiency_ratio,
-)
+from modeling.training.efficiency import Point, efficiency_ratio, summarize_ratios
+from modeling.training.oracle import candidates_from_oracle
+from modeling.training.simulation import SimulationConfig
 from tests.helpers.paths import SAMPLE_DIR
 
 
@@ -116,17 +113,17 @@ def test_simulation_runs_every_arm_over_folds_and_seeds_at_equal_budgets(critic_
     again = simulation.simulate(critic_slice, featurize, config)
     assert [p.auroc for p in again.points] == [p.auroc for p in result.points]  # seeded
 
-    paths = simulation.write_outputs(result, tmp_path / "out", command="test")
+    paths = simulation_report.write_outputs(result, tmp_path / "out", command="test")
     assert paths["plot"].suffix == ".png" and paths["plot"].stat().st_size > 10_000
     text = paths["markdown"].read_text()
-    assert text.rstrip().splitlines()[-1] == simulation.last_line(result)
+    assert text.rstrip().splitlines()[-1] == simulation_report.last_line(result)
     assert "Best-of-N: n/a" in text  # the phase-1 oracle has no graded samples
     assert len(paths["csv"].read_text().splitlines()) == 1 + len(result.points)
     assert re.fullmatch(
         r"active learning: ratio \(solutions\) convincing_wrong [\d.]+ \[[\d.]+, [\d.]+\], "
         r"uncertainty [\d.]+ \[[\d.]+, [\d.]+\]; \(step labels\) convincing_wrong [\d.]+ "
         r"\[[\d.]+, [\d.]+\], uncertainty [\d.]+ \[[\d.]+, [\d.]+\]",
-        simulation.last_line(result),
+        simulation_report.last_line(result),
     )
 
 
@@ -141,10 +138,10 @@ def test_ratios_summarize_every_run_against_uniform_in_the_same_run():
             Point("uncertainty", 0, seed, g, n, 10, 0.0, a, 0.0, 1)
             for g, (n, a) in enumerate([(10, 0.6), (20, 0.7)])
         ]
-    ratio = simulation.summarize_ratios(rows, "uncertainty", "solutions")
+    ratio = summarize_ratios(rows, "uncertainty", "solutions")
     assert ratio.values == [2.0, 1.0] and ratio.bounds == ["=", "="]
     assert ratio.mean == pytest.approx(1.5) and (ratio.low, ratio.high) == (1.0, 2.0)
-    labels = simulation.summarize_ratios(rows, "uncertainty", "labels")
+    labels = summarize_ratios(rows, "uncertainty", "labels")
     assert labels.values == [40.0, 20.0]  # uniform's 400 / 200 step labels against the arm's 10
 
 
@@ -246,7 +243,7 @@ def test_http_labelers_label_through_the_real_endpoints(live_server):
     ratings_for = oracle_ratings(oracle)
     done = []
     for name in ("load-1", "load-2"):
-        client = simulation.HttpLabeler(live_server.url, name, f"{name}-pw")
+        client = labelers.HttpLabeler(live_server.url, name, f"{name}-pw")
         client.login()
         done += client.label(ratings_for, max_solutions=2)
         assert client.timings and max(client.timings) < 5
@@ -312,5 +309,5 @@ def test_a_prm800k_oracle_with_sampled_answers_reports_best_of_n(tmp_path, capsy
 
 def test_an_arm_without_a_comparable_run_has_no_ratio():
     """No uniform run beside it (or no AUROC): nothing to divide, said as NaN, not a crash."""
-    ratio = simulation.summarize_ratios([], "uncertainty", "solutions")
+    ratio = summarize_ratios([], "uncertainty", "solutions")
     assert ratio.values == [] and ratio.bounds == [] and math.isnan(ratio.mean)

@@ -1,0 +1,417 @@
+"""Executing a PRM training run on a `gpu` worker: claim, train, evaluate, gate, and record a
+ModelVersion. The training core (`modeling.training`) knows nothing of Django; this module feeds
+it the run's frozen data (`run_data`), records progress on the TrainingRun row and turns a
+finished run into a ModelVersion.
+
+Invariants:
+- A run is claimed by a conditional update (QUEUED -> RUNNING, or RUNNING whose heartbeat is
+  stale because its worker died -> RUNNING again), so a redelivered task is a no-op while the
+  first worker is alive, and two workers never train one run.
+- The active model changes only at the very end of `execute_training_run`: after the model is
+  saved, evaluated on held-out problems and has passed the gate (`evaluation.evaluation_gate`).
+  A worker killed earlier leaves a RUNNING row whose heartbeat goes stale;
+  `runs.fail_stale_runs` marks it failed and `runs.resume_training_run` continues it from its
+  last checkpoint.
+- The training data is frozen before the first step (`run_data.freeze_dataset`), so a resumed
+  run trains on exactly what it started with; the gate scores the new and the active model on
+  the evaluation set recorded then. Without a set the gate compares no figures of different
+  splits.
+- With STEPWISE_TRAIN_PROCESSES > 1 the run trains as a torchrun process group that this worker
+  launches and supervises (`_train_in_processes`): the same row, cancel and resume as in one
+  process; a rank that dies fails the run, resumable; no rank outlives the task.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from modeling.models import ModelVersion, TrainingRun
+from modeling.services import torchrun
+from modeling.services.evaluation import (
+    NO_SET,
+    PhaseProgress,
+    evaluate_held_out,
+    evaluate_on_evaluation_set,
+    evaluate_processbench_files,
+    evaluation_gate,
+)
+from modeling.services.run_data import DATA_FILE, freeze_dataset, load_split, run_dir
+from modeling.services.runs import RunError
+from modeling.services.scoring import release_cached_models
+from modeling.training.backbones import check_available
+from modeling.training.cli import config_flags
+from modeling.training.config import TrainConfig
+from modeling.training.data import problem_key
+from modeling.training.train import Progress, TrainResult, latest_checkpoint, train
+
+logger = logging.getLogger(__name__)
+
+SPLIT_FILE = "split.json"
+MODEL_DIR = "model"
+# A run trained by a torchrun process group (STEPWISE_TRAIN_PROCESSES > 1), in its folder:
+PROGRESS_FILE = "progress.jsonl"  # rank 0's progress, one JSON line per report
+STOP_FILE = "stop"  # the worker creates it to stop every rank at the same step (cancel)
+LOG_FILE = "train.log"  # torchrun's and the ranks' output, every attempt appended
+LOSS_CURVE_POINTS = 2000  # the stored curve keeps every step up to this, then thins out
+
+
+def _claim(run_id: int) -> bool:
+    """QUEUED -> RUNNING, or take over a RUNNING run whose worker is gone."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
+    claimable = Q(status=TrainingRun.Status.QUEUED) | Q(
+        status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale
+    )
+    return bool(
+        TrainingRun.objects.filter(claimable, pk=run_id).update(
+            status=TrainingRun.Status.RUNNING,
+            started_at=Coalesce(F("started_at"), Value(now)),
+            heartbeat_at=now,
+            error="",
+        )
+    )
+
+
+# --- progress reported by the training loop -----------------------------------------------------
+
+
+class RunReporter:
+    """Writes the loop's progress to the run row (at most every STEPWISE_RUN_PROGRESS_SECONDS)
+    and reads back whether a user asked to cancel."""
+
+    def __init__(self, run: TrainingRun):
+        self.run_id = run.pk
+        self.interval_s = settings.STEPWISE_RUN_PROGRESS_SECONDS
+        self.loss_curve: list[list[float]] = [list(p) for p in run.loss_curve or []]
+        self.last_write = 0.0
+        self.cancelled = False
+
+    def __call__(self, progress: Any) -> None:
+        if progress.loss is not None:
+            # A resumed run repeats the steps after its checkpoint: they replace the old points.
+            while self.loss_curve and self.loss_curve[-1][0] >= progress.step:
+                self.loss_curve.pop()
+            self.loss_curve.append([progress.step, round(float(progress.loss), 6)])
+        final = progress.step >= progress.total
+        if final or time.monotonic() - self.last_write >= self.interval_s:
+            self.write(phase=progress.phase, step=progress.step, total_steps=progress.total)
+
+    def counter(self, phase: str) -> Callable[[int, int], None]:
+        """For evaluation, which counts batches: shown in the phase, the training step stays."""
+
+        def report(done: int, total: int) -> None:
+            if done >= total or time.monotonic() - self.last_write >= self.interval_s:
+                self.write(phase=f"{phase} {done}/{total}")
+
+        return report
+
+    def write(self, **fields: Any) -> None:
+        self.last_write = time.monotonic()
+        curve = thin_curve(self.loss_curve)
+        TrainingRun.objects.filter(pk=self.run_id).update(
+            heartbeat_at=timezone.now(), loss_curve=curve, **fields
+        )
+        self.cancelled = TrainingRun.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+
+    def should_stop(self) -> bool:
+        return self.cancelled
+
+
+def thin_curve(points: list[list[float]], limit: int = LOSS_CURVE_POINTS) -> list[list[float]]:
+    """Every point up to `limit`, then every k-th (and always the last) so plots stay light."""
+    if len(points) <= limit:
+        return points
+    stride = math.ceil(len(points) / limit)
+    thinned = points[::stride]
+    if thinned[-1] is not points[-1]:
+        thinned.append(points[-1])
+    return thinned
+
+
+# --- executing a run (the Celery task calls this) -------------------------------------------
+
+
+def execute_training_run(
+    run_id: int,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[Any], None] | None = None,
+    counter: PhaseProgress | None = None,
+) -> ModelVersion | None:
+    """Train, evaluate, gate, and record a ModelVersion; safe to call twice for one run.
+
+    Returns the run's model version (also when called again after success), or None when the
+    run was not ours to execute, was cancelled, or failed (its row says why). `progress` and
+    `counter` also receive the loop's and the evaluation's progress (the CLI's bars).
+    """
+    if not _claim(run_id):
+        run = TrainingRun.objects.get(pk=run_id)
+        return (
+            getattr(run, "model_version", None)
+            if run.status == TrainingRun.Status.SUCCEEDED
+            else None
+        )
+    TrainingRun.objects.filter(pk=run_id).update(attempts=F("attempts") + 1)
+    run = TrainingRun.objects.get(pk=run_id)
+    reporter = RunReporter(run)
+    try:
+        data_path, dataset_version, lines = freeze_dataset(run)
+        train_set, held_out = load_split(run)
+        if not train_set:
+            raise RunError(f"no completed labelings to train on ({lines} selected)")
+        folder = run_dir(run)
+        config = TrainConfig.from_dict(
+            {
+                **run.config,
+                "output_dir": str(folder / MODEL_DIR),
+                "dataset_version": dataset_version,
+            }
+        )
+        check_available(config.backbone)  # this worker may lack what the web process has
+    except (RunError, ValueError, TypeError, FileNotFoundError) as exc:
+        # The same data and config would fail the same way: nothing to resume.
+        logger.warning("training run %s cannot start: %s", run_id, exc)
+        error = f"Cannot start: {exc}. Start a new run once the data or config is fixed."
+        TrainingRun.objects.filter(pk=run_id).update(
+            status=TrainingRun.Status.FAILED,
+            resumable=False,
+            error=error[:10_000],
+            finished_at=timezone.now(),
+        )
+        return None
+    except Exception as exc:
+        _fail(run_id, exc)
+        return None
+    try:
+        description = {
+            **run.dataset_description,
+            "labelings": lines,
+            "train_solutions": len(train_set),
+            "held_out_solutions": len(held_out),
+            "data_file": str(data_path),
+        }
+        TrainingRun.objects.filter(pk=run.pk).update(
+            config=config.to_dict(),
+            dataset_version=dataset_version,
+            dataset_description=description,
+            output_dir=str(folder),
+            phase="train",
+        )
+        stop = should_stop or (lambda: False)
+        report = reporter if progress is None else _both(reporter, progress)
+        count = reporter.counter if counter is None else _both_counters(reporter.counter, counter)
+        processes = train_processes()
+        train_here = train if processes == 1 else partial(_train_in_processes, run, processes)
+        release_cached_models()
+        result = train_here(
+            config, train_set, progress=report, should_stop=lambda: reporter.should_stop() or stop()
+        )
+        if result.stopped:
+            _stop(run, reporter)
+            return None
+        reporter.write(phase="evaluate", step=result.step, total_steps=result.total_steps)
+        metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, count)}
+        metrics.update(
+            evaluate_processbench_files(result.output_dir, description["processbench"], count)
+        )
+        active = ModelVersion.active()
+        recorded = description.get("evaluation_set")
+        if recorded:
+            metrics["evaluation_set"] = evaluate_on_evaluation_set(
+                recorded, result.output_dir, active, count
+            )
+        missing = description.get("evaluation_set_missing") or NO_SET
+        return _finish(run, config, result.output_dir, dataset_version, metrics, active, missing)
+    except Exception as exc:
+        _fail(run_id, exc)
+        return None
+
+
+def train_processes() -> int:
+    """STEPWISE_TRAIN_PROCESSES for this machine: "auto" is its GPU count (or 1)."""
+    value = str(settings.STEPWISE_TRAIN_PROCESSES).lower()
+    if value == "auto":
+        return torch.cuda.device_count() or 1
+    return int(value)
+
+
+class TrainingProcessesFailed(RuntimeError):
+    """The torchrun process group exited with an error (a rank killed, out of memory)."""
+
+
+def _train_in_processes(
+    run: TrainingRun,
+    processes: int,
+    config: TrainConfig,
+    examples: Sequence,
+    *,
+    progress: Callable[[Any], None],
+    should_stop: Callable[[], bool],
+) -> Any:
+    """train() as `processes` ranks of a torchrun process group on this machine, launched and
+    supervised from here: rank 0's progress lines go to `progress` (the row, cancel), the stop
+    file stops every rank at one step with a checkpoint. Returns train()'s TrainResult; a
+    failed group raises TrainingProcessesFailed, and if this function is interrupted (the
+    task's time limit, any error) it tears the group down first: no rank outlives it."""
+    folder, out = run_dir(run), Path(config.output_dir)
+    progress_file, stop_file, log = folder / PROGRESS_FILE, folder / STOP_FILE, folder / LOG_FILE
+    # What an earlier attempt left must not speak for this one: its progress, its stop, and
+    # the model of an attempt that failed after training (this one writes it again).
+    for stale in (progress_file, stop_file, out / "prm.json"):
+        stale.unlink(missing_ok=True)
+    holdout = float(run.dataset_description.get("holdout_fraction", 0.0))  # as load_split
+    argv = torchrun.command(
+        processes,
+        folder / DATA_FILE,
+        holdout,
+        config_flags(config),
+        progress=progress_file,
+        stop=stop_file,
+    )
+    poll_s = min(1.0, max(0.05, settings.STEPWISE_RUN_PROGRESS_SECONDS))
+    lines = torchrun.ProgressFile(progress_file)
+    last: Any = None
+    proc = torchrun.launch(argv, cwd=folder, log=log)
+    try:
+        while True:
+            try:
+                code: int | None = proc.wait(timeout=poll_s)
+            except subprocess.TimeoutExpired:
+                code = None
+            for line in lines.new():
+                last = Progress(**line)
+                progress(last)
+            if code is not None:
+                break
+            if not stop_file.exists() and should_stop():
+                stop_file.touch()
+    except BaseException:
+        torchrun.terminate(proc)
+        raise
+    if code != 0:
+        how = f"killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        raise TrainingProcessesFailed(
+            f"the {processes} training processes failed (torchrun {how}: a rank was killed or "
+            f"failed); resume to continue from the last checkpoint. End of {log}:\n"
+            + torchrun.log_tail(log)
+        )
+    checkpoint = latest_checkpoint(out)
+    meta = json.loads((checkpoint / "meta.json").read_text()) if checkpoint else {}
+    step, curve = meta.get("step", 0), [tuple(p) for p in meta.get("loss_curve", [])]
+    if not (out / "prm.json").exists():  # stopped at the stop file, with a checkpoint
+        return TrainResult(str(out), step, last.total if last else step, True, {}, curve)
+    check_split(out, examples)
+    metrics = json.loads((out / "metrics.json").read_text())
+    return TrainResult(str(out), step, step, False, metrics, curve)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def check_split(model_dir: Path, train_set: Sequence) -> None:
+    """The CLI split the frozen data itself; it must have trained on load_split's problems."""
+    split = json.loads((model_dir / SPLIT_FILE).read_text())
+    trained = {problem_key(e.problem) for e in train_set}
+    if split["train_problems"] != len(trained) or trained & set(split["test_problems"]):
+        raise RuntimeError(f"{model_dir / SPLIT_FILE} differs from the run's split")
+
+
+def _fail(run_id: int, exc: Exception) -> None:
+    """Failed on the way (out of memory, a full disk, a bug): resumable from its checkpoint."""
+    logger.exception("training run %s failed", run_id)
+    TrainingRun.objects.filter(pk=run_id).update(
+        status=TrainingRun.Status.FAILED,
+        error=f"{exc.__class__.__name__}: {exc}"[:10_000],
+        finished_at=timezone.now(),
+    )
+
+
+def _both(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callable[[Any], None]:
+    def call(value: Any) -> None:
+        first(value)
+        second(value)
+
+    return call
+
+
+def _both_counters(first: PhaseProgress, second: PhaseProgress) -> PhaseProgress:
+    def for_phase(phase: str) -> Callable[[int, int], None]:
+        a, b = first(phase), second(phase)
+
+        def both(done: int, total: int) -> None:
+            a(done, total)
+            b(done, total)
+
+        return both
+
+    return for_phase
+
+
+def _stop(run: TrainingRun, reporter: RunReporter) -> None:
+    """Stopped mid-way: cancelled by a user, or the worker is shutting down (resumable)."""
+    reporter.write()
+    status = TrainingRun.Status.CANCELLED if reporter.cancelled else TrainingRun.Status.FAILED
+    error = (
+        ""
+        if reporter.cancelled
+        else "Stopped before the end (worker shutting down); resume to continue."
+    )
+    TrainingRun.objects.filter(pk=run.pk).update(
+        status=status, error=error, finished_at=timezone.now()
+    )
+    return None
+
+
+def _finish(
+    run: TrainingRun,
+    config: Any,
+    model_dir: str,
+    dataset_version: str,
+    metrics: dict,
+    active: ModelVersion | None,
+    missing: str,
+) -> ModelVersion:
+    """Record the model and gate it against `active`, the model it was compared with."""
+    gate = evaluation_gate(metrics, active, missing=missing)
+    metrics = {**metrics, "gate": gate}
+    with transaction.atomic():
+        version = ModelVersion.objects.create(
+            run=run,
+            name=f"{run.name or 'run'} #{run.pk}",
+            backbone=config.backbone,
+            artifact_path=model_dir,
+            dataset_version=dataset_version,
+            metrics=metrics,
+            passed_evaluation=gate["passed"],
+        )
+        if gate["passed"] and run.dataset_description.get("activate", True):
+            version.activate()
+        TrainingRun.objects.filter(pk=run.pk).update(
+            status=TrainingRun.Status.SUCCEEDED,
+            metrics=metrics,
+            phase="done",
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+        )
+    return version
