@@ -138,6 +138,49 @@ def test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writ
     assert "Submitted" in done.content.decode() and "Next solution" in done.content.decode()
 
 
+def test_candidates_show_as_they_come_and_fewer_than_k_says_why(client, claimed):
+    Batch.objects.filter(pk=claimed.solution.batch_id).update(alternatives_k=3)
+    proposal = ProposedSteps.objects.create(  # as the generate task leaves it, one sample in
+        problem=claimed.solution.problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=3,
+        status=ProposedSteps.Status.RUNNING,
+        steps=["I add $1 + 1$."],
+        generator="test",
+    )
+    page_url = reverse("labeling:labeling", args=[claimed.pk])
+    html = client.get(page_url).content.decode()
+    assert "The model is writing 2 more candidates" in html
+    assert 'data-candidate="0"' in html
+
+    def poll(shown: int):
+        return client.get(f"{page_url}?part=candidates&shown={shown}", HTTP_HX_REQUEST="true")
+
+    assert poll(1).status_code == 204  # nothing new: the page stays as the labeler has it
+    rate = reverse("labeling:rate_candidate", args=[claimed.pk])
+    response = htmx_post(client, rate, {"step_index": 0, "candidate_index": 0, "rating": 1})
+    assert response.status_code == 200 and 'data-rating="1"' in response.content.decode()
+    assert "The other candidates are still being written" in response.content.decode()
+    choose = reverse("labeling:choose_candidate", args=[claimed.pk])
+    response = htmx_post(client, choose, {"step_index": 0, "candidate_index": 0})
+    assert response.status_code == 409 and "still writing" in response.content.decode()
+
+    ProposedSteps.objects.filter(pk=proposal.pk).update(steps=["I add $1 + 1$.", "I count."])
+    html = poll(1).content.decode()
+    assert 'data-candidate="1"' in html and "writing 1 more candidate…" in html
+    assert 'data-candidate="0" data-rating="1"' in " ".join(html.split())  # kept
+    ProposedSteps.objects.filter(pk=proposal.pk).update(
+        status=ProposedSteps.Status.READY, dropped={"duplicate": 1}
+    )
+    html = poll(2).content.decode()
+    assert "The model is writing" not in html
+    assert "2 of 3: 1 was a duplicate of another." in html
+    response = htmx_post(client, choose, {"step_index": 0, "candidate_index": 0})
+    assert response.status_code == 200
+    assert claimed.step_labels.get(index=0).chosen_completion == 0
+
+
 def test_a_written_step_with_text_then_its_answer_ends_the_solution_on_the_page(client, claimed):
     page_url = reverse("labeling:labeling", args=[claimed.pk])
     write = reverse("labeling:write_step", args=[claimed.pk])
