@@ -138,6 +138,12 @@ def candidate_timings(
             timings["new"]["first"].append(shown[0] if shown else took)
             timings["new"]["all"].append(took)
             timings["new"]["count"].append(len(new.steps))
+            print(
+                f"  step {len(prefix) + 1}: old all {timings['old']['all'][-1]:.1f} s; new first "
+                f"{timings['new']['first'][-1]:.1f} s, all {took:.1f} s "
+                f"({len(new.steps)} of {k}: {dict(new.dropped) or 'none dropped'})",
+                flush=True,
+            )
             if not new.steps or is_final_step(new.steps[0]):
                 break
             prefix.append(new.steps[0])

@@ -451,8 +451,8 @@ class LocalGenerator:
 class _SampleWatch:
     """A stopping criterion for `model.generate` over a batch of samples of one prompt: it ends
     each row at its first stop string, the end of text or max_tokens, tells `on_text` the step
-    a row ends, and ends every row once `keep_going` (asked every CHECK_EVERY_TOKENS tokens)
-    says nobody waits for them. Rows that ended are padded by generate until all have."""
+    a row ends, and ends every row once `keep_going` (asked every CHECK_EVERY_TOKENS tokens and
+    as a row ends) says nobody waits for them. Ended rows are padded by generate until all are."""
 
     def __init__(
         self,
@@ -486,17 +486,21 @@ class _SampleWatch:
             done |= self._stop_strings(input_ids, scores)
         if self._eos is not None:
             done |= input_ids[:, -1] == self._eos
-        # First after the prompt's pass (a request may have waited for the model meanwhile).
-        abandon = (
-            self._keep_going is not None
-            and generated % CHECK_EVERY_TOKENS == 1
-            and not self._keep_going()
-        )
+        ended_now = False
         for row, ended in enumerate(self._ended):
-            if ended is None and (done[row] or generated >= self._max_tokens or abandon):
-                reason = "stop" if done[row] else "length" if not abandon else "abandoned"
-                self._end(row, input_ids[row], reason)
-        return torch.ones_like(done) if abandon else done
+            if ended is None and (done[row] or generated >= self._max_tokens):
+                self._end(row, input_ids[row], "stop" if done[row] else "length")
+                ended_now = True
+        # Asked after the prompt's pass (a request may have waited for the model meanwhile),
+        # then every CHECK_EVERY_TOKENS tokens, and as soon as a sample ends (its candidate is
+        # shown: the labeler may act on it).
+        ask = ended_now or generated % CHECK_EVERY_TOKENS == 1
+        going = [row for row, ended in enumerate(self._ended) if ended is None]
+        if self._keep_going is None or not going or not ask or self._keep_going():
+            return done
+        for row in going:
+            self._end(row, input_ids[row], "abandoned")
+        return torch.ones_like(done)
 
     def _end(self, row: int, sequence: Any, reason: str) -> None:
         text = self._tokenizer.decode(sequence[self._prompt_length :], skip_special_tokens=True)
