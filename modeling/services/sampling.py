@@ -146,7 +146,11 @@ def fill_proposal(
             update.update(status=ProposedSteps.Status.FAILED, error="The generator gave no step.")
     except Exception as exc:  # the page says so and offers to try again
         logger.warning("proposal %s failed: %s", proposal_id, exc)
-        update = {"status": ProposedSteps.Status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
+        update = {
+            "status": ProposedSteps.Status.FAILED,
+            "error": f"{type(exc).__name__}: {exc}",
+            "dropped": {},
+        }
     # Only the run that holds it: a request reset meanwhile (sent again) is another run's.
     ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.RUNNING).update(
         **update

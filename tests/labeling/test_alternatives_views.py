@@ -182,6 +182,22 @@ def test_candidates_show_as_they_come_and_fewer_than_k_says_why(client, claimed)
     assert claimed.step_labels.get(index=0).chosen_completion == 0
 
 
+def test_a_request_that_gave_no_candidate_says_why(client, claimed):
+    ProposedSteps.objects.create(
+        problem=claimed.solution.problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=2,
+        status=ProposedSteps.Status.FAILED,
+        error="The generator gave no step.",
+        dropped={"cut": 1, "empty": 1},
+    )
+    html = client.get(reverse("labeling:labeling", args=[claimed.pk])).content.decode()
+    assert (
+        "The generator gave no step. (0 of 2: 1 was cut off at the token cap, 1 was empty)" in html
+    )
+
+
 def test_a_written_step_with_text_then_its_answer_ends_the_solution_on_the_page(client, claimed):
     page_url = reverse("labeling:labeling", args=[claimed.pk])
     write = reverse("labeling:write_step", args=[claimed.pk])
