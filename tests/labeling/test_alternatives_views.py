@@ -86,7 +86,9 @@ def claimed(client, labeler, settings):
     settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24
     settings.STEPWISE_GENERATOR_SEED = 0  # the same samples every run (none cut or empty)
     batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
-    alternatives.add_problems(batch=batch, problem_ids=[make_problem(answer="2").pk])
+    # A fixed text: the seeded samples depend on the prompt (checked: 2 whole candidates).
+    problem = make_problem("What is $1 + 1$?", answer="2")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
     client.force_login(labeler)
     labeling = queue.claim_next(labeler)
     assert labeling is not None
