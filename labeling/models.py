@@ -333,20 +333,41 @@ class ProposedSteps(models.Model):
 
     class Status(models.TextChoices):
         PENDING = "pending", "pending"
-        RUNNING = "running", "running"
+        RUNNING = "running", "running"  # its candidates appear in `steps` one by one
         READY = "ready", "ready"
         FAILED = "failed", "failed"
+        # Stopped while running: nobody waited for this prefix any more. Sent again, keeping
+        # its candidates, when someone reaches it.
+        STOPPED = "stopped", "stopped"
 
     problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="proposals")
     prefix = models.JSONField(help_text="The path's step texts so far.")
     prefix_sha256 = models.CharField(max_length=64)
     k = models.PositiveSmallIntegerField()
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
-    steps = models.JSONField(default=list, blank=True, help_text="Up to k distinct candidates.")
+    steps = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Up to k distinct candidates, in the order they were found; only appended to "
+        "(ratings refer to them by position).",
+    )
+    dropped = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Samples that gave no candidate, by reason: why there are fewer than k.",
+    )
     generator = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
     requested_at = models.DateTimeField(default=timezone.now)
     ready_at = models.DateTimeField(null=True, blank=True)
+
+    # What the page says of each reason in `dropped` (one sample, several).
+    DROPPED_WORDING = {
+        "duplicate": ("was a duplicate of another", "were duplicates of others"),
+        "empty": ("was empty", "were empty"),
+        "cut": ("was cut off at the token cap", "were cut off at the token cap"),
+        "abandoned": ("was stopped: nobody waited", "were stopped: nobody waited"),
+    }
 
     class Meta:
         constraints = [
@@ -354,6 +375,23 @@ class ProposedSteps(models.Model):
                 fields=["problem", "prefix_sha256", "k"], name="one_proposal_per_prefix"
             ),
         ]
+
+    @property
+    def writing(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+    @property
+    def shortfall(self) -> str:
+        """Why fewer than k candidates came, e.g. "3 of 5: 2 were duplicates of others"; empty
+        while they are still being written or when all k came."""
+        if self.writing or len(self.steps) >= self.k:
+            return ""
+        reasons = [
+            f"{count} {self.DROPPED_WORDING.get(reason, (reason, reason))[count > 1]}"
+            for reason, count in self.dropped.items()
+            if count
+        ]
+        return f"{len(self.steps)} of {self.k}" + (f": {', '.join(reasons)}" if reasons else "")
 
 
 class RatingEvent(models.Model):

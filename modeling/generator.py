@@ -16,9 +16,10 @@ No Django here: settings are read in `modeling.services.sampling.generator_from_
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -65,7 +66,17 @@ class Sampling:
 @dataclass(frozen=True)
 class Text:
     text: str
-    finish_reason: str  # "stop" (a stop string or the end of text) or "length"
+    # "stop" (a stop string or the end of text), "length" (cut at max_tokens) or "abandoned"
+    # (stopped unfinished because `keep_going` said nobody waits for it any more).
+    finish_reason: str
+
+
+# Told each sample as it ends (its index among the n, its text).
+OnText = Callable[[int, Text], None]
+# Asked every few tokens whether anyone still waits for the samples; False stops them.
+KeepGoing = Callable[[], bool]
+# How often the local backend asks `keep_going`: a cheap query every ~0.3 s of decoding on CPU.
+CHECK_EVERY_TOKENS = 8
 
 
 class Generator(Protocol):
@@ -77,9 +88,18 @@ class Generator(Protocol):
     concurrency: int  # prompts worth sending at once
 
     def complete(
-        self, prompt: str, *, n: int, sampling: Sampling, stop: Sequence[str] = ()
+        self,
+        prompt: str,
+        *,
+        n: int,
+        sampling: Sampling,
+        stop: Sequence[str] = (),
+        on_text: OnText | None = None,
+        keep_going: KeepGoing | None = None,
     ) -> list[Text]:
-        """`n` samples continuing `prompt`, each cut before the first stop string."""
+        """`n` samples continuing `prompt`, each cut before the first stop string. `on_text`
+        hears of each sample as soon as it ends; once `keep_going()` says False, the samples
+        not ended yet come back unfinished with finish_reason "abandoned"."""
         ...
 
 
@@ -136,6 +156,16 @@ def split_solution(text: str) -> tuple[list[str], str | None]:
 # --- what the rest of the app asks for ------------------------------------------------------
 
 
+@dataclass
+class NextSteps:
+    """A prefix's candidate next steps, and how many samples were dropped, by reason."""
+
+    steps: list[str]
+    # "duplicate" (of another candidate), "empty" (the model wrote the blank line at once, twice),
+    # "cut" (at max_tokens: not a whole step), "abandoned" (stopped: nobody waited for it).
+    dropped: Counter[str] = field(default_factory=Counter)
+
+
 def next_steps(
     generator: Generator,
     *,
@@ -144,28 +174,76 @@ def next_steps(
     k: int,
     sampling: Sampling,
     template: str = PROMPT_TEMPLATE,
-) -> list[str]:
-    """Up to `k` distinct candidate next steps after `prefix` (PRM800K phase 1's completions).
+    known: Sequence[str] = (),
+    on_step: Callable[[list[str]], None] | None = None,
+    keep_going: KeepGoing | None = None,
+) -> NextSteps:
+    """Up to `k` distinct candidate next steps after `prefix` (PRM800K phase 1's completions),
+    the `known` ones first (a request resumed: the new ones only append).
 
-    A sample that opens the answer section is completed through the answer, so a candidate
-    final step always carries the answer it gives."""
+    The k samples are one batch; `on_step(steps)` hears of the list each time a candidate joins
+    it, as its sample ends, so a page can show it while the others are written. A sample that
+    opens the answer section is completed through the answer after the batch, so a candidate
+    final step always carries the answer it gives; empty samples are drawn once more."""
     prompt = step_prompt(problem, prefix, template)
-    samples = generator.complete(prompt, n=k, sampling=sampling, stop=(STEP_SEPARATOR,))
-    steps: list[str] = []
-    for sample in samples:
-        step = sample.text.strip()
-        section = answer_section(step)
-        if section is not None and not section.answer:  # cut at the heading's blank line
-            answer = generator.complete(
-                prompt + step + STEP_SEPARATOR,
-                n=1,
-                sampling=sampling,
-                stop=(STEP_SEPARATOR,),
-            )[0].text.strip()
-            step = f"{step}{STEP_SEPARATOR}{answer}" if answer else ""
-        if step and step not in steps:
-            steps.append(step)
-    return steps
+    found = NextSteps(list(known))
+    headings: list[str] = []
+    empty = 0
+
+    def add(step: str) -> None:
+        if step in found.steps:
+            found.dropped["duplicate"] += 1
+            return
+        found.steps.append(step)
+        if on_step is not None:
+            on_step(list(found.steps))
+
+    def take(_: int, text: Text) -> None:
+        nonlocal empty
+        step = text.text.strip()
+        if text.finish_reason in ("length", "abandoned"):
+            found.dropped["cut" if text.finish_reason == "length" else "abandoned"] += 1
+        elif not step:
+            empty += 1
+        elif (section := answer_section(step)) is not None and not section.answer:
+            headings.append(step)  # cut at the heading's blank line: its answer comes after
+        else:
+            add(step)
+
+    def draw(n: int, seeded: Sampling) -> None:
+        generator.complete(
+            prompt,
+            n=n,
+            sampling=seeded,
+            stop=(STEP_SEPARATOR,),
+            on_text=take,
+            keep_going=keep_going,
+        )
+
+    wanted = k - len(found.steps)
+    if wanted <= 0:
+        return found
+    draw(wanted, sampling)
+    if empty and not found.dropped["abandoned"]:
+        again, empty = empty, 0
+        # Once: a model that keeps writing nothing gives fewer candidates. A seeded draw moves
+        # to the next seed, or it would draw the same empty samples again.
+        reseeded = sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + 1)
+        draw(again, reseeded)
+    if empty:
+        found.dropped["empty"] += empty
+    for heading in headings:
+        if found.dropped["abandoned"] or (keep_going is not None and not keep_going()):
+            found.dropped["abandoned"] += 1
+            continue
+        answer = generator.complete(
+            prompt + heading + STEP_SEPARATOR, n=1, sampling=sampling, stop=(STEP_SEPARATOR,)
+        )[0].text.strip()
+        if answer:
+            add(f"{heading}{STEP_SEPARATOR}{answer}")
+        else:
+            found.dropped["empty"] += 1
+    return found
 
 
 def sample_solutions(
@@ -245,7 +323,29 @@ class OpenAICompatibleGenerator:
         return self._model
 
     def complete(
-        self, prompt: str, *, n: int, sampling: Sampling, stop: Sequence[str] = ()
+        self,
+        prompt: str,
+        *,
+        n: int,
+        sampling: Sampling,
+        stop: Sequence[str] = (),
+        on_text: OnText | None = None,
+        keep_going: KeepGoing | None = None,
+    ) -> list[Text]:
+        # One answer for the n samples, told to `on_text` when it arrives: streaming each
+        # choice (`stream=True`) would need a streaming server, and serve_generator is not one.
+        # So `keep_going` is asked once, before the request: a request sent runs to its end.
+        if keep_going is not None and not keep_going():
+            texts = [Text("", "abandoned")] * n
+        else:
+            texts = self._complete(prompt, n=n, sampling=sampling, stop=stop)
+        if on_text is not None:
+            for index, text in enumerate(texts):
+                on_text(index, text)
+        return texts
+
+    def _complete(
+        self, prompt: str, *, n: int, sampling: Sampling, stop: Sequence[str]
     ) -> list[Text]:
         model = self.model
         response = self._call(
@@ -305,8 +405,17 @@ class LocalGenerator:
         return self._loaded
 
     def complete(
-        self, prompt: str, *, n: int, sampling: Sampling, stop: Sequence[str] = ()
+        self,
+        prompt: str,
+        *,
+        n: int,
+        sampling: Sampling,
+        stop: Sequence[str] = (),
+        on_text: OnText | None = None,
+        keep_going: KeepGoing | None = None,
     ) -> list[Text]:
+        """The n samples are one batch (`num_return_sequences`); `on_text` hears of each at the
+        decoding step it ends, while the others go on."""
         import torch
 
         with self._lock:
@@ -315,6 +424,15 @@ class LocalGenerator:
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             sample = sampling.temperature > 0
+            watch = _SampleWatch(
+                tokenizer,
+                prompt_length=inputs["input_ids"].shape[1],
+                n=n,
+                max_tokens=sampling.max_tokens,
+                stop=stop,
+                on_text=on_text,
+                keep_going=keep_going,
+            )
             with torch.inference_mode():
                 output = model.generate(
                     **inputs,
@@ -324,20 +442,78 @@ class LocalGenerator:
                     top_k=None,
                     max_new_tokens=sampling.max_tokens,
                     num_return_sequences=n,
-                    stop_strings=list(stop) or None,
-                    tokenizer=tokenizer,
+                    stopping_criteria=[watch],  # the stop strings are its to check
                     pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
                 )
-        prompt_length = inputs["input_ids"].shape[1]
-        texts = []
-        for sequence in output:
-            new_tokens = sequence[prompt_length:]
-            text = tokenizer.decode(new_tokens, skip_special_tokens=True)
-            stopped = len(new_tokens) < sampling.max_tokens or (
-                tokenizer.eos_token_id is not None and tokenizer.eos_token_id in new_tokens
-            )
-            for separator in stop:  # the server contract: the stop string is not returned
-                if separator in text:
-                    text, stopped = text[: text.index(separator)], True
-            texts.append(Text(text, "stop" if stopped else "length"))
-        return texts
+        return watch.texts(output)
+
+
+class _SampleWatch:
+    """A stopping criterion for `model.generate` over a batch of samples of one prompt: it ends
+    each row at its first stop string, the end of text or max_tokens, tells `on_text` the step
+    a row ends, and ends every row once `keep_going` (asked every CHECK_EVERY_TOKENS tokens and
+    as a row ends) says nobody waits for them. Ended rows are padded by generate until all are."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        prompt_length: int,
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str],
+        on_text: OnText | None,
+        keep_going: KeepGoing | None,
+    ) -> None:
+        from transformers import StopStringCriteria
+
+        self._tokenizer = tokenizer
+        self._prompt_length = prompt_length
+        self._max_tokens = max_tokens
+        self._stop = list(stop)
+        self._stop_strings = StopStringCriteria(tokenizer, self._stop) if stop else None
+        self._eos = tokenizer.eos_token_id
+        self._on_text = on_text
+        self._keep_going = keep_going
+        self._ended: list[Text | None] = [None] * n
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        generated = input_ids.shape[1] - self._prompt_length
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if self._stop_strings is not None:
+            done |= self._stop_strings(input_ids, scores)
+        if self._eos is not None:
+            done |= input_ids[:, -1] == self._eos
+        ended_now = False
+        for row, ended in enumerate(self._ended):
+            if ended is None and (done[row] or generated >= self._max_tokens):
+                self._end(row, input_ids[row], "stop" if done[row] else "length")
+                ended_now = True
+        # Asked after the prompt's pass (a request may have waited for the model meanwhile),
+        # then every CHECK_EVERY_TOKENS tokens, and as soon as a sample ends (its candidate is
+        # shown: the labeler may act on it).
+        ask = ended_now or generated % CHECK_EVERY_TOKENS == 1
+        going = [row for row, ended in enumerate(self._ended) if ended is None]
+        if self._keep_going is None or not going or not ask or self._keep_going():
+            return done
+        for row in going:
+            self._end(row, input_ids[row], "abandoned")
+        return torch.ones_like(done)
+
+    def _end(self, row: int, sequence: Any, reason: str) -> None:
+        text = self._tokenizer.decode(sequence[self._prompt_length :], skip_special_tokens=True)
+        for separator in self._stop:  # the server contract: the stop string is not returned
+            if separator in text:
+                text, reason = text[: text.index(separator)], "stop"
+        self._ended[row] = Text(text, reason)
+        if self._on_text is not None:
+            self._on_text(row, self._ended[row])
+
+    def texts(self, output: Any) -> list[Text]:
+        """Every row's text; a row generate ended without asking (none should) is read here."""
+        for row, ended in enumerate(self._ended):
+            if ended is None:
+                self._end(row, output[row], "length")
+        return [text for text in self._ended if text is not None]

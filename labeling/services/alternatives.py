@@ -11,7 +11,9 @@ shape, `prm800k.is_final_step`) ends the labeling with `solution`.
 Candidates come from the modeling app's generator: a request is a ProposedSteps row, sent by
 task name to `modeling.tasks.generate_proposal`, which fills it (labeling never imports
 modeling; the page polls the row). They are requested ahead: the first step's at claim time, and the next step's as soon as the labeler rates a
-candidate +1 (the likely choice), so the common case never waits on the model.
+candidate +1 (the likely choice), so the common case never waits on the model. Each candidate
+is stored as soon as its sample ends, so the labeler reads and rates the first ones while the
+others are written; the generator stops for a prefix nobody waits for (`proposal_wanted`).
 """
 
 from __future__ import annotations
@@ -111,15 +113,19 @@ def request_proposal(
 ) -> ProposedSteps:
     """The candidates for this prefix: existing ones, or a new request sent to the generator.
     `again` sends a failed request once more (the page's "ask the model again"); a request
-    whose worker died (still open past the task's time limit) is sent again by itself."""
+    whose worker died (still open past the task's time limit), or that was stopped because
+    nobody waited for it then, is sent again by itself. The candidates it has are kept: the
+    generator only adds to them."""
     digest = prefix_hash(prefix)
     proposal, created = ProposedSteps.objects.get_or_create(
         problem=problem, prefix_sha256=digest, k=k, defaults={"prefix": prefix}
     )
     stale = proposal.requested_at < timezone.now() - PROPOSAL_STALE
     open_statuses = (ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
-    resend = (again and proposal.status == ProposedSteps.Status.FAILED) or (
-        stale and proposal.status in open_statuses
+    resend = (
+        (again and proposal.status == ProposedSteps.Status.FAILED)
+        or (stale and proposal.status in open_statuses)
+        or proposal.status == ProposedSteps.Status.STOPPED
     )
     if not created and resend:
         # Conditional on what was read: of two requests racing here, one sends.
@@ -150,6 +156,39 @@ def _find_proposal(labeling: Labeling, prefix: list[str], k: int) -> ProposedSte
 def _send(proposal_id: int) -> None:
     # By task name: the modeling app fills it (labeling never imports modeling).
     start_on_commit(PROPOSAL_TASK, proposal_id)
+
+
+def proposal_wanted(proposal_id: int) -> bool:
+    """Whether anyone still waits for this request's candidates: the generator asks every few
+    tokens and stops when nobody does. Wanted while it is running (not answered, reset or
+    deleted meanwhile) and it is a first step (asked ahead of any claim, one per problem), the
+    path of an open labeling of its problem or one step past it (asked ahead on a +1), or the
+    steps before a pre-generated step of its problem (the alternatives after a −1)."""
+    proposal = (
+        ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.RUNNING)
+        .values("problem_id", "prefix", "k")
+        .first()
+    )
+    if proposal is None:
+        return False
+    prefix = proposal["prefix"]
+    if not prefix:
+        return True
+    open_labelings = Labeling.objects.filter(
+        solution__problem_id=proposal["problem_id"],
+        solution__format=Solution.Format.PHASE1,
+        status=Labeling.Status.IN_PROGRESS,
+    ).select_related("solution__batch")
+    for labeling in open_labelings:
+        if _k(labeling) == proposal["k"] and path_of(labeling)[0] in (prefix, prefix[:-1]):
+            return True
+    pre_generated = Solution.objects.filter(
+        problem_id=proposal["problem_id"], batch__alternatives_after_error=True
+    ).exclude(format=Solution.Format.PHASE1)
+    return any(
+        steps[: len(prefix)] == prefix and len(steps) > len(prefix)
+        for steps in pre_generated.values_list("steps", flat=True)
+    )
 
 
 # --- the labeler's path -------------------------------------------------------------------------
@@ -202,10 +241,12 @@ class AlternativesPanel:
 
     @property
     def waiting(self) -> bool:
-        return self.proposal is not None and self.proposal.status in (
-            ProposedSteps.Status.PENDING,
-            ProposedSteps.Status.RUNNING,
-        )
+        """Candidates are still being written (some may be shown already)."""
+        return self.proposal is not None and self.proposal.writing
+
+    @property
+    def still_to_come(self) -> int:
+        return self.proposal.k - len(self.candidates) if self.waiting and self.proposal else 0
 
     @property
     def failed(self) -> bool:
@@ -309,7 +350,8 @@ def rate_after_error(
         panel = after_error_panel(labeling, request_missing=False)
         if panel is None:
             raise LabelingError("Only a labeling that ended on a −1 has alternatives to rate.")
-        if panel.proposal is None or panel.proposal.status != ProposedSteps.Status.READY:
+        # An alternative shown while the others are written is rated at once: the list only grows.
+        if panel.proposal is None or not panel.candidates:
             raise Conflict("The alternatives are not ready yet.")
         if not 0 <= candidate_index < len(panel.candidates):
             raise LabelingError(f"There is no alternative {candidate_index + 1}.")
@@ -400,9 +442,12 @@ def rate_candidate(
         path = _open_alternatives(labeling, step_index)
         k = _k(labeling)
         proposal = _find_proposal(labeling, path, k)
-        if proposal is None or proposal.status != ProposedSteps.Status.READY:
+        # A candidate shown while the others are written is rated at once: the list only grows.
+        if proposal is None or not proposal.steps:
             raise Conflict("The candidates for this step are not ready yet.")
         if not 0 <= candidate_index < len(proposal.steps):
+            if proposal.writing:
+                raise Conflict(f"Candidate {candidate_index + 1} is still being written.")
             raise LabelingError(f"There is no candidate {candidate_index + 1} at this step.")
         step, _ = StepLabel.objects.get_or_create(
             labeling=labeling, index=step_index, defaults={"chosen_completion": None}
@@ -464,7 +509,11 @@ def choose_candidate(
     elapsed_ms: int | None = None,
 ) -> Labeling:
     """Continue the path with a rated candidate (+1 or 0); a final-answer step ends the labeling
-    with `solution`. Choosing the same candidate again is a no-op."""
+    with `solution`. Choosing the same candidate again is a no-op.
+
+    Not while the step's other candidates are still being written: as in PRM800K's phase 1,
+    the labeler has seen every candidate before continuing (and a choice made earlier would
+    leave the rest unseen, and unrated, in the data)."""
     with transaction.atomic():
         labeling = rating.labeling_for_update(labeling_id, user)
         step = StepLabel.objects.filter(labeling=labeling, index=step_index).first()
@@ -476,6 +525,12 @@ def choose_candidate(
             raise Conflict(f"Rate candidate {candidate_index + 1} before choosing it.")
         if chosen.rating not in (0, 1):
             raise LabelingError("Continue with a candidate rated +1 or 0, or write your own step.")
+        proposal = _find_proposal(labeling, path, _k(labeling))
+        if proposal is not None and proposal.writing:
+            raise Conflict(
+                "The model is still writing this step's other candidates: continue once they "
+                "are all shown."
+            )
         StepLabel.objects.filter(pk=step.pk).update(chosen_completion=candidate_index)
         return _after_step(
             labeling, user, step, [*path, chosen.text], f"chose {candidate_index + 1}", elapsed_ms

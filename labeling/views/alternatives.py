@@ -94,6 +94,14 @@ def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
     }
 
 
+def nothing_new(request: AuthenticatedRequest, panel) -> bool:
+    """A poll of the candidates being written (`?part=candidates&shown=N`) that would show the
+    same N again: answered 204, which htmx does not swap, so the page stays as the labeler
+    has it."""
+    shown = request.GET.get("shown")
+    return panel is not None and panel.waiting and shown == str(len(panel.candidates))
+
+
 def page(request: AuthenticatedRequest, labeling: Labeling) -> HttpResponse:
     """The whole page, the panel (htmx), or only the candidates while they are generated."""
     context = panel_context(labeling, request.user)
@@ -102,6 +110,8 @@ def page(request: AuthenticatedRequest, labeling: Labeling) -> HttpResponse:
     template = "labeling/alternatives.html"
     if request.htmx:
         template = CANDIDATES if request.GET.get("part") == "candidates" else PANEL
+        if template == CANDIDATES and nothing_new(request, context["cpanel"]):
+            return HttpResponse(status=204)
     return render(request, template, context)
 
 

@@ -213,6 +213,8 @@ def labeling_page(request: AuthenticatedRequest, labeling_id: int) -> HttpRespon
         context.update(notes_context(labeling))
     template = "labeling/labeling.html#panel" if request.htmx else "labeling/labeling.html"
     if request.htmx and request.GET.get("part") == "candidates":
+        if alternatives.nothing_new(request, context.get("cpanel")):
+            return HttpResponse(status=204)
         template = alternatives.CANDIDATES
     return render(request, template, context)
 

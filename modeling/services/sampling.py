@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -21,11 +22,12 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from labeling.models import Batch, Problem, ProposedSteps, Solution
-from labeling.services import importing
+from labeling.services import alternatives, importing
 from labeling.services.alternatives import MAX_STEP_CHARS
 from modeling.generator import (
     Generator,
     LocalGenerator,
+    NextSteps,
     OpenAICompatibleGenerator,
     SampledSolution,
     Sampling,
@@ -71,42 +73,111 @@ def sampling_from_settings(*, max_tokens: int | None = None, **overrides) -> Sam
     )
 
 
-def propose_next_steps(*, problem: str, prefix: Sequence[str], k: int) -> tuple[str, list[str]]:
+def propose_next_steps(
+    *,
+    problem: str,
+    prefix: Sequence[str],
+    k: int,
+    known: Sequence[str] = (),
+    on_step: Callable[[list[str]], None] | None = None,
+    keep_going: Callable[[], bool] | None = None,
+) -> tuple[str, NextSteps]:
     """Candidate next steps for a labeler (the alternatives protocol): the generator's name and
-    up to `k` distinct steps. Raises modeling.generator.GeneratorError when it cannot answer."""
+    up to `k` distinct steps, the `known` ones first, each told to `on_step` as it is found;
+    generation stops once `keep_going()` says nobody waits. Raises
+    modeling.generator.GeneratorError when the generator cannot answer."""
     generator = generator_from_settings()
-    sampling = sampling_from_settings(max_tokens=settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS)
-    steps = next_steps(generator, problem=problem, prefix=prefix, k=k, sampling=sampling)
-    return generator.name, steps
+    sampling = sampling_from_settings(
+        max_tokens=settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS,
+        seed=settings.STEPWISE_GENERATOR_SEED,
+    )
+    found = next_steps(
+        generator,
+        problem=problem,
+        prefix=prefix,
+        k=k,
+        sampling=sampling,
+        known=known,
+        on_step=on_step,
+        keep_going=keep_going,
+    )
+    return generator.name, found
 
 
-def fill_proposal(proposal_id: int) -> ProposedSteps | None:
+def fill_proposal(
+    proposal_id: int, *, progress: Callable[[ProposedSteps], None] | None = None
+) -> ProposedSteps | None:
     """Answer a labeler's request for candidate next steps (`labeling.services.alternatives`
     sends it as the task `modeling.tasks.generate_proposal`); None when another worker has it
-    or it is done (a redelivery). A generator that fails marks it failed: the page says so."""
+    or it is done (a redelivery). Each candidate is stored as its sample ends, while the request
+    is still running, so the page shows it at once; the generator stops when nobody waits for
+    the prefix any more (STOPPED, sent again when someone reaches it). A generator that fails
+    marks it failed, keeping what it had found: the page says so. `progress` sees the row
+    each time a candidate is stored."""
     if not ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.PENDING).update(
         status=ProposedSteps.Status.RUNNING
     ):
         return None
     proposal = ProposedSteps.objects.select_related("problem").get(pk=proposal_id)
+    update: dict[str, Any]
     try:
-        generator, steps = propose_next_steps(
-            problem=proposal.problem.text, prefix=list(proposal.prefix), k=proposal.k
+        name = generator_from_settings().name[:200]
+
+        def store(steps: list[str]) -> None:
+            _store_found(proposal_id, steps, name)
+            if progress is not None:
+                progress(ProposedSteps.objects.get(pk=proposal_id))
+
+        _, found = propose_next_steps(
+            problem=proposal.problem.text,
+            prefix=list(proposal.prefix),
+            k=proposal.k,
+            known=list(proposal.steps),
+            on_step=store,
+            keep_going=lambda: alternatives.proposal_wanted(proposal_id),
         )
-        update = {
-            "status": ProposedSteps.Status.READY,
-            "steps": [step[:MAX_STEP_CHARS] for step in steps],
-            "generator": generator[:200],
-            "ready_at": timezone.now(),
-        }
-        if not steps:
-            update = {"status": ProposedSteps.Status.FAILED, "error": "The generator gave no step."}
+        steps = _store_found(proposal_id, found.steps, name)
+        update = {"dropped": dict(found.dropped), "generator": name}
+        if found.dropped["abandoned"]:
+            update["status"] = ProposedSteps.Status.STOPPED
+        elif steps:
+            update.update(status=ProposedSteps.Status.READY, ready_at=timezone.now())
+        else:
+            update.update(status=ProposedSteps.Status.FAILED, error="The generator gave no step.")
     except Exception as exc:  # the page says so and offers to try again
         logger.warning("proposal %s failed: %s", proposal_id, exc)
-        update = {"status": ProposedSteps.Status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
-    ProposedSteps.objects.filter(pk=proposal_id).update(**update)
-    proposal.refresh_from_db()
-    return proposal
+        update = {
+            "status": ProposedSteps.Status.FAILED,
+            "error": f"{type(exc).__name__}: {exc}",
+            "dropped": {},
+        }
+    # Only the run that holds it: a request reset meanwhile (sent again) is another run's.
+    ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.RUNNING).update(
+        **update
+    )
+    return ProposedSteps.objects.filter(pk=proposal_id).first()  # None: deleted meanwhile
+
+
+def _store_found(proposal_id: int, steps: list[str], generator: str) -> list[str]:
+    """Append the candidates not stored yet to a running request, up to its k; the stored
+    list is only ever appended to (a labeler's ratings refer to candidates by position), even
+    by two runs of one request. Returns the stored list."""
+    with transaction.atomic():
+        row = (
+            ProposedSteps.objects.select_for_update()
+            .filter(pk=proposal_id, status=ProposedSteps.Status.RUNNING)
+            .only("steps", "k")
+            .first()
+        )
+        if row is None:
+            return []
+        stored = list(row.steps)
+        for step in (step[:MAX_STEP_CHARS] for step in steps):
+            if step not in stored and len(stored) < row.k:
+                stored.append(step)
+        if stored != row.steps:
+            ProposedSteps.objects.filter(pk=proposal_id).update(steps=stored, generator=generator)
+        return stored
 
 
 # --- generate_pool: sampling runs -----------------------------------------------------------

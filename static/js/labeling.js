@@ -280,8 +280,10 @@
     if (!e.detail.elt.closest || !e.detail.elt.closest("#labeling")) return;
     e.detail.parameters.elapsed_ms = Math.round(performance.now() - shownAt);
   });
+  // A poll for candidates still being written is not the labeler's request: keys go on.
+  function isPoll(e) { return e.detail.elt && e.detail.elt.hasAttribute && e.detail.elt.hasAttribute("data-poll"); }
   document.addEventListener("htmx:beforeRequest", function (e) {
-    if (!fromPanel(e)) return;
+    if (!fromPanel(e) || isPoll(e)) return;
     inFlight = true;
     // Changing an earlier step's rating leaves the current step's clock running.
     keepStepTime = e.detail.elt.hasAttribute("data-keeps-step-time");
@@ -290,7 +292,7 @@
     // A failed request swaps nothing: stop waiting. Keys pressed meanwhile wait for a retry
     // that is under way; otherwise they were meant for a state that never came: drop them
     // (the failure banner offers the retry).
-    if (fromPanel(e) && !e.detail.successful) {
+    if (fromPanel(e) && !isPoll(e) && !e.detail.successful) {
       inFlight = false;
       if (!retrying()) pending = [];
     }
@@ -405,6 +407,9 @@
     // A fragment's pieces settle one by one after the panel (its request's target) has: the
     // panel's settle stands for the whole answer.
     if (e.detail.elt && e.detail.elt.hasAttribute && e.detail.elt.hasAttribute("data-oob")) return;
+    // Candidates that came while the labeler works (a poll's swap): the clock, the claim and
+    // any request under way are as they were; the selection moves on only from a rated one.
+    if (e.detail.elt && e.detail.elt.id === "candidates") { refocusCandidates(); return; }
     var fragment = e.detail.xhr && e.detail.xhr.getResponseHeader("HX-Reswap") === "none";
     inFlight = false;
     // A new panel comes with a renewed lease; a fragment renews it only past half its length,

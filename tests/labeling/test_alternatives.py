@@ -21,6 +21,9 @@ from tests.factories import make_batch, make_problem, make_solution
 @pytest.fixture
 def short_steps(settings):
     settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24  # a step in seconds on a loaded CPU
+    # The same samples every run: with a fresh draw, all could come back empty or cut, now and
+    # then ("The generator gave no step.").
+    settings.STEPWISE_GENERATOR_SEED = 0
 
 
 @pytest.fixture
@@ -461,3 +464,125 @@ def test_a_release_candidate_with_its_answer_after_its_text_asks_nothing_ahead_a
     [step] = line["label"]["steps"]
     assert step["chosen_completion"] == 0 and step["human_completion"] is None
     assert [c["text"] for c in step["completions"]] == texts
+
+
+# --- candidates as they come ----------------------------------------------------------------------
+
+
+def test_candidates_are_rated_as_they_come_and_the_choice_waits_for_the_rest(claimed, labeler):
+    from modeling.services import sampling
+
+    Batch.objects.filter(pk=claimed.solution.batch_id).update(alternatives_k=3)
+    claimed.refresh_from_db()
+    proposal = alternatives.current_proposal(claimed)  # sent; run below, step by step
+    ids = {"labeling_id": claimed.pk, "user": labeler, "step_index": 0, "candidate_index": 0}
+    seen: list[tuple[str, list[str]]] = []
+
+    def labeler_meanwhile(row: ProposedSteps) -> None:
+        seen.append((row.status, list(row.steps)))
+        if len(row.steps) == 1:  # the first candidate, while the others are written
+            alternatives.rate_candidate(**ids, rating_value=0)
+            with pytest.raises(Conflict, match="still writing"):
+                alternatives.choose_candidate(**ids)
+            panel = alternatives.alternatives_panel(claimed)
+            assert panel.waiting and [c.rating for c in panel.candidates] == [0]
+
+    done = sampling.fill_proposal(proposal.pk, progress=labeler_meanwhile)
+    assert done.status == ProposedSteps.Status.READY
+    assert len(done.steps) + sum(done.dropped.values()) == 3
+    assert seen and {status for status, _ in seen} == {ProposedSteps.Status.RUNNING}
+    # Appended one by one, in the order found: a rating's candidate never moves.
+    assert [steps for _, steps in seen] == [done.steps[: i + 1] for i in range(len(seen))]
+    alternatives.choose_candidate(**ids)  # all here now
+    step = claimed.step_labels.get(index=0)
+    assert step.chosen_completion == 0
+    assert [(c.text, c.rating) for c in step.completions.all()] == [(done.steps[0], 0)]
+
+
+def test_generation_stops_for_a_prefix_nobody_waits_for_and_resumes_when_someone_does(
+    claimed, labeler
+):
+    from modeling.services import sampling
+
+    Batch.objects.filter(pk=claimed.solution.batch_id).update(alternatives_k=5)
+    claimed.refresh_from_db()
+    problem = claimed.solution.problem
+    first = ["I add $2$ and $3$.", "I subtract.", "I multiply.", "I divide.", "I guess."]
+    ProposedSteps.objects.create(
+        problem=problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=5,
+        status=ProposedSteps.Status.READY,
+        steps=first,
+        generator="test",
+    )
+    ids = {"labeling_id": claimed.pk, "user": labeler}
+    alternatives.rate_candidate(**ids, step_index=0, candidate_index=0, rating_value=1)
+    ahead = ProposedSteps.objects.get(prefix=first[:1])  # asked at the +1, ahead of a choice
+    # Before the model gets to it, the labeler writes their own step 1 instead: nobody waits
+    # for what comes after the +1 any more (asked after the prompt's pass, then as it goes).
+    alternatives.write_step(**ids, step_index=0, text="I add: $2 + 3 = 5$.")
+    stopped = sampling.fill_proposal(ahead.pk)
+    assert stopped.status == ProposedSteps.Status.STOPPED
+    assert stopped.dropped["abandoned"] >= 1
+    assert len(stopped.steps) + sum(stopped.dropped.values()) == 5
+
+    alternatives.step_back(**ids)  # back at step 1, where the +1 is: wanted again
+    resumed = alternatives.request_proposal(problem=problem, prefix=first[:1], k=5)
+    assert resumed.pk == ahead.pk and resumed.status == ProposedSteps.Status.PENDING
+    resumed = sampling.fill_proposal(ahead.pk)
+    assert resumed.status == ProposedSteps.Status.READY
+    assert resumed.steps[: len(stopped.steps)] == stopped.steps  # kept, the new ones after
+    assert len(resumed.steps) + sum(resumed.dropped.values()) == 5
+
+
+def test_candidates_are_wanted_at_a_labelers_prefix_or_one_step_past_it(claimed, labeler):
+    problem = claimed.solution.problem
+
+    def asked(prefix: list[str], k: int = 2, status=ProposedSteps.Status.RUNNING) -> int:
+        return ProposedSteps.objects.create(
+            problem=problem,
+            prefix=prefix,
+            prefix_sha256=alternatives.prefix_hash(prefix),
+            k=k,
+            status=status,
+        ).pk
+
+    def wanted() -> dict[str, bool]:
+        return {name: alternatives.proposal_wanted(pk) for name, pk in rows.items()}
+
+    rows = {
+        "first": asked([]),
+        "one": asked(["I add."]),
+        "two": asked(["I add.", "So 5."]),
+        "other": asked(["I subtract.", "So -1."]),
+        "other k": asked(["I add."], k=3),
+        "pending": asked(["I add!"], status=ProposedSteps.Status.PENDING),
+    }
+    # At step 1: the first candidates, and those after any candidate of step 1 (a +1's).
+    assert wanted() == {
+        "first": True,
+        "one": True,
+        "two": False,
+        "other": False,
+        "other k": False,
+        "pending": False,
+    }
+    alternatives.write_step(labeling_id=claimed.pk, user=labeler, step_index=0, text="I add.")
+    assert wanted() == {
+        "first": True,
+        "one": True,
+        "two": True,
+        "other": False,
+        "other k": False,
+        "pending": False,
+    }
+    Labeling.objects.filter(pk=claimed.pk).update(status=Labeling.Status.EXPIRED)
+    assert wanted() == {name: name == "first" for name in rows}  # first steps: asked ahead
+    ProposedSteps.objects.filter(pk=rows["first"]).delete()
+    assert alternatives.proposal_wanted(rows["first"]) is False
+    # The alternatives to a pre-generated step (after a −1) are wanted while it exists.
+    batch = make_batch(alternatives_after_error=True, alternatives_k=2)
+    make_solution(batch, steps=["I subtract.", "So -1.", "# Answer\n\n-1"], problem=problem)
+    assert alternatives.proposal_wanted(rows["other"]) is True

@@ -23,10 +23,13 @@ def generator_in_thread(settings):
     """As on the embedded default: candidates are generated in a thread of the web process."""
     settings.STEPWISE_MODEL_TASKS_IN_THREAD = True
     settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24  # a few seconds a proposal on this CPU
+    settings.STEPWISE_GENERATOR_SEED = 0  # the same candidates every run
 
 
 def wait_for_candidates(page, step_index: int) -> int:
+    """The step's candidates, all of them: they show one by one as the model writes them."""
     page.wait_for_selector(f'#labeling[data-step-index="{step_index}"] .candidate.focused')
+    page.wait_for_selector("#candidates:not([data-waiting])")
     keys_ready(page)
     return page.locator("#labeling .candidate").count()
 
@@ -152,6 +155,7 @@ def test_after_a_minus_one_the_labeler_rates_the_alternatives_with_the_keyboard(
     open_first_solution(page)
     page.keyboard.press("-")  # the error: the labeling is submitted, then the alternatives
     page.wait_for_selector("#labeling .done #candidates .candidate.focused")
+    page.wait_for_selector("#candidates:not([data-waiting])")
     keys_ready(page)
     count = page.locator("#labeling .candidate").count()
     rate_each(page, ["1", "0"][:count])

@@ -84,8 +84,11 @@ def test_the_protocol_of_a_batch_with_solutions_stays(client, lead):
 @pytest.fixture
 def claimed(client, labeler, settings):
     settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24
+    settings.STEPWISE_GENERATOR_SEED = 0  # the same samples every run (none cut or empty)
     batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
-    alternatives.add_problems(batch=batch, problem_ids=[make_problem(answer="2").pk])
+    # A fixed text: the seeded samples depend on the prompt (checked: 2 whole candidates).
+    problem = make_problem("What is $1 + 1$?", answer="2")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
     client.force_login(labeler)
     labeling = queue.claim_next(labeler)
     assert labeling is not None
@@ -136,6 +139,65 @@ def test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writ
     assert claimed.status == Labeling.Status.COMPLETED and claimed.finish_reason == "solution"
     done = client.get(page_url)
     assert "Submitted" in done.content.decode() and "Next solution" in done.content.decode()
+
+
+def test_candidates_show_as_they_come_and_fewer_than_k_says_why(client, claimed):
+    Batch.objects.filter(pk=claimed.solution.batch_id).update(alternatives_k=3)
+    proposal = ProposedSteps.objects.create(  # as the generate task leaves it, one sample in
+        problem=claimed.solution.problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=3,
+        status=ProposedSteps.Status.RUNNING,
+        steps=["I add $1 + 1$."],
+        generator="test",
+    )
+    page_url = reverse("labeling:labeling", args=[claimed.pk])
+    html = client.get(page_url).content.decode()
+    assert "The model is writing 2 more candidates" in html
+    assert 'data-candidate="0"' in html
+
+    def poll(shown: int):
+        return client.get(f"{page_url}?part=candidates&shown={shown}", HTTP_HX_REQUEST="true")
+
+    assert poll(1).status_code == 204  # nothing new: the page stays as the labeler has it
+    rate = reverse("labeling:rate_candidate", args=[claimed.pk])
+    response = htmx_post(client, rate, {"step_index": 0, "candidate_index": 0, "rating": 1})
+    assert response.status_code == 200 and 'data-rating="1"' in response.content.decode()
+    assert "The other candidates are still being written" in response.content.decode()
+    choose = reverse("labeling:choose_candidate", args=[claimed.pk])
+    response = htmx_post(client, choose, {"step_index": 0, "candidate_index": 0})
+    assert response.status_code == 409 and "still writing" in response.content.decode()
+
+    ProposedSteps.objects.filter(pk=proposal.pk).update(steps=["I add $1 + 1$.", "I count."])
+    html = poll(1).content.decode()
+    assert 'data-candidate="1"' in html and "writing 1 more candidate…" in html
+    assert 'data-candidate="0" data-rating="1"' in " ".join(html.split())  # kept
+    ProposedSteps.objects.filter(pk=proposal.pk).update(
+        status=ProposedSteps.Status.READY, dropped={"duplicate": 1}
+    )
+    html = poll(2).content.decode()
+    assert "The model is writing" not in html
+    assert "2 of 3: 1 was a duplicate of another." in html
+    response = htmx_post(client, choose, {"step_index": 0, "candidate_index": 0})
+    assert response.status_code == 200
+    assert claimed.step_labels.get(index=0).chosen_completion == 0
+
+
+def test_a_request_that_gave_no_candidate_says_why(client, claimed):
+    ProposedSteps.objects.create(
+        problem=claimed.solution.problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=2,
+        status=ProposedSteps.Status.FAILED,
+        error="The generator gave no step.",
+        dropped={"cut": 1, "empty": 1},
+    )
+    html = client.get(reverse("labeling:labeling", args=[claimed.pk])).content.decode()
+    assert (
+        "The generator gave no step. (0 of 2: 1 was cut off at the token cap, 1 was empty)" in html
+    )
 
 
 def test_a_written_step_with_text_then_its_answer_ends_the_solution_on_the_page(client, claimed):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import httpx2  # the HTTP client the openai package is built on
 import pytest
@@ -17,6 +19,7 @@ from modeling.generator import (
     LocalGenerator,
     OpenAICompatibleGenerator,
     Sampling,
+    Text,
     map_concurrently,
     next_steps,
     sample_solutions,
@@ -100,11 +103,58 @@ def test_local_backend_is_reproducible_with_a_seed_and_cuts_at_the_stop_string(l
     assert {t.finish_reason for t in first} <= {"stop", "length"}
 
 
+def test_local_backend_tells_each_sample_as_it_ends_while_the_others_go_on(local):
+    told: list[tuple[int, Text]] = []
+    checks: list[int] = []  # how many samples had been told at each `keep_going` check
+
+    def keep_going() -> bool:
+        checks.append(len(told))
+        return True
+
+    sampling = Sampling(max_tokens=48, temperature=0.9, seed=11)
+    prompt = step_prompt(PROBLEM, [])
+    texts = local.complete(
+        prompt,
+        n=4,
+        sampling=sampling,
+        stop=("\n\n",),
+        on_text=lambda row, text: told.append((row, text)),
+        keep_going=keep_going,
+    )
+    assert sorted(row for row, _ in told) == [0, 1, 2, 3]  # each sample once
+    assert dict(told) == dict(enumerate(texts))
+    # Told during the batch: a check, between decoding steps, saw some told and some not.
+    assert any(0 < count < 4 for count in checks), checks
+    # Listening changes nothing of what is sampled.
+    assert texts == local.complete(prompt, n=4, sampling=sampling, stop=("\n\n",))
+
+
+def test_local_backend_stops_every_sample_once_nobody_waits(local):
+    asked: list[bool] = []
+
+    def nobody_waits() -> bool:
+        asked.append(False)
+        return False
+
+    texts = local.complete(
+        step_prompt(PROBLEM, []),
+        n=3,
+        sampling=Sampling(max_tokens=64, temperature=0.9, seed=11),
+        stop=("\n\n",),
+        keep_going=nobody_waits,
+    )
+    assert len(asked) == 1  # asked at the first token, and it stopped there
+    assert "abandoned" in {text.finish_reason for text in texts}
+    assert {text.finish_reason for text in texts} <= {"stop", "abandoned"}
+
+
 def test_next_steps_are_distinct_single_steps(local):
-    steps = next_steps(
+    found = next_steps(
         local, problem=PROBLEM, prefix=[], k=5, sampling=Sampling(max_tokens=48, seed=3)
     )
+    steps = found.steps
     assert 1 <= len(steps) <= 5
+    assert len(steps) + sum(found.dropped.values()) == 5  # each sample missing has its reason
     assert len(set(steps)) == len(steps)
     for step in steps:
         assert step == step.strip() and step
@@ -120,6 +170,90 @@ def test_sample_solutions_split_into_steps(local):
     for solution in solutions:
         assert solution.steps == split_solution(solution.text)[0]
         assert solution.is_complete == (solution.final_answer is not None)
+
+
+@pytest.fixture
+def scripted():
+    """An OpenAI-compatible server on loopback that answers each completion request with the
+    next scripted choices, (text, finish_reason) pairs; `requests` records what was asked."""
+    answers: list[list[tuple[str, str]]] = []
+    requests: list[dict] = []
+
+    class Scripted(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            choices = [
+                {"index": index, "text": text, "finish_reason": reason, "logprobs": None}
+                for index, (text, reason) in enumerate(answers.pop(0))
+            ]
+            body = json.dumps(
+                {"id": "c", "object": "text_completion", "created": 0, "model": "m"}
+                | {"choices": choices}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = OpenAICompatibleGenerator(
+        base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", model="m", max_retries=0
+    )
+    yield SimpleNamespace(client=client, answers=answers, requests=requests)
+    server.shutdown()
+
+
+def test_next_steps_say_why_fewer_than_k_came_and_draw_an_empty_sample_once_more(scripted):
+    scripted.answers.extend(
+        [
+            [
+                ("I add.", "stop"),
+                (" I add. ", "stop"),  # the same step
+                ("", "stop"),  # the blank line at once
+                ("# Answer", "stop"),  # cut at the heading's blank line: its answer follows
+                ("I start a long", "length"),  # not a whole step
+            ],
+            [("I multiply.", "stop")],  # the empty sample, drawn once more
+            [("5", "stop")],  # the heading's answer
+        ]
+    )
+    shown: list[list[str]] = []
+    found = next_steps(
+        scripted.client,
+        problem="P?",
+        prefix=["First."],
+        k=5,
+        sampling=Sampling(max_tokens=8),
+        on_step=shown.append,
+    )
+    assert found.steps == ["I add.", "I multiply.", "# Answer\n\n5"]
+    assert found.dropped == {"duplicate": 1, "cut": 1}
+    assert shown == [found.steps[:1], found.steps[:2], found.steps]  # appended as found
+    assert [request["n"] for request in scripted.requests] == [5, 1, 1]
+    assert scripted.requests[2]["prompt"].endswith("First.\n\n# Answer\n\n")
+
+
+def test_next_steps_go_on_after_known_ones_and_give_up_on_twice_empty_or_unwanted(scripted):
+    scripted.answers.extend([[("", "stop"), ("I add.", "stop")], [("  ", "stop")]])
+    sampling = Sampling(max_tokens=8)
+    found = next_steps(
+        scripted.client, problem="P?", prefix=[], k=3, sampling=sampling, known=["Known."]
+    )
+    assert found.steps == ["Known.", "I add."] and found.dropped == {"empty": 1}
+    assert [request["n"] for request in scripted.requests] == [2, 1]  # k less the known one
+
+    nobody = next_steps(
+        scripted.client, problem="P?", prefix=[], k=3, sampling=sampling, keep_going=lambda: False
+    )
+    assert nobody.steps == [] and nobody.dropped == {"abandoned": 3}
+    assert len(scripted.requests) == 2  # nothing sent for a prefix nobody waits for
 
 
 # --- the HTTP client against a real server ------------------------------------------------------
@@ -294,9 +428,9 @@ def test_settings_choose_the_server_when_a_url_is_set(generator_server, settings
     settings.STEPWISE_GENERATOR_URL = generator_server
     settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24
     try:
-        name, steps = sampling_service.propose_next_steps(problem=PROBLEM, prefix=[], k=3)
+        name, found = sampling_service.propose_next_steps(problem=PROBLEM, prefix=[], k=3)
         assert name == LOCAL_NAME
-        assert 1 <= len(steps) <= 3
+        assert len(found.steps) + sum(found.dropped.values()) == 3
         assert isinstance(sampling_service.generator_from_settings(), OpenAICompatibleGenerator)
     finally:
         sampling_service.generator_from_settings.cache_clear()
