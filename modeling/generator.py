@@ -507,9 +507,9 @@ class _SampleWatch:
         for separator in self._stop:  # the server contract: the stop string is not returned
             if separator in text:
                 text, reason = text[: text.index(separator)], "stop"
-        self._ended[row] = Text(text, reason)
+        ended = self._ended[row] = Text(text, reason)
         if self._on_text is not None:
-            self._on_text(row, self._ended[row])
+            self._on_text(row, ended)
 
     def texts(self, output: Any) -> list[Text]:
         """Every row's text; a row generate ended without asking (none should) is read here."""
