@@ -414,8 +414,8 @@ class LocalGenerator:
         on_text: OnText | None = None,
         keep_going: KeepGoing | None = None,
     ) -> list[Text]:
-        """The n samples are one batch (`num_return_sequences`); `on_text` hears of each at the
-        decoding step it ends, while the others go on."""
+        """The n samples are one batch over one encoding of the prompt (`_prompt_once`);
+        `on_text` hears of each at the decoding step it ends, while the others go on."""
         import torch
 
         with self._lock:
@@ -435,17 +435,36 @@ class LocalGenerator:
             )
             with torch.inference_mode():
                 output = model.generate(
-                    **inputs,
+                    **_prompt_once(model, inputs["input_ids"], n),
                     do_sample=sample,
                     temperature=sampling.temperature if sample else None,
                     top_p=sampling.top_p if sample else None,
                     top_k=None,
                     max_new_tokens=sampling.max_tokens,
-                    num_return_sequences=n,
                     stopping_criteria=[watch],  # the stop strings are its to check
                     pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
                 )
         return watch.texts(output)
+
+
+def _prompt_once(model: Any, prompt_ids: Any, n: int) -> dict[str, Any]:
+    """generate's inputs for n samples of one prompt, the prompt encoded once.
+
+    `num_return_sequences=n` would copy the prompt n times before the first pass: on a CPU
+    that pass is most of the wait for the first candidate (five copies of a 400-token prompt
+    for SmolLM2). Here all but the prompt's last token go through the model once and the cache
+    is copied n times; generate runs the last token for each sample and samples from there."""
+    import torch
+    from transformers import DynamicCache
+
+    rows = prompt_ids.repeat(n, 1)
+    attention_mask = torch.ones_like(rows)
+    if prompt_ids.shape[1] < 2:
+        return {"input_ids": rows, "attention_mask": attention_mask}
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prompt_ids[:, :-1], past_key_values=cache, use_cache=True)
+    cache.batch_repeat_interleave(n)
+    return {"input_ids": rows, "attention_mask": attention_mask, "past_key_values": cache}
 
 
 class _SampleWatch:

@@ -129,6 +129,39 @@ def test_local_backend_tells_each_sample_as_it_ends_while_the_others_go_on(local
     assert texts == local.complete(prompt, n=4, sampling=sampling, stop=("\n\n",))
 
 
+def test_local_backend_encodes_the_prompt_once_for_all_samples_and_samples_the_same(local):
+    import torch
+
+    tokenizer, model = local._load()
+    prompt = step_prompt(PROBLEM, ["First we multiply."])
+    prompt_length = tokenizer(prompt, return_tensors="pt")["input_ids"].shape[1]
+    passes: list[tuple[int, int]] = []  # (rows, tokens) of each forward pass
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: passes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    try:
+        texts = local.complete(prompt, n=3, sampling=Sampling(max_tokens=6, temperature=0))
+    finally:
+        hook.remove()
+    # The prompt once (all but its last token), then one token per sample per decoding step.
+    assert passes[0] == (1, prompt_length - 1)
+    assert all(shape == (3, 1) for shape in passes[1:]), passes
+    # What it samples is what n copies of the prompt give (greedy: exactly).
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"].repeat(3, 1)
+    with torch.inference_mode():
+        copies = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=6,
+            pad_token_id=tokenizer.eos_token_id,
+        )
+    assert [t.text for t in texts] == [
+        tokenizer.decode(row[prompt_length:], skip_special_tokens=True) for row in copies
+    ]
+
+
 def test_local_backend_stops_every_sample_once_nobody_waits(local):
     asked: list[bool] = []
 
