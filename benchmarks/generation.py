@@ -11,10 +11,11 @@ minute and generated tokens per second, in-process and through `manage.py serve_
 
 Part 2, the alternatives protocol: a simulated labeler walks a path, at each step asking for k
 candidate next steps for the prefix it chose (the first candidate). At every prefix both paths
-run, with the same seed: the old one (no streaming, the old token cap: every candidate shows
-when the whole batch has ended) and the new one (each candidate stored, so shown, as soon as
-its sample ends; the new cap). Reported: the time to the first candidate visible and to all of
-them (the set complete: k, or fewer with the reason), p50 and p95, old / new. The page polls
+run, with the same seed: the old one (no streaming, the old token cap, the prompt encoded
+once per sample: every candidate shows when the whole batch has ended) and the new one (the
+prompt encoded once, each candidate stored, so shown, as soon as its sample ends; the new
+cap). Reported: the time to the first candidate visible and to all of them (the set
+complete: k, or fewer with the reason), p50 and p95, old / new. The page polls
 once a second, so a labeler sees a candidate up to 1 s after it is stored. The wait with
 generation ahead (the next step asked for at the labeler's +1, --head-start-s before the
 choice) is the time to all k minus the head start.
@@ -77,14 +78,23 @@ def pool_throughput(generator, texts: list[str], samples: int, sampling, count_t
 
 
 def old_next_steps(generator, problem: str, prefix: list[str], k: int, sampling) -> list[str]:
-    """`next_steps` as it was before streaming, for the comparison: one batch, then each
-    answer heading's answer; the set is stored (and shown) when all of it is done."""
+    """`next_steps` as it was before streaming, for the comparison: one batch (the local
+    backend copies the prompt per sample, as it did), then each answer heading's answer; the
+    set is stored (and shown) when all of it is done."""
     from labeling.prm800k import answer_section
     from modeling.generator import STEP_SEPARATOR, step_prompt
 
     prompt = step_prompt(problem, prefix)
     steps: list[str] = []
-    for sample in generator.complete(prompt, n=k, sampling=sampling, stop=(STEP_SEPARATOR,)):
+    once = getattr(generator, "encode_prompt_once", None)
+    if once is not None:
+        generator.encode_prompt_once = False
+    try:
+        samples = generator.complete(prompt, n=k, sampling=sampling, stop=(STEP_SEPARATOR,))
+    finally:
+        if once is not None:
+            generator.encode_prompt_once = once
+    for sample in samples:
         step = sample.text.strip()
         section = answer_section(step)
         if section is not None and not section.answer:

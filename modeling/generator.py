@@ -384,9 +384,18 @@ class LocalGenerator:
 
     concurrency = 1
 
-    def __init__(self, model_dir: str | Path | None = None, *, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        encode_prompt_once: bool = True,
+    ) -> None:
         self._model_dir = model_dir
         self._device = device
+        # False: the prompt copied per sample (`num_return_sequences`), as before; benchmarks
+        # compare the two.
+        self.encode_prompt_once = encode_prompt_once
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any] | None = None
         self.name = f"{Path(model_dir).name if model_dir else 'SmolLM2-135M-Instruct'} (local)"
@@ -434,8 +443,13 @@ class LocalGenerator:
                 keep_going=keep_going,
             )
             with torch.inference_mode():
+                prompt = (
+                    _prompt_once(model, inputs["input_ids"], n)
+                    if self.encode_prompt_once
+                    else {**inputs, "num_return_sequences": n}
+                )
                 output = model.generate(
-                    **_prompt_once(model, inputs["input_ids"], n),
+                    **prompt,
                     do_sample=sample,
                     temperature=sampling.temperature if sample else None,
                     top_p=sampling.top_p if sample else None,
