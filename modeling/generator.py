@@ -443,13 +443,13 @@ class LocalGenerator:
                 keep_going=keep_going,
             )
             with torch.inference_mode():
-                prompt = (
+                batch = (
                     _prompt_once(model, inputs["input_ids"], n)
                     if self.encode_prompt_once
                     else {**inputs, "num_return_sequences": n}
                 )
                 output = model.generate(
-                    **prompt,
+                    **batch,
                     do_sample=sample,
                     temperature=sampling.temperature if sample else None,
                     top_p=sampling.top_p if sample else None,
