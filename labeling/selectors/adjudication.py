@@ -109,19 +109,19 @@ def labeling_paths(labelings: list[Labeling]) -> list[LabelingPath]:
         rating = chosen.rating if chosen else None
         row = PathRow(step.index, text, rating, own is not None and chosen is None, rated)
         rows[step.labeling_id].append(row)
-    notes: dict[int, list[Note]] = {}
+    notes: dict[int | None, list[Note]] = {}  # by labeling (all set: filtered on it)
     for note in (
         Note.objects.filter(labeling_id__in=ids)
         .select_related("author")
         .order_by("created_at", "id")
     ):
-        notes.setdefault(note.labeling_id, []).append(note)  # type: ignore[arg-type]
+        notes.setdefault(note.labeling_id, []).append(note)
     paths = []
     for labeling in labelings:
         at = {row.index: row for row in rows[labeling.pk]}
         path = LabelingPath(labeling, rows[labeling.pk])
         for note in notes.get(labeling.pk, []):
-            row = at.get(note.step_index) if note.step_index is not None else None
-            (row.notes if row else path.taken_back_notes).append(note)
+            under = at.get(note.step_index) if note.step_index is not None else None
+            (under.notes if under else path.taken_back_notes).append(note)
         paths.append(path)
     return paths
