@@ -5,7 +5,8 @@ caller may write `selectors.final_step_ratings` whichever module holds it.
   progress       the batch dashboard and every batch's depth, pace and ETA, from the counter
                  rows; the cached solution counts; what the lead counters count
   labelers       who waits for a lead, the roster, a labeler's work and screening results
-  adjudication   the adjudication queue, a disputed solution's labelings side by side
+  adjudication   the adjudication queue, a disputed solution's labelings side by side (step
+                 by step: each labeler's own path, with its notes)
   labeling_page  a labeling's steps with its ratings so far, and the panel beside them
   guidelines     the current guidelines and what each version changed
   home           one cockpit per role: the labeler's and the lead's home pages
@@ -17,8 +18,11 @@ caller may write `selectors.final_step_ratings` whichever module holds it.
 from labeling.agreement import first_error
 from labeling.selectors.adjudication import (
     AdjudicationStep,
+    LabelingPath,
+    PathRow,
     adjudication_queue,
     adjudication_view,
+    labeling_paths,
     side_by_side,
 )
 from labeling.selectors.guidelines import (
@@ -134,9 +138,11 @@ __all__ = [
     "labeler_cockpit",
     "LabelerCockpit",
     "LabelerRow",
+    "LabelingPath",
     "labelers_needing_attention",
     "labeling_history",
     "labeling_notes",
+    "labeling_paths",
     "labeling_panel",
     "labeling_ratings",
     "labeling_step_ratings",
@@ -150,6 +156,7 @@ __all__ = [
     "notes_by_step",
     "PACE_HOURS",
     "PanelProgress",
+    "PathRow",
     "recent_labelings",
     "release_record",
     "screening_results",

@@ -336,7 +336,8 @@ def final_rows(
 
     A solution a lead adjudicated or with several counted labelings gets one row, the
     solution's steps up to the end of its final ratings, carried by its first exported
-    labeling; its other labelings map to no rows. Labelings not in the map keep their own.
+    labeling; its other labelings map to no rows. Labelings not in the map keep their own, as
+    do all of a step-by-step (phase 1) solution's: each labeler's path is a solution of its own.
     """
     if options.labels != "final":
         return {}
@@ -345,8 +346,12 @@ def final_rows(
     for labeling_id, solution_id in labelings.order_by("id").values_list("id", "solution_id"):
         first_labeling.setdefault(solution_id, labeling_id)
         solution_of[labeling_id] = solution_id
-    verdicts = Solution.objects.filter(pk__in=labelings.values("solution_id")).filter(
-        Q(completed_count__gt=1) | Q(adjudication__isnull=False)
+    # Step by step (phase 1) every labeling is its own path: no common steps, so no verdict,
+    # and each labeling keeps its own rows (and notes).
+    verdicts = (
+        Solution.objects.filter(pk__in=labelings.values("solution_id"))
+        .filter(Q(completed_count__gt=1) | Q(adjudication__isnull=False))
+        .exclude(format=Solution.Format.PHASE1)
     )
     by_solution: dict[int, list[dict[str, Any]]] = {}
     for solution in verdicts.select_related("problem").iterator(chunk_size=1000):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -14,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from labeling import selectors
 from labeling.bounds import INT32
-from labeling.models import Labeling
+from labeling.models import Labeling, Solution
 from labeling.roles import LEAD, has_role
 from labeling.services.errors import LabelingError
 from stepwise.request_types import AuthenticatedRequest
@@ -100,3 +101,27 @@ def act(
             messages.error(request, error)
         return redirect("labeling:labeling", labeling_id=labeling.pk)
     return render(request, template, context(labeling, request.user, error), status=status)
+
+
+NOTES_CARD = "labeling/_notes_card.html"  # both labeling pages' notes (labeler.note answers it)
+
+
+def notes_context(
+    labeling: Labeling, *, error: str | None = None, draft: str = "", step: int | None = None
+) -> dict[str, Any]:
+    """What the notes card needs (the labeling's solution loaded)."""
+    solution = labeling.solution
+    # Step by step, the path grows as the labeler goes and the card is not swapped with the
+    # panel: the step box takes any step up to the path's bound (the service checks it was rated).
+    on_path = solution.format == Solution.Format.PHASE1
+    return {
+        "notes": selectors.labeling_notes(labeling),
+        "note_error": error,
+        "note_draft": draft,
+        "note_step": step,
+        "note_step_max": (
+            settings.STEPWISE_MAX_STEPS_PER_SOLUTION if on_path else len(solution.steps)
+        ),
+        "note_on_path": on_path,
+        "note_max_chars": settings.STEPWISE_NOTE_MAX_CHARS,
+    }

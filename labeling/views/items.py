@@ -18,7 +18,7 @@ from labeling.roles import LEAD, require
 from labeling.services import notes
 from labeling.services.errors import LabelingError
 from labeling.views.common import int_param
-from labeling.views.lead import LEADS_ONLY
+from labeling.views.lead import LEADS_ONLY, paths_of
 from stepwise.request_types import AuthenticatedRequest
 
 ITEMS_PER_PAGE = 25
@@ -57,6 +57,7 @@ def _item_context(solution: Solution, *, error: str | None = None, text: str = "
         "problem": solution.problem,
         "labelings": labelings,
         "steps": selectors.side_by_side(solution, labelings),
+        "paths": paths_of(solution, labelings),
         "agreement": getattr(solution, "agreement", None),
         "adjudication": getattr(solution, "adjudication", None),
         "item_notes": selectors.notes_by_step(solution).get(None, []),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, JsonResponse
@@ -29,10 +28,12 @@ from labeling.services.queue import claimable_batch, ensure_labeler, extend_leas
 from labeling.views import alternatives
 from labeling.views.common import (
     CHOSEN_BATCH,
+    NOTES_CARD,
     Key,
     act,
     chosen_batch_id,
     int_param,
+    notes_context,
     readable_labeling,
 )
 from labeling.views.navigation import safe_return_url
@@ -308,22 +309,11 @@ def _alternatives_follow(labeling: Labeling) -> bool:
     )
 
 
-def notes_context(
-    labeling: Labeling, *, error: str | None = None, draft: str = "", step: int | None = None
-) -> dict:
-    return {
-        "notes": selectors.labeling_notes(labeling),
-        "note_error": error,
-        "note_draft": draft,
-        "note_step": step,
-        "note_max_chars": settings.STEPWISE_NOTE_MAX_CHARS,
-    }
-
-
 @login_required
 @require_POST
 def note(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    """A note on one of the labeler's rated steps (why −1, why flagged): its own request, so
+    """A note on one of the labeler's rated steps (why −1, why flagged), from either labeling
+    page (rate the steps; step by step: a step whose candidates they rated): its own request, so
     the rating path never waits on it. Another user's labeling is a 404. htmx gets the notes
     card back (with the error and the draft kept when refused); a plain post, the page."""
     labeling = get_object_or_404(
@@ -341,9 +331,9 @@ def note(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
         if error:
             messages.error(request, error)
         return redirect("labeling:labeling", labeling_id=labeling.pk)
-    context = {"labeling": labeling, "solution": labeling.solution, "read_only": False}
+    context = {"labeling": labeling, "read_only": False}
     context.update(notes_context(labeling, error=error, draft=text, step=step))
-    return render(request, "labeling/labeling.html#notes", context, status=status)
+    return render(request, NOTES_CARD, context, status=status)
 
 
 @login_required

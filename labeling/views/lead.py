@@ -166,6 +166,14 @@ def _posted_ratings(request: AuthenticatedRequest) -> list[int | None]:
         raise LabelingError("Final ratings are -1, 0 or +1 for each step.") from None
 
 
+def paths_of(solution: Solution, labelings: list[Labeling]) -> list[selectors.LabelingPath]:
+    """Step by step, each labeler's own path with its notes (the steps table has no rows: the
+    solution has no steps of its own)."""
+    if solution.format != Solution.Format.PHASE1:
+        return []
+    return selectors.labeling_paths(labelings)
+
+
 @login_required
 def adjudicate(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
@@ -208,6 +216,7 @@ def adjudicate(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
             "agreement": agreement,
             "error": error,
             "item_notes": selectors.notes_by_step(solution).get(None, []),
+            "paths": paths_of(solution, labelings),
         },
         status=400 if error else 200,
     )

@@ -174,10 +174,16 @@
   });
 
   // Notes: their own form beside the panel, sent on their own (never with a rating). N fills
-  // in the selected step (or the last one rated) and puts the cursor in the text.
+  // in the selected step (or the last one rated) and puts the cursor in the text. Step by
+  // step, the step whose candidates are being rated comes first, and a path step the labeler
+  // wrote without rating any candidate is no rated step.
   function lastRatedIndex() {
     var p = panel();
-    var rated = p ? p.querySelectorAll(".step.rated") : [];
+    if (!p) return null;
+    if (p.dataset.stepIndex !== undefined && p.querySelector("#candidates .candidate[data-rating]")) {
+      return Number(p.dataset.stepIndex);
+    }
+    var rated = p.querySelectorAll('.step.rated:not([data-candidates-rated="0"])');
     return rated.length ? Number(rated[rated.length - 1].dataset.step) : null;
   }
   function openNote() {

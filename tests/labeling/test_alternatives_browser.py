@@ -1,6 +1,7 @@
 """The alternatives protocol in Debian's chromium, against the local SmolLM2 generator: a
 labeler builds a whole solution with the keyboard (rates every candidate, continues with one,
-writes the last step), and the export is a phase-1 line of the release's shape."""
+writes the last step), and the export is a phase-1 line of the release's shape. A note on a
+rated step, by keyboard, in both themes with axe (candidates given: no generator)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import json
 import pytest
 
 from labeling import prm800k, selectors
-from labeling.models import Batch, Labeling, ProposedSteps, RatingEvent
+from labeling.models import Batch, Labeling, Note, ProposedSteps, RatingEvent
 from labeling.services import alternatives
 from tests.factories import make_batch, make_problem, make_solution
 from tests.helpers.users import make_user
+from tests.labeling.test_items_browser import THEMES, no_axe_violations
+from tests.labeling.test_notes import CANDIDATES, ready_candidates
+from tests.test_accessibility_browser import open_as
 from tests.test_browser_labeling import keys_ready, open_first_solution, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -169,3 +173,83 @@ def test_after_a_minus_one_the_labeler_rates_the_alternatives_with_the_keyboard(
     texts = ProposedSteps.objects.get(prefix=[]).steps
     assert [c["text"] for c in wrong["completions"]] == [steps[0], *texts]
     assert [c["rating"] for c in wrong["completions"]] == [-1, 1, 0][: count + 1]
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_a_labeler_notes_a_rated_step_by_keyboard_step_by_step(
+    browser, live_server, artifacts_dir, theme
+):
+    labeler = make_user("mia", "labeler")
+    batch = make_batch(
+        name="Phase 1", protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None
+    )
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
+    ready_candidates(problem, [], CANDIDATES)  # the model's candidates, as if written already
+    ready_candidates(problem, [CANDIDATES[0]], ["# Answer\n\n5", "# Answer\n\n6"])
+    context, page = open_as(
+        browser, live_server, "mia", color_scheme=theme, viewport={"width": 1280, "height": 900}
+    )
+    try:
+        page.wait_for_selector("#start")
+        page.keyboard.press("Enter")  # claim
+        page.wait_for_selector("#labeling.alternatives")
+        assert wait_for_candidates(page, 0) == 2
+        rate_each(page, ["1", "-"])
+
+        page.keyboard.press("n")  # the note box, on the step whose candidates were just rated
+        assert page.evaluate("document.activeElement.id") == "note-text"
+        assert page.input_value("#note-step") == "1"
+        page.keyboard.type("candidate 2 multiplies: <b>6</b>, not 5")
+        page.keyboard.press("Control+Enter")
+        page.wait_for_selector("#notes .note")
+        assert "candidate 2 multiplies: <b>6</b>, not 5" in page.inner_text("#notes")  # as typed
+        labeling = Labeling.objects.get(labeler=labeler)
+        note = Note.objects.get()
+        assert (note.labeling_id, note.solution_id, note.step_index, note.author_id) == (
+            labeling.pk,
+            labeling.solution_id,
+            0,
+            labeler.pk,
+        )
+        assert note.text == "candidate 2 multiplies: <b>6</b>, not 5"
+        # The panel is as it was: both ratings kept, nothing chosen yet.
+        assert page.locator("#labeling .candidate[data-rating]").count() == 2
+        assert labeling.step_labels.get().chosen_completion is None
+        page.screenshot(path=str(artifacts_dir / f"alternatives-note-{theme}.png"), full_page=True)
+        no_axe_violations(page, f"the step-by-step page with a note ({theme})")
+
+        # A step not rated yet: refused with the reason, the draft kept, nothing stored.
+        page.fill("#note-step", "2")
+        page.focus("#note-text")
+        page.keyboard.type("too early")
+        page.keyboard.press("Control+Enter")
+        page.wait_for_selector("#note-error:not([hidden])")
+        assert "Step 2 has no rating of yours yet" in page.inner_text("#note-error")
+        assert page.input_value("#note-text") == "too early"
+        assert Note.objects.count() == 1
+        page.keyboard.press("Escape")  # back to rating: the page's keys act again
+
+        page.keyboard.press("Enter")  # continue with the +1
+        assert wait_for_candidates(page, 1) == 2
+        page.keyboard.press("n")  # nothing rated at step 2 yet: the last rated step
+        assert page.input_value("#note-step") == "1"
+        assert page.input_value("#note-text") == "too early"
+
+        # The lead finds the note under step 1 of Mia's path on the item page.
+        make_user("lea", "lead")
+        lead_context, lead = open_as(
+            browser, live_server, "lea", color_scheme=theme, viewport={"width": 1280, "height": 900}
+        )
+        try:
+            lead.goto(f"{live_server.url}/label/lead/items/{labeling.solution_id}/")
+            step_one = lead.locator(f'#item-paths [data-labeling="{labeling.pk}"] [data-step="0"]')
+            assert "candidate 2 multiplies: <b>6</b>, not 5" in step_one.inner_text()
+            lead.screenshot(
+                path=str(artifacts_dir / f"alternatives-note-item-{theme}.png"), full_page=True
+            )
+            no_axe_violations(lead, f"the item page of a step-by-step solution ({theme})")
+        finally:
+            lead_context.close()
+    finally:
+        context.close()

@@ -10,8 +10,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from labeling.models import Labeling, Note
-from labeling.services import notes, queue
+from labeling.models import Batch, Labeling, Note, ProposedSteps, Solution
+from labeling.services import alternatives, notes, queue
 from labeling.services.errors import LabelingError, NotFound
 from labeling.services.exporting import (
     ExportFilters,
@@ -19,7 +19,7 @@ from labeling.services.exporting import (
     select_labelings,
     write_export,
 )
-from tests.factories import make_batch, make_solution
+from tests.factories import make_batch, make_problem, make_solution
 from tests.labeling.helpers import claim_and_label, label
 
 pytestmark = pytest.mark.django_db
@@ -199,3 +199,182 @@ def test_the_final_row_of_a_solution_carries_every_note_on_it(lead, labeler, lab
         "fine",
         "0 is right",
     ]
+
+
+# --- step by step (the alternatives protocol) ------------------------------------------------
+
+CANDIDATES = ["I add: $2 + 3 = 5$.", "I multiply: $2 \\cdot 3 = 6$."]
+
+
+def ready_candidates(problem, prefix: list[str], steps: list[str]) -> None:
+    """The model's candidates for a prefix, as the generate task leaves them: the pages and
+    services find them, and nothing is sent to the generator."""
+    ProposedSteps.objects.create(
+        problem=problem,
+        prefix=prefix,
+        prefix_sha256=alternatives.prefix_hash(prefix),
+        k=len(steps),
+        status=ProposedSteps.Status.READY,
+        steps=steps,
+        generator="test",
+    )
+
+
+def step_by_step_batch(overlap: int = 1) -> Batch:
+    batch = make_batch(
+        protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, overlap=overlap, generation=None
+    )
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
+    ready_candidates(problem, [], CANDIDATES)
+    ready_candidates(problem, [CANDIDATES[0]], ["# Answer\n\n5", "# Answer\n\n6"])
+    return batch
+
+
+@pytest.fixture
+def rated_step_one(labeler) -> Labeling:
+    """Lena's labeling step by step: step 1's candidates rated +1 and −1, none chosen yet."""
+    step_by_step_batch()
+    labeling = queue.claim_next(labeler)
+    assert labeling is not None and labeling.solution.format == Solution.Format.PHASE1
+    ids = {"labeling_id": labeling.pk, "user": labeler, "step_index": 0}
+    alternatives.rate_candidate(**ids, candidate_index=0, rating_value=1)
+    alternatives.rate_candidate(**ids, candidate_index=1, rating_value=-1)
+    return labeling
+
+
+def test_a_note_step_by_step_needs_candidates_rated_at_that_step(rated_step_one, labeler):
+    ids = {"labeling_id": rated_step_one.pk, "user": labeler}
+    # On the step being rated, before a candidate is chosen.
+    note = notes.note_add(**ids, step_index=0, text="the product is a trap")
+    with pytest.raises(LabelingError, match="Step 2 has no rating of yours"):
+        notes.note_add(**ids, step_index=1, text="too early")
+    alternatives.choose_candidate(**ids, step_index=0, candidate_index=0)
+    # Step 2 the labeler's own, with no candidate rated: nothing to explain.
+    alternatives.write_step(**ids, step_index=1, text="# Answer\n\n5")
+    with pytest.raises(LabelingError, match="Step 2 has no rating of yours"):
+        notes.note_add(**ids, step_index=1, text="mine")
+    rated_step_one.refresh_from_db()
+    assert rated_step_one.status == Labeling.Status.COMPLETED
+    later = notes.note_add(**ids, step_index=0, text="chose the sum")  # after the submit too
+    assert list(
+        Note.objects.values_list("labeling_id", "solution_id", "step_index", "author", "text")
+    ) == [
+        (rated_step_one.pk, rated_step_one.solution_id, 0, labeler.pk, "the product is a trap"),
+        (rated_step_one.pk, rated_step_one.solution_id, 0, labeler.pk, "chose the sum"),
+    ]
+    assert [note.pk, later.pk] == list(Note.objects.values_list("pk", flat=True))
+
+
+@pytest.mark.parametrize(
+    ("step", "text", "status", "message"),
+    [
+        ("1", "   ", 400, "A note needs some text."),
+        ("1", "x" * 21, 400, "at most 20 characters; this one has 21"),
+        ("2", "kept draft", 400, "Step 2 has no rating of yours yet"),
+        ("32767", "kept draft", 400, "Step 32767 has no rating of yours yet"),
+        ("2147483647", "kept draft", 400, "Step 2147483647 has no rating of yours yet"),
+        ("99999999999", "kept draft", 400, "step: Out of range: a number runs from"),
+        ("two", "kept draft", 400, "step must be an integer"),
+    ],
+)
+def test_a_refused_note_step_by_step_stores_nothing_and_keeps_the_draft(
+    rated_step_one, labeler, client, settings, step, text, status, message
+):
+    settings.STEPWISE_NOTE_MAX_CHARS = 20
+    client.force_login(labeler)
+    url = reverse("labeling:note", args=[rated_step_one.pk])
+    refused = client.post(url, {"step": step, "text": text}, HTTP_HX_REQUEST="true")
+    body = refused.content.decode()
+    assert refused.status_code == status and message in body
+    assert 'id="notes"' in body and 'id="labeling"' not in body  # only the card
+    assert f"{text.strip() and text}</textarea>" in body  # the labeler's text is not lost
+    plain = client.post(url, {"step": step, "text": text})  # no htmx: back to the page
+    assert plain.status_code == 302
+    assert plain["Location"] == reverse("labeling:labeling", args=[rated_step_one.pk])
+    page = client.get(plain["Location"]).content.decode()
+    assert message in page and 'id="note-form"' in page and "alternatives" in page
+    assert not Note.objects.exists()
+
+
+def test_the_note_request_answers_step_by_step_with_its_card(rated_step_one, labeler, client):
+    client.force_login(labeler)
+    url = reverse("labeling:note", args=[rated_step_one.pk])
+    saved = client.post(url, {"step": "1", "text": "−1: 6 is a product"}, HTTP_HX_REQUEST="true")
+    body = saved.content.decode()
+    assert saved.status_code == 200 and "<html" not in body and 'id="labeling"' not in body
+    assert "−1: 6 is a product" in body and "step 1" in body
+    assert "the step whose candidates you are rating" in body  # the key's help, this page's
+    assert "></textarea>" in body  # saved: the box is empty again
+    plain = client.post(url, {"step": "1", "text": "plain post"})
+    assert plain["Location"] == reverse("labeling:labeling", args=[rated_step_one.pk])
+    page = client.get(plain["Location"]).content.decode()
+    # The alternatives page: its panel, the notes card with both notes, and N among its keys.
+    assert 'class="card panel alternatives"' in page and 'id="note-form"' in page
+    assert page.index("−1: 6 is a product") < page.index("plain post")
+    assert '"n": "note"' in page.replace("&quot;", '"')
+    assert list(Note.objects.values_list("step_index", "text")) == [
+        (0, "−1: 6 is a product"),
+        (0, "plain post"),
+    ]
+
+
+def test_another_users_labeling_step_by_step_is_not_found(rated_step_one, labeler2, lead, client):
+    with pytest.raises(NotFound):
+        notes.note_add(labeling_id=rated_step_one.pk, user=labeler2, step_index=0, text="mine?")
+    url = reverse("labeling:note", args=[rated_step_one.pk])
+    for user in (labeler2, lead):  # a lead reads it, but writes no labeler's note
+        client.force_login(user)
+        assert client.post(url, {"step": 1, "text": "mine?"}).status_code == 404
+        htmx = client.post(url, {"step": 1, "text": "mine?"}, HTTP_HX_REQUEST="true")
+        assert htmx.status_code == 404
+    assert not Note.objects.exists()
+    notes.note_add(
+        labeling_id=rated_step_one.pk, user=rated_step_one.labeler, step_index=0, text=XSS
+    )
+    page = client.get(reverse("labeling:labeling", args=[rated_step_one.pk])).content.decode()
+    assert 'id="notes"' in page and 'id="note-form"' not in page  # the lead's read-only view
+    assert "&lt;script&gt;alert(&quot;x&quot;)" in page and '<script>alert("x")' not in page
+
+
+def test_notes_step_by_step_show_to_the_lead_under_their_path_step_and_are_exported(
+    lead, labeler, labeler2, client
+):
+    batch = step_by_step_batch(overlap=2)
+    texts = {}
+    for user, rating, text in ((labeler, 1, "the sum"), (labeler2, -1, "not a product")):
+        labeling = queue.claim_next(user)
+        ids = {"labeling_id": labeling.pk, "user": user, "step_index": 0}
+        alternatives.rate_candidate(**ids, candidate_index=0, rating_value=rating)
+        alternatives.rate_candidate(**ids, candidate_index=1, rating_value=-1)
+        notes.note_add(labeling_id=labeling.pk, user=user, step_index=0, text=text)
+        if rating == 1:
+            alternatives.choose_candidate(**ids, candidate_index=0)
+        alternatives.write_step(
+            labeling_id=labeling.pk, user=user, step_index=int(rating == 1), text="# Answer\n\n5"
+        )
+        texts[labeling.pk] = text
+    notes.note_reply(solution=Solution.objects.get(batch=batch), lead=lead, text=XSS)
+    solution = Solution.objects.get(batch=batch)
+    assert solution.completed_count == 2
+
+    client.force_login(lead)
+    for url in (
+        reverse("labeling:item_detail", args=[solution.pk]),
+        reverse("labeling:adjudicate", args=[solution.pk]),
+    ):
+        body = client.get(url).content.decode()
+        for labeling_id, text in texts.items():
+            table = body[body.index(f'data-labeling="{labeling_id}"') :]
+            start = table.index('data-step="0"')
+            step_one = table[start : table.index("</tr>", start)]
+            assert text in step_one  # under the step of that labeler's path
+        assert "&lt;script&gt;alert(&quot;x&quot;)" in body and '<script>alert("x")' not in body
+
+    for labels in ("final", "every"):
+        rows = [json.loads(line) for line in _export("stepwise_jsonl", labels=labels).splitlines()]
+        carried = {
+            row["labeling_id"]: [n["text"] for n in row["notes"] if n["role"] == "labeler"]
+            for row in rows
+        }
+        assert carried == {pk: [text] for pk, text in texts.items()}, labels
