@@ -30,10 +30,11 @@ demo: $(STAMP)
 	@echo "Serving on http://127.0.0.1:$(PORT) (Ctrl-C to stop)"
 	env -u DATABASE_URL $(PY) manage.py runserver 127.0.0.1:$(PORT)
 
-# Lint first, then PostgreSQL and Redis when reachable (DATABASE_URL, REDIS_URL); SQLite fallback
-# says what it skipped. .ci/run runs this, so CI lints too.
-test: lint
-	$(PY) scripts/run_tests.py $(ARGS)
+# Lint beside the tests (a lint failure fails the run, after them), PostgreSQL and Redis when
+# reachable (DATABASE_URL, REDIS_URL); SQLite fallback says what it skipped. .ci/run runs this,
+# so CI lints too.
+test: $(STAMP)
+	$(PY) scripts/run_tests.py --lint $(ARGS)
 
 test-slow: $(STAMP)
 	$(PY) scripts/run_tests.py -m "" $(ARGS)

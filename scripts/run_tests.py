@@ -5,7 +5,8 @@ postgres://postgres@127.0.0.1:5432/stepwise) with Redis (REDIS_URL), then on SQL
 embedded default a new user gets from `make demo`, with every test not marked `postgres` or
 `redis`. The two passes run side by side (`--serial`: one after the other), each line of
 their output prefixed with its database. The run fails if either fails. `--db postgres` or
-`--db sqlite` runs one of them; every other argument goes to pytest.
+`--db sqlite` runs one of them; every other argument goes to pytest. `--lint` runs `make lint`
+beside them (`make test` does): its minutes overlap the tests' instead of coming first.
 
 Without PostgreSQL or Redis the tests that need them are skipped, by name. With CI=true
 nothing is skipped: a missing service fails the run. Pytest's "no tests ran" (exit 5) is a
@@ -140,6 +141,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--db", choices=("both", "postgres", "sqlite"), default="both")
     parser.add_argument("--serial", action="store_true")
+    parser.add_argument("--lint", action="store_true", help="run `make lint` beside the passes")
     options, pytest_args = parser.parse_known_args()
     markers, pytest_args = split_markers(pytest_args)
 
@@ -221,6 +223,20 @@ def main() -> int:
     failed_runs, total = [], {"passed": 0, "failed": 0, "skipped": 0}
     lock = threading.Lock()
     started = []
+    linting = None
+    if options.lint:
+        print("\n=== lint: make lint", flush=True)
+        linting = subprocess.Popen(
+            ["make", "--no-print-directory", "lint"],
+            cwd=ROOT,
+            env=base,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        lint_relay = threading.Thread(target=relay, args=("lint", linting, lock))
+        lint_relay.start()
     for label, env, run_markers in runs:
         Path(env["STEPWISE_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
         process = start_pytest(label, env, run_markers, pytest_args)
@@ -240,6 +256,12 @@ def main() -> int:
         total = {key: total[key] + figures[key] for key in total}
         if code:
             failed_runs.append(label)
+    if linting is not None:
+        lint_relay.join()
+        lint_code = linting.wait()
+        print(f"=== lint: exit {lint_code}", flush=True)
+        if lint_code:
+            failed_runs.append("lint")
     if failed_runs:
         print(f"failed on: {', '.join(failed_runs)}", file=sys.stderr)
     print(

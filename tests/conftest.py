@@ -42,9 +42,18 @@ def _fresh_cache():
 # them takes no database fixture runs in one pass (pytest-django refuses it a database anyway).
 ONE_PASS_DIRS = (
     ROOT / "tests" / "modeling" / "training",
+    ROOT / "tests" / "modeling" / "test_generator.py",
+    ROOT / "tests" / "modeling" / "test_grading.py",
     ROOT / "tests" / "labeling" / "test_agreement.py",
+    ROOT / "tests" / "labeling" / "test_parsing.py",
+    ROOT / "tests" / "labeling" / "test_prm800k_final_step.py",
+    ROOT / "tests" / "labeling" / "test_prm800k_format.py",
+    ROOT / "tests" / "labeling" / "test_stepwise_format.py",
+    ROOT / "tests" / "labeling" / "test_templatetags.py",
     ROOT / "tests" / "test_prune_lock.py",
+    ROOT / "tests" / "test_theme.py",
     ROOT / "tests" / "test_benchmarks_commands.py",
+    ROOT / "tests" / "test_benchmarks_peers.py",
     ROOT / "tests" / "test_benchmarks_soak.py",
     ROOT / "tests" / "test_benchmarks_train_quality.py",
 )
