@@ -11,13 +11,13 @@ minute and generated tokens per second, in-process and through `manage.py serve_
 
 Part 2, the alternatives protocol: a simulated labeler walks a path, at each step asking for k
 candidate next steps for the prefix it chose (the first candidate). At every prefix both paths
-run, with the same seed: the old one (no streaming, the old token cap, the prompt encoded
-once per sample: every candidate shows when the whole batch has ended) and the new one (the
-prompt encoded once, each candidate stored, so shown, as soon as its sample ends; the new
-cap). Reported: the time to the first candidate visible and to all of them (the set
-complete: k, or fewer with the reason), p50 and p95, old / new. The page polls
-once a second, so a labeler sees a candidate up to 1 s after it is stored. The wait with
-generation ahead (the next step asked for at the labeler's +1, --head-start-s before the
+run, with the same seed: the old one (no streaming, the old token cap; in process, float32
+weights and the prompt encoded once per sample: every candidate shows when the whole batch has
+ended) and the new one (int8 linear layers, the prompt encoded once, each candidate stored, so
+shown, as soon as its sample ends; the new cap). Reported: the time to the first candidate
+visible and to all of them (the set complete: k, or fewer with the reason), p50 and p95,
+old / new. The page polls once a second, so a labeler sees a candidate up to 1 s after it is
+stored. The wait with generation ahead (the next step asked for at the labeler's +1, --head-start-s before the
 choice) is the time to all k minus the head start.
 """
 
@@ -78,23 +78,14 @@ def pool_throughput(generator, texts: list[str], samples: int, sampling, count_t
 
 
 def old_next_steps(generator, problem: str, prefix: list[str], k: int, sampling) -> list[str]:
-    """`next_steps` as it was before streaming, for the comparison: one batch (the local
-    backend copies the prompt per sample, as it did), then each answer heading's answer; the
-    set is stored (and shown) when all of it is done."""
+    """`next_steps` as it was before streaming, for the comparison: one batch, then each
+    answer heading's answer; the set is stored (and shown) when all of it is done."""
     from labeling.prm800k import answer_section
     from modeling.generator import STEP_SEPARATOR, step_prompt
 
     prompt = step_prompt(problem, prefix)
     steps: list[str] = []
-    once = getattr(generator, "encode_prompt_once", None)
-    if once is not None:
-        generator.encode_prompt_once = False
-    try:
-        samples = generator.complete(prompt, n=k, sampling=sampling, stop=(STEP_SEPARATOR,))
-    finally:
-        if once is not None:
-            generator.encode_prompt_once = once
-    for sample in samples:
+    for sample in generator.complete(prompt, n=k, sampling=sampling, stop=(STEP_SEPARATOR,)):
         step = sample.text.strip()
         section = answer_section(step)
         if section is not None and not section.answer:
@@ -113,7 +104,7 @@ def stopwatch(start: float, laps: list[float]):
 
 
 def candidate_timings(
-    generator, texts: list[str], k: int, steps: int, old_sampling, new_sampling
+    generator, texts: list[str], k: int, steps: int, old_sampling, new_sampling, old_generator=None
 ) -> dict[str, dict[str, list[float]]]:
     """Seconds to the first candidate visible and to the set complete, old and new path, at
     each prefix along simulated paths (the labeler takes the new path's first candidate)."""
@@ -128,7 +119,7 @@ def candidate_timings(
         for _ in range(steps):
             # Old: the whole set at once, at the old cap.
             start = time.perf_counter()
-            old = old_next_steps(generator, problem, prefix, k, old_sampling)
+            old = old_next_steps(old_generator or generator, problem, prefix, k, old_sampling)
             took = time.perf_counter() - start
             timings["old"]["first"].append(took)
             timings["old"]["all"].append(took)
@@ -234,6 +225,11 @@ def main() -> None:
             pool(backends, texts, args)
 
         generator = next(iter(backends.values()))
+        # In process, the old path is the old generator: float32, the prompt copied per sample.
+        old_generator = None
+        if isinstance(generator, LocalGenerator):
+            old_generator = LocalGenerator(int8=False, encode_prompt_once=False)
+            old_generator.complete("warm up", n=1, sampling=Sampling(max_tokens=1))
         timings = candidate_timings(
             generator,
             texts,
@@ -241,6 +237,7 @@ def main() -> None:
             args.steps,
             Sampling(max_tokens=args.old_step_max_tokens, seed=args.seed),
             Sampling(max_tokens=step_max_tokens, seed=args.seed),
+            old_generator,
         )
         sets = len(timings["new"]["all"])
         print(

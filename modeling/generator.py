@@ -390,14 +390,19 @@ class LocalGenerator:
         *,
         device: str = "cpu",
         encode_prompt_once: bool = True,
+        int8: bool = True,
     ) -> None:
         self._model_dir = model_dir
         self._device = device
+        # On a CPU, decoding reads every weight once per token: int8 linear layers read a
+        # quarter of float32's bytes (SmolLM2 on 2 cores: 162 -> 72 ms a step for 5 samples).
+        self.int8 = int8 and device == "cpu"
         # False: the prompt copied per sample (`num_return_sequences`), as before; benchmarks
         # compare the two.
         self.encode_prompt_once = encode_prompt_once
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any] | None = None
+        self._blank_tokens: list[int] = []
         self.name = f"{Path(model_dir).name if model_dir else 'SmolLM2-135M-Instruct'} (local)"
 
     def _load(self) -> tuple[Any, Any]:
@@ -410,7 +415,16 @@ class LocalGenerator:
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
             model.to(self._device)  # type: ignore[arg-type]  # transformers' stub is wrong here
-            self._loaded = (tokenizer, model.eval())
+            model = model.eval()
+            if self.int8:
+                model = _int8_linear_layers(model)
+            # Tokens that are only whitespace: a sample never starts with one (below).
+            self._blank_tokens = [
+                token_id
+                for token, token_id in tokenizer.get_vocab().items()
+                if not tokenizer.convert_tokens_to_string([token]).strip()
+            ]
+            self._loaded = (tokenizer, model)
         return self._loaded
 
     def complete(
@@ -457,8 +471,32 @@ class LocalGenerator:
                     max_new_tokens=sampling.max_tokens,
                     stopping_criteria=[watch],  # the stop strings are its to check
                     pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+                    # A sample that starts with the blank line (or ends at once) is an empty
+                    # step, dropped and drawn again: never let one start that way.
+                    begin_suppress_tokens=[*self._blank_tokens, tokenizer.eos_token_id],
                 )
         return watch.texts(output)
+
+
+def _int8_linear_layers(model: Any) -> Any:
+    """The model with its linear layers int8 (weights quantized once, activations per pass:
+    PyTorch's dynamic quantization, fbgemm kernels). SmolLM2's weights come from a 4-bit GGUF,
+    so int8 keeps what they hold. Where this PyTorch has no such API, the float model."""
+    import warnings
+
+    import torch
+
+    try:
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    except ImportError:  # a PyTorch without the eager API (it moves to torchao)
+        return model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its deprecation notice, once per load
+        # Per output channel: per tensor, SmolLM2 began 9 of 30 samples with the blank line
+        # (float32: 0), per channel 6; with blank first tokens suppressed (`complete`), none.
+        return quantize_dynamic(
+            model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8
+        )
 
 
 def _prompt_once(model: Any, prompt_ids: Any, n: int) -> dict[str, Any]:
