@@ -17,8 +17,8 @@ ended) and the new one (int8 linear layers, the prompt encoded once, each candid
 shown, as soon as its sample ends; the new cap). Reported: the time to the first candidate
 visible and to all of them (the set complete: k, or fewer with the reason), p50 and p95,
 old / new. The page polls once a second, so a labeler sees a candidate up to 1 s after it is
-stored. The wait with generation ahead (the next step asked for at the labeler's +1, --head-start-s before the
-choice) is the time to all k minus the head start.
+stored. The wait with generation ahead (the next step asked for at the labeler's +1,
+--head-start-s before the choice) is the time to all k minus the head start.
 """
 
 from __future__ import annotations
