@@ -47,6 +47,7 @@ from labeling.roles import LABELER, has_role
 from labeling.services.errors import Conflict, Forbidden, LabelingError
 from labeling.services.quality import labeler_set_state
 from stepwise import caching
+from stepwise.compiled import CompiledQuery
 
 # A pause (or a rejection) stops all work, the labeling in progress included.
 STOPPED = (Labeler.State.PAUSED, Labeler.State.REJECTED)
@@ -243,16 +244,17 @@ EXPIRED_AND_TAKEN = (
 )
 
 
-def _open_solutions(user: User, batch: Batch) -> QuerySet[Solution]:
-    """Regular solutions of one batch this user may claim, closest to their N first.
+def _open_solutions(user_id: int, batch_id: int, overlap: int) -> QuerySet[Solution]:
+    """Regular solutions of one batch (its N `overlap`) this user may claim, closest to their N
+    first.
 
     Filters on literal N so PostgreSQL walks solution_queue_idx (batch, completed_count, id)
     backwards and stops at the first unlocked row instead of sorting the batch.
     """
-    mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler=user)
+    mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler_id=user_id)
     return (
-        Solution.objects.filter(batch_id=batch.pk, completed_count__lt=batch.overlap)
-        .filter(active_count__lt=batch.overlap - F("completed_count"))
+        Solution.objects.filter(batch_id=batch_id, completed_count__lt=overlap)
+        .filter(active_count__lt=overlap - F("completed_count"))
         .filter(is_quality_control=False)
         .exclude(Exists(mine))
         .order_by("-completed_count", "-id")
@@ -262,11 +264,11 @@ def _open_solutions(user: User, batch: Batch) -> QuerySet[Solution]:
 def next_claims(user: User, batch: Batch, count: int) -> list[Solution]:
     """The solutions of `batch` this user would claim next, in claim order (nothing locked:
     a guess, for work done ahead such as generating the first candidate steps)."""
-    return list(_open_solutions(user, batch).select_related("problem")[:count])
+    return list(_open_solutions(user.pk, batch.pk, batch.overlap).select_related("problem")[:count])
 
 
-def _gold_pool(user: User, *, screening: bool) -> QuerySet[Solution]:
-    mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler=user)
+def _gold_pool(user_id: int, *, screening: bool) -> QuerySet[Solution]:
+    mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler_id=user_id)
     pool = Solution.objects.filter(is_quality_control=True, gold__isnull=False).exclude(
         Exists(mine)
     )
@@ -285,7 +287,7 @@ def _start(solution: Solution, user: User, batch: Batch | None) -> Labeling:
 
 def _claim_gold(user: User, *, screening: bool) -> Labeling | None:
     """Start a gold labeling. Gold has no overlap limit: each labeler labels each gold once."""
-    solution = _gold_pool(user, screening=screening).order_by("completed_count", "id").first()
+    solution = _gold_pool(user.pk, screening=screening).order_by("completed_count", "id").first()
     if solution is None:
         return None
     Solution.objects.filter(pk=solution.pk).update(active_count=F("active_count") + 1)
@@ -405,32 +407,45 @@ def _batches_to_claim_from(user: User, batch: Batch | None) -> list[Batch]:
     return [b for b in batches if batch is None or b.pk == batch.pk]
 
 
+def _claim_read(user_id: int, batch_id: int, overlap: int) -> QuerySet[Solution]:
+    """The next open solution of the batch, locked (skipping rows other claims hold), with the
+    labeler's state, gold count, whether they have a labeling open (or expired with steps
+    rated) and whether gold waits for them."""
+    mine = Labeling.objects.filter(labeler_id=user_id).filter(
+        Q(status=Labeling.Status.IN_PROGRESS)
+        | Q(status=Labeling.Status.EXPIRED)
+        & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
+    )
+    profile = Labeler.objects.filter(user_id=user_id)
+    return (
+        _open_solutions(user_id, batch_id, overlap)
+        .select_for_update(skip_locked=True, of=("self",))
+        .annotate(
+            labeler_state=Subquery(profile.values("state")[:1]),
+            since_gold=Subquery(profile.values("claims_since_gold")[:1]),
+            has_mine=Exists(mine),
+            # Where gold is due but none is left for them, they take regular work.
+            gold_waiting=Exists(_gold_pool(user_id, screening=False)),
+        )
+    )
+
+
+# Compiled once per connection, as the rating's read (stepwise/compiled.py): building and
+# compiling it cost more than running it, on every claim.
+CLAIM_READ = CompiledQuery(_claim_read, "user_id", "batch_id", "overlap")
+
+
 def _claim_plain(user: User, batch: Batch | None) -> Labeling | None:
     """The common claim in four statements: an active labeler with nothing open, and no gold
     due, takes the next solution of their first batch that has one. The read that locks the
     solution also brings the labeler's state, gold count and whether they have a labeling open
     (or expired with steps rated); anything else (or nothing free) is None, for `_claim_next`.
     """
-    mine = Labeling.objects.filter(labeler_id=user.pk).filter(
-        Q(status=Labeling.Status.IN_PROGRESS)
-        | Q(status=Labeling.Status.EXPIRED)
-        & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
-    )
-    profile = Labeler.objects.filter(user_id=user.pk)
     for candidate_batch in _batches_to_claim_from(user, batch):
         for _attempt in range(5):
             with transaction.atomic():
-                candidate = (
-                    _open_solutions(user, candidate_batch)
-                    .select_for_update(skip_locked=True, of=("self",))
-                    .annotate(
-                        labeler_state=Subquery(profile.values("state")[:1]),
-                        since_gold=Subquery(profile.values("claims_since_gold")[:1]),
-                        has_mine=Exists(mine),
-                        # Where gold is due but none is left for them, they take regular work.
-                        gold_waiting=Exists(_gold_pool(user, screening=False)),
-                    )
-                    .first()
+                candidate = CLAIM_READ.first(
+                    user_id=user.pk, batch_id=candidate_batch.pk, overlap=candidate_batch.overlap
                 )
                 if candidate is None:
                     break  # the next batch
@@ -472,7 +487,7 @@ def _claim_in_batch(user: User, labeler: Labeler, batch: Batch) -> Labeling | No
     for _attempt in range(5):
         with transaction.atomic():
             candidate = (
-                _open_solutions(user, batch)
+                _open_solutions(user.pk, batch.pk, batch.overlap)
                 .select_for_update(skip_locked=True, of=("self",))
                 .first()
             )

@@ -13,7 +13,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, IntegerField, OuterRef, Subquery, Sum
+from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -41,6 +41,7 @@ from labeling.services.queue import (
     reactivate_expired,
     refuse_if_stopped,
 )
+from stepwise.compiled import CompiledQuery
 
 MAX_STEP_TIME_MS = 60 * 60 * 1000  # a step shown for over an hour was a tab left open
 
@@ -70,11 +71,7 @@ def _renew_lease(labeling: Labeling, now) -> None:
     labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
 
 
-def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
-    """The labeling, locked, with its solution and batch and `rated_count`, the number of steps
-    rated so far (the index of the next one), in one query; refused (403) while its labeler is
-    paused (their state is read by the same query). The problem and the labeler's public id come
-    with it: the rating that finishes the labeling renders its release line from them."""
+def _locked_rating_read(labeling_id: int) -> QuerySet[Labeling]:
     # Each rated step is one StepLabel (with its completion 0): counting them needs no join.
     rated_count = (
         StepLabel.objects.filter(labeling=OuterRef("pk"))
@@ -83,7 +80,7 @@ def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
         .annotate(n=Count("pk"))
         .values("n")
     )
-    labeling = (
+    return (
         Labeling.objects.select_for_update(of=("self",))
         .select_related("solution__batch", "solution__problem")
         .annotate(rated_count=Coalesce(Subquery(rated_count, output_field=IntegerField()), 0))
@@ -91,8 +88,20 @@ def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
         # For the release line, should this rating finish the labeling.
         .annotate(labeler_public_id=labeler_public_id_of())
         .filter(pk=labeling_id)
-        .first()
     )
+
+
+# Compiled once per connection: building and compiling this queryset cost four times the
+# query itself, on every rating (stepwise/compiled.py).
+LOCKED_RATING_READ = CompiledQuery(_locked_rating_read, "labeling_id")
+
+
+def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
+    """The labeling, locked, with its solution and batch and `rated_count`, the number of steps
+    rated so far (the index of the next one), in one query; refused (403) while its labeler is
+    paused (their state is read by the same query). The problem and the labeler's public id come
+    with it: the rating that finishes the labeling renders its release line from them."""
+    labeling = LOCKED_RATING_READ.first(labeling_id=labeling_id)
     if labeling is None or labeling.labeler_id != user.pk:
         raise LabelingError("This labeling is not yours.")
     refuse_if_stopped(cast(Any, labeling).labeler_state)
