@@ -1,0 +1,57 @@
+"""The labeling app's models, by topic: `core` (problems, solutions, batches, labelings and
+their ratings), `quality` (gold, counters, agreement, adjudication), `datasets` (guidelines,
+snapshots, API tokens). Import them from here."""
+
+from .core import (
+    Batch,
+    Completion,
+    FinishReason,
+    Labeler,
+    Labeling,
+    Note,
+    Problem,
+    ProposedSteps,
+    Rating,
+    RatingEvent,
+    Solution,
+    StepLabel,
+)
+from .datasets import ApiToken, Guidelines, Snapshot
+from .quality import (
+    Adjudication,
+    BatchAgreement,
+    BatchHourStats,
+    BatchLabelerStats,
+    GoldLabel,
+    GoldResult,
+    PairAgreement,
+    SolutionAgreement,
+    Tally,
+)
+
+__all__ = [
+    "Adjudication",
+    "ApiToken",
+    "Batch",
+    "BatchAgreement",
+    "BatchHourStats",
+    "BatchLabelerStats",
+    "Completion",
+    "FinishReason",
+    "GoldLabel",
+    "GoldResult",
+    "Guidelines",
+    "Labeler",
+    "Labeling",
+    "Note",
+    "PairAgreement",
+    "Problem",
+    "ProposedSteps",
+    "Rating",
+    "RatingEvent",
+    "Snapshot",
+    "Solution",
+    "SolutionAgreement",
+    "StepLabel",
+    "Tally",
+]
