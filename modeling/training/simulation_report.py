@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
@@ -169,11 +170,12 @@ def write_plot(result: SimulationResult, path: Path) -> Path:
     axes[0].set_ylabel("held-out step AUROC (mean, 95% band)")
     axes[0].legend()
     c = result.config
-    fig.suptitle(
+    title = (
         f"Simulated active learning: {result.problems} problems, {c.folds} folds x {c.seeds} "
-        f"seeds; {last_line(result).removeprefix('active learning: ')}",
-        fontsize=9,
+        f"seeds; {last_line(result).removeprefix('active learning: ')}"
     )
+    # Wrapped: the ratios of every arm make one line wider than the figure.
+    fig.suptitle(textwrap.fill(title, width=130), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
