@@ -35,7 +35,6 @@ class _Compiled:
     slots: dict[str, list[int]]
     compiler: Any
     converters: dict
-    fields: list
     init_list: list[str]
     model_start: int
     model_end: int
@@ -56,7 +55,7 @@ class CompiledQuery(Generic[M]):
             weakref.WeakKeyDictionary()
         )
 
-    def _compile(self, connection) -> _Compiled:
+    def _compile(self) -> _Compiled:
         sentinels = {name: _SENTINEL_BASE + n for n, name in enumerate(self.names)}
         queryset = self.build(**sentinels)[:1]
         compiler = queryset.query.get_compiler(using=self.using)
@@ -79,7 +78,6 @@ class CompiledQuery(Generic[M]):
             slots=slots,
             compiler=compiler,
             converters=compiler.get_converters(fields),
-            fields=fields,
             init_list=[f[0].target.attname for f in select[start:end]],
             model_start=start,
             model_end=end,
@@ -91,7 +89,7 @@ class CompiledQuery(Generic[M]):
         connection = connections[self.using]
         compiled = self._per_connection.get(connection)
         if compiled is None:
-            compiled = self._per_connection[connection] = self._compile(connection)
+            compiled = self._per_connection[connection] = self._compile()
         params = list(compiled.params)
         for name, value in values.items():
             for i in compiled.slots[name]:
