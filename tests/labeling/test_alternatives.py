@@ -19,15 +19,7 @@ from tests.factories import make_batch, make_problem, make_solution
 
 
 @pytest.fixture
-def short_steps(settings):
-    settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24  # a step in seconds on a loaded CPU
-    # The same samples every run: with a fresh draw, all could come back empty or cut, now and
-    # then ("The generator gave no step.").
-    settings.STEPWISE_GENERATOR_SEED = 0
-
-
-@pytest.fixture
-def claimed(db, labeler, short_steps):
+def claimed(db, labeler, seeded_candidates):
     batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
     problem = make_problem("What is $2 + 3$?", answer="5")
     assert alternatives.add_problems(batch=batch, problem_ids=[problem.pk]) == 1
@@ -260,7 +252,7 @@ def real_phase2_line(shared_data) -> dict:
 
 
 def test_after_a_minus_one_the_alternatives_to_the_wrong_step_are_rated_as_in_phase_2(
-    labeler, short_steps, shared_data, eager_tasks
+    labeler, seeded_candidates, shared_data, eager_tasks
 ):
     from labeling.services import rating
 

@@ -23,11 +23,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def generator_in_thread(settings):
+def generator_in_thread(settings, seeded_candidates):
     """As on the embedded default: candidates are generated in a thread of the web process."""
     settings.STEPWISE_MODEL_TASKS_IN_THREAD = True
-    settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24  # a few seconds a proposal on this CPU
-    settings.STEPWISE_GENERATOR_SEED = 0  # the same candidates every run
 
 
 def wait_for_candidates(page, step_index: int) -> int:

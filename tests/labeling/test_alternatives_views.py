@@ -82,9 +82,7 @@ def test_the_protocol_of_a_batch_with_solutions_stays(client, lead):
 
 
 @pytest.fixture
-def claimed(client, labeler, settings):
-    settings.STEPWISE_GENERATOR_STEP_MAX_TOKENS = 24
-    settings.STEPWISE_GENERATOR_SEED = 0  # the same samples every run (none cut or empty)
+def claimed(client, labeler, seeded_candidates):
     batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
     # A fixed text: the seeded samples depend on the prompt (checked: 2 whole candidates).
     problem = make_problem("What is $1 + 1$?", answer="2")
