@@ -3,7 +3,9 @@
 `make test` runs pytest twice: on PostgreSQL (DATABASE_URL, default
 postgres://postgres@127.0.0.1:5432/stepwise) with Redis (REDIS_URL), then on SQLite, the
 embedded default a new user gets from `make demo`, with every test not marked `postgres` or
-`redis`. The two passes run side by side (`--serial`: one after the other), each line of
+`redis`. When both run, a test marked `one_pass` (the database plays no part) runs in the SQLite
+pass only and one marked `one_pass_postgres` (a browser test whose server path runs on both
+elsewhere) in the PostgreSQL pass only. The two passes run side by side (`--serial`: one after the other), each line of
 their output prefixed with its database. The run fails if either fails. `--db postgres` or
 `--db sqlite` runs one of them; every other argument goes to pytest. `--lint` runs `make lint`
 beside them (`make test` does): its minutes overlap the tests' instead of coming first.
@@ -205,6 +207,8 @@ def main() -> int:
         var = ROOT / "var" / "test-sqlite"
         shutil.rmtree(var, ignore_errors=True)
         services_free = "not postgres and not redis"
+        if runs:  # the PostgreSQL pass runs them (tests/conftest.py says which)
+            services_free += " and not one_pass_postgres"
         sqlite_markers = f"({markers}) and {services_free}" if markers.strip() else services_free
         runs.append(
             (

@@ -59,6 +59,27 @@ ONE_PASS_DIRS = (
 )
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
 
+# Browser tests of pages whose server path the view, API and service tests run on both
+# databases: what the browser adds (keys, focus, htmx swaps, axe, layout) is the page's, the
+# same on both, so they run once, in the PostgreSQL pass (marker one_pass_postgres), which
+# evens the two passes' minutes. The labeler's own path (test_browser_labeling.py: outages,
+# keys faster than the server, two answers racing) and the CSP and error pages run on both;
+# the demo runs on SQLite, the database it ships with.
+ONE_PASS_POSTGRES_FILES = (
+    ROOT / "tests" / "test_accessibility_browser.py",
+    ROOT / "tests" / "test_home_browser.py",
+    ROOT / "tests" / "test_layout_browser.py",
+    ROOT / "tests" / "labeling" / "test_alternatives_browser.py",
+    ROOT / "tests" / "labeling" / "test_dashboard_browser.py",
+    ROOT / "tests" / "labeling" / "test_items_browser.py",
+    ROOT / "tests" / "labeling" / "test_people_browser.py",
+    ROOT / "tests" / "labeling" / "test_previews_browser.py",
+    ROOT / "tests" / "labeling" / "test_research_page_browser.py",
+    ROOT / "tests" / "modeling" / "test_browser_generation.py",
+    ROOT / "tests" / "modeling" / "test_browser_review.py",
+    ROOT / "tests" / "modeling" / "test_browser_runs.py",
+)
+
 
 def _touches_no_database(item) -> bool:
     if item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(item.fixturenames):
@@ -71,6 +92,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _touches_no_database(item):
             item.add_marker(pytest.mark.one_pass)
+        elif Path(item.fspath) in ONE_PASS_POSTGRES_FILES:
+            item.add_marker(pytest.mark.one_pass_postgres)
     reasons = {
         "postgres": os.environ.get("STEPWISE_SKIP_POSTGRES"),
         "redis": os.environ.get("STEPWISE_SKIP_REDIS"),

@@ -122,7 +122,9 @@ def test_labeler_notes_a_wrong_step_the_lead_replies_and_the_export_has_both(
         lena.keyboard.press("n")  # the note box, on the step just rated
         # A key pressed while the rating's answer is still settling waits for it (labeling.js's
         # pending keys): the box takes the focus then, not at the press.
-        lena.wait_for_function("document.activeElement && document.activeElement.id === 'note-text'")
+        lena.wait_for_function(
+            "document.activeElement && document.activeElement.id === 'note-text'"
+        )
         assert lena.input_value("#note-step") == "2"
         lena.keyboard.type("1 + 1 is 2; the step says 3 <b>twice</b>")
         lena.keyboard.press("Control+Enter")
