@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -116,6 +117,57 @@ def pytest_runtest_setup(item):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "fail_required(why): a required service is missing under CI")
+
+
+# Model work the embedded default runs in a thread of the test process (a sampling run, a
+# generation, a training run started through a page or the API), recorded so that it ends with
+# the test that started it: left running, it went on into the next tests, took their CPU and
+# torch's random numbers (a later seeded test drew other samples) and failed on their database.
+_BACKGROUND_WORK: list[threading.Thread] = []
+BACKGROUND_WORK_LIMIT_S = 600
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_background_work():
+    from stepwise import celery
+
+    start = celery.run_in_thread
+
+    def recorded(name, work) -> threading.Thread:
+        thread = start(name, work)
+        _BACKGROUND_WORK.append(thread)
+        return thread
+
+    celery.run_in_thread = recorded
+    yield
+    celery.run_in_thread = start
+
+
+def _wait_for_background_work() -> list[str]:
+    """Join every thread the test started (and those they started); the names still running."""
+    still_running = []
+    while _BACKGROUND_WORK:
+        thread = _BACKGROUND_WORK.pop(0)
+        thread.join(BACKGROUND_WORK_LIMIT_S)
+        if thread.is_alive():
+            still_running.append(thread.name)
+    return still_running
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    # Before the test's fixtures are torn down: the work still has its database.
+    try:
+        result = yield
+    except BaseException:
+        _wait_for_background_work()
+        raise
+    still_running = _wait_for_background_work()
+    if still_running:
+        raise AssertionError(
+            f"background work still running {BACKGROUND_WORK_LIMIT_S} s after the test: {still_running}"
+        )
+    return result
 
 
 @pytest.fixture(scope="session")

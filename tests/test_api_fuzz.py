@@ -13,6 +13,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from labeling.services import queue, tokens
+from stepwise import celery
 from tests.factories import make_batch, make_solution
 from tests.helpers.users import make_user
 
@@ -35,7 +36,20 @@ def allowed_roles(path: str) -> set[str]:
 
 
 @pytest.fixture
-def role_headers(db):
+def work_not_run(monkeypatch) -> list[str]:
+    """What the API answers is under test here, not the work a request starts: on SQLite tasks
+    run eagerly, in the request, so a fuzzed POST to /api/sampling-runs/ ran SmolLM2 for as long
+    as the fuzzed sizes said, past the client's timeout and on into the next tests (their CPU,
+    torch's random numbers, their database). Every task a request sends is recorded by name
+    instead (the tasks have tests of their own)."""
+    sent: list[str] = []
+    monkeypatch.setattr(celery, "enqueue_on_commit", lambda task, *args, **kw: sent.append(task))
+    monkeypatch.setattr(celery, "run_in_thread", lambda name, work: sent.append(name))
+    return sent
+
+
+@pytest.fixture
+def role_headers(db, work_not_run):
     batch = make_batch(gold_rate=0, overlap=2)
     make_solution(batch)
     headers = {}
