@@ -47,6 +47,14 @@ def keys_ready(page):
     page.wait_for_selector("html[data-keys=ready]", state="attached")
 
 
+def focus_reaches(page, element_id: str) -> None:
+    """Wait for the element to take the focus: a key pressed while a rating's answer settles is
+    kept and acted on after it (labeling.js's pending keys), not at the press."""
+    page.wait_for_function(
+        "id => document.activeElement && document.activeElement.id === id", arg=element_id
+    )
+
+
 def test_labeler_labels_a_whole_solution_with_the_keyboard(page, live_server, artifacts_dir):
     labeler = make_user("kim", "labeler")
     problem = make_problem("What is the sum of the roots of $x^2 - 5x + 6 = 0$?", answer="5")

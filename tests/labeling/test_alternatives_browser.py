@@ -17,7 +17,7 @@ from tests.helpers.users import make_user
 from tests.labeling.test_items_browser import THEMES, no_axe_violations
 from tests.labeling.test_notes import CANDIDATES, ready_candidates
 from tests.test_accessibility_browser import open_as
-from tests.test_browser_labeling import keys_ready, open_first_solution, sign_in
+from tests.test_browser_labeling import focus_reaches, keys_ready, open_first_solution, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -196,7 +196,7 @@ def test_a_labeler_notes_a_rated_step_by_keyboard_step_by_step(
         rate_each(page, ["1", "-"])
 
         page.keyboard.press("n")  # the note box, on the step whose candidates were just rated
-        assert page.evaluate("document.activeElement.id") == "note-text"
+        focus_reaches(page, "note-text")
         assert page.input_value("#note-step") == "1"
         page.keyboard.type("candidate 2 multiplies: <b>6</b>, not 5")
         page.keyboard.press("Control+Enter")

@@ -17,7 +17,7 @@ from labeling.models import Labeling, Note
 from labeling.services.exporting import ExportFilters, select_labelings, write_export
 from tests.labeling.test_items import build_items
 from tests.test_accessibility_browser import AXE_OPTIONS, describe, open_as
-from tests.test_browser_labeling import keys_ready
+from tests.test_browser_labeling import focus_reaches, keys_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -120,11 +120,7 @@ def test_labeler_notes_a_wrong_step_the_lead_replies_and_the_export_has_both(
         )
 
         lena.keyboard.press("n")  # the note box, on the step just rated
-        # A key pressed while the rating's answer is still settling waits for it (labeling.js's
-        # pending keys): the box takes the focus then, not at the press.
-        lena.wait_for_function(
-            "document.activeElement && document.activeElement.id === 'note-text'"
-        )
+        focus_reaches(lena, "note-text")
         assert lena.input_value("#note-step") == "2"
         lena.keyboard.type("1 + 1 is 2; the step says 3 <b>twice</b>")
         lena.keyboard.press("Control+Enter")
