@@ -207,7 +207,7 @@ def main() -> int:
         var = ROOT / "var" / "test-sqlite"
         shutil.rmtree(var, ignore_errors=True)
         services_free = "not postgres and not redis"
-        if runs:  # the PostgreSQL pass runs them (tests/conftest.py says which)
+        if any(label == "postgres" for label, _, _ in runs):  # it runs them (tests/conftest.py)
             services_free += " and not one_pass_postgres"
         sqlite_markers = f"({markers}) and {services_free}" if markers.strip() else services_free
         runs.append(

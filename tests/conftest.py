@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from tests.helpers.paths import (
     require_shared_data,
 )
 from tests.helpers.processes import current_database_url, stop_process
+from tests.helpers.threads import recording, wait_for_started
 from tests.helpers.tiny_models import save_tiny_llama
 from tests.helpers.users import make_user
 
@@ -120,10 +120,9 @@ def pytest_configure(config):
 
 
 # Model work the embedded default runs in a thread of the test process (a sampling run, a
-# generation, a training run started through a page or the API), recorded so that it ends with
-# the test that started it: left running, it went on into the next tests, took their CPU and
-# torch's random numbers (a later seeded test drew other samples) and failed on their database.
-_BACKGROUND_WORK: list[threading.Thread] = []
+# generation, a training run started through a page or the API) ends with the test that started
+# it: left running, it went on into the next tests, took their CPU and torch's random numbers (a
+# later seeded test drew other samples) and failed on their database.
 BACKGROUND_WORK_LIMIT_S = 600
 
 
@@ -131,27 +130,9 @@ BACKGROUND_WORK_LIMIT_S = 600
 def _record_background_work():
     from stepwise import celery
 
-    start = celery.run_in_thread
-
-    def recorded(name, work) -> threading.Thread:
-        thread = start(name, work)
-        _BACKGROUND_WORK.append(thread)
-        return thread
-
-    celery.run_in_thread = recorded
-    yield
-    celery.run_in_thread = start
-
-
-def _wait_for_background_work() -> list[str]:
-    """Join every thread the test started (and those they started); the names still running."""
-    still_running = []
-    while _BACKGROUND_WORK:
-        thread = _BACKGROUND_WORK.pop(0)
-        thread.join(BACKGROUND_WORK_LIMIT_S)
-        if thread.is_alive():
-            still_running.append(thread.name)
-    return still_running
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(celery, "run_in_thread", recording(celery.run_in_thread))
+        yield
 
 
 @pytest.hookimpl(wrapper=True)
@@ -160,9 +141,9 @@ def pytest_runtest_call(item):
     try:
         result = yield
     except BaseException:
-        _wait_for_background_work()
+        wait_for_started(BACKGROUND_WORK_LIMIT_S)
         raise
-    still_running = _wait_for_background_work()
+    still_running = wait_for_started(BACKGROUND_WORK_LIMIT_S)
     if still_running:
         raise AssertionError(
             f"background work still running {BACKGROUND_WORK_LIMIT_S} s after the test: {still_running}"

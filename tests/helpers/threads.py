@@ -4,24 +4,39 @@ STEPWISE_MODEL_TASKS_IN_THREAD), recorded so that a test waits for them, not for
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
-import pytest
+# Every thread started for background work and not yet waited for: tests/conftest.py installs
+# the recorder for the whole session and joins what a test started once its body has run.
+STARTED: list[threading.Thread] = []
 
-from stepwise import celery
 
+def recording(start: Callable[[str, Callable[[], Any]], threading.Thread]):
+    """`stepwise.celery.run_in_thread` that also records each thread in STARTED."""
 
-def background_threads(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
-    """The list fills with every thread started for background work from now on."""
-    threads: list[threading.Thread] = []
-    start = celery.run_in_thread
-
-    def recorded(name: str, work) -> threading.Thread:
+    def recorded(name: str, work: Callable[[], Any]) -> threading.Thread:
         thread = start(name, work)
-        threads.append(thread)
+        STARTED.append(thread)
         return thread
 
-    monkeypatch.setattr(celery, "run_in_thread", recorded)
-    return threads
+    return recorded
+
+
+def wait_for_started(timeout: float) -> list[str]:
+    """Join every recorded thread (and those they start meanwhile); the names still running."""
+    still_running = []
+    while STARTED:
+        thread = STARTED.pop(0)
+        thread.join(timeout)
+        if thread.is_alive():
+            still_running.append(thread.name)
+    return still_running
+
+
+def background_threads() -> list[threading.Thread]:
+    """The threads this test has started for background work; the list fills as they start."""
+    return STARTED
 
 
 def join_all(threads: list[threading.Thread], timeout: float = 300) -> None:

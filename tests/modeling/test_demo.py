@@ -155,7 +155,7 @@ def demo_threads(tmp_path, settings, monkeypatch, open_evaluation_gate):
 
     monkeypatch.setattr("stepwise.celery.send_row", no_worker)
     monkeypatch.setattr("stepwise.celery.enqueue_on_commit", no_worker)
-    return background_threads(monkeypatch)
+    return background_threads()
 
 
 @pytest.mark.django_db(transaction=True)

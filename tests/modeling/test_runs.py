@@ -495,10 +495,10 @@ def test_a_killed_worker_leaves_the_run_resumable_and_the_active_model_alone(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_default_trains_in_a_thread_and_answers_at_once(
-    shared_data, backbone, settings, open_evaluation_gate, monkeypatch
+    shared_data, backbone, settings, open_evaluation_gate
 ):
     settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # what the demo does (no broker, no worker)
-    threads = background_threads(monkeypatch)
+    threads = background_threads()
     import_prm800k(shared_data / "prm800k" / "samples.jsonl")
     run = runs.start_training_run(config=tiny(backbone, max_steps=3))
     # Wait for the thread, not the rows: an in-memory SQLite test database answers "table is

@@ -262,9 +262,9 @@ def test_generated_pool_feeds_a_generation_through_the_real_worker(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_embedded_default_samples_in_a_thread_and_answers_at_once(settings, monkeypatch):
+def test_the_embedded_default_samples_in_a_thread_and_answers_at_once(settings):
     settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # what the demo does (no broker, no worker)
-    threads = background_threads(monkeypatch)
+    threads = background_threads()
     problem = make_problem("What is $1 + 1$?", answer="2")
     run = sampling.create_sampling_run(samples=1, problem_ids=[problem.pk], max_tokens=48, seed=2)
     assert run.status == SamplingRun.Status.QUEUED  # the request answered before sampling
