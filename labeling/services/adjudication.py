@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Exists, F
+from django.db.models import (
+    Case,
+    Exists,
+    F,
+    FilteredRelation,
+    IntegerField,
+    JSONField,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from labeling import agreement as agreement_math
@@ -16,7 +28,6 @@ from labeling import selectors
 from labeling.models import (
     Adjudication,
     BatchAgreement,
-    Completion,
     Labeler,
     Labeling,
     PairAgreement,
@@ -25,7 +36,7 @@ from labeling.models import (
     SolutionAgreement,
 )
 from labeling.services.errors import LabelingError
-from labeling.services.quality import reached_verdict
+from labeling.services.quality import VERDICT_REASONS
 
 
 def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
@@ -39,25 +50,57 @@ def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
     )
 
 
+def _agreement_read(solution: Solution) -> QuerySet[Labeling]:
+    """In one query: the solution's kept finished labelings, one row per rated step (its
+    completion 0's rating, in step order; a labeling with none rated has one row of Nones),
+    each row also saying whether a lead has decided the solution and what an earlier
+    computation of its agreement added (None the first time)."""
+    earlier = SolutionAgreement.objects.filter(solution_id=solution.pk)
+    return (
+        Labeling.objects.filter(
+            solution_id=solution.pk, status=Labeling.Status.COMPLETED, is_surplus=False
+        )
+        .annotate(
+            rated=FilteredRelation(
+                "step_labels__completions", condition=Q(step_labels__completions__index=0)
+            ),
+            adjudicated=Exists(Adjudication.objects.filter(solution_id=solution.pk)),
+            earlier=Subquery(earlier.values("contribution")[:1], output_field=JSONField()),
+            earlier_id=Subquery(earlier.values("pk")[:1]),
+        )
+        .order_by("id", "step_labels__index")
+        .values_list(
+            "id",
+            "labeler_id",
+            "finish_reason",
+            "rated__id",
+            "rated__rating",
+            "adjudicated",
+            "earlier",
+            "earlier_id",
+        )
+    )
+
+
 def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
     """Compute a solution's agreement and fold it into the batch and pair counters.
 
-    Called when a solution reaches N; a recompute first takes back what it added before.
+    Called when a solution reaches N, by a caller that holds the solution's lock (a finish),
+    so what was added before (a recompute takes it back first) cannot change meanwhile.
     """
-    labelings = _labelings_for_agreement(solution)
-    if len(labelings) < 2:
-        return None
+    rows = list(_agreement_read(solution))
     ratings: dict[int, list[int]] = {}
     verdicts: dict[int, bool] = {}
-    by_step = Completion.objects.filter(step__labeling__in=labelings, index=0).order_by(
-        "step__index"
-    )
-    for labeling_id, rating in by_step.values_list("step__labeling_id", "rating"):
-        ratings.setdefault(labeling_id, []).append(cast(int, rating))  # rated steps have one
-    owner = {lab.pk: lab.labeler_id for lab in labelings}
-    for lab in labelings:
-        ratings.setdefault(lab.pk, [])
-        verdicts[lab.pk] = reached_verdict(lab)
+    owner: dict[int, int] = {}
+    for labeling_id, labeler_id, finish_reason, completion_id, rating, *_ in rows:
+        steps = ratings.setdefault(labeling_id, [])
+        owner[labeling_id] = labeler_id
+        verdicts[labeling_id] = finish_reason in VERDICT_REASONS
+        if completion_id is not None:
+            steps.append(cast(int, rating))  # rated steps have one
+    if len(ratings) < 2:
+        return None
+    adjudicated, earlier, earlier_id = rows[0][5:]
     result = agreement_math.solution_agreement(ratings, verdicts)
     needs = not result.first_error_agree or (
         result.raw is not None and result.raw < settings.STEPWISE_ADJUDICATE_BELOW
@@ -77,28 +120,24 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
         ],
         "needs": needs,
     }
-    existing = SolutionAgreement.objects.select_for_update().filter(solution=solution).first()
-    if existing is not None:
-        _fold_agreement(solution.batch_id, existing.contribution, sign=-1)
+    if earlier is not None:
+        _fold_agreement(solution.batch_id, earlier, sign=-1)
     _fold_agreement(solution.batch_id, contribution, sign=1)
     values = {
         "batch_id": solution.batch_id,
-        "labelings": len(labelings),
+        "labelings": len(ratings),
         "steps_compared": result.steps_compared,
         "alpha": result.alpha,
         "raw": result.raw,
         "first_error_agree": result.first_error_agree,
-        "needs_adjudication": needs and not cast(Any, labelings[0]).adjudicated,
+        "needs_adjudication": needs and not adjudicated,
         "contribution": contribution,
         "computed_at": timezone.now(),
     }
-    # The caller holds the solution's lock (a finish), so the row read above is still the one.
-    if existing is None:
+    if earlier_id is None:
         return SolutionAgreement.objects.create(solution=solution, **values)
-    for name, value in values.items():
-        setattr(existing, name, value)
-    existing.save(update_fields=list(values))
-    return existing
+    SolutionAgreement.objects.filter(pk=earlier_id).update(**values)
+    return SolutionAgreement(pk=earlier_id, solution=solution, **values)
 
 
 def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> None:
@@ -118,6 +157,7 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         row.first_error_pairs += sign * sum(1 for p in pairs if p["fe_same"] is not None)
         row.first_error_same += sign * sum(1 for p in pairs if p["fe_same"])
         row.save()
+    per_labeler: dict[int, list[int]] = {}
     for p in pairs:
         pair, _ = PairAgreement.objects.select_for_update().get_or_create(
             labeler_a_id=p["a"], labeler_b_id=p["b"]
@@ -128,9 +168,21 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         pair.steps_same += sign * p["same"]
         pair.first_error_same += sign * int(bool(p["fe_same"]))
         pair.save()
-        Labeler.objects.filter(user_id__in=(p["a"], p["b"])).update(
-            agree_steps_compared=F("agree_steps_compared") + sign * p["compared"],
-            agree_steps_same=F("agree_steps_same") + sign * p["same"],
+        for labeler_id in (p["a"], p["b"]):
+            totals = per_labeler.setdefault(labeler_id, [0, 0])
+            totals[0] += sign * p["compared"]
+            totals[1] += sign * p["same"]
+    if per_labeler:
+        # Every labeler of the solution in one statement, each with their own pairs' sums.
+        def each(position: int) -> Case:
+            return Case(
+                *(When(user_id=u, then=Value(t[position])) for u, t in per_labeler.items()),
+                output_field=IntegerField(),
+            )
+
+        Labeler.objects.filter(user_id__in=per_labeler).update(
+            agree_steps_compared=F("agree_steps_compared") + each(0),
+            agree_steps_same=F("agree_steps_same") + each(1),
         )
 
 

@@ -51,8 +51,12 @@ def gold_compare(ratings: list[int], gold_ratings: list[int], reached_verdict: b
     return shared, exact, binary, match
 
 
+# The ends that give a verdict on the solution (a give-up or a bad problem gives none).
+VERDICT_REASONS = (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
+
+
 def reached_verdict(labeling: Labeling) -> bool:
-    return labeling.finish_reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
+    return labeling.finish_reason in VERDICT_REASONS
 
 
 def gold_result_record(

@@ -249,10 +249,14 @@ def end_labeling(
         steps_ms = StepLabel.objects.filter(labeling=labeling).aggregate(ms=Sum("time_ms"))["ms"]
         ratings = []
     labeling.total_time_ms = (steps_ms or 0) + extra_ms
-    solution = (
-        Solution.objects.select_for_update(of=("self",))
-        .select_related("batch")
-        .get(pk=labeling.solution_id)
+    # The solution's counters, locked: the read this labeling came from did not lock them. Its
+    # other fields (the batch with them) came with the labeling and do not change here.
+    solution = labeling.solution
+    solution.completed_count, solution.active_count = (
+        Solution.objects.select_for_update()
+        .filter(pk=solution.pk)
+        .values_list("completed_count", "active_count")
+        .get()
     )
     was_active = labeling.status == Labeling.Status.IN_PROGRESS
     overlap = solution.batch.overlap if solution.batch else 1
@@ -436,10 +440,14 @@ def revise_rating(*, labeling_id: int, user: User, step_index: int, rating: int)
 def reopen(labeling: Labeling, user: User, now) -> None:
     """A labeling submitted moments ago is in progress again: counters and the solution's
     completed count step back (undo, and the alternatives protocol's step back)."""
-    solution = (
-        Solution.objects.select_for_update(of=("self",))
-        .select_related("batch")
-        .get(pk=labeling.solution_id)
+    # The solution's counters, locked: the read this labeling came from did not lock them. Its
+    # other fields (the batch with them) came with the labeling and do not change here.
+    solution = labeling.solution
+    solution.completed_count, solution.active_count = (
+        Solution.objects.select_for_update()
+        .filter(pk=solution.pk)
+        .values_list("completed_count", "active_count")
+        .get()
     )
     overlap = solution.batch.overlap if solution.batch else 1
     if solution.is_quality_control:

@@ -49,6 +49,29 @@ def test_a_first_error_disagreement_goes_to_the_adjudication_queue(disputed):
     assert (batch.solutions, batch.flagged, batch.pairs, batch.pairs_same) == (1, 1, 2, 1)
 
 
+def test_the_nth_labeling_undone_and_finished_again_replaces_its_agreement(disputed, labeler2):
+    """A recompute takes back what the first computation added to the batch's, the pair's and
+    the labelers' counters before it adds its own: nothing is counted twice."""
+    second = Labeling.objects.get(labeler=labeler2)
+    rating.undo_last(labeling_id=second.pk, user=labeler2)  # the -1 taken back: reopened
+    rating.rate_step(labeling_id=second.pk, user=labeler2, step_index=1, rating=1)
+    rating.rate_step(labeling_id=second.pk, user=labeler2, step_index=2, rating=1)
+    agreement = SolutionAgreement.objects.get(solution=disputed)
+    assert (agreement.raw, agreement.first_error_agree, agreement.needs_adjudication) == (
+        1.0,
+        True,
+        False,
+    )
+    batch = BatchAgreement.objects.get(batch=disputed.batch)
+    assert (batch.solutions, batch.flagged, batch.pairs, batch.pairs_same) == (1, 0, 3, 3)
+    assert batch.coincidence == agreement.contribution["coincidence"]
+    pair = PairAgreement.objects.get()
+    assert (pair.solutions, pair.steps_compared, pair.steps_same) == (1, 3, 3)
+    assert list(
+        Labeler.objects.order_by("user_id").values_list("agree_steps_compared", "agree_steps_same")
+    ) == [(3, 3), (3, 3)]
+
+
 def test_agreement_is_computed_only_once_a_solution_has_its_n(labeler):
     solution = make_solution(make_batch(overlap=2, gold_rate=0))
     claim_and_label(labeler, [1, 1, 1])

@@ -167,28 +167,55 @@ def test_the_rating_that_ends_a_solution_is_ten_statements(client, labeling):
 def test_agreement_is_computed_by_the_finish_that_brings_the_nth_labeling_only(
     client, labeler, labeler2
 ):
-    """N = 2: the first finish is the same ten statements (no agreement table read); the
-    second computes the solution's agreement and folds it into the batch's and the pair's."""
+    """N = 2: the first finish of a solution is the same ten statements (no agreement table
+    read); the second also computes the solution's agreement and folds it into the batch's and
+    the pair's counters: seven more, once those rows exist (the batch's first solution creates
+    them)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from labeling.models import BatchAgreement, PairAgreement, SolutionAgreement
 
-    make_solution(make_batch(overlap=2, gold_rate=0), steps=["One.", "Two."])
+    batch = make_batch(overlap=2, gold_rate=0)
+    make_solution(batch, steps=["One.", "Two."])
+    make_solution(batch, steps=["Three.", "Four."])
     statements = []
-    for user in (labeler, labeler2):
+    for user, rating in ((labeler, 1), (labeler2, 1), (labeler, 1), (labeler2, 0)):
         labeling = queue.claim_next(user)
         client.force_login(user)
         url = reverse("labeling:rate", args=[labeling.pk])
         htmx_post(client, url, {"step_index": 0, "rating": 1})
         with CaptureQueriesContext(connection) as captured:
-            htmx_post(client, url, {"step_index": 1, "rating": 1})
+            htmx_post(client, url, {"step_index": 1, "rating": rating})
         statements.append(_own_statements(captured)[0])
-    first, second = statements
-    assert len(first) == 10 and not any("agreement" in q for q in first), "\n".join(first)
-    assert len(second) > 10 and any("labeling_solutionagreement" in q for q in second)
-    assert SolutionAgreement.objects.get().labelings == 2
-    assert BatchAgreement.objects.get().solutions == 1 and PairAgreement.objects.count() == 1
+    first, _creates_the_rows, third, fourth = statements
+    for alone in (first, third):
+        assert len(alone) == 10 and not any("agreement" in q for q in alone), "\n".join(alone)
+    # The same ten, then seven: the labelings with their ratings, whether a lead decided and
+    # what an earlier computation added, in one read; the batch's row locked and written; the
+    # pair's locked and written; both labelers' counters in one statement; the solution's row.
+    assert [q.split()[0] for q in fourth[10:]] == [
+        "SELECT",
+        "SELECT",
+        "UPDATE",
+        "SELECT",
+        "UPDATE",
+        "UPDATE",
+        "INSERT",
+    ], "\n".join(fourth)
+    assert "labeling_solutionagreement" in fourth[10] and "labeling_completion" in fourth[10]
+    assert "labeling_labeler" in fourth[-2] and "labeling_solutionagreement" in fourth[-1]
+    assert list(SolutionAgreement.objects.order_by("id").values_list("labelings", "raw")) == [
+        (2, 1.0),
+        (2, 0.5),
+    ]
+    totals = BatchAgreement.objects.get()
+    assert (totals.solutions, totals.pairs, totals.pairs_same) == (2, 4, 3)
+    pair = PairAgreement.objects.get()
+    assert (pair.solutions, pair.steps_compared, pair.steps_same) == (2, 4, 3)
+    for user in (labeler, labeler2):
+        profile = user.labeler.__class__.objects.get(user=user)
+        assert (profile.agree_steps_compared, profile.agree_steps_same) == (4, 3)
 
 
 def test_double_submit_returns_the_same_state(client, labeling):
