@@ -35,29 +35,37 @@ class _Compiled:
     slots: dict[str, list[int]]
     compiler: Any
     converters: dict
+    # Model querysets: how a row becomes an instance (select_related and annotations too).
     init_list: list[str]
     model_start: int
     model_end: int
     related_populators: list
     annotation_col_map: dict[str, int]
+    # values_list querysets: how many of a row's columns are its values (None: a model's).
+    value_count: int | None
 
 
 class CompiledQuery(Generic[M]):
     """`build(**placeholders)` returns the queryset; `first(**values)` runs it with `values` in
     place of the placeholders and returns its first instance or None, as `.first()` would (the
-    queryset must order itself: it is compiled as built, with LIMIT 1)."""
+    queryset must order itself: it is compiled as built, with LIMIT 1); `all(**values)` returns
+    every instance, and `rows(**values)` every row of a `values_list` queryset, as tuples."""
 
     def __init__(self, build: Callable[..., QuerySet[M]], *names: str, using: str = "default"):
         self.build = build
         self.names = names
         self.using = using
-        self._per_connection: weakref.WeakKeyDictionary[Any, _Compiled] = (
-            weakref.WeakKeyDictionary()
-        )
+        # Per connection, compiled with LIMIT 1 (True) or whole (False).
+        self._per_connection: dict[bool, weakref.WeakKeyDictionary[Any, _Compiled]] = {
+            True: weakref.WeakKeyDictionary(),
+            False: weakref.WeakKeyDictionary(),
+        }
 
-    def _compile(self) -> _Compiled:
+    def _compile(self, one: bool) -> _Compiled:
         sentinels = {name: _SENTINEL_BASE + n for n, name in enumerate(self.names)}
-        queryset = self.build(**sentinels)[:1]
+        queryset = self.build(**sentinels)
+        if one:
+            queryset = queryset[:1]
         compiler = queryset.query.get_compiler(using=self.using)
         sql, params = compiler.as_sql()
         params = list(params)
@@ -70,37 +78,50 @@ class CompiledQuery(Generic[M]):
             raise ValueError(f"placeholders not found in the compiled query: {missing}")
         select, klass_info = compiler.select, compiler.klass_info
         fields = [s[0] for s in select[0 : compiler.col_count]]
-        select_fields = klass_info["select_fields"]
-        start, end = select_fields[0], select_fields[-1] + 1
-        return _Compiled(
+        compiled = _Compiled(
             sql=sql,
             params=params,
             slots=slots,
             compiler=compiler,
             converters=compiler.get_converters(fields),
-            init_list=[f[0].target.attname for f in select[start:end]],
-            model_start=start,
-            model_end=end,
-            related_populators=get_related_populators(klass_info, select, self.using),
+            init_list=[],
+            model_start=0,
+            model_end=0,
+            related_populators=[],
             annotation_col_map=dict(compiler.annotation_col_map),
+            value_count=None,
         )
+        if queryset.query.values_select:
+            # A values_list queryset: Django selects its values in the order named, as the
+            # row's first col_count columns (any after them serve the ordering only).
+            compiled.value_count = compiler.col_count
+            return compiled
+        select_fields = klass_info["select_fields"]
+        compiled.model_start, compiled.model_end = select_fields[0], select_fields[-1] + 1
+        compiled.init_list = [
+            f[0].target.attname for f in select[compiled.model_start : compiled.model_end]
+        ]
+        compiled.related_populators = get_related_populators(klass_info, select, self.using)
+        return compiled
 
-    def first(self, **values: Any) -> M | None:
+    def _run(self, one: bool, values: dict[str, Any]) -> tuple[_Compiled, list[tuple]]:
         connection = connections[self.using]
-        compiled = self._per_connection.get(connection)
+        per_connection = self._per_connection[one]
+        compiled = per_connection.get(connection)
         if compiled is None:
-            compiled = self._per_connection[connection] = self._compile()
+            compiled = per_connection[connection] = self._compile(one)
         params = list(compiled.params)
         for name, value in values.items():
             for i in compiled.slots[name]:
                 params[i] = value
         with connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        if compiled.converters:
-            row = next(compiled.compiler.apply_converters([row], compiled.converters))
+            rows = cursor.fetchall()
+        if compiled.converters and rows:
+            rows = list(compiled.compiler.apply_converters(rows, compiled.converters))
+        return compiled, rows
+
+    def _instance(self, compiled: _Compiled, row: tuple) -> M:
         model_cls = compiled.compiler.klass_info["model"]
         obj = model_cls.from_db(
             self.using, compiled.init_list, row[compiled.model_start : compiled.model_end]
@@ -110,3 +131,17 @@ class CompiledQuery(Generic[M]):
         for attr_name, col_pos in compiled.annotation_col_map.items():
             setattr(obj, attr_name, row[col_pos])
         return obj
+
+    def first(self, **values: Any) -> M | None:
+        compiled, rows = self._run(True, values)
+        return self._instance(compiled, rows[0]) if rows else None
+
+    def all(self, **values: Any) -> list[M]:
+        compiled, rows = self._run(False, values)
+        return [self._instance(compiled, row) for row in rows]
+
+    def rows(self, **values: Any) -> list[tuple]:
+        compiled, rows = self._run(False, values)
+        if compiled.value_count is None:
+            raise TypeError("rows() reads a values_list queryset; all() gives instances")
+        return [tuple(row[: compiled.value_count]) for row in rows]

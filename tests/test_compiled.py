@@ -58,3 +58,52 @@ def test_a_placeholder_missing_from_the_query_is_refused(labeler):
     reads = CompiledQuery(lambda labeling_id: Labeling.objects.all(), "labeling_id")
     with pytest.raises(ValueError, match="placeholders not found"):
         reads.first(labeling_id=1)
+
+
+def test_all_and_rows_give_what_the_orm_gives_on_every_call(labeler, labeler2):
+    """`all()` builds every instance (select_related too); `rows()` gives a values_list's tuples
+    in the order named, annotations and their converters (a JSON subquery, an Exists)
+    included, as Django's iterable does."""
+    from django.db.models import Exists, JSONField, OuterRef, Subquery
+
+    from labeling.models import Completion, SolutionAgreement
+    from labeling.services.rating import RATED_STEPS
+    from tests.labeling.helpers import claim_and_label
+
+    solution = make_solution(make_batch(overlap=2, gold_rate=0), steps=["A.", "B.", "C."])
+    claim_and_label(labeler, [1, 0, 1])
+    claim_and_label(labeler2, [1, -1])
+    for labeling in Labeling.objects.order_by("id"):
+        orm = list(
+            Completion.objects.filter(step__labeling_id=labeling.pk)
+            .select_related("step")
+            .order_by("step__index", "index")
+        )
+        compiled = RATED_STEPS.all(labeling_id=labeling.pk)
+        assert [(c.pk, c.rating, c.step.index, c.step.labeling_id) for c in compiled] == [
+            (c.pk, c.rating, c.step.index, c.step.labeling_id) for c in orm
+        ]
+
+    def read(solution_id):
+        agreement = SolutionAgreement.objects.filter(solution_id=OuterRef("solution_id"))
+        return (
+            Labeling.objects.filter(solution_id=solution_id)
+            .annotate(
+                contribution=Subquery(
+                    agreement.values("contribution")[:1], output_field=JSONField()
+                ),
+                has_steps=Exists(Completion.objects.filter(step__labeling_id=OuterRef("pk"))),
+            )
+            .order_by("id")
+            # An annotation named before a field: the SQL has them the other way round.
+            .values_list("has_steps", "id", "contribution", "finish_reason")
+        )
+
+    rows = CompiledQuery(read, "solution_id")
+    for _ in range(2):
+        assert rows.rows(solution_id=solution.pk) == list(read(solution.pk))
+    first = rows.rows(solution_id=solution.pk)[0]
+    assert first[0] is True and isinstance(first[2], dict) and first[3] == "solution"
+    assert rows.rows(solution_id=10**12) == []
+    with pytest.raises(TypeError, match="values_list"):
+        RATED_STEPS.rows(labeling_id=1)

@@ -9,17 +9,13 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import (
-    Case,
     Exists,
     F,
     FilteredRelation,
-    IntegerField,
     JSONField,
     Q,
     QuerySet,
     Subquery,
-    Value,
-    When,
 )
 from django.utils import timezone
 
@@ -37,6 +33,7 @@ from labeling.models import (
 )
 from labeling.services.errors import LabelingError
 from labeling.services.quality import VERDICT_REASONS
+from stepwise.compiled import CompiledQuery
 
 
 def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
@@ -50,21 +47,21 @@ def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
     )
 
 
-def _agreement_read(solution: Solution) -> QuerySet[Labeling]:
+def _agreement_read(solution_id: int) -> QuerySet[Labeling]:
     """In one query: the solution's kept finished labelings, one row per rated step (its
     completion 0's rating, in step order; a labeling with none rated has one row of Nones),
     each row also saying whether a lead has decided the solution and what an earlier
     computation of its agreement added (None the first time)."""
-    earlier = SolutionAgreement.objects.filter(solution_id=solution.pk)
+    earlier = SolutionAgreement.objects.filter(solution_id=solution_id)
     return (
         Labeling.objects.filter(
-            solution_id=solution.pk, status=Labeling.Status.COMPLETED, is_surplus=False
+            solution_id=solution_id, status=Labeling.Status.COMPLETED, is_surplus=False
         )
         .annotate(
             rated=FilteredRelation(
                 "step_labels__completions", condition=Q(step_labels__completions__index=0)
             ),
-            adjudicated=Exists(Adjudication.objects.filter(solution_id=solution.pk)),
+            adjudicated=Exists(Adjudication.objects.filter(solution_id=solution_id)),
             earlier=Subquery(earlier.values("contribution")[:1], output_field=JSONField()),
             earlier_id=Subquery(earlier.values("pk")[:1]),
         )
@@ -82,13 +79,27 @@ def _agreement_read(solution: Solution) -> QuerySet[Labeling]:
     )
 
 
+# Compiled once per connection (stepwise/compiled.py), as the rating's reads: building and
+# compiling these cost more than running them, on every finish that brings a solution to N.
+AGREEMENT_READ = CompiledQuery(_agreement_read, "solution_id")
+BATCH_AGREEMENT_LOCKED = CompiledQuery(
+    lambda batch_id: BatchAgreement.objects.select_for_update().filter(batch_id=batch_id),
+    "batch_id",
+)
+PAIR_AGREEMENT_LOCKED = CompiledQuery(
+    lambda a, b: PairAgreement.objects.select_for_update().filter(labeler_a_id=a, labeler_b_id=b),
+    "a",
+    "b",
+)
+
+
 def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
     """Compute a solution's agreement and fold it into the batch and pair counters.
 
     Called when a solution reaches N, by a caller that holds the solution's lock (a finish),
     so what was added before (a recompute takes it back first) cannot change meanwhile.
     """
-    rows = list(_agreement_read(solution))
+    rows = AGREEMENT_READ.rows(solution_id=solution.pk)
     ratings: dict[int, list[int]] = {}
     verdicts: dict[int, bool] = {}
     owner: dict[int, int] = {}
@@ -146,7 +157,9 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
     pairs = contribution.get("pairs", [])
     if batch_id is not None:
         # Locked as it is read (or created): one statement once the row exists.
-        row, _ = BatchAgreement.objects.select_for_update().get_or_create(batch_id=batch_id)
+        row = BATCH_AGREEMENT_LOCKED.first(batch_id=batch_id)
+        if row is None:  # the batch's first: created (or, in a race, read) and locked
+            row, _ = BatchAgreement.objects.select_for_update().get_or_create(batch_id=batch_id)
         row.coincidence = agreement_math.add_coincidence(
             row.coincidence, contribution["coincidence"], sign
         )
@@ -159,9 +172,11 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
         row.save()
     per_labeler: dict[int, list[int]] = {}
     for p in pairs:
-        pair, _ = PairAgreement.objects.select_for_update().get_or_create(
-            labeler_a_id=p["a"], labeler_b_id=p["b"]
-        )
+        pair = PAIR_AGREEMENT_LOCKED.first(a=p["a"], b=p["b"])
+        if pair is None:
+            pair, _ = PairAgreement.objects.select_for_update().get_or_create(
+                labeler_a_id=p["a"], labeler_b_id=p["b"]
+            )
         pair.coincidence = agreement_math.add_coincidence(pair.coincidence, p["coincidence"], sign)
         pair.solutions += sign
         pair.steps_compared += sign * p["compared"]
@@ -172,17 +187,14 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
             totals = per_labeler.setdefault(labeler_id, [0, 0])
             totals[0] += sign * p["compared"]
             totals[1] += sign * p["same"]
-    if per_labeler:
-        # Every labeler of the solution in one statement, each with their own pairs' sums.
-        def each(position: int) -> Case:
-            return Case(
-                *(When(user_id=u, then=Value(t[position])) for u, t in per_labeler.items()),
-                output_field=IntegerField(),
-            )
-
-        Labeler.objects.filter(user_id__in=per_labeler).update(
-            agree_steps_compared=F("agree_steps_compared") + each(0),
-            agree_steps_same=F("agree_steps_same") + each(1),
+    # Labelers with the same sums in one statement: for N = 2, both in one.
+    by_sums: dict[tuple[int, int], list[int]] = {}
+    for labeler_id, (compared, same) in per_labeler.items():
+        by_sums.setdefault((compared, same), []).append(labeler_id)
+    for (compared, same), labeler_ids in by_sums.items():
+        Labeler.objects.filter(user_id__in=labeler_ids).update(
+            agree_steps_compared=F("agree_steps_compared") + compared,
+            agree_steps_same=F("agree_steps_same") + same,
         )
 
 

@@ -96,6 +96,25 @@ def _locked_rating_read(labeling_id: int) -> QuerySet[Labeling]:
 LOCKED_RATING_READ = CompiledQuery(_locked_rating_read, "labeling_id")
 
 
+SOLUTION_COUNTERS_LOCKED = CompiledQuery(
+    lambda solution_id: (
+        Solution.objects.select_for_update()
+        .filter(pk=solution_id)
+        .values_list("completed_count", "active_count")
+    ),
+    "solution_id",
+)
+# A labeling's completions in order, each with its step: what a finish reads of its ratings.
+RATED_STEPS = CompiledQuery(
+    lambda labeling_id: (
+        Completion.objects.filter(step__labeling_id=labeling_id)
+        .select_related("step")
+        .order_by("step__index", "index")
+    ),
+    "labeling_id",
+)
+
+
 def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     """The labeling, locked, with its solution and batch and `rated_count`, the number of steps
     rated so far (the index of the next one), in one query; refused (403) while its labeler is
@@ -252,11 +271,8 @@ def end_labeling(
     # The solution's counters, locked: the read this labeling came from did not lock them. Its
     # other fields (the batch with them) came with the labeling and do not change here.
     solution = labeling.solution
-    solution.completed_count, solution.active_count = (
-        Solution.objects.select_for_update()
-        .filter(pk=solution.pk)
-        .values_list("completed_count", "active_count")
-        .get()
+    ((solution.completed_count, solution.active_count),) = SOLUTION_COUNTERS_LOCKED.rows(
+        solution_id=solution.pk
     )
     was_active = labeling.status == Labeling.Status.IN_PROGRESS
     overlap = solution.batch.overlap if solution.batch else 1
@@ -324,11 +340,7 @@ def _rated_steps(
     """A labeling read by the rating path (`_locked_for_rating`): its steps in order and their
     completions in one query. None with a step that has no completion (the release record then
     reads them its own way)."""
-    completions = list(
-        Completion.objects.filter(step__labeling=labeling)
-        .select_related("step")
-        .order_by("step__index", "index")
-    )
+    completions = RATED_STEPS.all(labeling_id=labeling.pk)
     steps = list({c.step_id: c.step for c in completions}.values())
     if len(steps) != rated_count:
         return None
@@ -443,11 +455,8 @@ def reopen(labeling: Labeling, user: User, now) -> None:
     # The solution's counters, locked: the read this labeling came from did not lock them. Its
     # other fields (the batch with them) came with the labeling and do not change here.
     solution = labeling.solution
-    solution.completed_count, solution.active_count = (
-        Solution.objects.select_for_update()
-        .filter(pk=solution.pk)
-        .values_list("completed_count", "active_count")
-        .get()
+    ((solution.completed_count, solution.active_count),) = SOLUTION_COUNTERS_LOCKED.rows(
+        solution_id=solution.pk
     )
     overlap = solution.batch.overlap if solution.batch else 1
     if solution.is_quality_control:
