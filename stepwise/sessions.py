@@ -1,5 +1,6 @@
 """Sessions read from the shared cache and written through to the database (SESSION_ENGINE
-beside PostgreSQL), for which a cache that is down costs a query, never the request.
+beside PostgreSQL), for which a cache that is down costs a query, never the request; and the
+session's user read by SQL compiled once (`ModelBackend`, in AUTHENTICATION_BACKENDS).
 
 Django's cached_db store already survives a failed cache read or write on save, but not a
 failed write after a database read (`load`), a lookup for a new key (`exists`, at every sign
@@ -10,10 +11,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.contrib.auth import backends as auth_backends
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.sessions.backends.cached_db import SessionStore as CachedDBStore
 from django.contrib.sessions.backends.db import SessionStore as DBStore
+from django.db.models import QuerySet
 
 from stepwise.caching import CACHE_DOWN
+from stepwise.compiled import CompiledQuery
 
 log = logging.getLogger(__name__)
 
@@ -41,3 +47,21 @@ class SessionStore(CachedDBStore):
             super().delete(session_key)
         except CACHE_DOWN as exc:
             log.warning("session cache unavailable, the database row is deleted: %s", exc)
+
+
+def _user_read(user_id: int) -> QuerySet[AbstractBaseUser]:
+    return get_user_model()._default_manager.filter(pk=user_id)
+
+
+# Every signed-in request reads its user: compiled once per connection (stepwise/compiled.py),
+# as building and compiling Django's `get(pk=...)` cost more than the query itself.
+USER_READ = CompiledQuery(_user_read, "user_id")
+
+
+class ModelBackend(auth_backends.ModelBackend):
+    """Django's ModelBackend (AUTHENTICATION_BACKENDS), reading a session's user with the same
+    SQL compiled once per connection; the rest (sign-in, permissions) is Django's own."""
+
+    def get_user(self, user_id: Any) -> AbstractBaseUser | None:
+        user = USER_READ.first(user_id=user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None

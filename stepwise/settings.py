@@ -128,7 +128,9 @@ MIDDLEWARE = [
 # guesses would lock out the whole site.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, its session read compiled once (sessions signed in under Django's
+    # own path before it was named here sign in again, once).
+    "stepwise.sessions.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("STEPWISE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("STEPWISE_LOGIN_COOLOFF_MINUTES", 15))

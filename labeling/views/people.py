@@ -29,7 +29,7 @@ from stepwise.request_types import AuthenticatedRequest
 
 LEADS_ONLY = "This page is for leads."
 # The backend that signs in a user the link vouches for (django-axes' counts only passwords).
-SIGN_IN_BACKEND = "django.contrib.auth.backends.ModelBackend"
+SIGN_IN_BACKEND = "stepwise.sessions.ModelBackend"
 
 
 def labelers_page(
