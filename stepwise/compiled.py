@@ -51,7 +51,7 @@ class CompiledQuery(Generic[M]):
     queryset must order itself: it is compiled as built, with LIMIT 1); `all(**values)` returns
     every instance, and `rows(**values)` every row of a `values_list` queryset, as tuples."""
 
-    def __init__(self, build: Callable[..., QuerySet[M]], *names: str, using: str = "default"):
+    def __init__(self, build: Callable[..., QuerySet[M, Any]], *names: str, using: str = "default"):
         self.build = build
         self.names = names
         self.using = using

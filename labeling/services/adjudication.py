@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -47,7 +47,7 @@ def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
     )
 
 
-def _agreement_read(solution_id: int) -> QuerySet[Labeling]:
+def _agreement_read(solution_id: int) -> QuerySet[Labeling, tuple[Any, ...]]:
     """In one query: the solution's kept finished labelings, one row per rated step (its
     completion 0's rating, in step order; a labeling with none rated has one row of Nones),
     each row also saying whether a lead has decided the solution and what an earlier
