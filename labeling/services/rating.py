@@ -224,7 +224,9 @@ def rate_step(
         return RatedStep(labeling, rated + 1)
 
 
-def _insert_rating(step: StepLabel, completion: Completion, event: RatingEvent | None = None):
+def _insert_rating(
+    step: StepLabel, completion: Completion, event: RatingEvent | None = None
+) -> None:
     """Store a rated step, its completion 0 and (unless the finish writes it) its audit event.
 
     On PostgreSQL one statement writes all three (data-modifying CTEs), where the ORM takes a
