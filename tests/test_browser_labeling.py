@@ -419,3 +419,22 @@ def test_on_a_tablet_the_rating_buttons_and_the_map_fit_the_screen(page, live_se
     assert page.evaluate("document.documentElement.scrollWidth") <= 768  # no sideways scroll
     cells = page.locator("#labeling .map-cell")
     assert cells.nth(19).bounding_box()["y"] > cells.nth(0).bounding_box()["y"]  # wrapped
+
+
+def test_a_solution_skipped_after_rating_a_step_is_skipped_with_its_reason(page, live_server):
+    """The skip form comes back with each rating's answer: posted after a rating it must still
+    pass the CSRF check (it answered 403, and the reason was lost, when the answer's form had
+    no token)."""
+    labeler = make_user("sol", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, "sol")
+    open_first_solution(page)
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    page.locator("#skip > summary").click()
+    page.fill("#skip-reason", "Too long for me right now")
+    page.locator("#skip-submit").click()
+    page.wait_for_selector("#skipped, .messages")
+    labeling = Labeling.objects.get(labeler=labeler)
+    assert (labeling.status, labeling.skip_reason) == ("skipped", "Too long for me right now")
+    assert labeling.step_labels.count() == 1
