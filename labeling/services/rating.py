@@ -124,6 +124,17 @@ RATED_STEPS = CompiledQuery(
 )
 
 
+def _with_counters_locked(labeling: Labeling) -> Solution:
+    """The labeling's solution with its counters read again under a lock: the read the labeling
+    came from did not lock them. Its other fields (the batch with them) came with the labeling
+    and do not change here."""
+    solution = labeling.solution
+    ((solution.completed_count, solution.active_count),) = SOLUTION_COUNTERS_LOCKED.rows(
+        solution_id=solution.pk
+    )
+    return solution
+
+
 def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     """The labeling, locked, with its solution and batch and `rated_count`, the number of steps
     rated so far (the index of the next one), in one query; refused (403) while its labeler is
@@ -333,12 +344,7 @@ def end_labeling(
         steps_ms = StepLabel.objects.filter(labeling=labeling).aggregate(ms=Sum("time_ms"))["ms"]
         ratings = []
     labeling.total_time_ms = (steps_ms or 0) + extra_ms
-    # The solution's counters, locked: the read this labeling came from did not lock them. Its
-    # other fields (the batch with them) came with the labeling and do not change here.
-    solution = labeling.solution
-    ((solution.completed_count, solution.active_count),) = SOLUTION_COUNTERS_LOCKED.rows(
-        solution_id=solution.pk
-    )
+    solution = _with_counters_locked(labeling)
     was_active = labeling.status == Labeling.Status.IN_PROGRESS
     overlap = solution.batch.overlap if solution.batch else 1
     room = solution.completed_count + solution.active_count - (1 if was_active else 0) < overlap
@@ -517,12 +523,7 @@ def revise_rating(*, labeling_id: int, user: User, step_index: int, rating: int)
 def reopen(labeling: Labeling, user: User, now) -> None:
     """A labeling submitted moments ago is in progress again: counters and the solution's
     completed count step back (undo, and the alternatives protocol's step back)."""
-    # The solution's counters, locked: the read this labeling came from did not lock them. Its
-    # other fields (the batch with them) came with the labeling and do not change here.
-    solution = labeling.solution
-    ((solution.completed_count, solution.active_count),) = SOLUTION_COUNTERS_LOCKED.rows(
-        solution_id=solution.pk
-    )
+    solution = _with_counters_locked(labeling)
     overlap = solution.batch.overlap if solution.batch else 1
     if solution.is_quality_control:
         quality.gold_result_forget(labeling=labeling)
