@@ -1,6 +1,7 @@
 """The HTTP load generator the labeling benchmarks share (benchmarks/queue_load.py, floor.py, and
-soak.py's helpers): gunicorn on 127.0.0.1, labelers as logged-in `requests` sessions (threads
-in a few client processes) running one scenario until a deadline, round trips and Django's own
+soak.py's helpers): gunicorn on 127.0.0.1, labelers signed in with `requests` and then sending on
+a keep-alive urllib3 connection each (threads in a few client processes), running one scenario
+until a deadline, round trips and Django's own
 time per request (the Server-Timing header), percentiles."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -42,6 +44,63 @@ def login(base: str, username: str) -> Any:
     session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
     session.headers["Referer"] = base + "/"
     return session
+
+
+class LightSession:
+    """A signed-in labeler on one keep-alive urllib3 connection: the saturating scenarios'
+    client (queue_load.py, floor.py). The load generator shares the machine with the server;
+    a `requests.Session` spent 1.6 ms of client CPU per request here (its cookie jar, hooks and
+    adapters) where urllib3, which it wraps, spends 0.7 ms. Label Studio's harness sends two
+    requests per solution where ours sends one per step, so the client's cost per request
+    weighs five times as much on our side. Takes the cookies and headers `login` set."""
+
+    def __init__(self, base: str, signed_in: Any) -> None:
+        import urllib3
+
+        host, port = base.removeprefix("http://").split(":")
+        self.base = base
+        self.pool = urllib3.HTTPConnectionPool(host, int(port), maxsize=1, retries=False)
+        cookie = "; ".join(f"{name}={value}" for name, value in signed_in.cookies.items())
+        self.headers = {**signed_in.headers, "Cookie": cookie}
+
+    def post(
+        self,
+        url: str,
+        data: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        allow_redirects: bool = False,
+        timeout: float = 60,
+    ) -> LightResponse:
+        from urllib.parse import urlencode
+
+        assert not allow_redirects, "the scenarios read redirects themselves"
+        sent = {**self.headers, **(headers or {})}
+        body = None
+        if data is not None:
+            body = urlencode(data)
+            sent["Content-Type"] = "application/x-www-form-urlencoded"
+        answer = self.pool.request(
+            "POST",
+            url.removeprefix(self.base),
+            body=body,
+            headers=sent,
+            redirect=False,
+            timeout=timeout,
+        )
+        return LightResponse(answer.status, answer.headers, answer.data)
+
+
+@dataclass
+class LightResponse:
+    """The parts of a response the scenarios read (as `requests` names them)."""
+
+    status_code: int
+    headers: Any  # urllib3's HTTPHeaderDict: case-insensitive, as requests' is
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode()
 
 
 def server_seconds(response: Any) -> float:
@@ -162,7 +221,7 @@ def _client_process(
 
     def person(username: str) -> None:
         tally = Tally()
-        scenario(login(base, username), base, deadline, think_s, tally)
+        scenario(LightSession(base, login(base, username)), base, deadline, think_s, tally)
         with lock:
             total.merge(tally)
 
@@ -175,15 +234,61 @@ def _client_process(
         out.put(total)
 
 
+def _tree_cpu_s(process: Any) -> float:
+    """CPU seconds (user + system) of a process, its reaped children included."""
+    times = process.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def server_cpu_s(base: str) -> dict[str, float]:
+    """CPU seconds used so far by the app (the process tree listening on `base`'s port: the
+    server's master and its workers) and by PostgreSQL (every postgres process: the
+    postmaster's reaped backends count through it). Read before and after a load, as Label
+    Studio's harness reads its uWSGI and PostgreSQL trees (../shared/peers/label_studio/
+    bench.py), so both sides' CPU per step compares."""
+    import psutil
+
+    port = int(base.rsplit(":", 1)[1])
+    listening = {
+        c.pid for c in psutil.net_connections(kind="tcp") if c.laddr and c.laddr.port == port
+    }
+    roots = set()
+    for pid in listening:
+        try:
+            # Up to the server's master: a worker holding the socket runs its master's command.
+            server = psutil.Process(pid)
+            while (parent := server.parent()) is not None and parent.cmdline() == server.cmdline():
+                server = parent
+            roots.add(server)
+        except psutil.NoSuchProcess:
+            continue
+    used = {"app": 0.0, "database": 0.0}
+    for server in roots:
+        try:
+            for process in [server, *server.children(recursive=True)]:
+                used["app"] += _tree_cpu_s(process)
+        except psutil.NoSuchProcess:
+            continue
+    for process in psutil.process_iter(["name"]):
+        try:
+            if (process.info["name"] or "").startswith("postgres"):
+                used["database"] += _tree_cpu_s(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return used
+
+
 @dataclass
 class Run:
     """A finished load: the merged tally, its wall time (the deadline plus the requests in
-    flight then) and the 1-minute load average before and after."""
+    flight then), the 1-minute load average before and after, and the CPU seconds each side
+    used during it (app: gunicorn; database: PostgreSQL; client: the load generator)."""
 
     tally: Tally
     wall: float
     load_before: float
     load_after: float
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
     def per_s(self, count: int) -> float:
         return count / self.wall
@@ -201,6 +306,8 @@ def run_labelers(
     """Every username signs in and runs `scenario` for `seconds`, as threads spread over
     `clients` processes (one Python process cannot send fast enough for 50 labelers)."""
     load_before = os.getloadavg()[0]
+    server_before = server_cpu_s(base)
+    clients_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     deadline = time.time() + seconds
     queue: mp.Queue = mp.Queue()
     procs = [
@@ -218,4 +325,11 @@ def run_labelers(
         total.merge(queue.get(timeout=seconds + 300))
     for p in procs:
         p.join(timeout=30)
-    return Run(total, time.perf_counter() - started, load_before, os.getloadavg()[0])
+    wall = time.perf_counter() - started
+    server_after = server_cpu_s(base)
+    clients_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the joined client processes
+    cpu_s = {side: server_after[side] - server_before[side] for side in server_after}
+    cpu_s["client"] = (clients_after.ru_utime - clients_before.ru_utime) + (
+        clients_after.ru_stime - clients_before.ru_stime
+    )
+    return Run(total, wall, load_before, os.getloadavg()[0], cpu_s)

@@ -229,10 +229,12 @@ def integrity(db: str, since: int, acked: list[tuple[int, int]]) -> dict[str, in
             "select count(*) from (select solution_id, labeler_id from labeling_labeling "
             "group by 1, 2 having count(*) > 1) x"
         )
+        # Every acknowledged labeling, those resumed from an earlier run (id <= since) too.
         stored = set(
             conn.execute(
-                "select st.labeling_id, st.index from labeling_steplabel st where st.labeling_id > %s",
-                [since],
+                "select st.labeling_id, st.index from labeling_steplabel st "
+                "where st.labeling_id = any(%s)",
+                [sorted({labeling for labeling, _step in acked})],
             ).fetchall()
         )
         surplus = one("select count(*) from labeling_labeling where id > %s and is_surplus", since)
@@ -303,6 +305,13 @@ def print_run(run: Run, checks: dict[str, int]) -> None:
         f"throughput: {run.per_s(finished):.1f} labelings/s, {run.per_s(ratings):.1f} step ratings/s "
         f"({finished} labelings, {ratings} ratings in {run.wall:.1f} s; {t.errors} non-200 answers)"
     )
+    if run.cpu_s and ratings:
+        per_k = {side: 1000 * used / ratings for side, used in run.cpu_s.items()}
+        print(
+            f"cpu per 1000 step ratings: app {per_k['app']:.2f} s, database "
+            f"{per_k['database']:.2f} s, client {per_k['client']:.2f} s (of "
+            f"{sum(run.cpu_s.values()):.1f} cpu-s over {run.wall:.1f} s on {os.cpu_count()} cores)"
+        )
     print(
         f"overshoot: {checks['overshoot']} (counter check {checks['counter_overshoot']}); "
         f"double claims: {checks['double']}; surplus kept: {checks['surplus']}; "
