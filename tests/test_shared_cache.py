@@ -80,7 +80,7 @@ def test_a_move_in_one_process_is_not_read_stale_by_another(other_process):
 def test_the_cache_is_redis_beside_postgresql_and_local_memory_embedded():
     backend = settings.CACHES["default"]["BACKEND"]
     if connection.vendor == "postgresql":
-        assert backend == "django.core.cache.backends.redis.RedisCache"
+        assert backend == "stepwise.caching.RedisCache"
     else:
         assert backend == "django.core.cache.backends.locmem.LocMemCache"
 
@@ -91,7 +91,7 @@ def test_a_cache_that_is_down_costs_the_count_not_the_request(settings):
     make_solution(batch)
     settings.CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "stepwise.caching.RedisCache",
             "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
             "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
         }
@@ -102,7 +102,7 @@ def test_a_cache_that_is_down_costs_the_count_not_the_request(settings):
 
 DEAD_CACHE = {  # nothing listens on port 1: every cache call is refused at once
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "stepwise.caching.RedisCache",
         "LOCATION": "redis://127.0.0.1:1/0",
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
     }
@@ -138,3 +138,33 @@ def test_with_the_cache_down_a_labeler_signs_in_labels_and_signs_out(client, db,
     signed_out = client.post(reverse("logout"))
     assert signed_out.status_code == 302 and Session.objects.count() == 0
     assert client.get(reverse("home")).status_code == 302  # signed out: to the sign-in page
+
+
+@pytest.mark.skipif(
+    "RedisCache" not in settings.CACHES["default"]["BACKEND"],
+    reason="the Redis client is the cache beside PostgreSQL",
+)
+def test_one_redis_client_serves_every_call_and_every_thread():
+    """stepwise.caching.RedisCache keeps one redis.Redis per pool (Django builds one per call):
+    the same client answers each call, and threads sharing it each read their own values."""
+    import threading
+
+    from django.core.cache import cache
+
+    client = cache._cache.get_client()
+    assert cache._cache.get_client() is client
+    assert cache._cache.get_client(write=True) is client  # one server: one pool
+
+    def read_own(n: int, seen: dict[int, object]) -> None:
+        for round_ in range(50):
+            cache.set(f"thread-{n}", (n, round_), 30)
+            seen[n] = cache.get(f"thread-{n}")
+
+    seen: dict[int, object] = {}
+    threads = [threading.Thread(target=read_own, args=(n, seen)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == {n: (n, 49) for n in range(8)}
+    cache.delete_many([f"thread-{n}" for n in range(8)])
