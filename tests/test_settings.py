@@ -42,3 +42,59 @@ def test_the_deprecated_train_in_thread_name_still_sets_model_tasks_in_thread():
     # Both set: the new name wins.
     both = {"STEPWISE_TRAIN_IN_THREAD": "1", "STEPWISE_MODEL_TASKS_IN_THREAD": "0"}
     assert _model_tasks_in_thread(**both) == "False"
+
+
+def _database_options(**env: str) -> dict:
+    """DATABASES["default"]["OPTIONS"] as a fresh process reads it with `env`."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("STEPWISE_DB_PREPARED")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, stepwise.settings as s; "
+            "print(json.dumps(s.DATABASES['default'].get('OPTIONS', {}), default=str))",
+        ],
+        env={**environ, "SECRET_KEY": "x", **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def test_postgresql_binds_on_the_server_and_prepares_unless_told_not_to():
+    url = "postgres://postgres@127.0.0.1:5432/stepwise"
+    prepared = _database_options(DATABASE_URL=url)
+    assert (prepared["server_side_binding"], prepared["prepare_threshold"]) == (True, 5)
+    # Behind a pooler that cannot keep prepared statements: Django's own default.
+    assert "server_side_binding" not in _database_options(
+        DATABASE_URL=url, STEPWISE_DB_PREPARED="0"
+    )
+    # SQLite, named by URL or embedded, takes neither (its driver refuses unknown options).
+    sqlite = _database_options(DATABASE_URL="sqlite:////tmp/any.sqlite3")
+    assert "server_side_binding" not in sqlite and "prepare_threshold" not in sqlite
+
+
+def test_a_statement_the_app_sends_again_is_prepared_once_on_postgresql(db):
+    """The session's user read (the same SQL every request) runs from a prepared statement
+    after its fifth use on a connection: PostgreSQL no longer plans it each time."""
+    import pytest
+    from django.db import connection
+
+    from stepwise.sessions import USER_READ
+    from tests.helpers.users import make_user
+
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    user = make_user("prepared", "labeler")
+    for _ in range(6):
+        assert USER_READ.first(user_id=user.pk) == user
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any('FROM "auth_user"' in statement for statement in prepared), prepared

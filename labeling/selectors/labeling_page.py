@@ -21,6 +21,11 @@ class StepView:
     # Ratings that "rate again from here" at this step takes back (this one and later ones).
     taken_back: int = 0
 
+    @property
+    def number(self) -> int:
+        """The step as the page counts it, from 1."""
+        return self.index + 1
+
 
 def step_views(labeling: Labeling) -> list[StepView]:
     """Each solution step with this labeling's rating so far (None where not rated yet)."""

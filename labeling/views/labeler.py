@@ -283,13 +283,11 @@ def rated_fragment(
         "can_revisit": True,  # their own labeling, in progress or submitted a moment ago
         "read_only": False,
         "oob": True,
-        # The forms it swaps in (the "done" block's, the skip form among the actions) post
-        # without htmx: the request and its CSRF token, given outright (rendered without the
-        # request, so no context processor runs).
-        "request": request,
-        "csrf_token": get_token(request),
     }
     if finished:
+        # The "done" block's form posts without htmx: the request and its CSRF token, given
+        # outright (rendered without the request, so no context processor runs).
+        context.update(request=request, csrf_token=get_token(request))
         template = "labeling/_finished.html"
     else:
         context["current"] = selectors.StepView(next_index, steps[next_index], None, None)
