@@ -52,6 +52,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # ../shared/peers beside the checkout, or $STEPWISE_PEERS (a worktree elsewhere).
@@ -92,6 +93,9 @@ def parse_queue(text: str) -> dict[str, float]:
         text, rf"^throughput: .*? {NUM} step ratings/s .*?; (\d+) non-200", "throughput"
     )
     checks = _line(text, r"^overshoot: (\d+) .*lost ratings: (\d+)", "overshoot")
+    cpu = re.search(
+        rf"^cpu per 1000 step ratings: app {NUM} s, database {NUM} s", text, re.MULTILINE
+    )
     return {
         "ratings_per_s": _number(throughput.group(1)),
         "errors": int(throughput.group(2)),
@@ -101,6 +105,9 @@ def parse_queue(text: str) -> dict[str, float]:
         "submit_p99": _number(submit.group(2)),
         "overshoot": int(checks.group(1)),
         "lost": int(checks.group(2)),
+        # The server's CPU (app and PostgreSQL) per 1000 step ratings; None from an output
+        # that does not print it.
+        "server_cpu": None if cpu is None else _number(cpu.group(1)) + _number(cpu.group(2)),
     }
 
 
@@ -136,6 +143,16 @@ def _rate(items: object, seconds: object) -> float | None:
     return items * LS_STEPS / seconds
 
 
+def _server_cpu(record: dict[str, Any]) -> float | None:
+    """Label Studio's app (uWSGI) and PostgreSQL CPU seconds per 1000 step ratings over a load
+    level, as its harness measured them (None where it could not)."""
+    app, database = record.get("app_server_cpu_s"), record.get("postgres_cpu_s")
+    steps = (record.get("annotations_per_s") or 0) * (record.get("duration_s") or 0) * LS_STEPS
+    if not isinstance(app, int | float) or not isinstance(database, int | float) or not steps:
+        return None
+    return 1000 * (app + database) / steps
+
+
 def read_peer(text: str) -> Peer:
     peer = Peer()
     for line in text.splitlines():
@@ -153,6 +170,7 @@ def read_peer(text: str) -> Peer:
                     "submit_p50": (record.get("post_annotation") or {}).get("p50_ms"),
                     "submit_p99": (record.get("post_annotation") or {}).get("p99_ms"),
                     "errors": record.get("error_count"),
+                    "server_cpu": _server_cpu(record),
                 }
             elif step == "import" and record.get("with_annotations"):
                 if record.get("status") in (200, 201):
@@ -203,6 +221,7 @@ def rows(
             )
         )
     for key, name in (
+        ("server_cpu", "server CPU-s/1k"),
         ("next_p50", "next item p50 ms"),
         ("next_p99", "next item p99 ms"),
         ("submit_p50", "submit p50 ms"),
@@ -292,7 +311,10 @@ def report(
         "the claim POST /label/next/; import/export: annotated tasks x 10 step labels per second",
         "(LS: one 20k-task POST with annotations, JSON export; ours: benchmarks/import.py and",
         "export.py, PRM800K). No think time; LS's 1-labeler level always runs 30 s (run.sh).",
-        "ours/LS above 1 is better for rates, below 1 for latencies.",
+        "Server CPU-s/1k: app and PostgreSQL CPU seconds per 1000 step ratings over the level (ours:",
+        "queue_load's gunicorn tree and postgres processes; LS: its harness's uWSGI and PostgreSQL",
+        "trees); the load generator's own CPU is left out on both sides.",
+        "ours/LS above 1 is better for rates, below 1 for latencies and CPU.",
         f"Non-200 answers per level: {errors}.",
     ]
     if peer.unreadable:

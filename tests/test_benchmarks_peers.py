@@ -41,7 +41,7 @@ RESULTS = "\n".join(
         ),
         ls_load(1, 6.0),
         ls_load(20, 7.5),
-        ls_load(50, 6.5),
+        ls_load(50, 6.5, app_server_cpu_s=30.0, postgres_cpu_s=21.0),
         "",
         "{not json",
         ls_load(50, 99.0, server="runserver"),  # the secondary server: not compared
@@ -78,8 +78,17 @@ RESULTS = "\n".join(
 )
 
 
-def queue_output(ratings_per_s: float, claim=(12.5, 80.0), submit=(20.0, 150.0), lost=0) -> str:
-    """The lines benchmarks/queue_load.py prints after a run (its print_run and neighbours)."""
+def queue_output(
+    ratings_per_s: float, claim=(12.5, 80.0), submit=(20.0, 150.0), lost=0, cpu=(4.5, 1.5)
+) -> str:
+    """The lines benchmarks/queue_load.py prints after a run (its print_run and neighbours);
+    `cpu` None leaves out its CPU line, as outputs from before it had one."""
+    cpu_line = (
+        ""
+        if cpu is None
+        else f"cpu per 1000 step ratings: app {cpu[0]:.2f} s, database {cpu[1]:.2f} s, client "
+        "0.70 s (of 57.3 cpu-s over 30.4 s on 2 cores)\n"
+    )
     return f"""seed: reusing stepwise_peers_queue
 
 benchmarks/queue_load.py on 2 cores; gunicorn gthread 3x1; 50 labelers in 5 client processes for 30 s, think time 0 ms per step
@@ -89,7 +98,7 @@ submit (POST rate, one step)    n=  6000  p50 {submit[0]:7.1f} ms  p95  100.0 ms
   server time (Server-Timing)   claim p50    10.0 ms  p95    20.0 ms;  submit p50    15.0 ms  p95    30.0 ms (the rest of the round trip is queueing for a worker thread and the client)
 whole labeling (all its steps)  n=   600  p50   300.0 ms  p95  400.0 ms  p99  500.0 ms
 throughput: 10.4 labelings/s, {ratings_per_s:.1f} step ratings/s (312 labelings, 9372 ratings in 30.0 s; 2 non-200 answers)
-overshoot: 0 (counter check 0); double claims: 0; surplus kept: 0; lost ratings: {lost}
+{cpu_line}overshoot: 0 (counter check 0); double claims: 0; surplus kept: 0; lost ratings: {lost}
 dashboard fragment (htmx) p50 17.5 ms, max 34.3 ms; full page p50 18.1 ms; labeler queue page p50 19.3 ms (round trip on loopback, idle server)
 peers (PEERS.md, Label Studio 1.23.2, 50 labelers): 7-9 annotations/s saturated; submit p50 2.8-3.4 s, p99 4.8-7.6 s
 """
@@ -111,6 +120,9 @@ def test_label_studio_step_ratings_are_its_submits_times_ten_on_uwsgi():
     assert sorted(peer.load) == [1, 20, 50]
     assert peer.load[50]["ratings_per_s"] == 65.0  # uwsgi's 6.5 annotations/s, not runserver's
     assert peer.load[20]["submit_p99"] == 2200.0
+    # CPU per 1000 step ratings: (30 + 21) CPU-s over 6.5 x 30 s x 10 steps.
+    assert peer.load[50]["server_cpu"] == pytest.approx(1000 * 51 / 1950)
+    assert peer.load[20]["server_cpu"] is None  # a record without the CPU figures
     assert peer.import_rate == 20000 * 10 / 40.0  # the import with annotations
     assert peer.export_rate == 20000 * 10 / 80.0  # the JSON export, not the CSV one
     assert peer.unreadable == 1
@@ -127,7 +139,9 @@ def test_our_queue_output_is_read():
         "submit_p99": 150.0,
         "overshoot": 0,
         "lost": 0,
+        "server_cpu": 6.0,
     }
+    assert peers.parse_queue(queue_output(1.0, cpu=None))["server_cpu"] is None
     assert peers.parse_import(IMPORT_OUTPUT) == 13069
     assert peers.parse_export(EXPORT_OUTPUT) == 587420
 
@@ -153,11 +167,14 @@ def test_the_table_and_the_last_line():
         ours_import=peers.parse_import(IMPORT_OUTPUT),
         ours_export=peers.parse_export(EXPORT_OUTPUT),
     )
-    rows = {line[:32].strip(): line[32:].split() for line in lines[2:19]}
+    rows = {line[:32].strip(): line[32:].split() for line in lines[2:22]}
     assert rows["step ratings/s, 50 labelers"] == ["312.4", "65.0", "4.81", "ours"]
     assert rows["step ratings/s, 1 labeler"] == ["50.0", "60.0", "0.83", "LS"]
     # Latencies: lower is better, so a ratio below 1 is ours.
     assert rows["submit p50 ms, 50 labelers"] == ["20.0", "3,500.0", "0.0057", "ours"]
+    # Server CPU: lower is better; Label Studio's is known at 50 labelers only here.
+    assert rows["server CPU-s/1k, 50 labelers"] == ["6.0", "26.2", "0.23", "ours"]
+    assert rows["server CPU-s/1k, 1 labeler"] == ["6.0", "n/a", "n/a", "n/a"]
     assert rows["next item p99 ms, 1 labeler"] == ["60.0", "250.0", "0.24", "ours"]
     assert rows["import, step labels/s"] == ["13,069.0", "5,000.0", "2.61", "ours"]
     assert rows["export, step labels/s"] == ["587,420.0", "2,500.0", "234.97", "ours"]
