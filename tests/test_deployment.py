@@ -3,6 +3,7 @@ Celery settings keep a long training run from being delivered twice. No database
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -88,6 +89,17 @@ def test_web_worker_and_beat_build_the_cpu_target():
     for name in ("web", "worker", "beat"):
         assert services[name]["build"]["target"] == "cpu", name
     assert "-Q default,generate" in services["worker"]["command"]
+
+
+def test_the_web_server_runs_as_the_benchmarks_measure_it():
+    """gunicorn with gthread workers of one thread (benchmarks/_load.py's and soak.py's shape),
+    in the image's own command and in compose's."""
+    _, cpu = stages()["cpu"]
+    (image_command,) = [json.loads(args) for keyword, args in cpu if keyword == "CMD"]
+    compose_command = shlex.split(compose()["services"]["web"]["command"])[-1].split("&& ")[-1]
+    for command in (" ".join(image_command), compose_command):
+        assert command.startswith("gunicorn stepwise.wsgi"), command
+        assert "--worker-class gthread --threads 1" in command, command
 
 
 def test_the_app_services_share_the_volume_that_holds_media_root():
