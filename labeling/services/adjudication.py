@@ -151,6 +151,23 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
     return SolutionAgreement(pk=earlier_id, solution=solution, **values)
 
 
+def agreement_withdraw(*, solution: Solution) -> None:
+    """A labeling among the solution's N is reopened: the solution is below N again, so its
+    agreement, computed over N, takes back what it added to the batch's, the pairs' and the
+    labelers' counters and goes (with it, its place in the adjudication queue). The finish that
+    brings the solution back to N computes it afresh. The caller holds the solution's lock."""
+    earlier = (
+        SolutionAgreement.objects.filter(solution_id=solution.pk)
+        .values_list("pk", "contribution")
+        .first()
+    )
+    if earlier is None:
+        return
+    earlier_id, contribution = earlier
+    _fold_agreement(solution.batch_id, contribution, sign=-1)
+    SolutionAgreement.objects.filter(pk=earlier_id).delete()
+
+
 def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> None:
     if not contribution:
         return

@@ -536,6 +536,8 @@ def reopen(labeling: Labeling, user: User, now) -> None:
             sign=-1,
             solutions_done=int(was_done),
         )
+        if was_done and overlap >= 2:
+            adjudication.agreement_withdraw(solution=solution)
     moved = {"active_count": F("active_count") + 1}
     if not labeling.is_surplus:
         moved["completed_count"] = F("completed_count") - 1

@@ -72,6 +72,29 @@ def test_the_nth_labeling_undone_and_finished_again_replaces_its_agreement(dispu
     ) == [(3, 3), (3, 3)]
 
 
+def test_the_nth_labeling_undone_and_left_open_takes_its_agreement_back(disputed, labeler2):
+    """Undone, the solution is below N again: its agreement over N leaves the adjudication queue
+    and the batch's, the pair's and the labelers' counters (a lead is not asked to settle a
+    disagreement that no longer stands), until a finish brings it back to N."""
+    second = Labeling.objects.get(labeler=labeler2)
+    rating.undo_last(labeling_id=second.pk, user=labeler2)  # reopened, and left open
+    assert not SolutionAgreement.objects.filter(solution=disputed).exists()
+    assert list(selectors.adjudication_queue()) == []
+    batch = BatchAgreement.objects.get(batch=disputed.batch)
+    assert (batch.solutions, batch.flagged, batch.pairs, batch.pairs_same) == (0, 0, 0, 0)
+    assert not any(batch.coincidence.values())
+    pair = PairAgreement.objects.get()
+    assert (pair.solutions, pair.steps_compared, pair.steps_same) == (0, 0, 0)
+    assert list(
+        Labeler.objects.order_by("user_id").values_list("agree_steps_compared", "agree_steps_same")
+    ) == [(0, 0), (0, 0)]
+    # Finished again the same way: the same agreement as before, counted once.
+    rating.rate_step(labeling_id=second.pk, user=labeler2, step_index=1, rating=-1)
+    assert SolutionAgreement.objects.get(solution=disputed).needs_adjudication
+    batch.refresh_from_db()
+    assert (batch.solutions, batch.flagged, batch.pairs, batch.pairs_same) == (1, 1, 2, 1)
+
+
 def test_agreement_is_computed_only_once_a_solution_has_its_n(labeler):
     solution = make_solution(make_batch(overlap=2, gold_rate=0))
     claim_and_label(labeler, [1, 1, 1])
