@@ -1,8 +1,8 @@
 """The HTTP load generator the labeling benchmarks share (benchmarks/queue_load.py, floor.py, and
 soak.py's helpers): gunicorn on 127.0.0.1, labelers signed in with `requests` and then sending on
 a keep-alive urllib3 connection each (threads in a few client processes), running one scenario
-until a deadline, round trips and Django's own
-time per request (the Server-Timing header), percentiles."""
+until a deadline, round trips and Django's own time per request (the Server-Timing header),
+percentiles."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -71,8 +72,6 @@ class LightSession:
         allow_redirects: bool = False,
         timeout: float = 60,
     ) -> LightResponse:
-        from urllib.parse import urlencode
-
         assert not allow_redirects, "the scenarios read redirects themselves"
         sent = {**self.headers, **(headers or {})}
         body = None

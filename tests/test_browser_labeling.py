@@ -35,6 +35,18 @@ def open_first_solution(page):
     keys_ready(page)
 
 
+def first_step_rated(page, live_server, username: str):
+    """A new labeler with one solution waiting, signed in, who opens it and rates its first step
+    +1 by key; returns the labeler."""
+    labeler = make_user(username, "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    sign_in(page, live_server, username)
+    open_first_solution(page)
+    page.keyboard.press("1")
+    page.wait_for_selector('.step.rated[data-step="0"]')
+    return labeler
+
+
 def pump_until(page, condition, timeout_s: float = 60) -> None:
     """Waits for `condition()`, a state of the test's own (a held route). Playwright runs route
     handlers only while the test is inside one of its calls, so the wait is made of short ones."""
@@ -96,12 +108,7 @@ def test_labeler_labels_a_whole_solution_with_the_keyboard(page, live_server, ar
 
 
 def test_reload_resumes_and_a_minus_one_ends_the_solution(page, live_server):
-    labeler = make_user("ana", "labeler")
-    make_solution(make_batch(), steps=STEPS)
-    sign_in(page, live_server, "ana")
-    open_first_solution(page)
-    page.keyboard.press("1")
-    page.wait_for_selector('.step.rated[data-step="0"]')
+    labeler = first_step_rated(page, live_server, "ana")
     page.reload()
     page.wait_for_selector('.step.current[data-step="1"]')  # exactly where the labeler was
     keys_ready(page)
@@ -422,15 +429,10 @@ def test_on_a_tablet_the_rating_buttons_and_the_map_fit_the_screen(page, live_se
 
 
 def test_a_solution_skipped_after_rating_a_step_is_skipped_with_its_reason(page, live_server):
-    """The skip form comes back with each rating's answer: posted after a rating it must still
-    pass the CSRF check (it answered 403, and the reason was lost, when the answer's form had
-    no token)."""
-    labeler = make_user("sol", "labeler")
-    make_solution(make_batch(), steps=STEPS)
-    sign_in(page, live_server, "sol")
-    open_first_solution(page)
-    page.keyboard.press("1")
-    page.wait_for_selector('.step.rated[data-step="0"]')
+    """The skip form stays in the page through the ratings' answers: posted after a rating it
+    still passes the CSRF check (it answered 403, and the reason was lost, when an answer
+    brought the form without its token)."""
+    labeler = first_step_rated(page, live_server, "sol")
     page.locator("#skip > summary").click()
     page.fill("#skip-reason", "Too long for me right now")
     page.locator("#skip-submit").click()
