@@ -175,8 +175,10 @@ def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(p
     open_first_solution(page)
     answers = []
     held = []
+    calls = []
 
     def outage(route):
+        calls.append(route.request.post_data)  # reached the route, whatever comes of it
         if not answers:
             route.fetch()  # the server saves the rating, and the answer never arrives
             answers.append(502)
@@ -187,13 +189,7 @@ def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(p
             answers.append(200)
             route.continue_()
 
-    calls = []
-
-    def outage_recorded(route):
-        calls.append(route.request.post_data)  # reached the route, whatever comes of it
-        outage(route)
-
-    page.route("**/rate/", outage_recorded)
+    page.route("**/rate/", outage)
     page.keyboard.press("1")
     try:
         page.wait_for_selector("html[data-retrying]", state="attached")
