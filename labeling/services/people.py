@@ -16,13 +16,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group, User
 from django.contrib.auth.tokens import default_token_generator
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils.crypto import get_random_string
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
 from labeling.models import ApiToken, Labeler
-from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
+from labeling.roles import LABELER
 from labeling.services.errors import LabelingError
 from labeling.services.queue import labelings_release
 
@@ -46,11 +46,21 @@ class Credentials:
 
 
 def managed_labelers() -> QuerySet:
-    """The accounts a lead manages: labelers who hold no other role (a lead, a researcher or an
-    administrator is managed in Django's admin). Any other user id is not found here."""
+    """The accounts a lead manages: plain labelers, in the labeler group and nothing more: no other
+    group, no staff or superuser flag, no permission of their own. Anything more is managed in
+    Django's admin: a lead who could reset such an account could sign in as it and use what it
+    holds (a staff labeler's admin, say). Any other user id is not found here."""
     User = get_user_model()
-    return User.objects.filter(groups__name=LABELER, is_superuser=False).exclude(
-        groups__name__in=(LEAD, RESEARCHER, ADMIN)
+    other_group = User.groups.through.objects.filter(user=OuterRef("pk")).exclude(
+        group__name=LABELER
+    )
+    own_permission = User.user_permissions.through.objects.filter(user=OuterRef("pk"))
+    return User.objects.filter(
+        ~Exists(other_group),
+        ~Exists(own_permission),
+        groups__name=LABELER,
+        is_staff=False,
+        is_superuser=False,
     )
 
 

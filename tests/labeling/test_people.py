@@ -7,6 +7,7 @@ import re
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 
 from labeling.models import ApiToken, Labeler, Labeling
@@ -254,3 +255,43 @@ def test_a_wrong_old_password_is_a_400(client, labeler):
     assert response.status_code == 400
     labeler.refresh_from_db()
     assert labeler.check_password("lena-pw")
+
+
+# --- who a lead manages: plain labelers only -----------------------------------------------------
+
+
+def _staff(user):
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+
+
+def _direct_permission(user):
+    user.user_permissions.add(Permission.objects.get(codename="change_user"))
+
+
+def _extra_group(user):
+    user.groups.add(Group.objects.get_or_create(name="annotator-admins")[0])
+
+
+@pytest.mark.parametrize("more_than_a_labeler", [_staff, _direct_permission, _extra_group])
+@pytest.mark.parametrize("action", ["reset-password", "reset-link", "deactivate"])
+def test_a_lead_cannot_take_over_an_account_that_is_more_than_a_labeler(
+    client, lead, more_than_a_labeler, action
+):
+    rita = make_user("rita", "labeler")
+    more_than_a_labeler(rita)
+    token = api_client_for(rita)
+    password_hash = User.objects.get(pk=rita.pk).password
+    client.force_login(lead)
+    data = {"action": "deactivate"}
+    if action.startswith("reset"):
+        data = {"action": "reset", "method": action.removeprefix("reset-")}
+    response = client.post(reverse("labeling:labeler_account", args=[rita.pk]), data)
+    assert response.status_code == 404
+    assert 'id="temporary-password"' not in response.content.decode()
+    rita.refresh_from_db()
+    assert rita.password == password_hash and rita.is_active
+    assert token.get("/api/labelings/").status_code == 200
+    assert people.managed_labelers().filter(pk=rita.pk).count() == 0
+    page = client.get(reverse("labeling:labeler_detail", args=[rita.pk])).content.decode()
+    assert 'id="reset-password"' not in page and "Django's admin" in page
