@@ -7,7 +7,8 @@ from typing import cast
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from labeling.bounds import COUNT, ROW_ID
 from labeling.models import Batch, FinishReason, Guidelines, Labeler
@@ -261,8 +262,9 @@ class LabelerAddForm(forms.Form):
     username = forms.CharField(
         max_length=150,
         label="Username",
-        validators=[UnicodeUsernameValidator()],
-        help_text="Letters, digits and @ . + - _ only.",
+        # ASCII only: a look-alike letter from another script ("аdmin") is refused.
+        validators=[ASCIIUsernameValidator()],
+        help_text="Letters a-z and A-Z (no accents), digits and @ . + - _ only.",
     )
     email = forms.EmailField(required=False, label="Email (optional)")
     method = forms.ChoiceField(
@@ -272,3 +274,13 @@ class LabelerAddForm(forms.Form):
 
 class PasswordResetChoiceForm(forms.Form):
     method = forms.ChoiceField(choices=SIGN_IN_METHODS)
+
+
+class SignInForm(AuthenticationForm):
+    """Django's sign-in form, its errors in the app's words. "inactive" is said only to someone who
+    typed the account's right password (stepwise.sessions.ModelBackend)."""
+
+    error_messages = {
+        "invalid_login": "Your username and password didn't match. Please try again.",
+        "inactive": "This account is deactivated: ask your project lead to reactivate it.",
+    }

@@ -5,6 +5,7 @@ from axes.models import AccessAttempt
 from django.conf import settings
 from django.urls import reverse
 
+from labeling.services import people
 from tests.helpers.users import make_user
 
 PROXY = "172.18.0.5"  # the compose file's Caddy, as gunicorn sees it
@@ -88,3 +89,30 @@ def test_without_a_proxy_x_forwarded_for_is_ignored_and_cannot_dodge_a_lockout(
     assert AccessAttempt.objects.get(username="lead").ip_address == "10.0.0.1"
     # The lock is by account and address: lead from another address signs in.
     assert _sign_in(client, "lead", "lead-pw", address="10.0.0.2").status_code == 302
+
+
+def test_a_deactivated_user_is_told_so_only_with_the_right_password_and_is_not_signed_in(
+    client, db
+):
+    lena = make_user("lena", "labeler")
+    people.labeler_deactivate(user=lena)
+    right = _sign_in(client, "lena", "lena-pw")
+    assert right.status_code == 200 and "_auth_user_id" not in client.session
+    assert "This account is deactivated: ask your project lead" in right.content.decode()
+    # The right password is no failed attempt: retrying it never locks them out.
+    assert not AccessAttempt.objects.filter(username="lena").exists()
+    # A wrong password says what it says for anyone, and counts toward the lockout.
+    wrong = _sign_in(client, "lena", "wrong").content.decode()
+    nobody = _sign_in(client, "nobody", "wrong").content.decode()
+    for page in (wrong, nobody):
+        assert "didn&#x27;t match" in page and "deactivated" not in page
+    assert AccessAttempt.objects.get(username="lena").failures_since_start == 1
+    _fail_to_the_limit(client, "lena")
+    assert _sign_in(client, "lena", "lena-pw").status_code == 429
+    # Django's admin refuses them too.
+    lena.is_staff = True
+    lena.save(update_fields=["is_staff"])
+    admin = client.post(
+        "/admin/login/", {"username": "lena", "password": "lena-pw"}, REMOTE_ADDR="10.0.0.2"
+    )
+    assert admin.status_code == 200 and "_auth_user_id" not in client.session

@@ -1,11 +1,17 @@
-"""The lead's reads about labelers: who waits for a lead's decision, the roster, a
-labeler's recent work and screening results, a labeling's history, the screening's size."""
+"""The lead's reads about labelers: who waits for a lead's decision, the roster, who is locked
+out of signing in, a labeler's recent work and screening results, a labeling's history, the
+screening's size."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+from axes.helpers import get_cool_off, get_failure_limit
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Q
+from django.db.models import Q, Sum
+from django.utils import timezone
 
 from labeling.models import GoldResult, Labeler, Labeling, RatingEvent, Solution
 
@@ -24,6 +30,21 @@ def all_labelers() -> list[Labeler]:
     return list(
         Labeler.objects.filter(user__in=users).select_related("user").order_by("user__username")
     )
+
+
+def locked_out_usernames(usernames: Collection[str]) -> set[str]:
+    """Which of these usernames django-axes refuses now: the failure limit reached within the
+    cool-off from one address (its lockout is by username and address together,
+    AXES_LOCKOUT_PARAMETERS). A lead's password reset lifts it."""
+    since = timezone.now() - get_cool_off()
+    locked = (
+        AccessAttempt.objects.filter(username__in=usernames, attempt_time__gte=since)
+        .values("username", "ip_address")
+        .order_by()
+        .annotate(failures=Sum("failures_since_start"))
+        .filter(failures__gte=get_failure_limit(None, None))
+    )
+    return {row["username"] for row in locked}
 
 
 def screening_results(user_id: int) -> list[GoldResult]:

@@ -1,30 +1,37 @@
 """Leads manage their labelers' accounts without Django's admin: add one (with a one-time sign-in
-link or a temporary password, shown once), deactivate or reactivate one, reset a password.
+link or a temporary password, shown once), deactivate or reactivate one, reset a password; and
+anyone changes their own password.
 
 Django's own machinery does the security: passwords through the configured hashers
 (`set_password`, `set_unusable_password`), one-time links through `default_token_generator`.
 Its token hashes the user's password hash and last sign-in with a timestamp, so a link works
 once (signing in changes `last_login`), dies with a new password, and expires after
-PASSWORD_RESET_TIMEOUT seconds.
+PASSWORD_RESET_TIMEOUT seconds. A new password or a deactivation signs the user out everywhere:
+their sessions end and their API tokens are revoked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from axes.utils import reset as axes_reset
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group, User
 from django.contrib.auth.tokens import default_token_generator
+from django.contrib.auth.validators import ASCIIUsernameValidator
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils.crypto import get_random_string
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
-from labeling.models import ApiToken, Labeler
-from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
+from labeling.models import Labeler
+from labeling.roles import LABELER
 from labeling.services.errors import LabelingError
 from labeling.services.queue import labelings_release
+from labeling.services.tokens import tokens_revoke_all
+from stepwise.sessions import user_sessions_end
 
 LINK = "link"
 PASSWORD = "password"
@@ -46,11 +53,21 @@ class Credentials:
 
 
 def managed_labelers() -> QuerySet:
-    """The accounts a lead manages: labelers who hold no other role (a lead, a researcher or an
-    administrator is managed in Django's admin). Any other user id is not found here."""
+    """The accounts a lead manages: plain labelers, in the labeler group and nothing more: no other
+    group, no staff or superuser flag, no permission of their own. Anything more is managed in
+    Django's admin: a lead who could reset such an account could sign in as it and use what it
+    holds (a staff labeler's admin, say). Any other user id is not found here."""
     User = get_user_model()
-    return User.objects.filter(groups__name=LABELER, is_superuser=False).exclude(
-        groups__name__in=(LEAD, RESEARCHER, ADMIN)
+    other_group = User.groups.through.objects.filter(user=OuterRef("pk")).exclude(
+        group__name=LABELER
+    )
+    own_permission = User.user_permissions.through.objects.filter(user=OuterRef("pk"))
+    return User.objects.filter(
+        ~Exists(other_group),
+        ~Exists(own_permission),
+        groups__name=LABELER,
+        is_staff=False,
+        is_superuser=False,
     )
 
 
@@ -74,12 +91,25 @@ def _credentials(user: AbstractBaseUser, method: str) -> Credentials:
     raise LabelingError(f"Choose how they sign in: {' or '.join(METHODS)}, not {method[:30]!r}.")
 
 
+def _signed_out_everywhere(user: AbstractBaseUser) -> None:
+    """Revoke the user's API tokens and end every session of theirs: nothing signed in before (a
+    browser, a script) outlives a new password or a deactivation, nor comes back with a
+    reactivation."""
+    tokens_revoke_all(user=user)
+    user_sessions_end(user.pk)
+
+
 def labeler_add(*, username: str, email: str = "", method: str) -> Credentials:
     """A new labeler account (the labeler role, a labeler record starting in screening)."""
     if method not in METHODS:
         raise LabelingError(f"Choose how they sign in: {' or '.join(METHODS)}.")
     User = get_user_model()
     username = username.strip()
+    try:
+        # ASCII only: "аdmin" with a Cyrillic а would pass for "admin" on every page.
+        ASCIIUsernameValidator()(username)
+    except ValidationError as invalid:
+        raise LabelingError(" ".join(invalid.messages)) from None
     if User.objects.filter(username__iexact=username).exists():
         raise LabelingError(f"The username “{username}” is taken; choose another.")
     try:
@@ -93,14 +123,13 @@ def labeler_add(*, username: str, email: str = "", method: str) -> Credentials:
 
 
 def labeler_deactivate(*, user: User) -> int:
-    """Sign the labeler out for good: no sign-in, no session, no API token. Their open labeling
-    goes back to the pool, its ratings kept (as a lapsed claim's are). Returns how many
-    labelings were released."""
+    """Sign the labeler out for good: no sign-in, every session ended, every API token revoked.
+    Their open labeling goes back to the pool, its ratings kept (as a lapsed claim's are).
+    Returns how many labelings were released."""
     with transaction.atomic():
         get_user_model().objects.filter(pk=user.pk).update(is_active=False)
         user.is_active = False
-        ApiToken.objects.filter(user=user).delete()
-    # Django's backends refuse an inactive user's session on its next request.
+        _signed_out_everywhere(user)
     return labelings_release(user)
 
 
@@ -110,9 +139,26 @@ def labeler_reactivate(*, user: User) -> None:
 
 
 def labeler_password_reset(*, user: AbstractBaseUser, method: str) -> Credentials:
+    """A new sign-in link or temporary password (`_credentials`). The labeler is signed out
+    everywhere, and a sign-in lockout of their username is lifted (django-axes): the lockout page
+    sends them to the lead for exactly this, so the new password must work at once."""
     if not user.is_active:
         raise LabelingError(f"{user.get_username()} is deactivated: reactivate them first.")
-    return _credentials(user, method)
+    with transaction.atomic():
+        credentials = _credentials(user, method)
+        _signed_out_everywhere(user)
+        axes_reset(username=user.get_username())
+    return credentials
+
+
+def password_change(*, user: AbstractBaseUser, password: str) -> int:
+    """The user's own new password (validated by Django's password forms). Their API tokens are
+    revoked; their other sessions end on their next request, as each carries the old password's
+    hash (the view keeps its own with update_session_auth_hash). Returns how many tokens."""
+    with transaction.atomic():
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        return tokens_revoke_all(user=user)
 
 
 def sign_in_link_user(uidb64: str, token: str) -> User | None:

@@ -34,3 +34,10 @@ def token_revoke(*, user: AbstractBaseUser, digest: str) -> bool:
     with transaction.atomic():
         deleted, _ = ApiToken.objects.filter(user=user, digest=digest).delete()
     return deleted > 0
+
+
+def tokens_revoke_all(*, user: AbstractBaseUser) -> int:
+    """Delete every token of `user`'s (a new password, a deactivation): returns how many."""
+    with transaction.atomic():
+        deleted, _ = ApiToken.objects.filter(user=user).delete()
+    return deleted

@@ -35,12 +35,13 @@ SIGN_IN_BACKEND = "stepwise.sessions.ModelBackend"
 def labelers_page(
     request: AuthenticatedRequest, form: LabelerAddForm | None = None, status: int = 200
 ):
-    return render(
-        request,
-        "labeling/lead/labelers.html",
-        {"labelers": selectors.all_labelers(), "add_form": form or LabelerAddForm()},
-        status=status,
-    )
+    labelers = selectors.all_labelers()
+    context = {
+        "labelers": labelers,
+        "locked_out": selectors.locked_out_usernames([row.user.username for row in labelers]),
+        "add_form": form or LabelerAddForm(),
+    }
+    return render(request, "labeling/lead/labelers.html", context, status=status)
 
 
 def labeler_page(request: AuthenticatedRequest, user, status: int = 200) -> HttpResponse:
@@ -57,6 +58,7 @@ def labeler_page(request: AuthenticatedRequest, user, status: int = 200) -> Http
         "recent": selectors.recent_labelings(user.pk),
         "states": Labeler.State,
         "managed": people.managed_labelers().filter(pk=user.pk).exists(),
+        "locked_out": bool(selectors.locked_out_usernames([user.username])),
     }
     return render(request, "labeling/lead/labeler.html", context, status=status)
 
@@ -119,7 +121,11 @@ def labeler_account(request: AuthenticatedRequest, user_id: int) -> HttpResponse
     if action == "deactivate":
         released = people.labeler_deactivate(user=user)
         note = " Their open solution went back to the pool, their ratings kept." if released else ""
-        messages.info(request, f"{name} is deactivated: they can no longer sign in.{note}")
+        messages.info(
+            request,
+            f"{name} is deactivated: they can no longer sign in, every session of theirs is "
+            f"ended and their API tokens are revoked.{note}",
+        )
     elif action == "reactivate":
         people.labeler_reactivate(user=user)
         messages.info(request, f"{name} can sign in again.")
@@ -165,9 +171,14 @@ def password(request: AuthenticatedRequest) -> HttpResponse:
     form = form_class(request.user, request.POST or None)
     if request.method == "POST":
         if form.is_valid():
-            form.save()
-            update_session_auth_hash(request, form.user)  # this session stays signed in
-            messages.info(request, "Your password is saved.")
+            revoked = people.password_change(
+                user=request.user, password=form.cleaned_data["new_password1"]
+            )
+            update_session_auth_hash(request, request.user)  # this session stays signed in
+            tokens = f" and your {revoked} API token{pluralize(revoked)} revoked" if revoked else ""
+            messages.info(
+                request, f"Your password is saved. Your other sessions are signed out{tokens}."
+            )
             return redirect("home")
         return render(request, "registration/password.html", {"form": form}, status=400)
     return render(request, "registration/password.html", {"form": form})

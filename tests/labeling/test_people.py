@@ -4,9 +4,15 @@ and reactivate them, and reset their password; a link signs in once and expires.
 from __future__ import annotations
 
 import re
+from importlib import import_module
 
 import pytest
+from axes.models import AccessAttempt
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.core.cache import caches
+from django.test import Client
 from django.urls import reverse
 
 from labeling.models import ApiToken, Labeler, Labeling
@@ -254,3 +260,228 @@ def test_a_wrong_old_password_is_a_400(client, labeler):
     assert response.status_code == 400
     labeler.refresh_from_db()
     assert labeler.check_password("lena-pw")
+
+
+# --- who a lead manages: plain labelers only -----------------------------------------------------
+
+
+def _staff(user):
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+
+
+def _direct_permission(user):
+    user.user_permissions.add(Permission.objects.get(codename="change_user"))
+
+
+def _extra_group(user):
+    user.groups.add(Group.objects.get_or_create(name="annotator-admins")[0])
+
+
+@pytest.mark.parametrize("more_than_a_labeler", [_staff, _direct_permission, _extra_group])
+@pytest.mark.parametrize("action", ["reset-password", "reset-link", "deactivate", "reactivate"])
+def test_a_lead_cannot_take_over_an_account_that_is_more_than_a_labeler(
+    client, lead, more_than_a_labeler, action
+):
+    rita = make_user("rita", "labeler")
+    more_than_a_labeler(rita)
+    token = api_client_for(rita)
+    if action == "reactivate":  # an admin deactivated them
+        rita.is_active = False
+        rita.save(update_fields=["is_active"])
+    password_hash = User.objects.get(pk=rita.pk).password
+    client.force_login(lead)
+    data = {"action": action}
+    if action.startswith("reset"):
+        data = {"action": "reset", "method": action.removeprefix("reset-")}
+    response = client.post(reverse("labeling:labeler_account", args=[rita.pk]), data)
+    assert response.status_code == 404
+    assert 'id="temporary-password"' not in response.content.decode()
+    rita.refresh_from_db()
+    assert rita.password == password_hash
+    assert rita.is_active == (action != "reactivate")
+    if rita.is_active:
+        assert token.get("/api/labelings/").status_code == 200
+    assert people.managed_labelers().filter(pk=rita.pk).count() == 0
+    page = client.get(reverse("labeling:labeler_detail", args=[rita.pk])).content.decode()
+    assert 'id="reset-password"' not in page and "Django's admin" in page
+
+
+# --- signed out everywhere: a new password, a deactivation --------------------------------------
+
+
+def signed_in_elsewhere(user) -> tuple[Client, str]:
+    """Another browser signed in as `user`, and its session key."""
+    browser = Client()
+    browser.force_login(user)
+    assert browser.get(reverse("home")).status_code == 200
+    return browser, browser.session.session_key
+
+
+def session_copies(session_key: str) -> list[str]:
+    """Where a session is still stored: its database row and, beside PostgreSQL, its copy in
+    Redis (stepwise.sessions)."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    where = []
+    if store.get_model_class().objects.filter(session_key=session_key).exists():
+        where.append("database")
+    cache_key = getattr(store(session_key), "cache_key", None)
+    if cache_key is not None and caches[settings.SESSION_CACHE_ALIAS].get(cache_key) is not None:
+        where.append("cache")
+    return where
+
+
+@pytest.mark.parametrize("method", people.METHODS)
+def test_a_lead_reset_ends_every_session_and_revokes_every_api_token(
+    client, lead, labeler, labeler2, method
+):
+    api = api_client_for(labeler)
+    browser, session_key = signed_in_elsewhere(labeler)
+    assert session_copies(session_key)
+    bystander, bystander_key = signed_in_elsewhere(labeler2)
+    client.force_login(lead)
+    reset = client.post(
+        reverse("labeling:labeler_account", args=[labeler.pk]),
+        {"action": "reset", "method": method},
+    )
+    assert reset.status_code == 200
+    assert api.get("/api/labelings/").status_code == 401
+    assert not ApiToken.objects.filter(user=labeler).exists()
+    assert session_copies(session_key) == []
+    assert browser.get(reverse("home")).status_code == 302  # to the sign-in page
+    assert (
+        "every session of theirs is ended, their API tokens are revoked" in reset.content.decode()
+    )
+    # Nobody else is signed out.
+    assert session_copies(bystander_key) and bystander.get(reverse("home")).status_code == 200
+    assert client.get(reverse("labeling:labelers")).status_code == 200
+
+
+def test_a_session_from_before_a_deactivation_stays_ended_after_reactivation(client, lead, labeler):
+    browser, session_key = signed_in_elsewhere(labeler)
+    client.force_login(lead)
+    url = reverse("labeling:labeler_account", args=[labeler.pk])
+    deactivated = client.post(url, {"action": "deactivate"}, follow=True)
+    assert session_copies(session_key) == []
+    client.post(url, {"action": "reactivate"})
+    labeler.refresh_from_db()
+    assert labeler.is_active
+    assert browser.get(reverse("home")).status_code == 302
+    assert "_auth_user_id" not in browser.session
+    assert "every session of theirs is ended" in deactivated.content.decode()
+
+
+@pytest.mark.parametrize("first_sign_in", ["password", "link"])
+def test_changing_ones_own_password_revokes_api_tokens_and_signs_out_other_sessions(
+    client, first_sign_in
+):
+    credentials = people.labeler_add(username="nina", method=first_sign_in)
+    nina = User.objects.get(username="nina")
+    if first_sign_in == "link":
+        client.post(sign_in_path(credentials))
+        data = {"new_password1": "a long new passphrase", "new_password2": "a long new passphrase"}
+    else:
+        client.force_login(nina)
+        data = {
+            "old_password": credentials.password,
+            "new_password1": "a long new passphrase",
+            "new_password2": "a long new passphrase",
+        }
+    api = api_client_for(nina)
+    other, other_key = signed_in_elsewhere(nina)
+    saved = client.post(reverse("account:password"), data, follow=True)
+    assert saved.status_code == 200
+    nina.refresh_from_db()
+    assert nina.check_password("a long new passphrase")
+    assert api.get("/api/labelings/").status_code == 401
+    assert not ApiToken.objects.filter(user=nina).exists()
+    assert other.get(reverse("home")).status_code == 302
+    assert client.get(reverse("home")).status_code == 200  # this session stays signed in
+    assert (
+        "Your other sessions are signed out and your 1 API token revoked." in saved.content.decode()
+    )
+
+
+def test_the_admins_own_password_change_is_the_page_that_revokes_tokens(client):
+    admin = User.objects.create_superuser("ada", password="ada-pw")
+    client.force_login(admin)
+    response = client.get("/admin/password_change/")
+    assert response.status_code == 302 and response["Location"] == reverse("account:password")
+    admin_page = client.get("/admin/").content.decode()
+    assert 'href="/admin/password_change/"' in admin_page  # the admin's own link goes there too
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        "\u0430dmin",  # a Cyrillic а
+        "l\u0435na",  # a Cyrillic е, beside the existing "lena"
+        "\uff4c\uff45\uff4e\uff41",  # fullwidth "lena"
+        "jos\u00e9",
+    ],
+)
+def test_a_look_alike_username_is_refused(client, lead, labeler, username):
+    client.force_login(lead)
+    users = User.objects.count()
+    response = client.post(
+        reverse("labeling:labeler_add"), {"username": username, "method": "link"}
+    )
+    assert response.status_code == 400
+    assert "Enter a valid username" in response.content.decode()
+    with pytest.raises(LabelingError, match="Enter a valid username"):
+        people.labeler_add(username=username, method="link")
+    assert User.objects.count() == users
+
+
+# --- lockouts: the lead's reset lifts one, the pages show it --------------------------------------
+
+
+def lock_out(browser: Client, username: str) -> None:
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        browser.post(reverse("login"), {"username": username, "password": "wrong"})
+    right = browser.post(reverse("login"), {"username": username, "password": f"{username}-pw"})
+    assert right.status_code == 429
+
+
+def test_a_lead_reset_lifts_a_lockout_so_the_new_password_signs_in_at_once(client, lead, labeler):
+    locked = Client()
+    lock_out(locked, "lena")
+    client.force_login(lead)
+    reset = client.post(
+        reverse("labeling:labeler_account", args=[labeler.pk]),
+        {"action": "reset", "method": "password"},
+    )
+    password = re.search(r'id="temporary-password"[^>]*value="([^"]+)"', reset.content.decode())
+    assert password
+    signed_in = locked.post(reverse("login"), {"username": "lena", "password": password.group(1)})
+    assert signed_in.status_code == 302 and "_auth_user_id" in locked.session
+    assert not AccessAttempt.objects.filter(username="lena").exists()
+    assert "a sign-in lockout is lifted" in reset.content.decode()
+
+
+def test_the_people_pages_show_a_lockout_and_the_reset_that_lifts_it(
+    client, lead, labeler, labeler2
+):
+    lock_out(Client(), "lena")
+    for user in (labeler, labeler2):
+        queue.ensure_labeler(user)  # on the roster
+    client.force_login(lead)
+    roster = client.get(reverse("labeling:labelers")).content.decode()
+    rows = {
+        name: row
+        for row in roster.split("<tr")
+        for name in ("lena", "lars")
+        if f">{name}</a>" in row
+    }
+    assert "locked out" in rows["lena"] and "locked out" not in rows["lars"]
+    page = client.get(reverse("labeling:labeler_detail", args=[labeler.pk])).content.decode()
+    assert 'id="locked-out"' in page and "lifts it at once" in page
+    other = client.get(reverse("labeling:labeler_detail", args=[labeler2.pk])).content.decode()
+    assert 'id="locked-out"' not in other
+    client.post(
+        reverse("labeling:labeler_account", args=[labeler.pk]),
+        {"action": "reset", "method": "link"},
+    )
+    page = client.get(reverse("labeling:labeler_detail", args=[labeler.pk])).content.decode()
+    assert 'id="locked-out"' not in page
+    assert "locked out" not in client.get(reverse("labeling:labelers")).content.decode()

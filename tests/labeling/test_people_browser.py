@@ -1,6 +1,7 @@
 """In chromium, both themes, axe-core finding no WCAG 2 A/AA violation: a labeler picks a batch
-and skips a solution; a lead adds a labeler who signs in with the one-time link, then
-deactivates them; a lead previews the guidelines' changes and publishes them.
+and skips a solution; a lead adds a labeler who signs in with the one-time link, is locked out
+and signs in again with the lead's reset, then is deactivated and told so; a lead previews the
+guidelines' changes and publishes them.
 
 Screenshots of each page go to $STEPWISE_SCREENSHOT_DIR, else the test's temporary folder."""
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
+from django.conf import settings
 from playwright.sync_api import expect
 
 from labeling.models import Guidelines, Labeling
@@ -47,6 +49,14 @@ class Checked:
 
     def assert_clean(self) -> None:
         assert not self.failures, "axe found WCAG 2 A/AA violations:\n" + "\n".join(self.failures)
+
+
+def sign_in(page, live_server, username: str, password: str) -> None:
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_load_state("load")
 
 
 def area_problem(side: int):
@@ -104,7 +114,7 @@ def test_a_labeler_picks_a_batch_and_skips_a_solution(browser, live_server, shot
 
 
 @pytest.mark.parametrize("theme", THEMES)
-def test_a_lead_adds_a_labeler_who_signs_in_once_then_deactivates_them(
+def test_a_lead_adds_a_labeler_who_signs_in_once_lifts_a_lockout_then_deactivates_them(
     browser, live_server, shots, theme
 ):
     make_user("lea", "lead", "labeler")
@@ -142,13 +152,28 @@ def test_a_lead_adds_a_labeler_who_signs_in_once_then_deactivates_them(
         nina.goto(url)
         expect(nina.get_by_role("alert")).to_contain_text("no longer works")
         check_nina("sign-in-link-spent")
-        check.failures += check_nina.failures
 
         from django.contrib.auth import get_user_model
 
         user = get_user_model().objects.get(username="nina")
+        # Nina forgets her password and is locked out; the lead sees it, and a reset lifts it.
+        newcomer.clear_cookies()
+        for _ in range(settings.AXES_FAILURE_LIMIT):
+            sign_in(nina, live_server, "nina", "not her password")
+        expect(nina.locator("#locked-out")).to_contain_text("ask your project lead")
+        check_nina("locked-out")
+        settle(page, f"{live_server.url}/label/lead/labelers/")
+        expect(page.locator("#labelers")).to_contain_text("locked out")
+        check("labelers-locked-out")
         settle(page, f"{live_server.url}/label/lead/labelers/{user.pk}/")
+        expect(page.locator("#locked-out")).to_be_visible()
         check("labeler-account")
+        page.locator("#reset-password").click()
+        password = page.locator("#temporary-password").input_value()
+        check("labeler-reset-password")
+        sign_in(nina, live_server, "nina", password)
+        nina.wait_for_url(f"{live_server.url}/")
+        settle(page, f"{live_server.url}/label/lead/labelers/{user.pk}/")
         page.locator("#deactivate").click()
         expect(page.locator("#deactivated")).to_be_visible()
         check("labeler-deactivated")
@@ -156,6 +181,10 @@ def test_a_lead_adds_a_labeler_who_signs_in_once_then_deactivates_them(
         assert not user.is_active
         nina.goto(f"{live_server.url}/")
         nina.wait_for_url("**/accounts/login/**")  # her session ended with the account
+        sign_in(nina, live_server, "nina", password)
+        expect(nina.locator("#sign-in-error")).to_contain_text("This account is deactivated")
+        check_nina("sign-in-deactivated")
+        check.failures += check_nina.failures
         settle(page, f"{live_server.url}/label/lead/labelers/")
         expect(page.locator("#labelers tr.deactivated")).to_contain_text("nina")
         check("labelers-deactivated")
