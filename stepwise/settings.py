@@ -265,6 +265,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
+# A worker told to stop with REMAP_SIGTERM=SIGQUIT in its environment (the gpu worker's, see
+# docker/Dockerfile) gives its running task this long, then cancels it, puts its message back
+# on the queue (acks_late) and exits: a long gate or scoring no longer holds up a restart, nor
+# is its message left unacknowledged in Redis until the visibility timeout.
+CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = env_float("CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT", 30.0)
 # A training run's hard limit (modeling.tasks.gpu_train_run), the longest of any task.
 STEPWISE_TRAINING_TIME_LIMIT_S = env_int("STEPWISE_TRAINING_TIME_LIMIT_S", 24 * 3600)
 # How often beat runs each sweeper below (the generation check has its own period).
