@@ -57,11 +57,14 @@ WEIGHT_FILES = (
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 MAX_LENGTH = 4096  # tokens read per sequence, at most (fewer if the model's positions are fewer)
 BATCH_TOKENS = 16384
-# config.json and tokenizer_config.json are read whole: a few KB in real models.
-MAX_JSON_BYTES = 16 * 2**20
+# config.json and tokenizer_config.json are read whole: a few KB in real models (Llama 3's
+# tokenizer_config.json, with its 256 reserved tokens, 50 KB).
+MAX_JSON_BYTES = 2**20
 # Any other file beside the weights (the tokenizer's: the largest in use, Gemma's, is 33 MB).
 MAX_OTHER_FILE_BYTES = 512 * 2**20
-SAFETENSORS_MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+# A 7 B model's shard has a header of about 30 KB; a single file of a model with 100,000
+# tensors, 10 MB. (The safetensors library's own limit is 100 MB, parsed into far more.)
+SAFETENSORS_MAX_HEADER_BYTES = 16 * 2**20
 MAX_LABELS = 3
 # Bits per element of each safetensors dtype: a header's shapes must fit its byte ranges.
 SAFETENSORS_DTYPE_BITS = {
@@ -107,7 +110,7 @@ def describe(
     folder = Path(folder)
     try:
         config = read_json(folder / "config.json")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ExternalModelError(f"no readable config.json in the model folder ({exc})") from None
     if not isinstance(config, dict):
         raise ExternalModelError("config.json is not a JSON object")
@@ -149,8 +152,8 @@ def refuse_own_code(folder: Path, config: dict[str, Any]) -> None:
         try:
             if "auto_map" in (read_json(tokenizer_config) or {}):
                 found.append("tokenizer_config.json")
-        except (OSError, UnicodeDecodeError, ValueError, TypeError):
-            pass  # the tokenizer's own load says what is wrong with it
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, RecursionError):
+            pass  # the tokenizer's own load says what is wrong with it (and runs no code)
     if found:
         raise ExternalModelError(
             f"{' and '.join(found)} name{'s' if len(found) == 1 else ''} Python code of the "
@@ -221,8 +224,9 @@ def _config_with_defaults(folder: Path) -> dict[str, Any]:
 
 
 def _count(n: int) -> str:
-    if n >= 10**15:
-        return f"{n:.2e}"
+    if n >= 10**15:  # its digits (past 4300 of them, from its bits: an int that long has no str)
+        digits = len(str(n)) if n < 10**4000 else int(n.bit_length() * math.log10(2)) + 1
+        return f"10^{digits - 1}"
     return f"{n / 1e9:.1f} B" if n >= 10**9 else f"{n:,}"
 
 
@@ -277,7 +281,7 @@ def safetensors_parameters(path: Path) -> int:
             )
         try:
             header = json.loads(f.read(length))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             header = None
     if not isinstance(header, dict):
         raise ExternalModelError(f"{path.name}'s safetensors header is not a JSON object")

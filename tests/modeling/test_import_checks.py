@@ -9,6 +9,7 @@ import io
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -144,6 +145,31 @@ def test_a_config_that_leaves_its_dimensions_out_is_sized_at_transformers_defaul
     assert response.status_code == 400, response.content
     assert "transformers' defaults" in response.json()["detail"]
     assert "the limit is 1.0 B" in response.json()["detail"] and peak < CHECK_PEAK_BYTES
+    assert not ModelVersion.objects.exists() and left_under(media) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden_size": -1}, "config.json's hidden_size is -1, not a count"),
+        ({"num_hidden_layers": "2"}, "config.json's num_hidden_layers is '2', not a count"),
+        ({"vocab_size": 1.5}, "config.json's vocab_size is 1.5, not a count"),
+        ({"intermediate_size": True}, "config.json's intermediate_size is True, not a count"),
+        ({"hidden_size": 10**4000}, "about 10^4"),  # an int too long to print: no 500
+        ({"num_labels": 10**9}, "num_labels is 1000000000; a PRM has 2 or 3"),
+        (None, "no readable config.json"),  # nested past the JSON parser's recursion limit
+    ],
+    ids=["negative", "a-string", "a-fraction", "a-boolean", "huge", "labels", "deep"],
+)
+def test_a_config_whose_dimensions_are_not_counts_is_refused_saying_which(
+    media, db, prm, change, message
+):
+    if change is None:
+        (prm / "config.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        edit_config(prm, **change)
+    with pytest.raises(importing.ModelImportError, match=re.escape(message)):
+        importing.import_model_version(folder=prm)
     assert not ModelVersion.objects.exists() and left_under(media) == []
 
 
