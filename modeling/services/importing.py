@@ -102,19 +102,22 @@ def import_model_version(
     move: bool = False,
 ) -> ModelVersion:
     """Check the folder, copy it into the artifacts and write its ModelVersion (not passed,
-    not active: `gate_model_version` decides). `shown`: how messages name the folder (default:
-    as given; a request's is never the server's path). `links_within`: a link in the folder must
-    resolve under it (a request's folder), else the import is refused. `check_load`: load the
-    weights before the row is written (the command does; the web process loads no model).
-    `move`: the folder is this import's own (an unpacked upload), moved into place."""
+    not active: `gate_model_version` decides). `shown`: a request's name for the folder, which
+    its messages use, naming no server path; without it (the command) they name the folder as
+    given. `links_within`: a link in the folder must resolve under it (a request's folder), else
+    the import is refused. `check_load`: load the weights before the row is written (the command
+    does; the web process loads no model). `move`: the folder is this import's own (an
+    unpacked upload), moved into place."""
     folder = Path(folder)
-    shown = shown or str(folder)
+    named = shown or str(folder)
 
     def refused(message: str) -> ModelImportError:
-        return ModelImportError(without_roots(message.replace(str(folder), shown)))
+        if shown:  # a request's: no server path in what it is told
+            message = without_roots(message.replace(str(folder), shown))
+        return ModelImportError(message)
 
     if not folder.is_dir():
-        raise refused(f"{shown} is not a folder")
+        raise refused(f"{named} is not a folder")
     try:
         manifest = describe(
             folder,
@@ -125,9 +128,9 @@ def import_model_version(
             max_parameters=settings.STEPWISE_MAX_IMPORT_PARAMETERS,
         )
     except ModelTooLarge as exc:
-        raise refused(f"cannot import {shown}: {exc} (STEPWISE_MAX_IMPORT_PARAMETERS)") from None
+        raise refused(f"cannot import {named}: {exc} (STEPWISE_MAX_IMPORT_PARAMETERS)") from None
     except ExternalModelError as exc:
-        raise refused(f"cannot import {shown}: {exc}") from None
+        raise refused(f"cannot import {named}: {exc}") from None
     imports = Path(settings.MEDIA_ROOT) / IMPORTS_DIR
     imports.mkdir(parents=True, exist_ok=True)
     target = imports / f"imported-{uuid.uuid4().hex[:12]}"
@@ -139,7 +142,7 @@ def import_model_version(
             _copy(folder, partial, links_within)
         write_manifest(partial, manifest)
         if check_load:
-            _check_loads(partial, shown)
+            _check_loads(partial)
         partial.rename(target)
         kind = ModelVersion.Kind.STEP_TAG if manifest["kind"] == STEP_TAG else None
         with transaction.atomic():
@@ -157,16 +160,15 @@ def import_model_version(
         raise
 
 
-def _check_loads(folder: Path, shown: str) -> None:
+def _check_loads(folder: Path) -> None:
     # torch loads only where a model trains or scores, never in the web process
     from modeling.training.external import load_prm
 
     try:
         load_prm(folder, device="cpu")
     except Exception as exc:  # transformers raises many kinds for broken weights
-        message = str(exc).replace(str(folder), shown)[:500]
         raise ModelImportError(
-            without_roots(f"the model does not load ({exc.__class__.__name__}: {message})")
+            f"the model does not load ({exc.__class__.__name__}: {str(exc)[:500]})"
         ) from None
 
 
