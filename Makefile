@@ -65,4 +65,4 @@ worker: $(STAMP)
 	$(VENV)/bin/celery -A stepwise worker -Q default,generate -l info
 
 gpu-worker: $(STAMP)
-	$(VENV)/bin/celery -A stepwise worker -Q gpu --concurrency 1 --pool solo -l info
+	REMAP_SIGTERM=SIGQUIT $(VENV)/bin/celery -A stepwise worker -Q gpu --concurrency 1 --pool prefork -l info

@@ -412,8 +412,12 @@ class LocalGenerator:
             from modeling.training.backbones import smollm2_folder
 
             folder = self._model_dir or smollm2_folder()
-            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(
+                folder, local_files_only=True, trust_remote_code=False
+            )
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, local_files_only=True, trust_remote_code=False
+            )
             model.to(self._device)  # type: ignore[arg-type]  # transformers' stub is wrong here
             model = model.eval()
             if self.int8:

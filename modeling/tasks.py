@@ -4,8 +4,11 @@ Services send them by dotted path after commit (`stepwise.celery.enqueue_on_comm
 import services, never the reverse.
 
 `gpu_*` tasks are routed to the `gpu` queue (settings.CELERY_TASK_ROUTES), served by one worker
-with concurrency 1. Late acks plus `reject_on_worker_lost` put a killed worker's task back on the
-queue; `execution.execute_training_run` claims a run with a conditional update, so a second
+process (prefork, concurrency 1: the pool that enforces time limits). Every model task has a soft
+time limit (SoftTimeLimitExceeded in the task: its service records why it stopped) a minute
+before its hard one (the process is killed). Late acks plus `reject_on_worker_lost` put a killed
+worker's task back on the queue, and a worker told to stop cancels its task after
+CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT and puts it back; `execution.execute_training_run` claims a run with a conditional update, so a second
 delivery does nothing while the first worker lives and takes over once its heartbeat is stale.
 Each generation task runs one step and queues the next after commit; a redelivered task finds
 the step already claimed or done and does nothing.
@@ -21,6 +24,8 @@ from modeling.services import importing, loop, pipeline, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
+MODEL_LIMIT_S = 6 * 3600  # evaluating, gating, scoring for review
+SAMPLING_LIMIT_S = settings.CELERY_TASK_TIME_LIMIT
 
 
 # --- training runs -----------------------------------------------------------------------------
@@ -42,7 +47,12 @@ def gpu_train_run(run_id: int) -> int | None:
     return version.pk if version else None
 
 
-@shared_task(name="modeling.tasks.gpu_evaluate_model", acks_late=True, time_limit=6 * 3600)
+@shared_task(
+    name="modeling.tasks.gpu_evaluate_model",
+    acks_late=True,
+    time_limit=MODEL_LIMIT_S,
+    soft_time_limit=MODEL_LIMIT_S - 60,
+)
 def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -> dict:
     from modeling.services import evaluation  # loads torch: as in gpu_train_run
 
@@ -50,7 +60,12 @@ def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -
     return evaluation.evaluate_model_version(version, processbench=processbench or [])
 
 
-@shared_task(name="modeling.tasks.gpu_gate_model", acks_late=True, time_limit=6 * 3600)
+@shared_task(
+    name="modeling.tasks.gpu_gate_model",
+    acks_late=True,
+    time_limit=MODEL_LIMIT_S,
+    soft_time_limit=MODEL_LIMIT_S - 60,
+)
 def gpu_gate_model(version_id: int, activate: bool = False) -> bool:
     """An imported model's gate: scored with the active one on the current evaluation set."""
     return importing.gate_model_version(version_id, activate=activate).passed_evaluation
@@ -104,14 +119,25 @@ def fail_stale_generations() -> int:
     return pipeline.fail_stale_generations()
 
 
-@shared_task(name="modeling.tasks.generate_pool_run", acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="modeling.tasks.generate_pool_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=SAMPLING_LIMIT_S,
+    soft_time_limit=SAMPLING_LIMIT_S - 60,
+)
 def generate_pool_run(run_id: int) -> int | None:
     """A generate_pool run on the `generate` queue (settings route `generate_*` there)."""
     run = sampling.execute_sampling_run(run_id)
     return None if run is None else run.added
 
 
-@shared_task(name="modeling.tasks.gpu_score_for_review", acks_late=True, time_limit=STEP_LIMIT_S)
+@shared_task(
+    name="modeling.tasks.gpu_score_for_review",
+    acks_late=True,
+    time_limit=MODEL_LIMIT_S,
+    soft_time_limit=MODEL_LIMIT_S - 60,
+)
 def gpu_score_for_review(batch_id: int, version_id: int) -> int:
     """Scores for the review page: the active model on a batch's labeled solutions."""
     from modeling.services import scoring  # loads torch: as in gpu_train_run

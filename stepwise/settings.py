@@ -265,6 +265,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 6 * 3600)
+# A worker told to stop with REMAP_SIGTERM=SIGQUIT in its environment (the gpu worker's, see
+# docker/Dockerfile) gives its running task this long, then cancels it, puts its message back
+# on the queue (acks_late) and exits: a long gate or scoring no longer holds up a restart, nor
+# is its message left unacknowledged in Redis until the visibility timeout.
+CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = env_float("CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT", 30.0)
 # A training run's hard limit (modeling.tasks.gpu_train_run), the longest of any task.
 STEPWISE_TRAINING_TIME_LIMIT_S = env_int("STEPWISE_TRAINING_TIME_LIMIT_S", 24 * 3600)
 # How often beat runs each sweeper below (the generation check has its own period).
@@ -420,6 +425,19 @@ STEPWISE_DATA_ROOT = Path(env_str("STEPWISE_DATA_ROOT", str(VAR_DIR / "data")))
 # Model folders a request may name as a run's backbone (besides the named offline backbones and
 # models already in the local Hugging Face cache); folders elsewhere on the server are refused.
 STEPWISE_MODELS_ROOT = Path(env_str("STEPWISE_MODELS_ROOT", str(VAR_DIR / "models")))
+# Models trained elsewhere (import_prm, /api/models/import/) are sized before anything is
+# allocated or written: parameters estimated from config.json's dimensions and counted from the
+# weight files' headers. The largest PRMs in use (Qwen2.5-Math-PRM-7B, RLHFlow's Llama-3.1-8B
+# PRM) have 7.6 and 8.0 B.
+STEPWISE_MAX_IMPORT_PARAMETERS = env_int("STEPWISE_MAX_IMPORT_PARAMETERS", 10_000_000_000)
+# An uploaded archive of a model folder: its size (16-bit weights barely compress: an 8 B model
+# is a 16 GB archive), what it may unpack to (an 8 B model in float32: 32 GB), its entries (a
+# sharded checkpoint has tens) and how much it may have been compressed (weights about 1.1x,
+# tokenizer JSON under 10x, a zip bomb of zeros 1000x), checked before anything is written.
+STEPWISE_MODEL_UPLOAD_MAX_BYTES = env_int("STEPWISE_MODEL_UPLOAD_MAX_BYTES", 20 * 2**30)
+STEPWISE_MODEL_UNPACKED_MAX_BYTES = env_int("STEPWISE_MODEL_UNPACKED_MAX_BYTES", 32 * 2**30)
+STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES = env_int("STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES", 1000)
+STEPWISE_MODEL_ARCHIVE_MAX_RATIO = env_float("STEPWISE_MODEL_ARCHIVE_MAX_RATIO", 100.0)
 STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
 # The gate compares models only on a frozen evaluation set: with none current, a run (and

@@ -79,7 +79,11 @@ def test_gpu_worker_builds_the_gpu_target_and_takes_one_task_at_a_time():
     assert command[:4] == ["celery", "-A", "stepwise", "worker"]
     assert "-Q gpu" in " ".join(command)
     assert "--concurrency 1" in " ".join(command)
-    assert "--pool solo" in " ".join(command)
+    # prefork: the pool that enforces the tasks' time limits (solo ignores them)
+    assert "--pool prefork" in " ".join(command)
+    # docker stop waits past the soft shutdown, in which the task is cancelled and requeued
+    grace = int(gpu["stop_grace_period"].removesuffix("s"))
+    assert grace > settings.CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT + 10
     (device,) = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
 
@@ -139,10 +143,12 @@ def test_dockerfile_has_the_cpu_and_gpu_targets_running_as_a_non_root_user():
         assert user.split(":")[0] not in {"root", "0"}, (target, user)
 
 
-def test_gpu_target_defaults_to_the_solo_gpu_worker():
+def test_gpu_target_defaults_to_the_gpu_worker_that_stops_when_told():
     _, instructions = stages()["gpu"]
     (cmd,) = [args for keyword, args in instructions if keyword == "CMD"]
-    assert '"-Q", "gpu", "--concurrency", "1", "--pool", "solo"' in cmd
+    assert '"-Q", "gpu", "--concurrency", "1", "--pool", "prefork"' in cmd
+    # SIGTERM is Celery's cold shutdown with its soft wait (tests/modeling/test_worker_shutdown.py)
+    assert ("ENV", "REMAP_SIGTERM=SIGQUIT") in instructions
 
 
 def test_dockerfile_installs_every_offline_backbone_without_its_dependencies():

@@ -8,11 +8,13 @@ The same services as the pages; a request the run's state refuses answers 409.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -22,6 +24,7 @@ from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling.models import EvaluationSet, ModelVersion, TrainingRun
 from modeling.services import importing, runs
 from modeling.training.external import MATH_SHEPHERD
+from stepwise.paths import shown_path, shown_paths_in
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -60,6 +63,14 @@ class TrainingRunSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    def to_representation(self, instance: TrainingRun) -> dict[str, Any]:
+        """Paths in the config (backbone, output_dir), the data's description (ProcessBench
+        files), metrics and error under their root's setting, never the server's own."""
+        data = super().to_representation(instance)
+        for field in ("config", "dataset_description", "metrics", "error"):
+            data[field] = shown_paths_in(data[field])
+        return data
+
 
 class TrainingRunDetailSerializer(TrainingRunSerializer):
     """One run with its loss curve (left out of lists: up to thousands of points a run)."""
@@ -84,7 +95,8 @@ class StartRunSerializer(serializers.Serializer):
     )
 
     def validate_processbench(self, paths: list[str]) -> list[str]:
-        """Only files under STEPWISE_DATA_ROOT: a request never names a path elsewhere."""
+        """Only files under STEPWISE_DATA_ROOT: a request never names a path elsewhere (nor
+        learns where that root is on the server)."""
         root = Path(settings.STEPWISE_DATA_ROOT).resolve()
         for path in paths:
             shown = path if len(path) <= 200 else f"{path[:200]}…"
@@ -93,7 +105,7 @@ class StartRunSerializer(serializers.Serializer):
                 if not resolved.is_relative_to(root):
                     raise serializers.ValidationError(
                         f"{shown}: ProcessBench files are named under the data root "
-                        f"(STEPWISE_DATA_ROOT, {root}), not elsewhere on the server"
+                        "(STEPWISE_DATA_ROOT), not elsewhere on the server"
                     )
                 found = resolved.is_file()
             except OSError as exc:  # a name past the file system's limits (ENAMETOOLONG)
@@ -101,11 +113,15 @@ class StartRunSerializer(serializers.Serializer):
                     f"{shown}: not a usable file name ({exc.strerror})"
                 ) from None
             if not found:
-                raise serializers.ValidationError(f"{shown}: no such file under {root}")
+                raise serializers.ValidationError(
+                    f"{shown}: no such file under the data root (STEPWISE_DATA_ROOT)"
+                )
         return [str((root / path).resolve()) for path in paths]
 
 
 class ModelVersionSerializer(serializers.ModelSerializer):
+    """Paths under their root's setting (`MEDIA_ROOT/models/…`), never the server's own."""
+
     class Meta:
         model = ModelVersion
         fields = [
@@ -124,6 +140,13 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "activated_at",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: ModelVersion) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        for field in ("artifact_path", "backbone", "source"):
+            data[field] = shown_path(data[field])
+        data["metrics"] = shown_paths_in(data["metrics"])
+        return data
 
 
 class ImportModelSerializer(serializers.Serializer):
@@ -176,6 +199,30 @@ class EvaluationSetSerializer(serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = fields
+
+
+class UploadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "upload_too_large"
+
+
+# A request's form fields and multipart framing beside the archive itself.
+UPLOAD_FORM_BYTES = 64 * 1024
+
+
+def refuse_oversized_upload(request: Request) -> None:
+    """413 for a request whose declared body is larger than an uploaded model may be (Django
+    reads no more of a body than its Content-Length)."""
+    limit = settings.STEPWISE_MODEL_UPLOAD_MAX_BYTES
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0  # Django reads such a body as empty
+    if length > limit + UPLOAD_FORM_BYTES:
+        raise UploadTooLarge(
+            f"the request is {length:,} bytes; an uploaded model may have at most {limit:,} "
+            "(STEPWISE_MODEL_UPLOAD_MAX_BYTES)"
+        )
 
 
 def _conflict(exc: runs.RunError) -> Response:
@@ -237,6 +284,13 @@ class ModelVersionViewSet(
     def get_queryset(self):
         return ModelVersion.objects.all()
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # An import's size is refused from its Content-Length before the body is read: the
+        # authentication's CSRF check would otherwise parse it (a file written to disk) first.
+        if self.action == "import_model":
+            refuse_oversized_upload(request)
+        super().initial(request, *args, **kwargs)
+
     @extend_schema(request=ImportModelSerializer, responses={201: ModelVersionSerializer})
     @action(
         detail=False,
@@ -262,8 +316,13 @@ class ModelVersionViewSet(
                 )
             else:
                 folder = importing.allowed_model_folder(path)
+                shown = shown_path(folder)  # STEPWISE_MODELS_ROOT/…: the server's path stays
                 version = importing.import_model_version(
-                    folder=folder, links_within=Path(settings.STEPWISE_MODELS_ROOT), **data
+                    folder=folder,
+                    shown=shown,
+                    source=shown,
+                    links_within=Path(settings.STEPWISE_MODELS_ROOT),
+                    **data,
                 )
         except importing.ModelImportError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

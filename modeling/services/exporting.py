@@ -3,7 +3,8 @@
 Built once into the version's artifact folder, by the training CLI in a child process (torch
 loads only where a model trains or scores, never in the web process), then zipped once; later
 downloads read the same zip. Both are written under temporary names and renamed, so two
-concurrent requests never serve a half-written file.
+concurrent requests never serve a half-written file. Only a model trained here is exported: an
+imported one's folder holds what its uploader put there, which is never served as an export.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 from modeling.models import ModelVersion
+from stepwise.paths import shown_path, without_roots
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: `-m modeling.training.cli` from here
 EXPORT_DIR = "hf-export"
@@ -30,12 +32,19 @@ class ExportFailed(RuntimeError):
 
 def hf_export_archive(*, version: ModelVersion) -> Path:
     """The zip of the version's Hugging Face export (one folder named after the version)."""
+    if version.kind != ModelVersion.Kind.TRAINED:
+        raise ExportFailed(
+            f"{version.name} was imported (from {shown_path(version.source)}); only models "
+            "trained here are exported"
+        )
     model_dir = Path(version.artifact_path)
     archive = model_dir / f"{EXPORT_DIR}.zip"
     if archive.is_file():
         return archive
     if not (model_dir / "prm.json").is_file():
-        raise ExportFailed(f"the files of {version.name} are not on this server ({model_dir})")
+        raise ExportFailed(
+            f"the files of {version.name} are not on this server ({shown_path(model_dir)})"
+        )
     export = build_hf_export(version=version)
     fd, tmp = tempfile.mkstemp(prefix=f".{EXPORT_DIR}-", suffix=".zip", dir=model_dir)
     try:
@@ -98,4 +107,6 @@ def build_hf_export(*, version: ModelVersion) -> Path:
     # A concurrent request may have built it first (ours then refuses the non-empty folder).
     if (out / "config.json").is_file():
         return out
-    raise ExportFailed(f"the export failed: {done.stderr[-STDERR_TAIL_CHARS:].strip()}")
+    raise ExportFailed(
+        without_roots(f"the export failed: {done.stderr[-STDERR_TAIL_CHARS:].strip()}")
+    )

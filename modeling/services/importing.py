@@ -2,27 +2,39 @@
 gated and activated like one trained here (`import_prm`, POST /api/models/import/).
 
 Invariants:
-- A folder is checked before anything is written (`training.external.describe`: config.json,
-  the architecture and its labels, weights present, the tokenizer's pieces). A refusal is a
-  ModelImportError and leaves no row and no files.
-- The model's files are copied (not linked: the source may change or vanish) into
-  MEDIA_ROOT/models/, with `external.json` saying how to read them; the row comes last.
+- A folder is checked before anything is written or loaded (`training.external.describe`:
+  config.json, no code of its own (`auto_map`), the architecture and its labels, weights
+  present, its size against STEPWISE_MAX_IMPORT_PARAMETERS from config.json and the weights'
+  headers, the tokenizer's pieces). A refusal is a ModelImportError and leaves no row and no
+  files.
+- An uploaded archive is refused by its size (STEPWISE_MODEL_UPLOAD_MAX_BYTES), then by what its
+  headers declare (entries, unpacked bytes, compression ratio) before anything is unpacked, and
+  unpacked with each entry held to the bytes it declared; a refusal leaves nothing under
+  MEDIA_ROOT.
+- The model's files are copied (not linked: the source may change or vanish; an upload's own
+  unpacked folder is moved) into MEDIA_ROOT/models/, with `external.json` saying how to read
+  them; the row comes last.
 - A request (the API) names only an uploaded archive or a folder under STEPWISE_MODELS_ROOT, and
   a link in it must stay under that root: it never reads other server folders. The operator's
-  command may name any folder.
+  command may name any folder. Messages name the folder as the request did, never by the
+  server's absolute path.
 - An imported model passes its evaluation only through `gate_model_version`: the same gate as
   a run's, on the current evaluation set (made first when there is none, as a run does),
-  against the active model; without a set it is not gated and not activated.
+  against the active model; without a set it is not gated and not activated. A gate that
+  cannot score the model records why and does not pass.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
+import struct
 import tarfile
 import tempfile
 import uuid
 import zipfile
-from pathlib import Path
+import zlib
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from django.conf import settings
@@ -35,14 +47,25 @@ from modeling.training.external import (
     MATH_SHEPHERD,
     STEP_TAG,
     ExternalModelError,
+    ModelTooLarge,
     describe,
     write_manifest,
 )
 from stepwise.celery import start_on_commit
+from stepwise.paths import without_roots
+
+log = logging.getLogger(__name__)
 
 IMPORTS_DIR = "models"  # under MEDIA_ROOT
-MAX_UNPACKED_BYTES = 64 * 2**30  # an uploaded archive may unpack to at most this
 GATE_TASK = "modeling.tasks.gpu_gate_model"
+UNPACK_CHUNK = 2**20
+# An entry this small is held only by the archive's total ratio: a JSON file of a few KB may
+# compress far better than weights, and cannot make a bomb by itself.
+RATIO_CHECKED_FROM = 2**20
+# A zip's central directory is read whole before its entries are counted: at most this much
+# per allowed entry (a name of up to about 1 KB), so a directory of millions of entries is
+# refused from its size in the end record, before it is read.
+ZIP_DIRECTORY_BYTES_PER_ENTRY = 1024
 
 
 class ModelImportError(Exception):
@@ -69,20 +92,32 @@ def import_model_version(
     folder: str | Path,
     name: str = "",
     source: str = "",
+    shown: str = "",
     step_separator: str | None = None,
     step_tag: str = MATH_SHEPHERD["step_tag"],
     good_token: str = MATH_SHEPHERD["good_token"],
     bad_token: str = MATH_SHEPHERD["bad_token"],
     links_within: Path | None = None,
     check_load: bool = False,
+    move: bool = False,
 ) -> ModelVersion:
     """Check the folder, copy it into the artifacts and write its ModelVersion (not passed,
-    not active: `gate_model_version` decides). `links_within`: a link in the folder must
-    resolve under it (a request's folder), else the import is refused. `check_load`: load the
-    weights before the row is written (the command does; the web process loads no model)."""
+    not active: `gate_model_version` decides). `shown`: a request's name for the folder, which
+    its messages use, naming no server path; without it (the command) they name the folder as
+    given. `links_within`: a link in the folder must resolve under it (a request's folder), else
+    the import is refused. `check_load`: load the weights before the row is written (the command
+    does; the web process loads no model). `move`: the folder is this import's own (an
+    unpacked upload), moved into place."""
     folder = Path(folder)
+    named = shown or str(folder)
+
+    def refused(message: str) -> ModelImportError:
+        if shown:  # a request's: no server path in what it is told
+            message = without_roots(message.replace(str(folder), shown))
+        return ModelImportError(message)
+
     if not folder.is_dir():
-        raise ModelImportError(f"{folder} is not a folder")
+        raise refused(f"{named} is not a folder")
     try:
         manifest = describe(
             folder,
@@ -90,15 +125,21 @@ def import_model_version(
             step_tag=step_tag,
             good_token=good_token,
             bad_token=bad_token,
+            max_parameters=settings.STEPWISE_MAX_IMPORT_PARAMETERS,
         )
+    except ModelTooLarge as exc:
+        raise refused(f"cannot import {named}: {exc} (STEPWISE_MAX_IMPORT_PARAMETERS)") from None
     except ExternalModelError as exc:
-        raise ModelImportError(f"cannot import {folder.name or folder}: {exc}") from None
+        raise refused(f"cannot import {named}: {exc}") from None
     imports = Path(settings.MEDIA_ROOT) / IMPORTS_DIR
     imports.mkdir(parents=True, exist_ok=True)
     target = imports / f"imported-{uuid.uuid4().hex[:12]}"
     partial = target.with_name(target.name + ".partial")
     try:
-        _copy(folder, partial, links_within)
+        if move:
+            folder.rename(partial)
+        else:
+            _copy(folder, partial, links_within)
         write_manifest(partial, manifest)
         if check_load:
             _check_loads(partial)
@@ -146,42 +187,197 @@ def _copy(folder: Path, target: Path, links_within: Path | None) -> None:
 
 def import_model_archive(*, archive: IO[bytes], **options: Any) -> ModelVersion:
     """An uploaded zip or tar of the model folder (its files at the top, or in one folder):
-    unpacked under MEDIA_ROOT, imported, and the unpacked files removed."""
+    checked, unpacked under MEDIA_ROOT, imported (moved into place, not copied), and anything
+    left of it removed."""
+    shown = Path(getattr(archive, "name", None) or "the upload").name[:200]
+    size = archive_size(archive)
+    limit = settings.STEPWISE_MODEL_UPLOAD_MAX_BYTES
+    if size > limit:
+        raise ModelImportError(
+            f"{shown} is {size:,} bytes; an uploaded model may have at most {limit:,} "
+            "(STEPWISE_MODEL_UPLOAD_MAX_BYTES)"
+        )
     imports = Path(settings.MEDIA_ROOT) / IMPORTS_DIR
     imports.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=imports, prefix=".upload-") as tmp:
-        unpacked = Path(tmp)
-        _unpack(archive, unpacked)
+        unpacked = Path(tmp) / "unpacked"  # moved into place: never the folder `tmp` removes
+        unpacked.mkdir()
+        _unpack(archive, unpacked, size, shown)
         folder = unpacked
         if not (folder / "config.json").exists():
             inner = [p for p in unpacked.iterdir() if p.is_dir()]
             if len(inner) == 1 and (inner[0] / "config.json").exists():
                 folder = inner[0]
-        return import_model_version(folder=folder, links_within=unpacked, **options)
+        return import_model_version(
+            folder=folder, links_within=unpacked, shown=shown, move=True, **options
+        )
 
 
-def _unpack(archive: IO[bytes], target: Path) -> None:
-    """Unpack a zip (zipfile drops `..` and absolute parts, makes no links) or a tar (the
-    "data" filter refuses paths out of the target and links out of it)."""
+def archive_size(archive: IO[bytes]) -> int:
+    """An upload's size in bytes: Django's count, else the file's end."""
+    size = getattr(archive, "size", None)
+    if isinstance(size, int):
+        return size
+    return archive.seek(0, 2)
+
+
+def _unpack(archive: IO[bytes], target: Path, size: int, shown: str) -> None:
+    """Unpack a zip or a tar (plain or compressed) into `target`, once what it declares passed
+    the limits: entries, unpacked bytes, compression ratio. Only files and folders, named
+    inside the archive's folder; each entry is cut off at the size it declared, so a header
+    that lies unpacks no more than it said."""
+    limits = _ArchiveLimits(size, shown)
     archive.seek(0)
     if zipfile.is_zipfile(archive):
-        archive.seek(0)
-        with zipfile.ZipFile(archive) as zipped:
-            if sum(i.file_size for i in zipped.infolist()) > MAX_UNPACKED_BYTES:
-                raise ModelImportError("the archive unpacks to more than 64 GiB")
-            zipped.extractall(target)
+        _unpack_zip(archive, target, size, limits)
         return
     archive.seek(0)
     try:
         with tarfile.open(fileobj=archive, mode="r:*") as tarred:
-            members = tarred.getmembers()
-            if sum(m.size for m in members) > MAX_UNPACKED_BYTES:
-                raise ModelImportError("the archive unpacks to more than 64 GiB")
-            tarred.extractall(target, filter="data")
-    except (tarfile.TarError, EOFError, OSError) as exc:
+            members = []
+            for member in tarred:  # headers only: each member's data is skipped over
+                members.append(member)
+                limits.count(len(members))
+                limits.add(member.name, member.size, None)
+                if not (member.isfile() or member.isdir()):
+                    raise ModelImportError(
+                        f"{shown}: {member.name[:100]!r} is a link or a special file; an "
+                        "archive of a model holds files and folders only"
+                    )
+                _member_path(target, member.name, shown)
+            for member in members:
+                path = _member_path(target, member.name, shown)
+                if member.isdir():
+                    path.mkdir(parents=True, exist_ok=True)
+                    continue
+                source = tarred.extractfile(member)
+                assert source is not None  # a regular file always has its data
+                _write(source, path, member.size, member.name, shown)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise ModelImportError(
-            f"the upload is not a zip or tar archive of a model ({exc})"
+            without_roots(f"{shown} is not a zip or tar archive of a model ({exc})")
         ) from None
+
+
+def _unpack_zip(archive: IO[bytes], target: Path, size: int, limits: _ArchiveLimits) -> None:
+    entries, directory_bytes = _zip_directory(archive, size)
+    limits.count(entries)
+    most = settings.STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES * ZIP_DIRECTORY_BYTES_PER_ENTRY
+    if directory_bytes > most:
+        raise ModelImportError(
+            f"{limits.shown}'s list of entries is {directory_bytes:,} bytes, more than "
+            f"{settings.STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES:,} entries need "
+            "(STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES)"
+        )
+    archive.seek(0)
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            infos = zipped.infolist()
+            limits.count(len(infos))  # the end record's count may lie
+            for info in infos:
+                limits.add(info.filename, info.file_size, info.compress_size)
+                _member_path(target, info.filename, limits.shown)
+            for info in infos:
+                path = _member_path(target, info.filename, limits.shown)
+                if info.is_dir():
+                    path.mkdir(parents=True, exist_ok=True)
+                    continue
+                with zipped.open(info) as source:
+                    _write(source, path, info.file_size, info.filename, limits.shown)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError) as exc:
+        # RuntimeError: an encrypted entry, or (NotImplementedError) a compression zipfile lacks
+        raise ModelImportError(
+            without_roots(f"{limits.shown} is not a readable zip archive ({exc})")
+        ) from None
+
+
+class _ArchiveLimits:
+    """What an archive's headers declare, held to the settings as each header is read."""
+
+    def __init__(self, size: int, shown: str) -> None:
+        self.size, self.shown, self.declared = max(size, 1), shown, 0
+
+    def count(self, entries: int) -> None:
+        most = settings.STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES
+        if entries > most:
+            raise ModelImportError(
+                f"{self.shown} has more than {most:,} entries "
+                "(STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES); a model folder has tens"
+            )
+
+    def add(self, name: str, size: int, compressed: int | None) -> None:
+        """One entry's declared size (and, in a zip, its compressed size)."""
+        ratio = settings.STEPWISE_MODEL_ARCHIVE_MAX_RATIO
+        self.declared += size
+        most = settings.STEPWISE_MODEL_UNPACKED_MAX_BYTES
+        if self.declared > most:
+            raise ModelImportError(
+                f"{self.shown} unpacks to more than {most:,} bytes "
+                "(STEPWISE_MODEL_UNPACKED_MAX_BYTES)"
+            )
+        if (
+            compressed is not None
+            and size >= RATIO_CHECKED_FROM
+            and size > ratio * max(compressed, 1)
+        ):
+            raise ModelImportError(
+                f"{self.shown}: {name[:100]!r} unpacks to {size:,} bytes from {compressed:,}, "
+                f"more than {ratio:g} times (STEPWISE_MODEL_ARCHIVE_MAX_RATIO)"
+            )
+        if self.declared >= RATIO_CHECKED_FROM and self.declared > ratio * self.size:
+            raise ModelImportError(
+                f"{self.shown} unpacks to more than {ratio:g} times its {self.size:,} bytes "
+                "(STEPWISE_MODEL_ARCHIVE_MAX_RATIO)"
+            )
+
+
+def _zip_directory(archive: IO[bytes], size: int) -> tuple[int, int]:
+    """(entries, bytes of the central directory) as a zip's end record declares them (zip64's
+    when it has one), read from its last 64 KB; (0, 0) where there is none to read."""
+    tail_bytes = min(size, 22 + 2**16)
+    archive.seek(size - tail_bytes)
+    tail = archive.read(tail_bytes)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return 0, 0
+    entries, directory_bytes = struct.unpack("<HI", tail[at + 10 : at + 16])
+    if at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":  # zip64: its end record's counts
+        (offset,) = struct.unpack("<Q", tail[at - 12 : at - 4])
+        if offset + 56 <= size:
+            archive.seek(offset)
+            record = archive.read(56)
+            if record[:4] == b"PK\x06\x06":
+                entries, directory_bytes = struct.unpack("<QQ", record[32:48])
+    return entries, directory_bytes
+
+
+def _member_path(target: Path, name: str, shown: str) -> Path:
+    """Where an entry is unpacked: under `target`, or refused (an absolute name or `..`)."""
+    parts = PurePosixPath(name).parts
+    if PurePosixPath(name).is_absolute() or ".." in parts or "\x00" in name:
+        raise ModelImportError(
+            f"{shown}: the entry {name[:100]!r} points out of the archive's folder"
+        )
+    return target.joinpath(*parts)
+
+
+def _write(source: IO[bytes], path: Path, declared: int, name: str, shown: str) -> None:
+    """Copy an entry to `path` in chunks, refused once it passes the size it declared."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    try:
+        out = path.open("xb")
+    except FileExistsError:
+        raise ModelImportError(f"{shown}: {name[:100]!r} comes twice in the archive") from None
+    with out:
+        while chunk := source.read(UNPACK_CHUNK):
+            written += len(chunk)
+            if written > declared:
+                raise ModelImportError(
+                    f"{shown}: {name[:100]!r} unpacks to more than the {declared:,} bytes it "
+                    "declares"
+                )
+            out.write(chunk)
 
 
 def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersion:
@@ -199,9 +395,23 @@ def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersi
     evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
     metrics: dict[str, Any] = {}
     if evaluation_set is not None:
-        metrics["evaluation_set"] = evaluation.evaluate_on_evaluation_set(
-            evaluation_set.reference(), version.artifact_path, active
-        )
+        try:
+            metrics["evaluation_set"] = evaluation.evaluate_on_evaluation_set(
+                evaluation_set.reference(), version.artifact_path, active
+            )
+        except Exception as exc:  # a model that does not load or score (or the time limit)
+            log.exception("the gate of model version %s could not score it", version_id)
+            said = f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+            metrics["evaluation_set"] = {
+                **evaluation_set.reference(),
+                "new_auroc": None,
+                "active_auroc": None,
+                "active_model": active.pk if active else None,
+                "error": without_roots(
+                    f"the model could not be scored on evaluation set v{evaluation_set.version} "
+                    f"({said[:1000]})"
+                ),
+            }
     # Without a set an imported model has nothing to be measured on (no held-out split).
     gate = evaluation.evaluation_gate(metrics, active, missing=missing)
     with transaction.atomic():

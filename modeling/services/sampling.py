@@ -386,7 +386,9 @@ def _token_counter() -> Callable[[str], int] | None:
 
         from modeling.training.backbones import smollm2_folder
 
-        tokenizer = AutoTokenizer.from_pretrained(smollm2_folder(), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(
+            smollm2_folder(), local_files_only=True, trust_remote_code=False
+        )
     except Exception:  # no tokenizer here: the page says "no measurement yet"
         logger.warning("no tokenizer to count generated tokens with", exc_info=True)
         return None

@@ -139,8 +139,10 @@ def smollm2_folder() -> Path:
 def convert_gguf(folder: Path, gguf_file: str, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-    quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file, trust_remote_code=False)
+    quantized = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=gguf_file, dtype="float32", trust_remote_code=False
+    )
     config = quantized.config
     # A model loaded from GGUF refuses save_pretrained; a fresh one with its weights does not.
     if hasattr(config, "quantization_config"):

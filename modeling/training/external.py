@@ -17,11 +17,19 @@ probabilities; 2-label and step-tag models [1 - P(good), 0, P(good)].
 An imported folder is the model's own files plus `external.json` (MANIFEST), which says which
 shape it is and how to read it; `load_prm` loads a folder of either kind, ours (prm.json) or
 imported.
+
+A folder is read as data, never run: one whose config names its own Python code (`auto_map`)
+is refused, and every load passes `trust_remote_code=False` (transformers would otherwise ask
+on the terminal, and run the code on "y"). Its size is checked before anything is allocated
+(`check_size`): parameters estimated from config.json's dimensions and counted from the
+weight files' headers, never by instantiating the model.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +54,44 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 MAX_LENGTH = 4096  # tokens read per sequence, at most (fewer if the model's positions are fewer)
 BATCH_TOKENS = 16384
+# config.json and tokenizer_config.json are read whole: a few KB in real models (Llama 3's
+# tokenizer_config.json, with its 256 reserved tokens, 50 KB).
+MAX_JSON_BYTES = 2**20
+# Any other file beside the weights (the tokenizer's: the largest in use, Gemma's, is 33 MB).
+MAX_OTHER_FILE_BYTES = 512 * 2**20
+# A 7 B model's shard has a header of about 30 KB; a single file of a model with 100,000
+# tensors, 10 MB. (The safetensors library's own limit is 100 MB, parsed into far more.)
+SAFETENSORS_MAX_HEADER_BYTES = 16 * 2**20
+MAX_LABELS = 3
+# Bits per element of each safetensors dtype: a header's shapes must fit its byte ranges.
+SAFETENSORS_DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F6_E2M3": 6,
+    "F6_E3M2": 6, "F4": 4, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32,
+    "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+}  # fmt: skip
+# config.json's names for the dimensions that size a transformer, as architectures spell them.
+CONFIG_DIMENSIONS = {
+    "vocab": ("vocab_size",),
+    "hidden": ("hidden_size", "n_embd", "d_model", "dim"),
+    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "intermediate": ("moe_intermediate_size", "intermediate_size", "n_inner", "ffn_dim", "d_ff"),
+    "heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "kv_heads": ("num_key_value_heads", "n_kv_heads", "num_kv_heads"),
+    "head_dim": ("head_dim",),
+    "positions": ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len"),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+}
 
 
 class ExternalModelError(ValueError):
     """A folder that is not a model this module can read; the message says why."""
+
+
+class ModelTooLarge(ExternalModelError):
+    """A model over the parameter limit it was checked against (`check_size`)."""
 
 
 def describe(
@@ -61,16 +101,20 @@ def describe(
     step_tag: str = MATH_SHEPHERD["step_tag"],
     good_token: str = MATH_SHEPHERD["good_token"],
     bad_token: str = MATH_SHEPHERD["bad_token"],
+    max_parameters: int | None = None,
 ) -> dict[str, Any]:
     """The manifest for a model folder (its shape and how to read it), checked up front:
-    config.json, the architecture and labels, weights present, and the tokenizer's pieces."""
+    config.json, no code of its own, the architecture and labels, weights present, its size
+    (`max_parameters`; None: a folder this machine made, not sized), and the tokenizer's
+    pieces. Nothing is loaded before the size is known."""
     folder = Path(folder)
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        config = read_json(folder / "config.json")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ExternalModelError(f"no readable config.json in the model folder ({exc})") from None
     if not isinstance(config, dict):
         raise ExternalModelError("config.json is not a JSON object")
+    refuse_own_code(folder, config)
     architectures = config.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         raise ExternalModelError("config.json's architectures is not a list of names")
@@ -78,6 +122,8 @@ def describe(
         raise ExternalModelError(
             f"no weights in the model folder (one of {', '.join(WEIGHT_FILES)})"
         )
+    if max_parameters is not None:
+        check_size(folder, config, max_parameters)
     if any(a.endswith("ForTokenClassification") for a in architectures):
         return _describe_token_classification(folder, config, step_separator)
     if any(a.endswith("ForCausalLM") for a in architectures):
@@ -87,6 +133,189 @@ def describe(
         f"architecture {shown} is neither a token-classification PRM (…ForTokenClassification, "
         "TRL's layout) nor a causal LM scored at step tags (…ForCausalLM, Math-Shepherd's)"
     )
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file read whole, refused past MAX_JSON_BYTES before it is read."""
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise ValueError(f"{path.name} is {size:,} bytes, over {MAX_JSON_BYTES:,}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def refuse_own_code(folder: Path, config: dict[str, Any]) -> None:
+    """A model whose config points at Python files of its own (`auto_map`) is refused: loading
+    it means running that code, which an import never does."""
+    found = ["config.json"] if "auto_map" in config else []
+    tokenizer_config = folder / "tokenizer_config.json"
+    if tokenizer_config.is_file():
+        try:
+            if "auto_map" in (read_json(tokenizer_config) or {}):
+                found.append("tokenizer_config.json")
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, RecursionError):
+            pass  # the tokenizer's own load says what is wrong with it (and runs no code)
+    if found:
+        raise ExternalModelError(
+            f"{' and '.join(found)} name{'s' if len(found) == 1 else ''} Python code of the "
+            "model's own (auto_map), which Stepwise never runs: only architectures that "
+            "transformers itself implements can be imported (save the model with one, e.g. "
+            "LlamaForTokenClassification, and without auto_map)"
+        )
+
+
+def check_size(folder: Path, config: dict[str, Any], max_parameters: int) -> None:
+    """Refuse a model larger than `max_parameters` before anything of it is allocated: the
+    estimate from config.json's dimensions (what instantiating it would allocate: the values it
+    gives, then with the defaults transformers fills in for those it leaves out) and the count
+    from its weight files (safetensors headers; pickled weights by their bytes, at most 4 per
+    parameter), whichever is larger. No file beside the weights may be over
+    MAX_OTHER_FILE_BYTES (the tokenizer's are read whole)."""
+    labels = config.get("num_labels")
+    if labels is not None and not (isinstance(labels, int) and 0 < labels <= MAX_LABELS):
+        # transformers builds an id2label entry per label as it reads the config
+        raise ExternalModelError(f"config.json's num_labels is {labels!r}; a PRM has 2 or 3")
+    _refuse_over(
+        config_parameters(config), "estimated from config.json's dimensions", max_parameters
+    )
+    _refuse_over(
+        config_parameters(_config_with_defaults(folder)),
+        "estimated from config.json's dimensions and transformers' defaults for the others",
+        max_parameters,
+    )
+    from_weights = 0
+    for path in sorted(folder.iterdir()):
+        if not path.is_file():
+            continue
+        size = path.stat().st_size
+        if path.name.endswith(".safetensors"):
+            from_weights += safetensors_parameters(path)
+        elif path.name.endswith(WEIGHT_SUFFIXES):
+            from_weights += size // 4
+        elif size > MAX_OTHER_FILE_BYTES:
+            raise ExternalModelError(
+                f"{path.name} is {size:,} bytes; a file beside the weights may have at most "
+                f"{MAX_OTHER_FILE_BYTES:,}"
+            )
+    _refuse_over(from_weights, "counted in its weight files", max_parameters)
+
+
+def _refuse_over(parameters: int, source: str, max_parameters: int) -> None:
+    if parameters > max_parameters:
+        raise ModelTooLarge(
+            f"the model has about {_count(parameters)} parameters ({source}); the limit is "
+            f"{_count(max_parameters)}"
+        )
+
+
+def _config_with_defaults(folder: Path) -> dict[str, Any]:
+    """config.json as transformers reads it, every dimension it leaves out at the class's
+    default (a config object only: nothing of the model is allocated)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False
+        )
+    except Exception as exc:  # transformers raises many kinds for a config it cannot read
+        raise ExternalModelError(
+            f"transformers cannot read config.json ({exc.__class__.__name__}: {exc})"
+        ) from None
+    return config.to_dict()
+
+
+def _count(n: int) -> str:
+    if n >= 10**15:  # its digits (past 4300 of them, from its bits: an int that long has no str)
+        digits = len(str(n)) if n < 10**4000 else int(n.bit_length() * math.log10(2)) + 1
+        return f"10^{digits - 1}"
+    return f"{n / 1e9:.1f} B" if n >= 10**9 else f"{n:,}"
+
+
+def config_parameters(config: dict[str, Any], depth: int = 0) -> int:
+    """About how many parameters a model of these dimensions has: embeddings and output head
+    (vocab × hidden each), positions × hidden, and per layer the attention (queries and output
+    hidden × heads × head_dim each, keys and values hidden × kv heads × head_dim each) and a
+    gated MLP (3 × hidden × intermediate, per expert). The sub-models' configs (text_config,
+    vision_config, …) are added. Refuses a dimension that is not a count."""
+    dims = {name: _dimension(config, keys) for name, keys in CONFIG_DIMENSIONS.items()}
+    hidden = dims["hidden"] or 0
+    heads = dims["heads"] or 1
+    kv_heads = dims["kv_heads"] or heads
+    head_dim = dims["head_dim"] or hidden // heads
+    intermediate = dims["intermediate"] if dims["intermediate"] is not None else 4 * hidden
+    attention = hidden * head_dim * (2 * heads + 2 * kv_heads)
+    mlp = 3 * hidden * intermediate * max(dims["experts"] or 1, 1)
+    total = (2 * (dims["vocab"] or 0) + (dims["positions"] or 0)) * hidden
+    total += (dims["layers"] or 0) * (attention + mlp)
+    if depth < 2:
+        for key, value in config.items():
+            if key.endswith("_config") and isinstance(value, dict):
+                total += config_parameters(value, depth + 1)
+    return total
+
+
+def _dimension(config: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = config.get(key)
+        if value is None:
+            continue
+        # JSON writes 1e6 as a float: taken as the count it is; 1.5, -3, "64" or true are not.
+        whole = isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        if isinstance(value, bool) or not (isinstance(value, int) or whole) or value < 0:
+            raise ExternalModelError(f"config.json's {key} is {value!r}, not a count")
+        return int(value)
+    return None
+
+
+def safetensors_parameters(path: Path) -> int:
+    """The parameters a safetensors file holds, from its header alone (an 8-byte length, then
+    that much JSON): each tensor's shape must fill exactly its byte range inside the file, so
+    the count is bounded by the file's size. An absurd header length is refused unread."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        (length,) = struct.unpack("<Q", head) if len(head) == 8 else (-1,)
+        if not 0 < length <= min(SAFETENSORS_MAX_HEADER_BYTES, size - 8):
+            raise ExternalModelError(
+                f"{path.name} is not a safetensors file (its header length {length:,} does not "
+                f"fit a file of {size:,} bytes, or is over {SAFETENSORS_MAX_HEADER_BYTES:,})"
+            )
+        try:
+            header = json.loads(f.read(length))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            header = None
+    if not isinstance(header, dict):
+        raise ExternalModelError(f"{path.name}'s safetensors header is not a JSON object")
+    data_bytes = size - 8 - length
+    total = 0
+    for name, tensor in header.items():
+        if name == "__metadata__":
+            continue
+        numel = _tensor_elements(tensor, data_bytes)
+        if numel is None:
+            raise ExternalModelError(
+                f"{path.name}: tensor {str(name)[:100]!r} does not match its bytes in the file "
+                "(dtype, shape and data_offsets)"
+            )
+        total += numel
+    return total
+
+
+def _tensor_elements(tensor: Any, data_bytes: int) -> int | None:
+    """A header entry's element count, or None where it does not describe its own bytes."""
+    if not isinstance(tensor, dict):
+        return None
+    bits = SAFETENSORS_DTYPE_BITS.get(str(tensor.get("dtype")))
+    shape, offsets = tensor.get("shape"), tensor.get("data_offsets")
+    if bits is None or not isinstance(shape, list) or not isinstance(offsets, list):
+        return None
+    counts = [*shape, *offsets]
+    if len(offsets) != 2 or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts
+    ):
+        return None
+    begin, end = offsets
+    numel = math.prod(shape)
+    return numel if begin <= end <= data_bytes and (numel * bits + 7) // 8 == end - begin else None
 
 
 def _describe_token_classification(
@@ -157,7 +386,9 @@ def _tokenizer(folder: Path) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        return AutoTokenizer.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False
+        )
     except Exception as exc:  # transformers raises many kinds for a missing or broken one
         raise ExternalModelError(
             f"the model folder's tokenizer cannot be loaded ({exc.__class__.__name__}: {exc})"
@@ -245,8 +476,12 @@ class ExternalPRM:
             if manifest["kind"] == STEP_TAG
             else AutoModelForTokenClassification
         )
-        model: Any = auto.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        model: Any = auto.from_pretrained(
+            str(folder), local_files_only=True, dtype=dtype, trust_remote_code=False
+        )
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False
+        )
         return cls(model.to(target).eval(), tokenizer, manifest)
 
     @property

@@ -195,7 +195,7 @@ def _compute(
 
     identity = cache.identity
     path = resolve_backbone(identity.backbone)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     backbone = load_backbone(identity.backbone, max(max(identity.blocks), 1)).eval()
     pad_id = next((t for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
     store = getattr(torch, identity.dtype)

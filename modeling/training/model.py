@@ -59,7 +59,9 @@ def resolve_device(device: str) -> torch.device:
 def load_tokenizer(name: str) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_backbone(name), local_files_only=True)
+    return AutoTokenizer.from_pretrained(
+        resolve_backbone(name), local_files_only=True, trust_remote_code=False
+    )
 
 
 def storage_dtype(config: TrainConfig, device: torch.device) -> torch.dtype:
@@ -98,7 +100,9 @@ def attention_dropout(name: str) -> float:
     """The backbone config's attention dropout (Llama/Qwen2 and BERT spell it differently)."""
     from transformers import AutoConfig
 
-    backbone = AutoConfig.from_pretrained(resolve_backbone(name), local_files_only=True)
+    backbone = AutoConfig.from_pretrained(
+        resolve_backbone(name), local_files_only=True, trust_remote_code=False
+    )
     for key in ("attention_dropout", "attention_probs_dropout_prob"):
         if getattr(backbone, key, None):
             return float(getattr(backbone, key))
@@ -119,7 +123,11 @@ def load_backbone(
     if attention == "flex":
         try:
             model = AutoModel.from_pretrained(
-                path, local_files_only=True, dtype=dtype, attn_implementation="flex_attention"
+                path,
+                local_files_only=True,
+                dtype=dtype,
+                attn_implementation="flex_attention",
+                trust_remote_code=False,
             )
         except (ValueError, ImportError) as exc:
             raise ValueError(
@@ -131,11 +139,19 @@ def load_backbone(
         return model
     try:
         model = AutoModel.from_pretrained(
-            path, local_files_only=True, dtype=dtype, attn_implementation="sdpa"
+            path,
+            local_files_only=True,
+            dtype=dtype,
+            attn_implementation="sdpa",
+            trust_remote_code=False,
         )
     except (ValueError, ImportError):  # architectures without SDPA support
         model = AutoModel.from_pretrained(
-            path, local_files_only=True, dtype=dtype, attn_implementation="eager"
+            path,
+            local_files_only=True,
+            dtype=dtype,
+            attn_implementation="eager",
+            trust_remote_code=False,
         )
     if layers is not None:
         keep_first_layers(model, layers)
