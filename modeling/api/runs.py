@@ -40,6 +40,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "name",
             "status",
             "phase",
+            "phase_done",
+            "phase_total",
             "step",
             "total_steps",
             "progress_percent",
