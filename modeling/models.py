@@ -444,6 +444,13 @@ class GenerationRun(models.Model):
         )
         return rule.replace("_", " ") + (f" ({parts})" if parts else "")
 
+    @property
+    def retrain_gate(self) -> dict | None:
+        """What the retrain step recorded of the new model's gate (`pipeline._retrain_detail`),
+        None before it is done or when the generation did not retrain."""
+        detail = (self.steps.get(self.Step.RETRAIN) or {}).get("detail")
+        return detail if detail and "passed_evaluation" in detail else None
+
     def step_rows(self) -> list[dict]:
         """The four steps in order, each with its recorded state (for pages and the API)."""
         rows = []
