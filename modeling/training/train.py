@@ -554,6 +554,7 @@ def cache_features(
     started = time.perf_counter()
     finished = solutions_finished(packs, batches)
     total = finished[-1] if finished else 0
+    report(Progress("features", 0, total))  # the first batch can take a minute
     features = []
     try:
         with stop_between_blocks(model, stop):
