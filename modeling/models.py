@@ -98,10 +98,10 @@ class TrainingRun(models.Model):
     @property
     def phase_progress(self) -> str:
         """How far the phase is, e.g. "1200 / 4000 solutions" ("" when it counts nothing)."""
-        if not self.phase_total:
-            return ""
         unit = self.PHASES.get(self.phase, ("", "batches"))[1]
-        return f"{self.phase_done} / {self.phase_total} {unit}".rstrip()
+        if not (unit and self.phase_total):
+            return ""
+        return f"{self.phase_done} / {self.phase_total} {unit}"
 
     @property
     def phase_percent(self) -> int:
