@@ -23,7 +23,7 @@ from modeling.models import (
     SolutionScore,
     TrainingRun,
 )
-from stepwise.celery import waiting_too_long
+from stepwise.celery import model_tasks_in_thread, waiting_too_long
 
 if TYPE_CHECKING:
     from modeling.training.data import LabeledSolution
@@ -102,6 +102,10 @@ def loop_alerts(*, now: datetime) -> list[Alert]:
             )
         )
     unsent = TrainingRun.objects.filter(waiting_too_long(TrainingRun.Status.QUEUED, now)).count()
+    # In the embedded default the queued runs wait their turn behind the one this process trains.
+    training = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING)
+    if unsent and model_tasks_in_thread() and training.exists():
+        unsent = 0
     if unsent:
         alerts.append(
             Alert(
