@@ -30,6 +30,16 @@ class RunStatus(models.TextChoices):
 class TrainingRun(models.Model):
     Status = RunStatus
     DATA_FILE = "data.jsonl"  # its labelings frozen as PRM800K lines, in `folder`
+    # The phases a worker reports, in order: what the page calls each, and what it counts.
+    # Evaluation phases ("evaluate", "processbench <file>") count batches.
+    PHASES = {
+        "load": ("loading the backbone", ""),
+        "tokenize": ("tokenizing", "solutions"),
+        "features": ("extracting features", "solutions"),
+        "train": ("training", "steps"),
+        "evaluate": ("evaluating", "batches"),
+        "done": ("done", ""),
+    }
 
     name = models.CharField(max_length=200, blank=True)
     status = models.CharField(
@@ -43,6 +53,9 @@ class TrainingRun(models.Model):
         default=dict, blank=True, help_text="Filters and counts of the data."
     )
     phase = models.CharField(max_length=32, blank=True)
+    # How far the phase is, in its unit (PHASES): what the page shows while no step is trained.
+    phase_done = models.PositiveIntegerField(default=0)
+    phase_total = models.PositiveIntegerField(default=0)
     step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)
     loss_curve = models.JSONField(default=list, blank=True, help_text="[[step, loss], ...]")
@@ -77,6 +90,22 @@ class TrainingRun(models.Model):
     @property
     def progress_percent(self) -> int:
         return int(100 * self.step / self.total_steps) if self.total_steps else 0
+
+    @property
+    def phase_label(self) -> str:
+        return self.PHASES.get(self.phase, (self.phase, ""))[0]
+
+    @property
+    def phase_progress(self) -> str:
+        """How far the phase is, e.g. "1200 / 4000 solutions" ("" when it counts nothing)."""
+        unit = self.PHASES.get(self.phase, ("", "batches"))[1]
+        if not (unit and self.phase_total):
+            return ""
+        return f"{self.phase_done} / {self.phase_total} {unit}"
+
+    @property
+    def phase_percent(self) -> int:
+        return int(100 * self.phase_done / self.phase_total) if self.phase_total else 0
 
     @property
     def folder(self) -> Path:
@@ -414,6 +443,13 @@ class GenerationRun(models.Model):
             f"{name.replace('_', ' ')} {shares[name]:g}" for name in MIX_RULES if name in shares
         )
         return rule.replace("_", " ") + (f" ({parts})" if parts else "")
+
+    @property
+    def retrain_gate(self) -> dict | None:
+        """What the retrain step recorded of the new model's gate (`pipeline._retrain_detail`),
+        None before it is done or when the generation did not retrain."""
+        detail = (self.steps.get(self.Step.RETRAIN) or {}).get("detail")
+        return detail if detail and "passed_evaluation" in detail else None
 
     def step_rows(self) -> list[dict]:
         """The four steps in order, each with its recorded state (for pages and the API)."""

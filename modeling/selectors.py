@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
@@ -22,7 +23,7 @@ from modeling.models import (
     SolutionScore,
     TrainingRun,
 )
-from stepwise.celery import waiting_too_long
+from stepwise.celery import model_tasks_in_thread, waiting_too_long
 
 if TYPE_CHECKING:
     from modeling.training.data import LabeledSolution
@@ -46,6 +47,24 @@ def oracle_ratings(
         return ratings(solution.problem.text, solution.steps)
 
     return ratings_for
+
+
+# --- training runs ------------------------------------------------------------------------------
+
+
+def runs_ahead(run: TrainingRun) -> list[TrainingRun]:
+    """The runs a queued run waits for, last the one just before it: the running ones, then
+    those queued before it, in the order they were sent (the gpu worker, or the embedded
+    default's gpu lane, trains one at a time)."""
+    if run.status != TrainingRun.Status.QUEUED:
+        return []
+    others = TrainingRun.objects.exclude(pk=run.pk).annotate(sent=Coalesce("sent_at", "created_at"))
+    mine = run.sent_at or run.created_at
+    queued = others.filter(
+        Q(sent__lt=mine) | Q(sent=mine, pk__lt=run.pk), status=TrainingRun.Status.QUEUED
+    ).order_by("sent", "pk")
+    running = others.filter(status=TrainingRun.Status.RUNNING).order_by("started_at", "pk")
+    return [*running, *queued]
 
 
 # --- home pages: the lead's alerts from the loop, the researcher's cockpit ---------------------
@@ -83,6 +102,10 @@ def loop_alerts(*, now: datetime) -> list[Alert]:
             )
         )
     unsent = TrainingRun.objects.filter(waiting_too_long(TrainingRun.Status.QUEUED, now)).count()
+    # In the embedded default the queued runs wait their turn behind the one this process trains.
+    training = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING)
+    if unsent and model_tasks_in_thread() and training.exists():
+        unsent = 0
     if unsent:
         alerts.append(
             Alert(

@@ -4,6 +4,7 @@ training and scoring, `generate` for the generator (candidate steps, sampling ru
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -85,6 +86,49 @@ def run_in_thread(name: str, work: Callable[[], Any]) -> threading.Thread:
     return thread
 
 
+class Lane:
+    """Tasks that run one at a time, in the order they were sent, in a thread of this process
+    that lives while the lane has work: the embedded default's stand-in for a worker of
+    concurrency 1."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.waiting: deque[tuple[str, Callable[[], Any]]] = deque()
+        self.thread: threading.Thread | None = None
+
+    def submit(self, name: str, work: Callable[[], Any]) -> None:
+        with self.lock:
+            self.waiting.append((name, work))
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = run_in_thread(f"{self.name}-lane", self._drain)
+
+    def _drain(self) -> None:
+        while True:
+            with self.lock:
+                if not self.waiting:
+                    self.thread = None
+                    return
+                name, work = self.waiting.popleft()
+            try:
+                work()
+            except Exception:  # as a worker would: logged, and the next task runs
+                log.exception("%s failed in the %s lane of this process", name, self.name)
+            finally:
+                connections.close_all()
+
+
+# The gpu queue's tasks (training, a generation's retrain and score, gates, review scores) in
+# the embedded default: one at a time, as the gpu worker's concurrency 1 runs them. Trainings
+# side by side in the web process shared its CPU and made each slower to finish or to cancel.
+GPU_LANE = Lane("gpu")
+
+
+def task_queue(task_path: str) -> str:
+    """The queue the task is routed to (settings.CELERY_TASK_ROUTES)."""
+    return app.amqp.router.route({}, task_path)["queue"].name
+
+
 def start_on_commit(
     task_path: str,
     *args: Any,
@@ -93,15 +137,21 @@ def start_on_commit(
 ) -> None:
     """The one place background model work is dispatched: once the transaction commits, send
     the task `task_path` with `args` to a worker, or on the embedded default
-    (STEPWISE_MODEL_TASKS_IN_THREAD: no worker) run the same task in a thread of this process,
-    so the request that asked answers at once either way.
+    (STEPWISE_MODEL_TASKS_IN_THREAD: no worker) run the same task in this process, so the
+    request that asked answers at once either way: a gpu task in GPU_LANE, after those sent
+    before it, any other in a thread of its own.
 
     With `row` (the model whose id is `args[0]`), the row records when its task was sent and a
     broker that cannot be reached marks it UNSENT while it is still `waiting` (`send_row`)."""
     if model_tasks_in_thread():
         task = registered_task(task_path)
         name = "-".join([task_path.rsplit(".", 1)[-1], *map(str, args)])
-        transaction.on_commit(lambda: run_in_thread(name, lambda: task(*args)))
+        if row is not None:  # the order rows wait in
+            row._default_manager.filter(pk=args[0]).update(sent_at=timezone.now())
+        if task_queue(task_path) == GPU_LANE.name:
+            transaction.on_commit(lambda: GPU_LANE.submit(name, lambda: task(*args)))
+        else:
+            transaction.on_commit(lambda: run_in_thread(name, lambda: task(*args)))
     elif row is not None:
         send_row(row, args[0], task_path, waiting=waiting, args=args)
     else:

@@ -269,6 +269,19 @@ def test_lead_alerts_name_gold_accuracy_failed_runs_and_generations_and_unsent_w
     assert "1 snapshot waiting for a worker" in alerts
 
 
+def test_in_the_embedded_default_a_run_waiting_behind_a_training_is_no_alert(lead, settings):
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # one training at a time in this process
+    TrainingRun.objects.create(name="waiting", created_at=timezone.now() - timedelta(hours=2))
+    training = TrainingRun.objects.create(name="training", status=RunStatus.RUNNING)
+
+    def alerts() -> str:
+        return " | ".join(a.text for a in modeling_selectors.lead_cockpit().alerts)
+
+    assert "not taken by a worker" not in alerts()
+    TrainingRun.objects.filter(pk=training.pk).update(status=RunStatus.SUCCEEDED)
+    assert "1 training run queued but not taken by a worker" in alerts()  # nothing ahead of it
+
+
 # --- the researcher's view ----------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """/api/runs/ and /api/models/: start, follow, cancel and resume PRM training; import and
-activate models.
+activate models. Their lists are pages, newest first, as /api/labelings/'s are
+(`IdCursorPagination`: {"next", "previous", "results"}, `?page_size=` up to 1000).
 /api/evaluation-sets/: the frozen evaluation sets, read only (create or renew them on the page).
 
 The same services as the pages; a request the run's state refuses answers 409.
@@ -20,6 +21,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from labeling.api import IdCursorPagination
 from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling.models import EvaluationSet, ModelVersion, TrainingRun
 from modeling.services import importing, runs
@@ -43,6 +45,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "name",
             "status",
             "phase",
+            "phase_done",
+            "phase_total",
             "step",
             "total_steps",
             "progress_percent",
@@ -233,6 +237,7 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     permission_classes = [IsAuthenticated, HasRole]
     required_roles = (LEAD, RESEARCHER)
     role_message = "You do not have permission to perform this action."
+    pagination_class = IdCursorPagination
 
     def get_queryset(self):
         return TrainingRun.objects.select_related("created_by", "model_version")
@@ -280,6 +285,7 @@ class ModelVersionViewSet(
     permission_classes = [IsAuthenticated, HasRole]
     required_roles = (LEAD, RESEARCHER)
     role_message = "You do not have permission to perform this action."
+    pagination_class = IdCursorPagination
 
     def get_queryset(self):
         return ModelVersion.objects.all()

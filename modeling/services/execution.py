@@ -92,15 +92,25 @@ def _claim(run_id: int) -> bool:
 # --- progress reported by the training loop -----------------------------------------------------
 
 
+class Cancelled(Exception):
+    """A user asked to cancel while the run was evaluating."""
+
+
 class RunReporter:
-    """Writes the loop's progress to the run row (at most every STEPWISE_RUN_PROGRESS_SECONDS)
-    and reads back whether a user asked to cancel."""
+    """Writes the loop's progress to the run row: its phase and how far the phase is, the
+    training step and the loss curve, at most every STEPWISE_RUN_PROGRESS_SECONDS and at each
+    new phase. The loop asks `should_stop` between steps, and between blocks of the backbone
+    while it extracts features: at most as often, that writes the heartbeat and reads back
+    whether a user asked to cancel, so both keep up when a report is a minute away."""
 
     def __init__(self, run: TrainingRun):
         self.run_id = run.pk
         self.interval_s = settings.STEPWISE_RUN_PROGRESS_SECONDS
         self.loss_curve: list[list[float]] = [list(p) for p in run.loss_curve or []]
-        self.last_write = 0.0
+        self.phase = ""
+        # The first report and the first question always reach the row.
+        self.last_write = -math.inf  # progress written, cancel read
+        self.last_check = -math.inf  # heartbeat written, cancel read
         self.cancelled = False
 
     def __call__(self, progress: Any) -> None:
@@ -109,29 +119,47 @@ class RunReporter:
             while self.loss_curve and self.loss_curve[-1][0] >= progress.step:
                 self.loss_curve.pop()
             self.loss_curve.append([progress.step, round(float(progress.loss), 6)])
-        final = progress.step >= progress.total
-        if final or time.monotonic() - self.last_write >= self.interval_s:
-            self.write(phase=progress.phase, step=progress.step, total_steps=progress.total)
+        if self._due(progress.phase, progress.step, progress.total):
+            fields = {"phase_done": progress.step, "phase_total": progress.total}
+            if progress.phase == "train":
+                fields.update(step=progress.step, total_steps=progress.total)
+            self.write(phase=progress.phase, **fields)
 
     def counter(self, phase: str) -> Callable[[int, int], None]:
-        """For evaluation, which counts batches: shown in the phase, the training step stays."""
+        """For evaluation, which counts batches (the training step stays); raises Cancelled
+        when a user asked to cancel."""
+        name = phase[: TrainingRun._meta.get_field("phase").max_length]
 
         def report(done: int, total: int) -> None:
-            if done >= total or time.monotonic() - self.last_write >= self.interval_s:
-                self.write(phase=f"{phase} {done}/{total}")
+            if self._due(name, done, total):
+                self.write(phase=name, phase_done=done, phase_total=total)
+            if self.should_stop():
+                raise Cancelled
 
         return report
 
+    def _due(self, phase: str, done: int, total: int) -> bool:
+        due = phase != self.phase or done >= total
+        return due or time.monotonic() - self.last_write >= self.interval_s
+
     def write(self, **fields: Any) -> None:
-        self.last_write = time.monotonic()
+        self.phase = fields.get("phase", self.phase)
+        self.last_write = self.last_check = time.monotonic()
         curve = thin_curve(self.loss_curve)
         TrainingRun.objects.filter(pk=self.run_id).update(
             heartbeat_at=timezone.now(), loss_curve=curve, **fields
         )
-        self.cancelled = TrainingRun.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+        self._read_cancel()
 
     def should_stop(self) -> bool:
+        if not self.cancelled and time.monotonic() - self.last_check >= self.interval_s:
+            self.last_check = time.monotonic()
+            TrainingRun.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
+            self._read_cancel()
         return self.cancelled
+
+    def _read_cancel(self) -> None:
+        self.cancelled = TrainingRun.objects.filter(pk=self.run_id, cancel_requested=True).exists()
 
 
 def thin_curve(points: list[list[float]], limit: int = LOSS_CURVE_POINTS) -> list[list[float]]:
@@ -212,7 +240,9 @@ def execute_training_run(
             dataset_version=dataset_version,
             dataset_description=description,
             output_dir=str(folder),
-            phase="train",
+            phase="load",
+            phase_done=0,
+            phase_total=0,
         )
         stop = should_stop or (lambda: False)
         report = reporter if progress is None else _both(reporter, progress)
@@ -226,7 +256,13 @@ def execute_training_run(
         if result.stopped:
             _stop(run, reporter)
             return None
-        reporter.write(phase="evaluate", step=result.step, total_steps=result.total_steps)
+        reporter.write(
+            phase="evaluate",
+            phase_done=0,
+            phase_total=0,
+            step=result.step,
+            total_steps=result.total_steps,
+        )
         metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, count)}
         metrics.update(
             evaluate_processbench_files(result.output_dir, description["processbench"], count)
@@ -238,7 +274,12 @@ def execute_training_run(
                 recorded, result.output_dir, active, count
             )
         missing = description.get("evaluation_set_missing") or NO_SET
+        if reporter.should_stop():  # asked during an evaluation too short to report twice
+            raise Cancelled
         return _finish(run, config, result.output_dir, dataset_version, metrics, active, missing)
+    except Cancelled:
+        _stop(run, reporter)
+        return None
     except Exception as exc:
         _fail(run_id, exc)
         return None

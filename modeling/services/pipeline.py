@@ -203,7 +203,8 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
         )
         GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
     elif training.status == TrainingRun.Status.SUCCEEDED:
-        return {"training_run": training.pk, "reused": True}
+        version = ModelVersion.objects.filter(run=training).first()
+        return {**_retrain_detail(training, version), "reused": True}
     elif training.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED):
         # A retry trains afresh: a failed run is a record, not something to resume.
         training = runs.create_training_run(
@@ -218,16 +219,27 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
         raise StepFailed(
             f"training run {training.pk} {training.status}: {training.error or 'no detail'}"
         )
+    return _retrain_detail(training, version)
+
+
+def _retrain_detail(training: TrainingRun, version: ModelVersion | None) -> dict[str, Any]:
+    """The retrained model and its gate, with both of the gate's figures: what the page says
+    when the pool is scored by the model that was active before (the new one failed)."""
     active = ModelVersion.active()
     gate = (training.metrics or {}).get("gate") or {}
     return {
         "training_run": training.pk,
         "model_version": getattr(version, "pk", None),
+        "model_name": getattr(version, "name", ""),
         "passed_evaluation": bool(version and version.passed_evaluation),
         "active_model": active.pk if active else None,
         # The gate is the run's (evaluation.evaluation_gate): on the evaluation set, or not at all.
         "evaluation_set": gate.get("evaluation_set"),
         "gate": gate.get("reason") or ("passed" if gate.get("passed") else ""),
+        # The new model's AUROC (on the set; without one, on its own held-out problems) and
+        # the active model's on the same set (None without a set or an active model).
+        "new_auroc": gate.get("auroc"),
+        "active_auroc": gate.get("active_auroc"),
     }
 
 

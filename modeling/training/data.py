@@ -35,7 +35,7 @@ import hashlib
 import json
 import random
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -402,12 +402,18 @@ def _path_row(example: int, ids: list[int]) -> Row:
 
 
 def build_features(
-    solutions: Sequence[Solution | LabeledSolution], tokenizer: Any, max_length: int
+    solutions: Sequence[Solution | LabeledSolution],
+    tokenizer: Any,
+    max_length: int,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Row]:
-    """Rows for many solutions; `Row.example` indexes `solutions`."""
+    """Rows for many solutions; `Row.example` indexes `solutions`. `progress(done)` after
+    each solution (tens of seconds for thousands of them)."""
     rows: list[Row] = []
     for i, solution in enumerate(solutions):
         rows.extend(pack_solution(solution, tokenizer, max_length, i))
+        if progress is not None:
+            progress(i + 1)
     return rows
 
 

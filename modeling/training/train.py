@@ -11,6 +11,7 @@ and the checkpoint (torch.distributed.checkpoint) resumes on any number of proce
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -67,7 +68,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Progress:
-    phase: str  # "features" (head mode caching the backbone pass) or "train"
+    """One report of train(): its phase, in order "load" (the backbone: 0 of 1, then 1 of 1),
+    "tokenize" (solutions), "features" (head mode's frozen backbone pass, solutions) and
+    "train" (optimizer steps), and how far it is: `step` of `total` in that unit."""
+
+    phase: str
     step: int
     total: int
     loss: float | None = None
@@ -87,6 +92,11 @@ class TrainResult:
 
 ProgressFn = Callable[[Progress], None]
 StopFn = Callable[[], bool]
+
+
+class Stopped(Exception):
+    """should_stop said yes inside a phase (tokenizing, a backbone block): train() returns a
+    stopped result."""
 
 
 def train(
@@ -110,16 +120,22 @@ def train(
     autocast = bf16_autocast(config, device)
     report = (progress or (lambda p: None)) if world.main else (lambda p: None)
     stop = should_stop or (lambda: False)
+    # Asked inside a phase on one rank alone, which a process group cannot do: its ranks
+    # agree (any_rank) at the end of each phase instead.
+    stop_here = (lambda: False) if world.distributed else stop
 
     # Model and data. Seeded alike on every rank: a fresh run and a resumed one, one process
     # or many, start from the same head (FSDP2 shards what each rank built, never broadcasts).
+    report(Progress("load", 0, 1))
     torch.manual_seed(config.seed)
     model = ProcessRewardModel.from_config(config, device).to(device)
-    rows = [
-        r
-        for r in build_features(examples, model.tokenizer, config.max_length)
-        if any(label != IGNORE for label in r.labels)
-    ]
+    report(Progress("load", 1, 1))
+    try:
+        rows = labelled_rows(examples, model.tokenizer, config.max_length, report, stop_here)
+    except Stopped:
+        return TrainResult(str(out), 0, 0, stopped=True)
+    if any_rank(stop(), world, device):
+        return TrainResult(str(out), 0, 0, stopped=True)
     if not rows:
         raise ValueError("no labelled step in the training examples")
     packs, batches = training_batches(rows, config)
@@ -132,13 +148,17 @@ def train(
 
     # Head mode: the frozen backbone's step-end features, computed once (shared out by rank).
     cached: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-    feature_s = 0.0
+    feature_s, feature_tokens = 0.0, 0
     if config.mode == "head" and config.cache_features:
         t0 = time.perf_counter()
-        cached = features_for(model, config, packs, batches, device, autocast, report, stop, world)
+        cached, computed = features_for(
+            model, config, packs, batches, device, autocast, report, stop, world
+        )
         if cached is None:
             return TrainResult(str(out), 0, total_steps, stopped=True)
         feature_s = time.perf_counter() - t0
+        if computed:  # read back from an earlier attempt, nothing was measured
+            feature_tokens = sum(len(row) for pack in packs for row in pack)
 
     trained = wrap_for_training(model, config, world, device, cached is not None)
     optimizer = make_optimizer(model, config, device)
@@ -169,7 +189,10 @@ def train(
     stopped = False
     pending: list[tuple[int, torch.Tensor]] = []  # step losses still on the device
     while step < total_steps:
-        if step % config.log_every == 0 and any_rank(stop(), world, device):
+        # One process asks before every step (on a CPU a step can take seconds); a process
+        # group votes every log_every steps, as the vote waits for every rank's device.
+        checked = not world.distributed or step % config.log_every == 0
+        if checked and any_rank(stop(), world, device):
             stopped = True
             break
         first = step * per_step
@@ -238,11 +261,16 @@ def train(
         "final_loss": final_loss(loss_curve),
         "feature_seconds": round(feature_s, 3),
         "train_seconds": round(train_s, 3),
-        # Cached head training reads features, not tokens: its tokens/s would mislead.
-        "train_tokens_per_s": round(tokens / train_s, 1) if tokens and train_s else 0.0,
         "seconds": round(time.perf_counter() - started, 3),
         "world_size": world.size,
     }
+    # Tokens through the model a second, where tokens went through it: head mode over cached
+    # features trains on none (its backbone's tokens are the feature pass's), and a resume
+    # that found every step done trained none.
+    if tokens and train_s:
+        metrics["train_tokens_per_s"] = round(tokens / train_s, 1)
+    if feature_tokens and feature_s:
+        metrics["feature_tokens_per_s"] = round(feature_tokens / feature_s, 1)
     if not stopped:
         save_model(model, config, out, world)
         if world.main:
@@ -409,6 +437,31 @@ def batch_loader(
     )
 
 
+def labelled_rows(
+    examples: Sequence[LabeledSolution],
+    tokenizer: Any,
+    max_length: int,
+    report: ProgressFn,
+    stop: StopFn,
+) -> list[Row]:
+    """The examples' token rows that carry a label. Reports "tokenize" (solutions) about a
+    hundred times and asks `stop` as often (raising Stopped)."""
+    total = len(examples)
+    every = max(1, total // 100)
+
+    def tokenized(done: int) -> None:
+        if done % every == 0 or done == total:
+            report(Progress("tokenize", done, total))
+            if stop():
+                raise Stopped
+
+    return [
+        r
+        for r in build_features(examples, tokenizer, max_length, tokenized)
+        if any(label != IGNORE for label in r.labels)
+    ]
+
+
 def features_for(
     model: ProcessRewardModel,
     config: TrainConfig,
@@ -419,25 +472,27 @@ def features_for(
     report: ProgressFn,
     stop: StopFn,
     world: World,
-) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
-    """Every batch's step-end features: from the output folder when an earlier attempt left
-    them, else computed, each rank a share of the batches, and shared through the folder."""
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | None, bool]:
+    """Every batch's step-end features (None if asked to stop), and whether they were
+    computed now: read from the output folder when an earlier attempt left them, else
+    computed, each rank a share of the batches, and shared through the folder."""
     out = Path(config.output_dir)
     key = features_key(config, packs, batches)
     cached = load_features(out, key, device)
     if cached is not None:  # a resumed run: the frozen backbone would give the same again
-        report(Progress("features", len(batches), len(batches), elapsed_s=0.0))
-        return cached
+        solutions = len({row.example for pack in packs for row in pack})
+        report(Progress("features", solutions, solutions, elapsed_s=0.0))
+        return cached, False
     mine = list(range(world.rank, len(batches), world.size))
     computed = cache_features(
         model, packs, [batches[b] for b in mine], device, autocast, report, stop
     )
     if any_rank(computed is None, world, device):
-        return None
+        return None, True
     assert computed is not None
     if not world.distributed:
         save_features(out, key, computed)
-        return computed
+        return computed, True
     shard = out / f"{FEATURES_FILE}.rank{world.rank}"
     torch.save([(f.cpu(), lab.cpu()) for f, lab in computed], shard)
     barrier(world)
@@ -450,7 +505,7 @@ def features_for(
     if world.main:
         save_features(out, key, features)
     (out / f"{FEATURES_FILE}.rank{world.rank}").unlink()
-    return features
+    return features, True
 
 
 def save_model(model: ProcessRewardModel, config: TrainConfig, out: Path, world: World) -> None:
@@ -492,18 +547,64 @@ def cache_features(
     report: ProgressFn,
     stop: StopFn,
 ) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
-    """(step-end features, labels) of every batch (None if asked to stop)."""
+    """(step-end features, labels) of every batch, None if `stop` said so: it is asked before
+    every transformer block, as one batch can take a minute on a CPU. Reports "features" in
+    solutions: those whose every row is done (of these batches: a rank's share)."""
     model.eval()
     started = time.perf_counter()
+    finished = solutions_finished(packs, batches)
+    total = finished[-1] if finished else 0
+    report(Progress("features", 0, total))  # the first batch can take a minute
     features = []
-    for n, batch_packs in enumerate(batches):
-        if stop():
-            return None
-        batch = collate([packs[i] for i in batch_packs], model.pad_id).to(device)
-        with autocast:
-            features.append((model.features(batch), batch.labels))
-        report(Progress("features", n + 1, len(batches), elapsed_s=time.perf_counter() - started))
+    try:
+        with stop_between_blocks(model, stop):
+            for n, batch_packs in enumerate(batches):
+                if stop():
+                    return None
+                batch = collate([packs[i] for i in batch_packs], model.pad_id).to(device)
+                with autocast:
+                    features.append((model.features(batch), batch.labels))
+                elapsed = time.perf_counter() - started
+                report(Progress("features", finished[n], total, elapsed_s=elapsed))
+    except Stopped:
+        return None
     return features
+
+
+def solutions_finished(
+    packs: Sequence[Sequence[Row]], batches: Sequence[Sequence[int]]
+) -> list[int]:
+    """After each batch, how many solutions have all their rows in it or an earlier one."""
+    last: dict[int, int] = {}
+    for n, batch in enumerate(batches):
+        for i in batch:
+            for row in packs[i]:
+                last[row.example] = n
+    ending = [0] * len(batches)
+    for n in last.values():
+        ending[n] += 1
+    return list(itertools.accumulate(ending))
+
+
+@contextmanager
+def stop_between_blocks(model: ProcessRewardModel, stop: StopFn) -> Iterator[None]:
+    """Ask `stop` before each transformer block of the backbone, raising Stopped. Not in
+    compiled blocks, whose graphs the question would break (there a batch is quick)."""
+    if model.config.compile:
+        yield
+        return
+
+    def ask(module: nn.Module, args: Any) -> None:
+        if stop():
+            raise Stopped
+
+    blocks = transformer_blocks(cast("PreTrainedModel", model.backbone))
+    hooks = [block.register_forward_pre_hook(ask) for block in blocks]
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 FEATURES_FILE = "features.pt"

@@ -15,9 +15,11 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from labeling.roles import LEAD, RESEARCHER, require
+from modeling import selectors
 from modeling.forms import EvaluationSetForm, TrainingRunForm
 from modeling.models import EvaluationSet, ModelVersion, TrainingRun
 from modeling.services import evaluation_sets, exporting, runs
+from stepwise.celery import model_tasks_in_thread
 from stepwise.request_types import AuthenticatedRequest
 
 RECENT_RUNS = 50
@@ -174,9 +176,13 @@ def run_report(run: TrainingRun) -> dict[str, Any]:
         if run.finished_at and run.started_at
         else None
     )
+    ahead = selectors.runs_ahead(run)
     return {
         "heartbeat_ms": heartbeat_ms,
         "took_ms": took_ms,
+        "ahead": ahead,
+        "run_before": ahead[-1] if ahead else None,
+        "in_process": model_tasks_in_thread(),
         # A RUNNING row whose worker went quiet: say so before fail_stale_runs marks it failed.
         "stale": run.status == TrainingRun.Status.RUNNING
         and heartbeat_ms is not None

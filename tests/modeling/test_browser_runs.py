@@ -106,10 +106,9 @@ def test_run_page_follows_progress_live_and_stops_polling_when_done(
     run = TrainingRun.objects.create(
         name="live run",
         status=TrainingRun.Status.RUNNING,
-        phase="train",
-        step=2,
-        total_steps=10,
-        loss_curve=[[1, 1.3], [2, 1.1]],
+        phase="features",
+        phase_done=1200,
+        phase_total=4000,
         started_at=now,
         heartbeat_at=now,
         attempts=1,
@@ -119,13 +118,33 @@ def test_run_page_follows_progress_live_and_stops_polling_when_done(
     make_user("rhea", "researcher")
     log_in(page, live_server, "rhea")
     page.goto(f"{live_server.url}/modeling/runs/{run.pk}/")
-    assert page.inner_text("#run-step") == "2 / 10" and page.inner_text("#run-status") == "running"
+    # Before its first step, the backbone's pass: how far it is, not "step 0 / ?".
+    assert page.inner_text("#run-phase") == "extracting features"
+    assert page.inner_text("#phase-progress") == "1200 / 4000 solutions"
+    assert page.inner_text("#run-step") == "—"
+    page.screenshot(path=str(artifacts_dir / "training-run-features.png"), full_page=True)
+
+    TrainingRun.objects.filter(pk=run.pk).update(
+        phase="train",
+        phase_done=2,
+        phase_total=10,
+        step=2,
+        total_steps=10,
+        loss_curve=[[1, 1.3], [2, 1.1]],
+        heartbeat_at=timezone.now(),
+    )
+    page.wait_for_function(
+        "() => document.querySelector('#run-step').textContent.trim() === '2 / 10'"
+    )
+    assert (
+        page.inner_text("#run-phase") == "training" and page.inner_text("#run-status") == "running"
+    )
     page.wait_for_function("() => window.Chart && Chart.getChart('chart-loss')")
 
     # The worker reports: the page shows it within a poll or two, and the chart grows.
     curve = [[s, round(1.3 - 0.1 * s, 3)] for s in range(1, 8)]
     TrainingRun.objects.filter(pk=run.pk).update(
-        step=7, loss_curve=curve, heartbeat_at=timezone.now()
+        step=7, phase_done=7, loss_curve=curve, heartbeat_at=timezone.now()
     )
     page.wait_for_function(
         "() => document.querySelector('#run-step').textContent.trim() === '7 / 10'"

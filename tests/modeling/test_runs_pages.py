@@ -536,7 +536,7 @@ def test_api_creates_lists_and_retrieves_runs(
     )
     assert created["dataset_description"]["filters"] == {"generations": [1]} and len(callbacks) == 1
     done = succeeded_run()
-    listing = client.get("/api/runs/").json()
+    listing = client.get("/api/runs/").json()["results"]
     assert [r["id"] for r in listing] == [done.pk, created["id"]]  # newest first
     assert "loss_curve" not in listing[0] and listing[0]["model_version"] == done.model_version.pk
     detail = client.get(f"/api/runs/{done.pk}/").json()
@@ -642,12 +642,34 @@ def test_api_lists_and_activates_models(client, researcher):
     good = succeeded_run(name="good").model_version
     bad = succeeded_run(name="bad", auroc=0.5, passed=False).model_version
     client.force_login(researcher)
-    listing = client.get("/api/models/").json()
+    listing = client.get("/api/models/").json()["results"]
     assert {m["id"] for m in listing} == {good.pk, bad.pk}
     assert client.post(f"/api/models/{bad.pk}/activate/").status_code == 409
     response = client.post(f"/api/models/{good.pk}/activate/")
     assert response.status_code == 200 and response.json()["is_active"] is True
     assert ModelVersion.active() == good
+
+
+def test_api_lists_runs_and_models_in_pages_as_it_lists_labelings(client, researcher):
+    made = [succeeded_run(name=f"run {n}") for n in range(3)]
+    client.force_login(researcher)
+    newest_first = {
+        "/api/runs/": [run.pk for run in reversed(made)],
+        "/api/models/": [run.model_version.pk for run in reversed(made)],
+    }
+    for url, expected in newest_first.items():
+        seen, body = [], client.get(url, {"page_size": 2}).json()
+        assert set(body) == {"next", "previous", "results"} and len(body["results"]) == 2
+        while True:
+            seen += [row["id"] for row in body["results"]]
+            if not body["next"]:
+                break
+            body = client.get(body["next"]).json()
+        assert seen == expected, url
+        huge = client.get(url, {"page_size": 10**9}).json()  # capped, not refused
+        assert [row["id"] for row in huge["results"]] == expected
+        assert client.get(url, {"cursor": "not-a-cursor"}).status_code == 404
+    assert set(client.get("/api/labelings/").json()) == {"next", "previous", "results"}
 
 
 def test_api_is_for_researchers_and_leads(client, labeler, lead):

@@ -206,3 +206,93 @@ def test_lr_warms_up_from_zero_then_decays_to_zero(decay):
     shape = {"linear": lambda p: 1 - p, "cosine": lambda p: 0.5 * (1 + math.cos(math.pi * p))}
     assert used == pytest.approx([0.0, 1.0] + [2.0 * shape[decay](p) for p in progress])
     assert scheduler.get_last_lr()[0] == pytest.approx(0.0, abs=1e-12)
+
+
+# --- phases, stopping and throughput (issue 43) ----------------------------------------------
+
+
+def test_train_reports_each_phase_and_the_feature_pass_in_solutions(
+    tiny_llama, make_config, samples
+):
+    seen: list[Progress] = []
+    config = make_config(tiny_llama, mode="head", max_steps=2, batch_tokens=1024, max_length=512)
+    train(config, samples, progress=seen.append)
+    assert list(dict.fromkeys(p.phase for p in seen)) == ["load", "tokenize", "features", "train"]
+    tokenized = [p for p in seen if p.phase == "tokenize"]
+    assert (tokenized[-1].step, tokenized[-1].total) == (len(samples), len(samples))
+    extracted = [p for p in seen if p.phase == "features"]
+    labelled = sum(1 for e in samples if e.n_labels())  # a solution with a rated step
+    assert len(extracted) > 1 and {p.total for p in extracted} == {labelled}
+    done = [p.step for p in extracted]
+    assert done == sorted(done) and done[-1] == labelled
+
+
+def test_a_stop_asked_for_inside_a_backbone_batch_ends_the_feature_pass_there(
+    tiny_llama, make_config, samples
+):
+    from contextlib import nullcontext
+
+    from modeling.training.data import IGNORE, build_features
+    from modeling.training.model import transformer_blocks
+    from modeling.training.train import cache_features, training_batches
+
+    # One batch holds every row: a pass that asks only between batches would run it whole.
+    config = make_config(tiny_llama, mode="head", batch_tokens=16384, max_length=512)
+    model = ProcessRewardModel.from_config(config)
+    rows = [
+        r
+        for r in build_features(samples, model.tokenizer, config.max_length)
+        if any(label != IGNORE for label in r.labels)
+    ]
+    packs, batches = training_batches(rows, config)
+    assert len(batches) == 1
+    asked: list[int] = []
+
+    def yes_when_asked_the_third_time() -> bool:  # before the batch, then before each block
+        asked.append(1)
+        return len(asked) >= 3
+
+    reports: list[Progress] = []
+    features = cache_features(
+        model,
+        packs,
+        batches,
+        torch.device("cpu"),
+        nullcontext(),
+        reports.append,
+        yes_when_asked_the_third_time,
+    )
+    assert features is None and len(asked) == 3
+    assert [p.step for p in reports] == [0]  # the pass began; no batch of it ended
+    assert not any(block._forward_pre_hooks for block in transformer_blocks(model.backbone))
+
+
+def test_one_process_asks_to_stop_before_every_step_whatever_log_every(
+    tiny_llama, make_config, samples
+):
+    seen: list[Progress] = []
+    asked_while_training: list[int] = []
+
+    def yes_at_the_second_step() -> bool:
+        if seen and seen[-1].phase == "features" and seen[-1].step == seen[-1].total:
+            asked_while_training.append(1)
+        return len(asked_while_training) >= 2
+
+    config = make_config(tiny_llama, mode="head", max_steps=50, log_every=25, max_length=512)
+    result = train(config, samples, progress=seen.append, should_stop=yes_at_the_second_step)
+    assert result.stopped and result.step == 1  # not at step 25, the next report
+
+
+def test_tokens_per_second_are_reported_only_where_tokens_went_through_the_model(
+    tiny_llama, make_config, samples, tmp_path
+):
+    head = make_config(tiny_llama, mode="head", max_steps=2, output_dir=str(tmp_path / "head"))
+    metrics = train(head, samples).metrics
+    # Cached head training reads features: its backbone's tokens went through the feature pass.
+    assert "train_tokens_per_s" not in metrics and metrics["feature_tokens_per_s"] > 0
+    lora = make_config(tiny_llama, mode="lora", max_steps=2, output_dir=str(tmp_path / "lora"))
+    metrics = train(lora, samples).metrics
+    assert metrics["train_tokens_per_s"] > 0 and "feature_tokens_per_s" not in metrics
+    # Again in the finished folder: features read back, no step left to train, nothing measured.
+    metrics = train(head, samples).metrics
+    assert "train_tokens_per_s" not in metrics and "feature_tokens_per_s" not in metrics
