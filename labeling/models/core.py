@@ -368,6 +368,7 @@ class ProposedSteps(models.Model):
     }
 
     class Meta:
+        verbose_name_plural = "proposed steps"  # one row is a set of candidate steps
         constraints = [
             models.UniqueConstraint(
                 fields=["problem", "prefix_sha256", "k"], name="one_proposal_per_prefix"
