@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
 
 from labeling.bounds import COUNT, ROW_ID
-from labeling.models import Batch, FinishReason, Guidelines, Labeler
+from labeling.models import Batch, FinishReason, Guidelines, Labeling
 from labeling.roles import LABELER
 from labeling.selectors import ItemFilters, ItemState
 
@@ -222,13 +222,14 @@ class ItemFilterForm(forms.Form):
         required=False, choices=[*ANY, ("disagree", "disagrees with a labeler")], label="Model"
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, batch: Batch, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # Everyone who ever claimed work (a Labeler row): a few hundred at most.
+        # Who labeled in this batch: not every account with a labeler record (an admin who once
+        # opened the queue, the importer's accounts for another batch's PRM800K labels).
         field = cast(forms.ModelChoiceField, self.fields["labeler"])
         field.queryset = (
             get_user_model()
-            .objects.filter(pk__in=Labeler.objects.values("user_id"))
+            .objects.filter(pk__in=Labeling.objects.filter(solution__batch=batch).values("labeler"))
             .order_by("username")
         )
         field.empty_label = "any"
