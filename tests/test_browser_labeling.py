@@ -496,3 +496,32 @@ def test_a_solution_skipped_after_rating_a_step_is_skipped_with_its_reason(page,
     labeling = Labeling.objects.get(labeler=labeler)
     assert (labeling.status, labeling.skip_reason) == ("skipped", "Too long for me right now")
     assert labeling.step_labels.count() == 1
+
+
+def test_back_after_a_skip_shows_the_skipped_solution_as_skipped_not_its_buttons(
+    page, live_server, artifacts_dir
+):
+    """Labeling pages are never kept by the browser: Back reloads them from the server, which
+    knows the solution was skipped."""
+    labeler = make_user("bo", "labeler")
+    batch = make_batch(gold_rate=0)
+    for _ in range(2):
+        make_solution(batch, steps=STEPS)
+    sign_in(page, live_server, "bo")
+    open_first_solution(page)
+    skipped_url = page.url
+    page.locator("#skip > summary").click()
+    page.fill("#skip-reason", "I cannot judge this subject")
+    page.locator("#skip-submit").click()
+    page.wait_for_url(lambda url: url != skipped_url)
+    page.wait_for_selector("#labeling .step.current")  # the next solution, open to rate
+
+    page.go_back()
+    page.wait_for_url(skipped_url)
+    page.wait_for_selector("#labeling")
+    page.screenshot(path=str(artifacts_dir / "back-after-skip.png"), full_page=True)
+    assert page.get_attribute("#labeling", "data-status") == "skipped"
+    assert "Skipped: I cannot judge this subject" in page.inner_text("#labeling")
+    assert page.locator('#labeling [data-key-action^="rate-"]').count() == 0
+    skipped = Labeling.objects.get(labeler=labeler, status="skipped")
+    assert skipped.step_labels.count() == 0
