@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
+from itertools import groupby
 from typing import cast
 
 from django import forms
@@ -11,7 +13,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from labeling.bounds import COUNT, ROW_ID
-from labeling.models import Batch, FinishReason, Guidelines, Labeler
+from labeling.models import Batch, FinishReason, Guidelines, Labeling
 from labeling.roles import LABELER
 from labeling.selectors import ItemFilters, ItemState
 
@@ -40,6 +42,22 @@ class IdChoiceField(forms.ModelChoiceField):
         return super().to_python(value)
 
 
+RANGE_MAX_IDS = 10_000  # the longest range the problems field takes
+
+
+def id_ranges(ids: Iterable[int]) -> str:
+    """Ids as the problems field reads them: "1-3, 7" (a longer run than a range may hold is
+    split)."""
+    parts = []
+    ordered = sorted(set(ids))
+    for _, pairs in groupby(enumerate(ordered), key=lambda pair: pair[1] - pair[0]):
+        run = [problem_id for _, problem_id in pairs]
+        for start in range(0, len(run), RANGE_MAX_IDS):
+            first, last = run[start], run[start : start + RANGE_MAX_IDS][-1]
+            parts.append(str(first) if first == last else f"{first}-{last}")
+    return ", ".join(parts)
+
+
 class BatchForm(forms.ModelForm):
     labelers = IdsChoiceField(
         queryset=get_user_model().objects.none(),
@@ -63,7 +81,8 @@ class BatchForm(forms.ModelForm):
         required=False,
         label="Problems to label step by step (alternatives protocol)",
         help_text="Problem ids and ranges, e.g. 1-20, 35: each becomes a solution the "
-        "labelers build from the model's candidate steps.",
+        "labelers build from the model's candidate steps. The problems the batch holds are "
+        "listed and stay; add ids to add problems.",
     )
 
     class Meta:
@@ -101,8 +120,16 @@ class BatchForm(forms.ModelForm):
         # Left out of a form (older clients, scripts): the batch keeps what it has.
         self.fields["protocol"].required = False
         self.fields["alternatives_k"].required = False
+        # A step-by-step batch's problems, listed in its field; the lead adds ids to the list.
+        self.held_problems: set[int] = set()
+        if self.instance.pk and self.instance.protocol == Batch.Protocol.ALTERNATIVES:
+            self.held_problems = set(self.instance.solutions.values_list("problem_id", flat=True))
+            self.fields["problems"].initial = id_ranges(self.held_problems)
 
     def clean_problems(self) -> list[int]:
+        """The problems to add: those listed that the batch does not hold yet."""
+        if "problems" not in self.data:  # left out (a script): nothing added, nothing taken out
+            return []
         ids: list[int] = []
         for part in filter(None, (p.strip() for p in self.cleaned_data["problems"].split(","))):
             low, _, high = part.partition("-")
@@ -112,12 +139,17 @@ class BatchForm(forms.ModelForm):
                 raise forms.ValidationError(
                     f"“{part}” is not an id or a range like 1-20."
                 ) from None
-            if first > last or last - first >= 10_000:
+            if first > last or last - first >= RANGE_MAX_IDS:
                 raise forms.ValidationError(f"“{part}” is not a range of at most 10,000 ids.")
             ROW_ID(first)
             ROW_ID(last)
             ids.extend(range(first, last + 1))
-        return ids
+        left_out = self.held_problems.difference(ids)
+        if left_out:
+            raise forms.ValidationError(
+                f"A problem stays in the batch once added: keep {id_ranges(left_out)} in the list."
+            )
+        return sorted(set(ids) - self.held_problems)
 
     def clean_protocol(self) -> str:
         return self.cleaned_data.get("protocol") or self.instance.protocol
@@ -223,13 +255,14 @@ class ItemFilterForm(forms.Form):
         required=False, choices=[*ANY, ("disagree", "disagrees with a labeler")], label="Model"
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, batch: Batch, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # Everyone who ever claimed work (a Labeler row): a few hundred at most.
+        # Who labeled in this batch: not every account with a labeler record (an admin who once
+        # opened the queue, the importer's accounts for another batch's PRM800K labels).
         field = cast(forms.ModelChoiceField, self.fields["labeler"])
         field.queryset = (
             get_user_model()
-            .objects.filter(pk__in=Labeler.objects.values("user_id"))
+            .objects.filter(pk__in=Labeling.objects.filter(solution__batch=batch).values("labeler"))
             .order_by("username")
         )
         field.empty_label = "any"

@@ -164,7 +164,7 @@ class TrainingRunForm(forms.Form):
 
 RULE_CHOICES = [
     ("convincing_wrong", "Convincing wrong answers (the paper's)"),
-    ("uncertainty", "Uncertainty: where an ensemble of heads disagrees"),
+    ("uncertainty", "Uncertainty: ensemble disagreement"),
     ("mix", "Mix of rules, by shares"),
     ("uniform", "Uniform at random (the baseline)"),
 ]

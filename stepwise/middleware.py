@@ -39,9 +39,9 @@ class PermissionsPolicyMiddleware:
 
 class NotFoundPageMiddleware:
     """A view's Http404 (a missing labeling, solution, batch, run) answers with the project's
-    handler404 in every mode. With DEBUG on (the demo) Django would show its technical 404 page
-    to a labeler instead. An unknown address never reaches a view: with DEBUG on it keeps
-    Django's page, which lists the routes for the developer."""
+    handler404 in every mode. With DEBUG on (a developer's DEBUG=1) Django would show its
+    technical 404 page instead. An unknown address never reaches a view: with DEBUG on it keeps
+    Django's page, which lists the routes for the developer (the demo runs with DEBUG off)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response

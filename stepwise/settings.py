@@ -1,11 +1,15 @@
 """Stepwise settings: one module, read top to bottom, driven by environment variables.
 
 `DATABASE_URL` unset means the embedded default: an SQLite file under var/, Celery tasks run
-in-process, DEBUG on. Production and CI point DATABASE_URL at PostgreSQL and REDIS_URL at Redis.
+in-process, a secret key of its own under var/, plain HTTP on loopback (DEBUG is off there too).
+Production and CI point DATABASE_URL at PostgreSQL and REDIS_URL at Redis.
 """
 
 import json
 import os
+import re
+import secrets
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast, overload
@@ -65,16 +69,43 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def embedded_secret_key(path: Path) -> str:
+    """The embedded default's own secret key: read from `path`, or made there the first time
+    (random, readable by its owner only). Every install has its own; none is shared or known."""
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{os.getpid()}")
+    with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(secrets.token_urlsafe(50))
+    try:
+        os.link(draft, path)  # atomic: of two processes starting at once, the first key wins
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+    return path.read_text(encoding="ascii").strip()
+
+
 DATABASE_URL = env_str("DATABASE_URL")
 EMBEDDED = DATABASE_URL is None
+# The SQLite file, media and the embedded default's secret key live here.
+VAR_DIR = Path(env_str("STEPWISE_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DEBUG", default=EMBEDDED)
+# Off unless asked for, in the embedded default (the demo) too: nobody sees Django's technical
+# pages (every route on a 404, a traceback and the settings on a 500). DEBUG=1 is for developers.
+DEBUG = env_bool("DEBUG", default=False)
 TESTING = env_bool("STEPWISE_TESTING", default=False)
 SECRET_KEY = env_str("SECRET_KEY")
 if SECRET_KEY is None:
-    if not DEBUG:
+    if EMBEDDED:
+        SECRET_KEY = embedded_secret_key(VAR_DIR / "secret_key")
+    elif DEBUG:
+        SECRET_KEY = "insecure-dev-key-only-for-debug"  # noqa: S105 - DEBUG only
+    else:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    SECRET_KEY = "insecure-dev-key-only-for-debug"  # noqa: S105 - DEBUG only
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -162,7 +193,6 @@ TEMPLATES = [
 ]
 
 # Database: PostgreSQL through psycopg 3 when DATABASE_URL is set, else an SQLite file.
-VAR_DIR = Path(env_str("STEPWISE_VAR_DIR", str(BASE_DIR / "var")))
 if DATABASE_URL is None:  # EMBEDDED
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -223,6 +253,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 WHITENOISE_USE_FINDERS = True  # serve straight from static/ without collectstatic in dev
+if EMBEDDED:  # served from static/ by the finders: no collected STATIC_ROOT is expected here
+    warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {STATIC_ROOT}"))
 
 # Celery. Embedded default: tasks run in-process, no broker needed.
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -505,7 +537,8 @@ LOGGING = {
 # (STEPWISE_BEHIND_TLS_PROXY=1 trusts its X-Forwarded-Proto; docker/compose.yaml has one) or
 # directly. STEPWISE_HTTPS=0 is for plain HTTP on a trusted network or a benchmark on loopback;
 # `manage.py check --deploy` then warns, as it should.
-HTTPS = env_bool("STEPWISE_HTTPS", default=not DEBUG and not TESTING)
+# The embedded default is served by runserver on loopback, over plain HTTP.
+HTTPS = env_bool("STEPWISE_HTTPS", default=not (DEBUG or TESTING or EMBEDDED))
 # Behind the proxy, X-Forwarded-Proto and X-Forwarded-For are its own (it sets them); without
 # one, a client could send either, so neither is read.
 BEHIND_TLS_PROXY = env_bool("STEPWISE_BEHIND_TLS_PROXY", default=False)

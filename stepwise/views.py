@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
-from django.views.decorators.cache import cache_control
+from django.views.decorators.cache import cache_control, never_cache
 
 from labeling import selectors as labeling_selectors
 from labeling.roles import LABELER, LEAD, RESEARCHER, has_role
@@ -45,6 +45,7 @@ NOT_FOUND = "Not found."  # DRF's words for its own 404s
 RETRY_AFTER_SECONDS = 5
 
 
+@never_cache  # its labeler section changes with every solution (Continue, what waits)
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """A section per role the user holds, each one selector: a lead who labels sees both."""

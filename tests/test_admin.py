@@ -168,3 +168,18 @@ def test_an_admin_sees_api_tokens_and_revokes_one_but_cannot_make_or_change_one(
     delete = reverse("admin:labeling_apitoken_delete", args=[token.pk])
     assert client.post(delete, {"post": "yes"}).status_code == 302
     assert not lm.ApiToken.objects.exists()
+
+
+def test_the_admin_names_every_model_in_plain_english(client, superuser):
+    html = client.get(reverse("admin:index")).content.decode()
+    for name in ("Batch hour stats", "Batch labeler stats", "Proposed steps", "API tokens"):
+        assert f">{name}</a>" in html, name
+    assert "statss" not in html and "stepss" not in html and "Api tokens" not in html
+    # No plural is a name already ending in "s" with one more tacked on.
+    doubled = [
+        _id(model)
+        for model in apps.get_models()
+        if model._meta.verbose_name.endswith("s")
+        and model._meta.verbose_name_plural == f"{model._meta.verbose_name}s"
+    ]
+    assert doubled == []

@@ -477,6 +477,38 @@ def test_the_keys_overlay_is_modal_and_gives_focus_back(page, live_server):
     page.wait_for_selector('.step.rated[data-step="0"]')
 
 
+# Whether the overlay's last key is in sight (inside its list's box and the window), and whether
+# the line saying the list scrolls shows.
+LAST_KEY = """() => {
+  const list = document.querySelector("#key-help .keys");
+  const last = list.lastElementChild.getBoundingClientRect();
+  const cue = document.getElementById("key-help-more");
+  return {shown: last.bottom <= Math.min(list.getBoundingClientRect().bottom, innerHeight) + 0.5,
+          cue: !!cue && !cue.hidden && cue.getBoundingClientRect().height > 0};
+}"""
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 900), (768, 1024), (768, 560)])
+def test_the_keys_overlay_shows_its_last_key_or_says_its_list_scrolls(
+    page, live_server, artifacts_dir, width, height
+):
+    make_user("liv", "labeler")
+    make_solution(make_batch(), steps=STEPS)
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, live_server, "liv")
+    open_first_solution(page)
+    page.keyboard.press("?")
+    page.wait_for_selector("#key-help[open]")
+    page.screenshot(path=str(artifacts_dir / f"keys-overlay-{width}x{height}.png"))
+    if height >= 900:  # a laptop's window and a tablet: every key at once
+        assert page.evaluate(LAST_KEY) == {"shown": True, "cue": False}
+        return
+    assert page.evaluate(LAST_KEY) == {"shown": False, "cue": True}
+    page.eval_on_selector("#key-help .keys", "list => { list.scrollTop = list.scrollHeight; }")
+    page.wait_for_selector("#key-help-more", state="hidden")
+    assert page.evaluate(LAST_KEY) == {"shown": True, "cue": False}
+
+
 def labeling_events(user) -> list[str]:
     return list(Labeling.objects.get(labeler=user).events.values_list("reason", flat=True))
 
@@ -507,3 +539,32 @@ def test_a_solution_skipped_after_rating_a_step_is_skipped_with_its_reason(page,
     labeling = Labeling.objects.get(labeler=labeler)
     assert (labeling.status, labeling.skip_reason) == ("skipped", "Too long for me right now")
     assert labeling.step_labels.count() == 1
+
+
+def test_back_after_a_skip_shows_the_skipped_solution_as_skipped_not_its_buttons(
+    page, live_server, artifacts_dir
+):
+    """Labeling pages are never kept by the browser: Back reloads them from the server, which
+    knows the solution was skipped."""
+    labeler = make_user("bo", "labeler")
+    batch = make_batch(gold_rate=0)
+    for _ in range(2):
+        make_solution(batch, steps=STEPS)
+    sign_in(page, live_server, "bo")
+    open_first_solution(page)
+    skipped_url = page.url
+    page.locator("#skip > summary").click()
+    page.fill("#skip-reason", "I cannot judge this subject")
+    page.locator("#skip-submit").click()
+    page.wait_for_url(lambda url: url != skipped_url)
+    page.wait_for_selector("#labeling .step.current")  # the next solution, open to rate
+
+    page.go_back()
+    page.wait_for_url(skipped_url)
+    page.wait_for_selector("#labeling")
+    page.screenshot(path=str(artifacts_dir / "back-after-skip.png"), full_page=True)
+    assert page.get_attribute("#labeling", "data-status") == "skipped"
+    assert "Skipped: I cannot judge this subject" in page.inner_text("#labeling")
+    assert page.locator('#labeling [data-key-action^="rate-"]').count() == 0
+    skipped = Labeling.objects.get(labeler=labeler, status="skipped")
+    assert skipped.step_labels.count() == 0

@@ -38,6 +38,7 @@ TEST_ONLY_VARIABLES = (
     "STEPWISE_TRAIN_IN_THREAD",
     "MEDIA_ROOT",
     "DJANGO_ALLOW_ASYNC_UNSAFE",
+    "SECRET_KEY",  # the demo makes its own, under its var/ folder
 )
 
 
@@ -204,3 +205,31 @@ def test_each_demo_account_does_its_job_end_to_end(demo_server, page, artifacts_
     )
     page.screenshot(path=str(shots / "4-research-run.png"), full_page=True)
     assert page.inner_text("#run-status").strip() == "succeeded", page.inner_text("#progress")
+
+
+STYLED = """() => [...document.styleSheets].some(
+  (sheet) => sheet.href && sheet.href.endsWith("/static/css/app.css") && sheet.cssRules.length)"""
+
+
+def test_an_unknown_address_is_the_apps_404_page_signed_in_or_not(
+    demo_server, page, artifacts_dir, tmp_path
+):
+    """The demo runs with DEBUG off: an address nobody routes is the app's styled 404 page
+    (its CSS served by WhiteNoise), never Django's technical page listing every route."""
+    url = demo_server
+    shots = artifacts_dir / "demo"
+    shots.mkdir(exist_ok=True)
+    for who in ("nobody", "labeler"):
+        if who == "labeler":
+            sign_in(page, url, "labeler", "labeler-demo")
+        response = page.goto(f"{url}/no/such/page/")
+        assert response is not None and response.status == 404
+        html = page.content()
+        assert "Django tried these URL patterns" not in html and "DEBUG = True" not in html
+        assert page.inner_text("#error-page h1") == "Not found"
+        assert "Nothing is at /no/such/page/" in page.inner_text("#error-page")
+        assert page.evaluate(STYLED), "app.css did not load"
+        page.screenshot(path=str(shots / f"0-not-found-{who}.png"), full_page=True)
+    # The key it signs sessions with is its own, made for this folder and readable by its owner.
+    key_file = tmp_path / "var" / "secret_key"
+    assert key_file.stat().st_mode & 0o777 == 0o600 and len(key_file.read_text()) >= 50

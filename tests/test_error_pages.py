@@ -123,7 +123,7 @@ def test_an_unknown_api_address_answers_json_as_drf_does(signed_in):
 
 @pytest.mark.django_db
 def test_a_missing_row_is_the_apps_404_page_even_with_debug_on(settings, lead, researcher):
-    """The demo runs with DEBUG on: a missing labeling, solution, batch or run is still the
+    """A developer's DEBUG=1: a missing labeling, solution, batch or run is still the
     app's page (the handler's), never Django's technical 404 for developers."""
     settings.DEBUG = True
     labeling_count, batch_count = Labeling.objects.count(), Batch.objects.count()

@@ -285,6 +285,27 @@ def test_in_the_embedded_default_a_run_waiting_behind_a_training_is_no_alert(lea
 # --- the researcher's view ----------------------------------------------------------------------
 
 
+def test_paused_by_gold_counts_the_gold_checks_pauses_not_a_leads(client, lead):
+    by_gold, by_hand = make_user("gus", "labeler"), make_user("hana", "labeler")
+    # As quality.pause_if_inaccurate pauses a labeler: by no one.
+    quality.labeler_set_state(
+        labeler=queue.ensure_labeler(by_gold),
+        state=Labeler.State.PAUSED,
+        reason="Your accuracy on quality-control solutions fell to 40% over the last 5.",
+    )
+    queue.ensure_labeler(by_hand)
+    client.force_login(lead)
+    client.post(
+        reverse("labeling:labeler_state", args=[by_hand.pk]), {"state": Labeler.State.PAUSED}
+    )
+    assert Labeler.objects.filter(state=Labeler.State.PAUSED).count() == 2
+    page = home(client, lead)
+    kpi = text(page[page.index("Paused by gold") : page.index("To adjudicate")])
+    assert "Paused by gold 1 labeler paused by the gold check; 1 by a lead" in kpi, kpi
+    attention = text(page[page.index('id="attention"') :])
+    assert "gus paused by gold" in attention and "hana paused by a lead" in attention
+
+
 def test_the_researcher_sees_runs_with_auroc_the_active_model_and_what_is_queued(
     client, researcher
 ):

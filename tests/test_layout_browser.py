@@ -1,5 +1,6 @@
 """Layout where it is the point, in chromium: a problem whose text opens with display math stays
-one line in a table row, and the dashboard's doughnut legend fits its card."""
+one line in a table row, the dashboard's doughnut legend fits its card, and the generation and
+export forms show their help and their choices whole."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.urls import reverse
 
 from labeling.models import Labeling
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.layout import CLIPPED_SELECTS
 from tests.helpers.users import make_user
 from tests.labeling.helpers import claim_and_label
 from tests.test_home_browser import sign_in
@@ -54,3 +56,33 @@ def test_display_math_titles_stay_one_line_and_the_doughnut_legend_fits(page, li
     page.goto(f"{live_server.url}{reverse('labeling:batch_dashboard', args=[batch.pk])}")
     page.wait_for_function("() => window.Chart && Chart.getChart('chart-finish')")
     assert page.evaluate(LEGEND_OVERFLOW) == 0
+
+
+@pytest.mark.parametrize("width", [1280, 768])
+def test_the_generation_form_gives_its_help_room_and_shows_its_choices_whole(
+    page, live_server, artifacts_dir, width
+):
+    make_user("rae", "researcher")
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in(page, live_server, "rae")
+    page.goto(f"{live_server.url}{reverse('modeling_loop:generations')}")
+    page.wait_for_selector("#start-generation")
+    page.screenshot(path=str(artifacts_dir / f"generations-form-{width}.png"), full_page=True)
+    helps = page.eval_on_selector_all(
+        ".start form small", "els => els.map((e) => e.getBoundingClientRect().width)"
+    )
+    assert len(helps) == 2 and min(helps) > 250, helps  # a column of words, not of letters
+    assert page.evaluate(CLIPPED_SELECTS, ".start form") == []
+
+
+@pytest.mark.parametrize("width", [1280, 768])
+def test_the_export_form_shows_every_choice_whole(page, live_server, artifacts_dir, width):
+    for name in ("Demo step by step (alternatives)", "Demo reference labels", "Demo generation 1"):
+        make_batch(name)
+    make_user("rae", "researcher")
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in(page, live_server, "rae")
+    page.goto(f"{live_server.url}{reverse('research:index')}")
+    page.wait_for_selector("#export-form select[name=labels]")
+    page.screenshot(path=str(artifacts_dir / f"export-form-{width}.png"), full_page=True)
+    assert page.evaluate(CLIPPED_SELECTS, "#export-form") == []

@@ -29,9 +29,11 @@ def test_pages_carry_a_same_origin_csp_and_a_permissions_policy(client, labeler)
 
 def _production(tmp_path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STEPWISE_", "DEBUG"))}
-    for name in ("DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):  # the browser tests set the latter
-        env.pop(name, None)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the browser tests set it
     env.update(
+        # Production is PostgreSQL (the embedded default serves loopback over plain HTTP). Nothing
+        # here connects to it: the probe's pages read no row.
+        DATABASE_URL="postgres://stepwise@127.0.0.1:1/stepwise",
         DEBUG="0",
         SECRET_KEY=secrets.token_urlsafe(50),
         ALLOWED_HOSTS="stepwise.example.org",

@@ -98,3 +98,50 @@ def test_a_statement_the_app_sends_again_is_prepared_once_on_postgresql(db):
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] for row in cursor.fetchall()]
     assert any('FROM "auth_user"' in statement for statement in prepared), prepared
+
+
+def _startup(**env: str):
+    """stepwise.settings as a fresh process reads it with only `env` (and the interpreter's
+    own variables) set: DEBUG, HTTPS and SECRET_KEY as JSON, or the failed process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "SECRET_KEY", "DEBUG") and not k.startswith("STEPWISE_")
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, stepwise.settings as s; "
+            "print(json.dumps([s.DEBUG, s.HTTPS, s.SECRET_KEY]))",
+        ],
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode:
+        return result
+    return json.loads(result.stdout)
+
+
+def test_the_embedded_default_runs_without_debug_on_plain_http_with_a_key_of_its_own(tmp_path):
+    """`make demo` sets nothing: DEBUG off (no technical page shows the routes or a traceback),
+    plain HTTP on loopback, and a secret key made once for this var/ folder, never a known one."""
+    debug, https, key = _startup(STEPWISE_VAR_DIR=str(tmp_path / "var"))
+    assert (debug, https) == (False, False)
+    key_file = tmp_path / "var" / "secret_key"
+    assert key_file.read_text() == key and len(key) >= 50
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert _startup(STEPWISE_VAR_DIR=str(tmp_path / "var"))[2] == key  # kept: sessions survive
+    assert _startup(STEPWISE_VAR_DIR=str(tmp_path / "other"))[2] != key
+    assert [p.name for p in (tmp_path / "var").iterdir()] == ["secret_key"]  # no draft left
+    # A developer asks for DEBUG; production (PostgreSQL) names its key or does not start.
+    assert _startup(STEPWISE_VAR_DIR=str(tmp_path / "var"), DEBUG="1")[:2] == [True, False]
+    production = _startup(DATABASE_URL="postgres://stepwise@127.0.0.1:1/stepwise")
+    assert production.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off" in production.stderr

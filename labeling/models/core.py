@@ -204,6 +204,12 @@ class Labeler(models.Model):
         return self.state == self.State.ACTIVE
 
     @property
+    def paused_by_gold(self) -> bool:
+        """Paused by the gold check (quality.pause_if_inaccurate, which names no one), not by a
+        lead's hand."""
+        return self.state == self.State.PAUSED and self.state_changed_by_id is None
+
+    @property
     def gold_accuracy(self) -> float | None:
         return self.gold_steps_exact / self.gold_steps if self.gold_steps else None
 
@@ -368,6 +374,7 @@ class ProposedSteps(models.Model):
     }
 
     class Meta:
+        verbose_name_plural = "proposed steps"  # one row is a set of candidate steps
         constraints = [
             models.UniqueConstraint(
                 fields=["problem", "prefix_sha256", "k"], name="one_proposal_per_prefix"

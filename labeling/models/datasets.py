@@ -102,6 +102,7 @@ class ApiToken(AbstractAuthToken):
     )
 
     class Meta:
+        verbose_name = "API token"
         ordering = ["-created"]
 
     def __str__(self) -> str:

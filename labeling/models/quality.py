@@ -86,6 +86,7 @@ class BatchLabelerStats(Tally):
     last_finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "batch labeler stats"
         constraints = [
             models.UniqueConstraint(
                 fields=["batch", "labeler"], name="one_stats_row_per_batch_labeler"
@@ -98,6 +99,7 @@ class BatchHourStats(Tally):
     hour = models.DateTimeField()
 
     class Meta:
+        verbose_name_plural = "batch hour stats"
         constraints = [
             models.UniqueConstraint(fields=["batch", "hour"], name="one_stats_row_per_batch_hour")
         ]

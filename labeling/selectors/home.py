@@ -278,7 +278,15 @@ class LeadCockpit:
 
     @property
     def paused_by_gold(self) -> list[Labeler]:
-        return [lab for lab in self.attention if lab.state == Labeler.State.PAUSED]
+        return [lab for lab in self.attention if lab.paused_by_gold]
+
+    @property
+    def paused_by_hand(self) -> list[Labeler]:
+        return [
+            lab
+            for lab in self.attention
+            if lab.state == Labeler.State.PAUSED and not lab.paused_by_gold
+        ]
 
     @property
     def failed_screening(self) -> list[Labeler]:

@@ -28,7 +28,7 @@ ITEMS_PER_PAGE = 25
 def item_list(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     batch = get_object_or_404(Batch, pk=batch_id)
-    form = ItemFilterForm(request.GET or None)
+    form = ItemFilterForm(request.GET or None, batch=batch)
     if form.is_bound and not form.is_valid():
         solutions = Solution.objects.none()
     else:

@@ -14,6 +14,7 @@ from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap
 
@@ -42,6 +43,9 @@ from stepwise.request_types import AuthenticatedRequest
 PANEL = "labeling/labeling.html#panel"
 
 
+# The labeler's pages are never kept by the browser: Back after a skip, a finish or a claim asks
+# the server again, which shows what became of the solution instead of its live buttons.
+@never_cache
 @login_required
 def queue(request: AuthenticatedRequest) -> HttpResponse:
     """The labeler's section of the home page, with their recent labelings."""
@@ -198,6 +202,7 @@ LABELING_KEYS = [
 LABELING_KEY_MAP = json.dumps({key: k.action for k in LABELING_KEYS for key in k.keys})
 
 
+@never_cache
 @login_required
 def labeling_page(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     labeling = readable_labeling(request, labeling_id)

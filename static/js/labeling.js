@@ -72,7 +72,20 @@
     if (!d || d.open) return;
     helpOpener = document.activeElement;
     d.showModal();
+    showMoreKeysCue();
   }
+  // In a short window the list scrolls: a line under it says so until its last key shows.
+  function showMoreKeysCue() {
+    var d = help();
+    var list = d && d.querySelector(".keys");
+    var cue = d && d.querySelector(".scroll-cue");
+    if (!list || !cue) return;
+    cue.hidden = list.scrollTop + list.clientHeight >= list.scrollHeight - 1;
+  }
+  document.addEventListener("scroll", function (e) {
+    if (e.target.closest && e.target.closest("#key-help")) showMoreKeysCue();
+  }, true);
+  window.addEventListener("resize", function () { if (helpOpen()) showMoreKeysCue(); });
   document.addEventListener("close", function (e) {
     if (e.target !== help()) return;
     // Back where the labeler was; a panel swapped meanwhile leaves the page's start.

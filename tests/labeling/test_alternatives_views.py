@@ -3,6 +3,8 @@ rates, continues and writes through htmx requests; bad requests change nothing."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -44,9 +46,54 @@ def test_a_lead_creates_an_alternatives_batch_from_problem_ids(client, lead):
     third = make_problem(answer="5")
     client.post(
         reverse("labeling:batch_edit", args=[batch.pk]),
-        {"name": "Phase 1", "overlap": 2, "priority": 1, "problems": str(third.pk)},
+        {
+            "name": "Phase 1",
+            "overlap": 2,
+            "priority": 1,
+            "problems": f"{listed(client, batch)}, {third.pk}",
+        },
     )
     assert selectors.solution_counts([batch.pk]) == {batch.pk: 3}  # not the cached 2
+
+
+def listed(client, batch: Batch) -> str:
+    """The problems field of the batch's edit page, as the lead sees it."""
+    page = client.get(reverse("labeling:batch_edit", args=[batch.pk])).content.decode()
+    field = re.search(r'<input type="text" name="problems"(?: value="([^"]*)")?', page)
+    assert field is not None
+    return field.group(1) or ""
+
+
+def test_the_edit_form_lists_a_step_by_step_batchs_problems_and_adds_to_them(client, lead):
+    batch = make_batch("Phase 1", protocol=Batch.Protocol.ALTERNATIVES)
+    problems = [make_problem(answer=str(n)) for n in range(5)]
+    alternatives.add_problems(
+        batch=batch, problem_ids=[p.pk for p in problems[:3]] + [problems[4].pk]
+    )
+    client.force_login(lead)
+    shown = listed(client, batch)
+    assert shown == f"{problems[0].pk}-{problems[2].pk}, {problems[4].pk}"
+    edit = reverse("labeling:batch_edit", args=[batch.pk])
+    form = {"name": "Phase 1", "overlap": 1, "priority": 0}
+
+    # Saved as shown, with another field changed: nothing added, nothing said about problems.
+    form["priority"] = 3
+    response = client.post(edit, {**form, "problems": shown}, follow=True)
+    assert "problem" not in " ".join(str(m) for m in response.context["messages"])
+    assert batch.solutions.count() == 4
+    # One more id: one more solution, none twice.
+    response = client.post(edit, {**form, "problems": f"{shown}, {problems[3].pk}"}, follow=True)
+    assert "Added 1 problem to label step by step." in response.content.decode()
+    assert sorted(batch.solutions.values_list("problem_id", flat=True)) == [p.pk for p in problems]
+    assert listed(client, batch) == f"{problems[0].pk}-{problems[4].pk}"
+    # Taking one out is refused, with the reason, and leaves the batch as it was.
+    response = client.post(
+        edit, {**form, "priority": 7, "problems": f"{problems[0].pk}-{problems[3].pk}"}
+    )
+    assert response.status_code == 200
+    assert f"keep {problems[4].pk} in the list" in response.content.decode()
+    batch.refresh_from_db()
+    assert batch.priority == 3 and batch.solutions.count() == 5
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,11 @@ with the rows shown."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
@@ -213,6 +215,24 @@ def test_a_filter_value_that_is_not_a_choice_shows_an_error_and_no_rows(client, 
     assert body.status_code == 200
     text = body.content.decode()
     assert "These filters are not valid" in text and "data-item=" not in text
+
+
+def test_the_labeler_filter_lists_who_labeled_in_this_batch_and_nobody_else(client, items):
+    # An administrator who once opened the queue (a labeler record, no labeling here) and an
+    # account the importer made for PRM800K labels of another batch (inactive, no password).
+    queue.ensure_labeler(make_user("ada", "admin"))
+    imported = get_user_model()(username="prm800k-5b8a1c", is_active=False)
+    imported.set_unusable_password()
+    imported.save()
+    labeled(items.other_batch, imported, [1])
+    client.force_login(make_user("leo", "lead"))
+    url = reverse("labeling:items", args=[items.batch.pk])
+    page = client.get(url).content.decode()
+    choices = re.search(r'<select name="labeler"[^>]*>(.*?)</select>', page, re.S).group(1)
+    assert re.findall(r"<option[^>]*>([^<]*)</option>", choices) == ["any", "lars", "lena", "luca"]
+    # Someone who labeled elsewhere is not a choice here: the filter says so and lists nothing.
+    refused = client.get(url, {"labeler": imported.pk}).content.decode()
+    assert "These filters are not valid" in refused and "data-item=" not in refused
 
 
 def test_items_page_queries_do_not_grow_with_the_rows(client, items):

@@ -15,6 +15,7 @@ from axe_playwright_python.sync_playwright import Axe
 
 from labeling.models import Labeling, Note
 from labeling.services.exporting import ExportFilters, select_labelings, write_export
+from tests.factories import make_problem, make_solution
 from tests.labeling.test_items import build_items
 from tests.test_accessibility_browser import AXE_OPTIONS, describe, open_as
 from tests.test_browser_labeling import focus_reaches, keys_ready
@@ -160,3 +161,43 @@ def test_labeler_notes_a_wrong_step_the_lead_replies_and_the_export_has_both(
     finally:
         lena_context.close()
         lea_context.close()
+
+
+# Each row's problem cell: how wide its content is (what spills out counts), how wide it is,
+# where it ends and where the State cell starts.
+PROBLEM_CELLS = """() => [...document.querySelectorAll("#item-table tr[data-item]")].map((row) => {
+  const cell = row.querySelector(".problem-cell");
+  return {item: row.dataset.item, content: cell.scrollWidth, width: cell.clientWidth,
+          right: cell.getBoundingClientRect().right,
+          stateLeft: row.cells[2].getBoundingClientRect().left};
+})"""
+LONG_PROBLEM = (
+    "A committee of $4$ people is to be chosen from a group of $6$ women and $5$ men. In how "
+    "many ways can the committee be chosen if it must contain at least $2$ women and the "
+    "oldest man refuses to serve with the youngest woman?"
+)
+
+
+@pytest.mark.parametrize("width", [1280, 768])
+def test_the_problem_text_stays_in_its_column_at_desktop_and_tablet_widths(
+    browser, live_server, artifacts_dir, width
+):
+    items = build_items()
+    long_problem = make_problem(LONG_PROBLEM)
+    for _ in range(2):
+        make_solution(items.batch, problem=long_problem)
+    context, page = open_as(browser, live_server, "lea", viewport={"width": width, "height": 900})
+    try:
+        page.goto(f"{live_server.url}/label/lead/batches/{items.batch.pk}/items/")
+        results_show(page, 9)
+        page.wait_for_selector("#item-table .katex", state="attached")
+        page.screenshot(path=str(artifacts_dir / f"items-{width}.png"), full_page=True)
+        rows = page.evaluate(PROBLEM_CELLS)
+        # The text stays in its cell (wrapped, clipped), and the cell ends where State starts.
+        over = [r for r in rows if r["content"] > r["width"] or r["right"] > r["stateLeft"] + 0.5]
+        assert over == [], over
+        # Nothing sideways: the table fits its card.
+        table, card = (page.locator(s).bounding_box() for s in ("#item-table", "#results"))
+        assert table["x"] + table["width"] <= card["x"] + card["width"] + 0.5
+    finally:
+        context.close()

@@ -265,6 +265,21 @@ def test_invalid_ratings_get_a_clear_error_and_change_nothing(
     assert labeling.step_labels.count() == 0
 
 
+def test_the_labelers_pages_and_fragments_are_never_kept_by_the_browser(client, labeling):
+    """Back after a skip, a finish or a claim asks the server again (no stale live buttons)."""
+    client.force_login(labeling.labeler)
+    page = reverse("labeling:labeling", args=[labeling.pk])
+    answers = {
+        "home": client.get(reverse("home")),
+        "queue": client.get(reverse("labeling:queue")),
+        "labeling": client.get(page),
+        "panel fragment": client.get(page, HTTP_HX_REQUEST="true"),
+    }
+    for name, response in answers.items():
+        assert response.status_code == 200, name
+        assert "no-store" in response.get("Cache-Control", ""), name
+
+
 def test_a_labeler_sees_only_their_own_labelings(client, labeling, labeler2):
     client.force_login(labeler2)
     assert client.get(reverse("labeling:labeling", args=[labeling.pk])).status_code == 403

@@ -34,3 +34,19 @@ def test_lead_finds_the_disputed_solution_and_opens_adjudication(page, live_serv
     page.screenshot(path=str(artifacts_dir / "review-solution.png"), full_page=True)
     page.click("text=Adjudicate this solution")
     page.wait_for_selector("#adjudication-form")
+
+
+def test_a_researcher_reviews_without_links_to_adjudication(page, live_server, artifacts_dir):
+    batch, _, disputed, _ = build_scored_batch(
+        make_user("lena", "labeler"), make_user("lars", "labeler")
+    )
+    make_user("rae", "researcher")
+    log_in(page, live_server, "rae")
+    page.goto(f"{live_server.url}/modeling/review/?batch={batch.pk}")
+    page.wait_for_selector("#review-solutions")
+    page.screenshot(path=str(artifacts_dir / "review-queue-researcher.png"), full_page=True)
+    assert page.locator("a", has_text="Adjudicate").count() == 0
+    page.click(f"text=Solution {disputed.pk}")
+    page.wait_for_selector("#review-steps .katex")
+    page.screenshot(path=str(artifacts_dir / "review-solution-researcher.png"), full_page=True)
+    assert page.locator("a", has_text="Adjudicate").count() == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db.models import F
 from django.urls import reverse
@@ -112,6 +114,25 @@ def test_pages_are_for_leads_only(client, scored_batch, labeler, lead):
     assert f"Solution {disputed.pk}" in page and "0.95" in page
     page = client.get(solution_url).content.decode()
     assert "Adjudicate this solution" in page and "lars" in page
+
+
+def test_adjudicate_links_show_only_to_those_who_may_adjudicate(
+    client, scored_batch, lead, researcher
+):
+    batch, _, disputed, _ = scored_batch
+    pages = [
+        f"{reverse('modeling_review:queue')}?batch={batch.pk}",
+        reverse("modeling_review:solution", args=[disputed.pk]),
+    ]
+    for user, may in ((researcher, False), (lead, True)):
+        client.force_login(user)
+        for page in pages:
+            html = client.get(page).content.decode()
+            links = re.findall(r'href="(/label/lead/adjudication/\d+/)"', html)
+            assert bool(links) is may and ("Adjudicate" in html) is may, (user, page)
+            assert all(client.get(link).status_code == 200 for link in links)
+    client.force_login(researcher)  # what the links answered them before
+    assert client.get(reverse("labeling:adjudicate", args=[disputed.pk])).status_code == 403
 
 
 def test_score_button_scores_the_missing_solutions_with_the_active_model(
