@@ -118,6 +118,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "stepwise.middleware.NullCharacterMiddleware",  # a NUL in any text: 400 before a view
     "stepwise.middleware.NotFoundPageMiddleware",  # a missing row: the app's 404, DEBUG or not
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
