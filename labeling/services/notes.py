@@ -1,6 +1,7 @@
 """Notes on ratings and items: a labeler's "why −1" or "why flagged" on one of their own rated
 steps, and a lead's reply on the item (the solution). Notes are plain user text: stored as
-typed (trimmed), escaped wherever shown, bounded by STEPWISE_NOTE_MAX_CHARS."""
+typed (trimmed), escaped wherever shown, bounded by STEPWISE_NOTE_MAX_CHARS, and at most
+STEPWISE_NOTES_PER_STEP of one author on one step."""
 
 from __future__ import annotations
 
@@ -25,6 +26,21 @@ def _clean_text(text: str) -> str:
     return text
 
 
+def _refuse_past_the_cap(*, solution_id: int, step_index: int | None, author: User) -> None:
+    """At most STEPWISE_NOTES_PER_STEP notes of one author on one step (or the whole solution)."""
+    theirs = Note.objects.filter(solution_id=solution_id, step_index=step_index, author=author)
+    # Their notes there, locked: of two posts at the cap, the second counts after the first
+    # commits. Below the cap there is nothing to lock and nothing to wait for.
+    list(theirs.select_for_update().values_list("pk", flat=True))
+    limit = settings.STEPWISE_NOTES_PER_STEP
+    if theirs.count() >= limit:
+        where = "the whole solution" if step_index is None else f"step {step_index + 1}"
+        raise LabelingError(
+            f"You have {limit} notes on {where} already, the most one person may write there. "
+            "Nothing was saved."
+        )
+
+
 @transaction.atomic
 def note_add(*, labeling_id: int, user: User, step_index: int, text: str) -> Note:
     """A labeler's note on a step they rated in their own labeling (open or submitted: a −1
@@ -39,12 +55,14 @@ def note_add(*, labeling_id: int, user: User, step_index: int, text: str) -> Not
         raise LabelingError(
             f"Step {step_index + 1} has no rating of yours yet: a note explains a rating."
         )
+    text = _clean_text(text)
+    _refuse_past_the_cap(solution_id=labeling.solution_id, step_index=step_index, author=user)
     return Note.objects.create(
         solution_id=labeling.solution_id,
         labeling=labeling,
         step_index=step_index,
         author=user,
-        text=_clean_text(text),
+        text=text,
     )
 
 
@@ -55,6 +73,6 @@ def note_reply(*, solution: Solution, lead: User, text: str, step_index: int | N
         raise LabelingError(
             f"Step {step_index + 1} is not a step of this solution (it has {len(solution.steps)})."
         )
-    return Note.objects.create(
-        solution=solution, step_index=step_index, author=lead, text=_clean_text(text)
-    )
+    text = _clean_text(text)
+    _refuse_past_the_cap(solution_id=solution.pk, step_index=step_index, author=lead)
+    return Note.objects.create(solution=solution, step_index=step_index, author=lead, text=text)

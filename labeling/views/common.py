@@ -103,22 +103,15 @@ def act(
     return render(request, template, context(labeling, request.user, error), status=status)
 
 
-NOTES_CARD = "labeling/_notes_card.html"  # both labeling pages' notes (labeler.note answers it)
-
-
-def notes_context(
-    labeling: Labeling, *, error: str | None = None, draft: str = "", step: int | None = None
-) -> dict[str, Any]:
-    """What the notes card needs (the labeling's solution loaded)."""
+def notes_card(request: AuthenticatedRequest, labeling: Labeling) -> dict[str, Any]:
+    """What the notes card needs (the labeling's solution loaded), on a labeling page's full
+    load."""
     solution = labeling.solution
     # Step by step, the path grows as the labeler goes and the card is not swapped with the
     # panel: the step box takes any step up to the path's bound (the service checks it was rated).
     on_path = solution.format == Solution.Format.PHASE1
     return {
         "notes": selectors.labeling_notes(labeling),
-        "note_error": error,
-        "note_draft": draft,
-        "note_step": step,
         "note_step_max": (
             settings.STEPWISE_MAX_STEPS_PER_SOLUTION if on_path else len(solution.steps)
         ),
