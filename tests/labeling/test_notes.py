@@ -15,6 +15,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.urls import reverse
 
+from labeling import selectors
 from labeling.models import Batch, Labeling, Note, ProposedSteps, Solution
 from labeling.services import alternatives, notes, queue
 from labeling.services.errors import LabelingError, NotFound
@@ -262,6 +263,98 @@ def test_notes_show_in_adjudication_under_their_step(lead, labeler, labeler2, cl
     step_two = body[body.index('data-step="1"') : body.index('data-step="2"')]
     assert "21 × 2 ≠ 44" in step_two and "lars" in step_two
     assert "Looking at it." in body
+
+
+# --- replies the labeler has not read --------------------------------------------------------
+
+
+def home_text(client, user) -> str:
+    client.force_login(user)
+    response = client.get(reverse("home"))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def reply_links(page: str) -> list[str]:
+    return re.findall(r'<a href="([^"]+)" data-reply="\d+">', page)
+
+
+def test_a_reply_to_a_note_is_on_the_labelers_home_until_they_open_it(
+    found_error, labeler, lead, client
+):
+    notes.note_add(labeling_id=found_error.pk, user=labeler, step_index=1, text="2 × 21 is 42")
+    reply = notes.note_reply(
+        solution=found_error.solution, lead=lead, text="Agreed: −1 <b>here</b>.", step_index=1
+    )
+    page = home_text(client, labeler)
+    assert "1 unread reply</strong> from a lead to your notes" in page
+    link = reverse("labeling:labeling", args=[found_error.pk]) + f"#note-{reply.pk}"
+    assert reply_links(page) == [link]
+    assert "lea on step 2 of" in page and "Agreed: −1 &lt;b&gt;here&lt;/b&gt;." in page
+    opened = client.get(link.split("#")[0]).content.decode()
+    assert f'id="note-{reply.pk}"' in opened and "Agreed: −1 &lt;b&gt;here&lt;/b&gt;." in opened
+    found_error.refresh_from_db()
+    assert found_error.replies_seen_at == reply.created_at
+    assert 'id="unread-replies"' not in home_text(client, labeler)  # read
+    later = notes.note_reply(solution=found_error.solution, lead=lead, text="Also step 1.")
+    page = home_text(client, labeler)
+    assert "1 unread reply</strong>" in page and reply_links(page) == [
+        reverse("labeling:labeling", args=[found_error.pk]) + f"#note-{later.pk}"
+    ]
+
+
+def test_the_home_counts_every_unread_reply_and_links_the_newest(
+    found_error, labeler, lead, client
+):
+    notes.note_add(labeling_id=found_error.pk, user=labeler, step_index=1, text="why")
+    replies = [
+        notes.note_reply(solution=found_error.solution, lead=lead, text=f"reply {n}")
+        for n in range(7)
+    ]
+    page = home_text(client, labeler)
+    assert "7 unread replies</strong> from a lead to your notes, the newest 5 here" in page
+    opens = reverse("labeling:labeling", args=[found_error.pk])
+    assert reply_links(page) == [f"{opens}#note-{r.pk}" for r in reversed(replies[2:])]
+    client.get(opens)  # the page shows all seven: all read
+    assert 'id="unread-replies"' not in home_text(client, labeler)
+
+
+def test_a_labeler_is_told_only_of_replies_to_their_own_notes(lead, labeler, labeler2, client):
+    solution = make_solution(make_batch(overlap=2, gold_rate=0))
+    early = notes.note_reply(solution=solution, lead=lead, text="Before any note: not a reply.")
+    mine = claim_and_label(labeler, [1, -1])
+    theirs = claim_and_label(labeler2, [1, 1, 1])  # the same solution, and no note on it
+    notes.note_add(labeling_id=mine.pk, user=labeler, step_index=1, text="why −1")
+    reply = notes.note_reply(solution=solution, lead=lead, text="Looked at it.")
+    other = make_solution(make_batch(gold_rate=0))
+    noted = claim_and_label(labeler2, [1, -1])
+    assert noted.solution_id == other.pk
+    notes.note_add(labeling_id=noted.pk, user=labeler2, step_index=1, text="theirs")
+    assert 'id="unread-replies"' not in home_text(client, labeler2)
+    assert reply_links(home_text(client, labeler)) == [
+        reverse("labeling:labeling", args=[mine.pk]) + f"#note-{reply.pk}"
+    ]
+    assert early.pk not in [n.pk for n in selectors.unread_replies(labeler, limit=5).newest]
+    # Opening another labeler's labeling, or a lead's read-only view of theirs, reads nothing.
+    client.force_login(labeler2)
+    assert client.get(reverse("labeling:labeling", args=[mine.pk])).status_code == 403
+    assert client.get(reverse("labeling:labeling", args=[theirs.pk])).status_code == 200
+    client.force_login(lead)
+    assert client.get(reverse("labeling:labeling", args=[mine.pk])).status_code == 200
+    assert selectors.unread_replies(labeler, limit=5).total == 1
+    assert Labeling.objects.get(pk=mine.pk).replies_seen_at is None
+
+
+def test_the_unread_replies_are_one_query(found_error, labeler, lead, django_assert_num_queries):
+    notes.note_add(labeling_id=found_error.pk, user=labeler, step_index=1, text="why")
+    for n in range(3):
+        notes.note_reply(solution=found_error.solution, lead=lead, text=f"reply {n}")
+    with django_assert_num_queries(1):
+        unread = selectors.unread_replies(labeler, limit=2)
+        shown = [
+            (n.author.username, bool(n.solution.problem.text), n.open_on) for n in unread.newest
+        ]
+    assert unread.total == 3 and shown == [("lea", True, found_error.pk)] * 2
 
 
 # --- exports ---------------------------------------------------------------------------------
