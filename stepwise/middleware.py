@@ -1,7 +1,8 @@
 """Project middleware: Server-Timing (the time Django spent on a request, as browsers' devtools
 and benchmarks/queue_load.py read it; on only where settings.SERVER_TIMING),
-Permissions-Policy and the app's 404 page for a missing row in every mode; and the client's
-address as the sign-in throttle sees it."""
+Permissions-Policy, the app's 404 page for a missing row in every mode, the refusal of a NUL
+character in any text a request carries; and the client's address as the sign-in throttle sees
+it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import get_resolver, get_urlconf
+
+from stepwise.views import refused
 
 
 class ServerTimingMiddleware:
@@ -56,6 +61,53 @@ class NotFoundPageMiddleware:
         handler = get_resolver(get_urlconf()).resolve_error_handler(404)
         response: HttpResponse = handler(request, exception)
         return response
+
+
+prohibit_null_characters = ProhibitNullCharactersValidator()
+
+
+class NullCharacterMiddleware:
+    """A NUL character (\\u0000) in the text a request carries is a 400 before any view runs,
+    nothing saved: PostgreSQL's text columns cannot hold one (the write was a 500 there, while
+    SQLite stored it), and no input here means one. One check, the validator forms' and DRF's
+    CharFields carry, for the address, every query parameter, every form field and its name,
+    including those a view reads without a form. The API's bodies (JSON, its forms and uploads)
+    are its serializers' to validate: each field with that validator, or its own type."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        where = null_character_in(request)
+        if where is not None:
+            return refused(
+                request,
+                f"{where} holds a NUL character (\\u0000), which no text here may hold. "
+                "Nothing was saved.",
+            )
+        return self.get_response(request)
+
+
+def null_character_in(request: HttpRequest) -> str | None:
+    """Which input of the request holds a NUL character, in words; None where none does."""
+    if _holds_null(request.path_info):
+        return "The address"
+    inputs = [("query parameter", request.GET)]
+    if request.method == "POST" and not request.path_info.startswith("/api/"):
+        inputs.append(("form field", request.POST))
+    for kind, params in inputs:
+        for name, values in params.lists():
+            if any(_holds_null(text) for text in (name, *values)):
+                return f"The {kind} {name!r}"
+    return None
+
+
+def _holds_null(text: str) -> bool:
+    try:
+        prohibit_null_characters(text)
+    except ValidationError:
+        return True
+    return False
 
 
 def client_address(request: HttpRequest) -> str | None:

@@ -149,6 +149,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "stepwise.middleware.NullCharacterMiddleware",  # a NUL in any text: 400 before a view
     "stepwise.middleware.NotFoundPageMiddleware",  # a missing row: the app's 404, DEBUG or not
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
@@ -416,6 +417,9 @@ STEPWISE_MAX_STEPS_PER_SOLUTION = env_int("STEPWISE_MAX_STEPS_PER_SOLUTION", 100
 STEPWISE_MAX_STEP_CHARS = env_int("STEPWISE_MAX_STEP_CHARS", 10_000)
 # A note on a rating or a lead's reply: a sentence or two ("why −1"), not an essay.
 STEPWISE_NOTE_MAX_CHARS = env_int("STEPWISE_NOTE_MAX_CHARS", 1000)
+# Notes one user writes on one step of a solution (or on the whole of it): a discussion, not a
+# flood; every page that shows the step shows them all.
+STEPWISE_NOTES_PER_STEP = env_int("STEPWISE_NOTES_PER_STEP", 20)
 
 # Quality control (defaults follow PRM800K: a 30-solution screening, gold mixed into the queue).
 STEPWISE_GOLD_RATE = env_float("STEPWISE_GOLD_RATE", 0.1)

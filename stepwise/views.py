@@ -108,6 +108,16 @@ def server_error(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def refused(request: HttpRequest, message: str) -> HttpResponse:
+    """A 400 the app answers before any view runs (stepwise.middleware): JSON under /api/, the
+    card alone for htmx, else the page; rendered without the request, as the 500 page is."""
+    if _wants_json(request):
+        return JsonResponse({"detail": message}, status=400)
+    template = "error.html#card" if getattr(request, "htmx", False) else "error.html"
+    page = render_to_string(template, {"status": 400, "message": message})
+    return HttpResponse(page, status=400)
+
+
 @cache_control(max_age=24 * 3600)
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page links: send them to the SVG."""

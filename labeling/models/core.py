@@ -265,6 +265,9 @@ class Labeling(models.Model):
     # columns at import), or rendered from the columns when the labeling is submitted. Null
     # while in progress and after an edit; the exporter renders those from the columns.
     release_line = models.TextField(null=True, blank=True)
+    # The newest lead's reply on the solution its labeler has had on screen (the labeling page
+    # shows every reply): later ones are unread, and their home lists them.
+    replies_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

@@ -10,7 +10,7 @@ caller may write `selectors.final_step_ratings` whichever module holds it.
   labeling_page  a labeling's steps with its ratings so far, and the panel beside them
   guidelines     the current guidelines and what each version changed
   home           one cockpit per role: the labeler's and the lead's home pages
-  notes          notes on rated steps and leads' replies on an item
+  notes          notes on rated steps, leads' replies on an item, a labeler's unread replies
   items          the lead's item browser: filters, a page's rows, an item's history
   tokens         a user's own API tokens
 """
@@ -77,7 +77,13 @@ from labeling.selectors.labeling_page import (
     labelings_for_page,
     step_views,
 )
-from labeling.selectors.notes import labeling_notes, notes_by_step, solution_notes
+from labeling.selectors.notes import (
+    UnreadReplies,
+    labeling_notes,
+    notes_by_step,
+    solution_notes,
+    unread_replies,
+)
 from labeling.selectors.progress import (
     PACE_HOURS,
     SOLUTION_COUNT_SECONDS,
@@ -175,6 +181,8 @@ __all__ = [
     "TALLIED_STEP",
     "text_diff",
     "time_left",
+    "unread_replies",
+    "UnreadReplies",
     "waiting_for",
     "WaitingBatch",
 ]

@@ -18,6 +18,7 @@ from django.utils import timezone
 from labeling.models import Batch, BatchLabelerStats, Labeler, Labeling, Snapshot, SolutionAgreement
 from labeling.selectors.adjudication import adjudication_queue
 from labeling.selectors.labelers import labelers_needing_attention, screening_size
+from labeling.selectors.notes import UnreadReplies, unread_replies
 from labeling.selectors.progress import (
     TALLIED_STEP,
     BatchProgress,
@@ -110,6 +111,7 @@ class LabelerCockpit:
     total_solutions: int
     total_steps: int
     total_time_ms: int
+    replies: UnreadReplies  # leads' replies to their notes that they have not opened yet
     chosen_batch_id: int | None = None  # the batch they chose to label in ("Continue in …")
 
     @property
@@ -131,9 +133,9 @@ class LabelerCockpit:
 def labeler_cockpit(
     user, labeler: Labeler, *, now: datetime | None = None, chosen_batch_id: int | None = None
 ) -> LabelerCockpit:
-    """The labeler's home, in at most nine queries whatever their history: counters for the
+    """The labeler's home, in at most ten queries whatever their history: counters for the
     totals and the work waiting, today's finished labelings, counted as the counters count
-    them, for today's progress."""
+    them, for today's progress, and the leads' replies they have not read."""
     now = now or timezone.now()
     open_labeling = (
         Labeling.objects.filter(labeler=user, status=Labeling.Status.IN_PROGRESS)
@@ -191,6 +193,7 @@ def labeler_cockpit(
         total_solutions=sum(n + surplus for _, n, surplus, _, _ in mine),
         total_steps=sum(steps for *_, steps, _ in mine),
         total_time_ms=sum(time_ms for *_, time_ms in mine),
+        replies=unread_replies(user, limit=SHOWN),
         chosen_batch_id=chosen_batch_id,
     )
     cockpit.action, cockpit.blocked = _next_action(cockpit)

@@ -1,8 +1,12 @@
-"""Notes: a labeler's on their rated steps, a lead's replies on an item."""
+"""Notes: a labeler's on their rated steps, a lead's replies on an item, and the replies a
+labeler has not seen yet."""
 
 from __future__ import annotations
 
-from django.db.models import Q
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Window
 
 from labeling.models import Labeling, Note, Solution
 
@@ -34,3 +38,37 @@ def labeling_notes(labeling: Labeling) -> list[Note]:
         .select_related("author")
         .order_by("created_at", "id")
     )
+
+
+@dataclass(frozen=True)
+class UnreadReplies:
+    total: int
+    # The newest first, each with `open_on`: the labeler's labeling whose page shows it (their
+    # note on the solution is there), and its author and solution's problem loaded.
+    newest: list[Note]
+
+
+def unread_replies(user, *, limit: int) -> UnreadReplies:
+    """Leads' replies to the user's notes that they have not seen yet, in one query: each a reply
+    on a solution they wrote a note on, written after that note, by someone else, and newer than
+    the newest reply their labeling's page has shown them (`Labeling.replies_seen_at`)."""
+    noted = Note.objects.filter(author_id=user.pk, labeling__labeler_id=user.pk)
+    their_labeling = (
+        Labeling.objects.filter(labeler_id=user.pk, solution_id=OuterRef("solution_id"))
+        .filter(
+            Exists(Note.objects.filter(labeling_id=OuterRef("pk"), pk__lt=OuterRef(OuterRef("pk"))))
+        )
+        .filter(Q(replies_seen_at__isnull=True) | Q(replies_seen_at__lt=OuterRef("created_at")))
+        .order_by("-pk")
+        .values("pk")[:1]
+    )
+    rows: list[Note] = list(
+        Note.objects.filter(labeling__isnull=True, solution_id__in=noted.values("solution_id"))
+        .exclude(author_id=user.pk)
+        .annotate(open_on=Subquery(their_labeling))
+        .filter(open_on__isnull=False)
+        .annotate(total=Window(Count("pk")))  # every unread reply, counted before the limit
+        .select_related("author", "solution__problem")
+        .order_by("-created_at", "-pk")[:limit]
+    )
+    return UnreadReplies(total=cast(Any, rows[0]).total if rows else 0, newest=rows)

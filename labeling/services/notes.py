@@ -1,12 +1,15 @@
 """Notes on ratings and items: a labeler's "why −1" or "why flagged" on one of their own rated
 steps, and a lead's reply on the item (the solution). Notes are plain user text: stored as
-typed (trimmed), escaped wherever shown, bounded by STEPWISE_NOTE_MAX_CHARS."""
+typed (trimmed), escaped wherever shown, bounded by STEPWISE_NOTE_MAX_CHARS, and at most
+STEPWISE_NOTES_PER_STEP of one author on one step. A labeler's labeling remembers the newest
+reply they have had on screen (`note_replies_seen`): later ones are unread."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 
 from labeling.models import Completion, Labeling, Note, Solution
 from labeling.services.errors import LabelingError, NotFound
@@ -25,6 +28,21 @@ def _clean_text(text: str) -> str:
     return text
 
 
+def _refuse_past_the_cap(*, solution_id: int, step_index: int | None, author: User) -> None:
+    """At most STEPWISE_NOTES_PER_STEP notes of one author on one step (or the whole solution)."""
+    theirs = Note.objects.filter(solution_id=solution_id, step_index=step_index, author=author)
+    # Their notes there, locked: of two posts at the cap, the second counts after the first
+    # commits. Below the cap there is nothing to lock and nothing to wait for.
+    list(theirs.select_for_update().values_list("pk", flat=True))
+    limit = settings.STEPWISE_NOTES_PER_STEP
+    if theirs.count() >= limit:
+        where = "the whole solution" if step_index is None else f"step {step_index + 1}"
+        raise LabelingError(
+            f"You have {limit} notes on {where} already, the most one person may write there. "
+            "Nothing was saved."
+        )
+
+
 @transaction.atomic
 def note_add(*, labeling_id: int, user: User, step_index: int, text: str) -> Note:
     """A labeler's note on a step they rated in their own labeling (open or submitted: a −1
@@ -39,12 +57,14 @@ def note_add(*, labeling_id: int, user: User, step_index: int, text: str) -> Not
         raise LabelingError(
             f"Step {step_index + 1} has no rating of yours yet: a note explains a rating."
         )
+    text = _clean_text(text)
+    _refuse_past_the_cap(solution_id=labeling.solution_id, step_index=step_index, author=user)
     return Note.objects.create(
         solution_id=labeling.solution_id,
         labeling=labeling,
         step_index=step_index,
         author=user,
-        text=_clean_text(text),
+        text=text,
     )
 
 
@@ -55,6 +75,22 @@ def note_reply(*, solution: Solution, lead: User, text: str, step_index: int | N
         raise LabelingError(
             f"Step {step_index + 1} is not a step of this solution (it has {len(solution.steps)})."
         )
-    return Note.objects.create(
-        solution=solution, step_index=step_index, author=lead, text=_clean_text(text)
-    )
+    text = _clean_text(text)
+    _refuse_past_the_cap(solution_id=solution.pk, step_index=step_index, author=lead)
+    return Note.objects.create(solution=solution, step_index=step_index, author=lead, text=text)
+
+
+def note_replies_seen(*, labeling: Labeling, user: User, notes: list[Note]) -> None:
+    """The labeling's labeler has `notes` (its page's, leads' replies among them) on screen: the
+    newest reply is read, and every one before it. Nothing is written when none is new, so an
+    ordinary visit to the page costs no statement; a lead's read-only view marks nothing."""
+    if labeling.labeler_id != user.pk:
+        return
+    newest = max((note.created_at for note in notes if note.labeling_id is None), default=None)
+    seen = labeling.replies_seen_at
+    if newest is None or (seen is not None and seen >= newest):
+        return
+    Labeling.objects.filter(pk=labeling.pk, labeler_id=user.pk).filter(
+        Q(replies_seen_at__isnull=True) | Q(replies_seen_at__lt=newest)
+    ).update(replies_seen_at=newest)
+    labeling.replies_seen_at = newest

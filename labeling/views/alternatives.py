@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from labeling.models import Batch, FinishReason, Labeling
 from labeling.services import alternatives
-from labeling.views.common import Key, act, int_param, notes_context, readable_labeling
+from labeling.views.common import Key, act, int_param, notes_card, readable_labeling
 from stepwise.request_types import AuthenticatedRequest
 
 # The page's keys: the help is rendered from this list and labeling.js reads its map from it.
@@ -110,7 +110,7 @@ def page(request: AuthenticatedRequest, labeling: Labeling) -> HttpResponse:
     context["key_map"] = ALTERNATIVES_KEY_MAP
     template = "labeling/alternatives.html"
     if not request.htmx:  # the notes card is outside the panel: only the full page has it
-        context.update(notes_context(labeling))
+        context.update(notes_card(request, labeling))
     if request.htmx:
         template = CANDIDATES if request.GET.get("part") == "candidates" else PANEL
         if template == CANDIDATES and nothing_new(request, context["cpanel"]):

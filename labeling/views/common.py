@@ -17,6 +17,7 @@ from labeling import selectors
 from labeling.bounds import INT32
 from labeling.models import Labeling, Solution
 from labeling.roles import LEAD, has_role
+from labeling.services import notes
 from labeling.services.errors import LabelingError
 from stepwise.request_types import AuthenticatedRequest
 
@@ -103,22 +104,17 @@ def act(
     return render(request, template, context(labeling, request.user, error), status=status)
 
 
-NOTES_CARD = "labeling/_notes_card.html"  # both labeling pages' notes (labeler.note answers it)
-
-
-def notes_context(
-    labeling: Labeling, *, error: str | None = None, draft: str = "", step: int | None = None
-) -> dict[str, Any]:
-    """What the notes card needs (the labeling's solution loaded)."""
+def notes_card(request: AuthenticatedRequest, labeling: Labeling) -> dict[str, Any]:
+    """What the notes card needs (the labeling's solution loaded), on a labeling page's full
+    load. From then on its labeler has the leads' replies on screen: they are read."""
     solution = labeling.solution
     # Step by step, the path grows as the labeler goes and the card is not swapped with the
     # panel: the step box takes any step up to the path's bound (the service checks it was rated).
     on_path = solution.format == Solution.Format.PHASE1
+    shown = selectors.labeling_notes(labeling)
+    notes.note_replies_seen(labeling=labeling, user=request.user, notes=shown)
     return {
-        "notes": selectors.labeling_notes(labeling),
-        "note_error": error,
-        "note_draft": draft,
-        "note_step": step,
+        "notes": shown,
         "note_step_max": (
             settings.STEPWISE_MAX_STEPS_PER_SOLUTION if on_path else len(solution.steps)
         ),

@@ -16,7 +16,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
-from django_htmx.http import reswap
+from django_htmx.http import reswap, retarget
 
 from labeling import selectors
 from labeling.models import Batch, FinishReason, Labeling
@@ -29,18 +29,19 @@ from labeling.services.queue import claimable_batch, ensure_labeler, extend_leas
 from labeling.views import alternatives
 from labeling.views.common import (
     CHOSEN_BATCH,
-    NOTES_CARD,
     Key,
     act,
     chosen_batch_id,
     int_param,
-    notes_context,
+    notes_card,
     readable_labeling,
 )
 from labeling.views.navigation import safe_return_url
 from stepwise.request_types import AuthenticatedRequest
 
 PANEL = "labeling/labeling.html#panel"
+NOTE_SAVED = "labeling/_note_saved.html"  # a saved note, added to the notes card (htmx)
+NOTE_ERROR = "labeling/_note_error.html"  # why a note was refused, in the card's error line
 
 
 # The labeler's pages are never kept by the browser: Back after a skip, a finish or a claim asks
@@ -216,7 +217,7 @@ def labeling_page(request: AuthenticatedRequest, labeling_id: int) -> HttpRespon
         # answer, the rating above all, pays for it.
         context["waiting_after"] = selectors.waiting_for(request.user, after=labeling)
     if not request.htmx:  # the notes card is outside the panel: only the full page has it
-        context.update(notes_context(labeling))
+        context.update(notes_card(request, labeling))
     template = "labeling/labeling.html#panel" if request.htmx else "labeling/labeling.html"
     if request.htmx and request.GET.get("part") == "candidates":
         if alternatives.nothing_new(request, context.get("cpanel")):
@@ -319,26 +320,29 @@ def _alternatives_follow(labeling: Labeling) -> bool:
 def note(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """A note on one of the labeler's rated steps (why −1, why flagged), from either labeling
     page (rate the steps; step by step: a step whose candidates they rated): its own request, so
-    the rating path never waits on it. Another user's labeling is a 404. htmx gets the notes
-    card back (with the error and the draft kept when refused); a plain post, the page."""
-    labeling = get_object_or_404(
-        Labeling.objects.select_related("solution"), pk=labeling_id, labeler=request.user
-    )
-    text = request.POST.get("text", "")
-    step: int | None = None
+    the rating path never waits on it. Another user's labeling is a 404. htmx gets the new note
+    alone, added to the card's list (the rest of the card is as it was), or the refusal in the
+    card's error line, the draft left in its box; a plain post, the page."""
+    labeling = get_object_or_404(Labeling.objects.only("pk"), pk=labeling_id, labeler=request.user)
     try:
         step = int_param(request, "step")
-        notes.note_add(labeling_id=labeling.pk, user=request.user, step_index=step - 1, text=text)
-        status, error, text = 200, None, ""
+        saved = notes.note_add(
+            labeling_id=labeling.pk,
+            user=request.user,
+            step_index=step - 1,
+            text=request.POST.get("text", ""),
+        )
     except LabelingError as refused:
-        status, error = refused.status_code, str(refused)
+        if not request.htmx:
+            messages.error(request, str(refused))
+            return redirect("labeling:labeling", labeling_id=labeling.pk)
+        line = render_to_string(NOTE_ERROR, {"note_error": str(refused)})
+        answer = HttpResponse(line, status=refused.status_code)
+        return retarget(reswap(answer, "outerHTML"), "#note-error")
     if not request.htmx:
-        if error:
-            messages.error(request, error)
         return redirect("labeling:labeling", labeling_id=labeling.pk)
-    context = {"labeling": labeling, "read_only": False}
-    context.update(notes_context(labeling, error=error, draft=text, step=step))
-    return render(request, NOTES_CARD, context, status=status)
+    # Rendered without the request: a note needs no context processor (roles: a query).
+    return HttpResponse(render_to_string(NOTE_SAVED, {"note": saved}))
 
 
 @login_required

@@ -209,6 +209,14 @@
     text.focus();
     return true;
   }
+  // A saved note comes back alone, added to the list: the box empties and the page's keys act
+  // again. A refused one leaves the box as typed, the reason above it.
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (!e.detail.successful || e.detail.elt.id !== "note-form") return;
+    var text = e.detail.elt.querySelector("textarea");
+    text.value = "";
+    text.blur();
+  });
   document.addEventListener("keydown", function (e) {
     if (!e.target.closest || !e.target.closest("#note-form")) return;
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {

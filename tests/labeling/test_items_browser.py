@@ -145,10 +145,20 @@ def test_labeler_notes_a_wrong_step_the_lead_replies_and_the_export_has_both(
         lea.screenshot(path=str(shots / f"item-reply-{theme}.png"), full_page=True)
         no_axe_violations(lea, f"the item page with a reply ({theme})")
 
-        # Lena sees the reply on her labeling.
-        lena.reload()
-        lena.wait_for_selector("#notes .note-lead")
+        # Lena's home tells her of the reply and opens it on her labeling, where it is read.
+        reply = Note.objects.get(labeling__isnull=True)
+        lena.goto(f"{live_server.url}/")
+        unread = lena.locator("#unread-replies")
+        assert "1 unread reply from a lead to your notes" in unread.inner_text()
+        lena.screenshot(path=str(shots / f"home-unread-reply-{theme}.png"), full_page=True)
+        no_axe_violations(lena, f"the labeler's home with an unread reply ({theme})")
+        unread.locator("a").click()
+        lena.wait_for_selector(f"#notes #note-{reply.pk}.note-lead")
+        assert lena.url == f"{live_server.url}/label/{labeling.pk}/#note-{reply.pk}"
         assert "Right: 1 + 1 = 2. Thanks." in lena.inner_text("#notes")
+        lena.goto(f"{live_server.url}/")
+        lena.wait_for_selector("#labeler-cockpit")
+        assert lena.locator("#unread-replies").count() == 0
 
         out = io.BytesIO()
         write_export(out, "stepwise_jsonl", select_labelings(ExportFilters()))

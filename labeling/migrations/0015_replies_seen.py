@@ -1,0 +1,15 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("labeling", "0013_proposal_streaming"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="labeling",
+            name="replies_seen_at",
+            field=models.DateTimeField(blank=True, null=True),
+        ),
+    ]
