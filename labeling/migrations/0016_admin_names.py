@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0013_proposal_streaming"),
+        ("labeling", "0015_replies_seen"),
     ]
 
     operations = [
