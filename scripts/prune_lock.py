@@ -3,8 +3,9 @@
 `make lock` compiles pyproject's extras with the backbone wheels' unused dependencies
 (llama-cpp-python, llm, sentence-transformers) marked `--unsafe-package`: pip-compile then
 leaves those out but still pins what only they need (openai, scikit-learn, ...). This removes
-every pin whose `# via` lines name nothing but dropped packages, repeatedly, so the lock,
-installed with `pip install --no-deps -r`, holds exactly what the project imports.
+every pin whose `# via` lines name nothing but dropped packages (with its `--hash` lines),
+repeatedly, so the lock, installed with `pip install --require-hashes --no-deps -r`, holds
+exactly what the project imports.
 
     python scripts/prune_lock.py requirements.lock llama-cpp-python llm sentence-transformers
 """
@@ -20,13 +21,14 @@ LOCAL_LABEL = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*==[^+\s]+)\+[A-Za-z0-9.]+
 
 
 def blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
-    """The lock cut into (pinned name or None, its lines) blocks."""
+    """The lock cut into (pinned name or None, its lines) blocks: a pin owns the indented lines
+    under it, its `--hash` lines and its `# via` comment."""
     out: list[tuple[str | None, list[str]]] = []
     for line in lines:
         match = PIN.match(line)
         if match:
             out.append((match.group(1).lower(), [line]))
-        elif out and out[-1][0] is not None and line.startswith("    #"):
+        elif out and out[-1][0] is not None and line.startswith("    "):
             out[-1][1].append(line)
         else:
             out.append((None, [line]))
@@ -36,6 +38,8 @@ def blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
 def via(block: list[str]) -> set[str]:
     names: set[str] = set()
     for line in block[1:]:
+        if not line.lstrip().startswith("#"):
+            continue  # a --hash line
         text = line.strip().lstrip("#").strip()
         if text.startswith("via "):
             text = text[len("via ") :]
@@ -67,13 +71,34 @@ def public_versions(text: str) -> str:
     return LOCAL_LABEL.sub(r"\1", text)
 
 
+# pip-compile's note over the unpinned packages when it writes hashes.
+HASH_WARNING = """\
+# WARNING: The following packages were not pinned, but pip requires them to be
+# pinned when the requirements file includes hashes and the requirement is not
+# satisfied by a package already installed. Consider using the --allow-unsafe flag.
+"""
+UNPINNED = """\
+# Not pinned on purpose (make lock's --unsafe-package): `make install` upgrades pip on its own
+# and installs this lock with --no-deps, so pip never asks for the backbone wheels' unused
+# dependencies (--allow-unsafe would pin them, and llama-cpp-python compiles from source):
+"""
+
+
+def unpinned_note(text: str) -> str:
+    """pip-compile's advice to pin the unsafe packages, replaced by why they stay out."""
+    return text.replace(HASH_WARNING, UNPINNED)
+
+
 def main(argv: list[str]) -> int:
     path, dropped = Path(argv[0]), set(argv[1:])
     text, pruned = prune(path.read_text(), dropped)
     text = public_versions(text)
-    path.write_text(text)
+    noted = unpinned_note(text)
+    path.write_text(noted)
     print(f"{path}: dropped {len(pruned)} pins only {', '.join(sorted(dropped))} need:")
     print("  " + " ".join(pruned))
+    if noted != text:
+        print(f"{path}: pip-compile's WARNING on the unpinned packages answered in the lock")
     return 0
 
 

@@ -52,6 +52,7 @@ ONE_PASS_DIRS = (
     ROOT / "tests" / "labeling" / "test_stepwise_format.py",
     ROOT / "tests" / "labeling" / "test_templatetags.py",
     ROOT / "tests" / "test_prune_lock.py",
+    ROOT / "tests" / "test_dependencies.py",
     ROOT / "tests" / "test_theme.py",
     ROOT / "tests" / "test_benchmarks_commands.py",
     ROOT / "tests" / "test_benchmarks_peers.py",

@@ -164,6 +164,23 @@ def test_dockerfile_installs_every_offline_backbone_without_its_dependencies():
         assert any(re.search(rf"\b{re.escape(name)}\b", args) for args in installs), name
 
 
+def test_the_images_are_constrained_to_the_lock_pins_without_their_hashes(tmp_path):
+    # A hashed constraint turns on pip's hash checking, which each target's own torch build fails.
+    runs = [args for _, (_, steps) in stages().items() for k, args in steps if k == "RUN"]
+    commands = [command.strip() for args in runs for command in args.split("&&")]
+    installs = [command for command in commands if command.startswith("pip install")]
+    assert installs and all("-c /tmp/constraints.txt" in command for command in installs)
+    (derive,) = [command for command in commands if command.endswith("> /tmp/constraints.txt")]
+    constraints = tmp_path / "constraints.txt"
+    derive = derive.replace("/tmp/constraints.txt", shlex.quote(str(constraints)))
+    subprocess.run(["sh", "-c", derive], cwd=ROOT, check=True, timeout=30)
+    lock = (ROOT / "requirements.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9][\w.-]*==\S+)", lock, re.MULTILINE)
+    assert "--hash" in lock and "torch==2.13.0" in pins
+    lines = [line for line in constraints.read_text().splitlines() if not line.startswith(" ")]
+    assert [line for line in lines if line and not line.startswith("#")] == pins
+
+
 def test_dockerfile_passes_hadolint():
     result = subprocess.run(
         [tool("hadolint"), "--no-color", str(DOCKERFILE)],
