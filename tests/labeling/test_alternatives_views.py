@@ -255,3 +255,43 @@ def test_leads_add_problems_to_an_alternatives_batch_through_the_api(client, lea
     assert refused.status_code == 400 and "alternatives protocol" in refused.json()["detail"]
     assert Solution.objects.filter(batch=batch).count() == 1
     assert client.get(reverse("batch-detail", args=[batch.pk])).json()["protocol"] == "alternatives"
+
+
+def test_write_and_back_cycles_leave_at_most_the_cap_of_candidate_sets_wanted_and_queued(
+    client, claimed, labeler, labeler2, settings, django_capture_on_commit_callbacks
+):
+    """An attacker's cycles of "write my own step" then "back a step" (200 in 6 s queued 215
+    tasks), each asking for the candidates after a new path: at most the cap of the labeler's
+    sets stay wanted and at most the cap of tasks go out for them (none is taken here: a busy
+    worker); another labeler's request still goes out at once."""
+    cap = settings.STEPWISE_CANDIDATE_SETS_PER_LABELER
+    write = reverse("labeling:write_step", args=[claimed.pk])
+    back = reverse("labeling:step_back", args=[claimed.pk])
+    with django_capture_on_commit_callbacks() as sent:
+        for cycle in range(8 * cap):
+            response = htmx_post(client, write, {"step_index": 0, "text": f"I try ${cycle}$."})
+            assert response.status_code == 200
+            assert htmx_post(client, back, {}).status_code == 200
+    assert ProposedSteps.objects.count() == 8 * cap + 1  # each path asked for, and step 1's
+    wanted = ProposedSteps.objects.filter(
+        status__in=(ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
+    )
+    assert wanted.count() <= cap
+    assert list(wanted.values_list("prefix", flat=True)) == [[]]  # the step being labeled
+    assert len(sent) <= cap
+    assert ProposedSteps.objects.filter(sent_at__isnull=False).count() == len(sent)
+    assert set(ProposedSteps.objects.values_list("requested_by", flat=True)) == {labeler.pk}
+    # "Ask again" on someone else's labeling sends nothing; their own page asks at once.
+    client.force_login(labeler2)
+    other = reverse("labeling:ask_again", args=[claimed.pk])
+    with django_capture_on_commit_callbacks() as sent:
+        assert htmx_post(client, other, {}).status_code in (403, 404)
+    assert not sent and not ProposedSteps.objects.filter(requested_by=labeler2).exists()
+    problem = make_problem("What is $2 + 2$?", answer="4")
+    alternatives.add_problems(batch=claimed.solution.batch, problem_ids=[problem.pk])
+    theirs = queue.claim_next(labeler2)
+    assert theirs.solution.problem_id == problem.pk
+    with django_capture_on_commit_callbacks() as sent:
+        assert client.get(reverse("labeling:labeling", args=[theirs.pk])).status_code == 200
+    asked = ProposedSteps.objects.get(problem=problem)
+    assert asked.requested_by == labeler2 and asked.sent_at is not None and len(sent) == 1
