@@ -198,7 +198,8 @@ def _task_out(proposal: ProposedSteps) -> bool:
 
 
 def _lock_labeler(labeler_id: int) -> None:
-    list(User.objects.select_for_update().filter(pk=labeler_id).values_list("pk"))
+    # NO KEY: a foreign key check on the user row (an insert that names them) does not wait.
+    list(User.objects.select_for_update(no_key=True).filter(pk=labeler_id).values_list("pk"))
 
 
 def _stop_unusable(requests: Sequence[Mapping[str, Any]], asker: int) -> set[int]:
