@@ -98,3 +98,25 @@ def test_a_statement_the_app_sends_again_is_prepared_once_on_postgresql(db):
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] for row in cursor.fetchall()]
     assert any('FROM "auth_user"' in statement for statement in prepared), prepared
+
+
+def test_a_cap_on_candidate_sets_below_one_is_refused_at_start():
+    import os
+    import subprocess
+    import sys
+
+    read = "import stepwise.settings as s; print(s.STEPWISE_CANDIDATE_SETS_PER_LABELER)"
+    environ = {**os.environ, "SECRET_KEY": "x"}
+
+    def start(value: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", read],
+            env={**environ, "STEPWISE_CANDIDATE_SETS_PER_LABELER": value},
+            capture_output=True,
+            text=True,
+        )
+
+    assert start("").stdout.strip() == "3"
+    refused = start("0")
+    assert refused.returncode != 0
+    assert "STEPWISE_CANDIDATE_SETS_PER_LABELER=0 is below 1" in refused.stderr
