@@ -200,8 +200,18 @@ class SnapshotAdmin(ReadOnlyAdmin):
 class ProposedStepsAdmin(ReadOnlyAdmin):
     """The generator's candidates, as labelers rated them: changed only by the generate task."""
 
-    list_display = ("id", "problem_id", "k", "status", "generator", "requested_at", "ready_at")
+    list_display = (
+        "id",
+        "problem_id",
+        "k",
+        "status",
+        "generator",
+        "requested_by",
+        "requested_at",
+        "ready_at",
+    )
     list_filter = ("status",)
+    list_select_related = ("requested_by",)
 
 
 @admin.register(ApiToken)

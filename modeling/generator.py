@@ -75,8 +75,10 @@ class Text:
 OnText = Callable[[int, Text], None]
 # Asked every few tokens whether anyone still waits for the samples; False stops them.
 KeepGoing = Callable[[], bool]
-# How often the local backend asks `keep_going`: a cheap query every ~0.3 s of decoding on CPU.
+# How often the local backend asks `keep_going`: a cheap query every ~0.3 s of decoding on CPU,
+# and every LOCK_WAIT_CHECK_S while its samples wait for the model (one generate at a time).
 CHECK_EVERY_TOKENS = 8
+LOCK_WAIT_CHECK_S = 0.25
 
 
 class Generator(Protocol):
@@ -443,42 +445,70 @@ class LocalGenerator:
     ) -> list[Text]:
         """The n samples are one batch over one encoding of the prompt (`_prompt_once`);
         `on_text` hears of each at the decoding step it ends, while the others go on."""
+        if self._wait_for_model(keep_going):
+            try:
+                return self._generate(prompt, n, sampling, stop, on_text, keep_going)
+            finally:
+                self._lock.release()
+        texts = [Text("", "abandoned")] * n
+        if on_text is not None:
+            for index, text in enumerate(texts):
+                on_text(index, text)
+        return texts
+
+    def _wait_for_model(self, keep_going: KeepGoing | None) -> bool:
+        """Take the model (one generate at a time) once it is free; False, without it, as soon
+        as `keep_going` says nobody waits for the samples any more (a request cancelled in the
+        queue behind another's generation ends within LOCK_WAIT_CHECK_S)."""
+        while not self._lock.acquire(timeout=LOCK_WAIT_CHECK_S):
+            if keep_going is not None and not keep_going():
+                return False
+        return True
+
+    def _generate(
+        self,
+        prompt: str,
+        n: int,
+        sampling: Sampling,
+        stop: Sequence[str],
+        on_text: OnText | None,
+        keep_going: KeepGoing | None,
+    ) -> list[Text]:
         import torch
 
-        with self._lock:
-            tokenizer, model = self._load()
-            inputs = tokenizer(prompt, return_tensors="pt").to(self._device)
-            if sampling.seed is not None:
-                torch.manual_seed(sampling.seed)
-            sample = sampling.temperature > 0
-            watch = _SampleWatch(
-                tokenizer,
-                prompt_length=inputs["input_ids"].shape[1],
-                n=n,
-                max_tokens=sampling.max_tokens,
-                stop=stop,
-                on_text=on_text,
-                keep_going=keep_going,
+        tokenizer, model = self._load()
+        inputs = tokenizer(prompt, return_tensors="pt").to(self._device)
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        sample = sampling.temperature > 0
+        watch = _SampleWatch(
+            tokenizer,
+            prompt_length=inputs["input_ids"].shape[1],
+            n=n,
+            max_tokens=sampling.max_tokens,
+            stop=stop,
+            on_text=on_text,
+            keep_going=keep_going,
+        )
+        with torch.inference_mode():
+            batch = (
+                _prompt_once(model, inputs["input_ids"], n)
+                if self.encode_prompt_once
+                else {**inputs, "num_return_sequences": n}
             )
-            with torch.inference_mode():
-                batch = (
-                    _prompt_once(model, inputs["input_ids"], n)
-                    if self.encode_prompt_once
-                    else {**inputs, "num_return_sequences": n}
-                )
-                output = model.generate(
-                    **batch,
-                    do_sample=sample,
-                    temperature=sampling.temperature if sample else None,
-                    top_p=sampling.top_p if sample else None,
-                    top_k=None,
-                    max_new_tokens=sampling.max_tokens,
-                    stopping_criteria=[watch],  # the stop strings are its to check
-                    pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
-                    # A sample that starts with the blank line (or ends at once) is an empty
-                    # step, dropped and drawn again: never let one start that way.
-                    begin_suppress_tokens=[*self._blank_tokens, tokenizer.eos_token_id],
-                )
+            output = model.generate(
+                **batch,
+                do_sample=sample,
+                temperature=sampling.temperature if sample else None,
+                top_p=sampling.top_p if sample else None,
+                top_k=None,
+                max_new_tokens=sampling.max_tokens,
+                stopping_criteria=[watch],  # the stop strings are its to check
+                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+                # A sample that starts with the blank line (or ends at once) is an empty
+                # step, dropped and drawn again: never let one start that way.
+                begin_suppress_tokens=[*self._blank_tokens, tokenizer.eos_token_id],
+            )
         return watch.texts(output)
 
 

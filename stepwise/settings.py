@@ -524,6 +524,15 @@ STEPWISE_GENERATOR_TOP_P = env_float("STEPWISE_GENERATOR_TOP_P", 0.95)
 STEPWISE_GENERATOR_TIMEOUT_S = env_float("STEPWISE_GENERATOR_TIMEOUT_S", 120.0)
 STEPWISE_GENERATOR_RETRIES = env_int("STEPWISE_GENERATOR_RETRIES", 3)
 STEPWISE_GENERATOR_CONCURRENCY = env_int("STEPWISE_GENERATOR_CONCURRENCY", 8)
+# Candidate sets one labeler may have wanted at once in the alternatives protocol (and tasks out
+# for them: queued, running, or a thread on the embedded default): the step they label, the next
+# solution's first step and one +1's next step, asked ahead. One labeler never floods the
+# generator; a request past it stops their oldest set, or waits for a task to end.
+STEPWISE_CANDIDATE_SETS_PER_LABELER = env_int("STEPWISE_CANDIDATE_SETS_PER_LABELER", 3)
+if STEPWISE_CANDIDATE_SETS_PER_LABELER < 1:
+    raise ImproperlyConfigured(
+        f"STEPWISE_CANDIDATE_SETS_PER_LABELER={STEPWISE_CANDIDATE_SETS_PER_LABELER} is below 1"
+    )
 
 LOGGING = {
     "version": 1,

@@ -145,3 +145,25 @@ def test_the_embedded_default_runs_without_debug_on_plain_http_with_a_key_of_its
     production = _startup(DATABASE_URL="postgres://stepwise@127.0.0.1:1/stepwise")
     assert production.returncode != 0
     assert "SECRET_KEY must be set when DEBUG is off" in production.stderr
+
+
+def test_a_cap_on_candidate_sets_below_one_is_refused_at_start():
+    import os
+    import subprocess
+    import sys
+
+    read = "import stepwise.settings as s; print(s.STEPWISE_CANDIDATE_SETS_PER_LABELER)"
+    environ = {**os.environ, "SECRET_KEY": "x"}
+
+    def start(value: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", read],
+            env={**environ, "STEPWISE_CANDIDATE_SETS_PER_LABELER": value},
+            capture_output=True,
+            text=True,
+        )
+
+    assert start("").stdout.strip() == "3"
+    refused = start("0")
+    assert refused.returncode != 0
+    assert "STEPWISE_CANDIDATE_SETS_PER_LABELER=0 is below 1" in refused.stderr

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0013_proposal_streaming"),
+        ("labeling", "0014_proposal_cap"),
     ]
 
     operations = [

@@ -343,8 +343,9 @@ class ProposedSteps(models.Model):
         RUNNING = "running", "running"  # its candidates appear in `steps` one by one
         READY = "ready", "ready"
         FAILED = "failed", "failed"
-        # Stopped while running: nobody waited for this prefix any more. Sent again, keeping
-        # its candidates, when someone reaches it.
+        # Stopped or cancelled: nobody waited for this prefix any more, or its labeler's newer
+        # requests took its place (the cap). Sent again, keeping its candidates, when someone
+        # reaches it.
         STOPPED = "stopped", "stopped"
 
     problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="proposals")
@@ -367,6 +368,21 @@ class ProposedSteps(models.Model):
     error = models.TextField(blank=True)
     requested_at = models.DateTimeField(default=timezone.now)
     ready_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The labeler who asked for it last: it counts against their cap "
+        "(STEPWISE_CANDIDATE_SETS_PER_LABELER).",
+    )
+    sent_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its task was sent; cleared when the task is through. Empty on a pending "
+        "request: it waits for one of its labeler's tasks to end.",
+    )
 
     # What the page says of each reason in `dropped` (one sample, several).
     DROPPED_WORDING = {

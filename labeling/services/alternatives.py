@@ -14,6 +14,8 @@ modeling; the page polls the row). They are requested ahead: the first step's at
 candidate +1 (the likely choice), so the common case never waits on the model. Each candidate
 is stored as soon as its sample ends, so the labeler reads and rates the first ones while the
 others are written; the generator stops for a prefix nobody waits for (`proposal_wanted`).
+Each labeler has at most STEPWISE_CANDIDATE_SETS_PER_LABELER requests wanted, and as many tasks
+out, so that one labeler never floods the generator (`request_proposal`).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from labeling import selectors
@@ -109,35 +114,145 @@ def add_problems(*, batch: Batch, problem_ids: list[int]) -> int:
 
 
 def request_proposal(
-    *, problem: Problem, prefix: list[str], k: int, again: bool = False
-) -> ProposedSteps:
-    """The candidates for this prefix: existing ones, or a new request sent to the generator.
-    `again` sends a failed request once more (the page's "ask the model again"); a request
-    whose worker died (still open past the task's time limit), or that was stopped because
-    nobody waited for it then, is sent again by itself. The candidates it has are kept: the
-    generator only adds to them."""
+    *,
+    problem: Problem,
+    prefix: list[str],
+    k: int,
+    labeler_id: int,
+    again: bool = False,
+    ahead: bool = False,
+) -> ProposedSteps | None:
+    """The candidates for this prefix: existing ones, or a request sent to the generator for
+    the labeler. `again` sends a failed request once more (the page's "ask the model again"); a
+    request whose task was lost (still open past the task's time limit), or that was stopped,
+    is sent again by itself. The candidates it has are kept: the generator only adds to them.
+
+    A labeler has at most STEPWISE_CANDIDATE_SETS_PER_LABELER sets wanted (pending or running)
+    and as many tasks out. At the cap, a new request first stops their sets nobody can use any
+    more, then their oldest; one asked `ahead` (a guess at what comes next) is not made then
+    (None). A request that finds their tasks all out waits, pending, until one of them ends."""
     digest = prefix_hash(prefix)
-    proposal, created = ProposedSteps.objects.get_or_create(
-        problem=problem, prefix_sha256=digest, k=k, defaults={"prefix": prefix}
-    )
-    stale = proposal.requested_at < timezone.now() - PROPOSAL_STALE
-    open_statuses = (ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
-    resend = (
-        (again and proposal.status == ProposedSteps.Status.FAILED)
-        or (stale and proposal.status in open_statuses)
-        or proposal.status == ProposedSteps.Status.STOPPED
-    )
-    if not created and resend:
+    proposal = ProposedSteps.objects.filter(problem=problem, prefix_sha256=digest, k=k).first()
+    if proposal is not None and not _needs_sending(proposal, again):
+        return proposal
+    with transaction.atomic():
+        _lock_labeler(labeler_id)  # two tabs of one labeler count their sets one at a time
+        mine = ProposedSteps.objects.filter(requested_by_id=labeler_id, status__in=OPEN)
+        if proposal is not None:
+            mine = mine.exclude(pk=proposal.pk)
+        wanted = list(mine.order_by("requested_at").values("pk", "problem_id", "prefix", "k"))
+        cap = settings.STEPWISE_CANDIDATE_SETS_PER_LABELER
+        if len(wanted) >= cap:  # at the cap: first the sets nobody can use any more go
+            stopped = _stop_unusable(wanted, labeler_id)
+            wanted = [row for row in wanted if row["pk"] not in stopped]
+        over = len(wanted) + 1 - cap
+        if over > 0:
+            if ahead:
+                return proposal
+            # The labeler waits for this one: their oldest sets make room.
+            ProposedSteps.objects.filter(pk__in=[row["pk"] for row in wanted[:over]]).update(
+                status=ProposedSteps.Status.STOPPED
+            )
+        now = timezone.now()
+        asked = {
+            "status": ProposedSteps.Status.PENDING,
+            "error": "",
+            "requested_at": now,
+            "requested_by_id": labeler_id,
+        }
+        if proposal is None:
+            try:
+                with transaction.atomic():
+                    proposal = ProposedSteps.objects.create(
+                        problem=problem, prefix=prefix, prefix_sha256=digest, k=k, **asked
+                    )
+            except IntegrityError:  # another labeler's request made it meanwhile
+                return ProposedSteps.objects.get(problem=problem, prefix_sha256=digest, k=k)
         # Conditional on what was read: of two requests racing here, one sends.
-        created = bool(
-            ProposedSteps.objects.filter(
-                pk=proposal.pk, status=proposal.status, requested_at=proposal.requested_at
-            ).update(status=ProposedSteps.Status.PENDING, error="", requested_at=timezone.now())
-        )
-        proposal.refresh_from_db()
-    if created:
-        _send(proposal.pk)
+        elif ProposedSteps.objects.filter(
+            pk=proposal.pk, status=proposal.status, sent_at=proposal.sent_at
+        ).update(**asked):
+            for field, value in asked.items():
+                setattr(proposal, field, value)
+        else:
+            proposal.refresh_from_db()
+            return proposal
+        if proposal.pk in _send_waiting(labeler_id, now):
+            proposal.sent_at = now
     return proposal
+
+
+OPEN = (ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
+
+
+def _needs_sending(proposal: ProposedSteps, again: bool) -> bool:
+    if proposal.status in OPEN:
+        return not _task_out(proposal)  # waiting for room, or its task was lost
+    return proposal.status == ProposedSteps.Status.STOPPED or (
+        again and proposal.status == ProposedSteps.Status.FAILED
+    )
+
+
+def _task_out(proposal: ProposedSteps) -> bool:
+    return proposal.sent_at is not None and proposal.sent_at >= timezone.now() - PROPOSAL_STALE
+
+
+def _lock_labeler(labeler_id: int) -> None:
+    # NO KEY: a foreign key check on the user row (an insert that names them) does not wait.
+    list(User.objects.select_for_update(no_key=True).filter(pk=labeler_id).values_list("pk"))
+
+
+def _stop_unusable(requests: Sequence[Mapping[str, Any]], asker: int) -> set[int]:
+    """Stop those of the asker's open `requests` (rows of pk, problem_id, prefix, k) that
+    nobody can use any more (`_usable`): a queued task finds its request stopped and does
+    nothing, a running one stops at its next check. Returns their ids."""
+    unusable = {
+        row["pk"]
+        for row in requests
+        if not _usable(problem_id=row["problem_id"], prefix=row["prefix"], k=row["k"], asker=asker)
+    }
+    if unusable:
+        ProposedSteps.objects.filter(pk__in=unusable, status__in=OPEN).update(
+            status=ProposedSteps.Status.STOPPED
+        )
+    return unusable
+
+
+def _send_waiting(labeler_id: int, now: datetime) -> set[int]:
+    """Send the labeler's requests waiting for a task, newest first, while fewer than the cap
+    of theirs are out; returns their ids. The caller holds the labeler's lock."""
+    fresh = now - PROPOSAL_STALE
+    rows = ProposedSteps.objects.filter(
+        Q(sent_at__gte=fresh) | Q(status=ProposedSteps.Status.PENDING), requested_by_id=labeler_id
+    ).values_list("pk", "sent_at", "requested_at")
+    out = [row for row in rows if row[1] is not None and row[1] >= fresh]
+    waiting = sorted((row for row in rows if row not in out), key=lambda row: row[2])
+    room = settings.STEPWISE_CANDIDATE_SETS_PER_LABELER - len(out)
+    sent = {pk for pk, _, _ in waiting[::-1][: max(room, 0)]}
+    if sent:
+        ProposedSteps.objects.filter(pk__in=sent).update(sent_at=now)
+    for pk in sent:
+        # By task name: the modeling app fills it (labeling never imports modeling).
+        start_on_commit(PROPOSAL_TASK, pk)
+    return sent
+
+
+def proposal_task_done(proposal_id: int) -> None:
+    """The request's task is through, whatever it did: the labeler's next request waiting for
+    a task is sent. A request running meanwhile is another task's, still out."""
+    with transaction.atomic():
+        labeler_id = (
+            ProposedSteps.objects.filter(pk=proposal_id)
+            .values_list("requested_by_id", flat=True)
+            .first()
+        )
+        if labeler_id is not None:
+            _lock_labeler(labeler_id)
+        ProposedSteps.objects.filter(pk=proposal_id).exclude(
+            status=ProposedSteps.Status.RUNNING
+        ).update(sent_at=None)
+        if labeler_id is not None:
+            _send_waiting(labeler_id, timezone.now())
 
 
 def _k(labeling: Labeling) -> int:
@@ -153,41 +268,64 @@ def _find_proposal(labeling: Labeling, prefix: list[str], k: int) -> ProposedSte
     ).first()
 
 
-def _send(proposal_id: int) -> None:
-    # By task name: the modeling app fills it (labeling never imports modeling).
-    start_on_commit(PROPOSAL_TASK, proposal_id)
-
-
 def proposal_wanted(proposal_id: int) -> bool:
     """Whether anyone still waits for this request's candidates: the generator asks every few
-    tokens and stops when nobody does. Wanted while it is running (not answered, reset or
-    deleted meanwhile) and it is a first step (asked ahead of any claim, one per problem), the
-    path of an open labeling of its problem or one step past it (asked ahead on a +1), or the
-    steps before a pre-generated step of its problem (the alternatives after a −1)."""
-    proposal = (
+    tokens (and while it waits for the model) and stops when nobody does. Wanted while it is
+    running (not answered, stopped, reset or deleted meanwhile) and usable (`_usable`)."""
+    row = (
         ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.RUNNING)
-        .values("problem_id", "prefix", "k")
+        .values("problem_id", "prefix", "k", "requested_by_id")
         .first()
     )
-    if proposal is None:
+    if row is None:
         return False
-    prefix = proposal["prefix"]
-    if not prefix:
-        return True
+    return _usable(
+        problem_id=row["problem_id"], prefix=row["prefix"], k=row["k"], asker=row["requested_by_id"]
+    )
+
+
+def _usable(*, problem_id: int, prefix: list[str], k: int, asker: int | None) -> bool:
+    """Whether anyone can still use the candidates after `prefix`: an open labeling of the
+    problem is at that prefix, or one step before it and rated that step +1 among its
+    candidates (asked ahead of the choice); a first step whose asker has not left a labeling
+    of the problem (asked ahead of a claim); or the alternatives to the step a labeling of the
+    problem ended on with a −1 (PRM800K phase 2)."""
     open_labelings = Labeling.objects.filter(
-        solution__problem_id=proposal["problem_id"],
+        solution__problem_id=problem_id,
         solution__format=Solution.Format.PHASE1,
         status=Labeling.Status.IN_PROGRESS,
     ).select_related("solution__batch")
     for labeling in open_labelings:
-        if _k(labeling) == proposal["k"] and path_of(labeling)[0] in (prefix, prefix[:-1]):
+        if _k(labeling) != k:
+            continue
+        path, open_step = path_of(labeling)
+        if path == prefix:
             return True
-    pre_generated = Solution.objects.filter(
-        problem_id=proposal["problem_id"], batch__alternatives_after_error=True
-    ).exclude(format=Solution.Format.PHASE1)
+        if prefix and path == prefix[:-1] and open_step is not None:
+            rated_up = {c.text for c in open_step.completions.all() if c.rating == 1}
+            if prefix[-1] in rated_up:
+                return True
+    if not prefix:
+        left = Labeling.objects.filter(labeler_id=asker, solution__problem_id=problem_id).exclude(
+            status=Labeling.Status.IN_PROGRESS
+        )
+        if asker is None or not left.exists():
+            return True
+    ended_on_minus_one = (
+        Labeling.objects.filter(
+            solution__problem_id=problem_id,
+            solution__batch__protocol=Batch.Protocol.STEPS,
+            solution__batch__alternatives_after_error=True,
+            solution__batch__alternatives_k=k,
+            status=Labeling.Status.COMPLETED,
+            finish_reason=FinishReason.FOUND_ERROR,
+        )
+        .annotate(wrong=Max("step_labels__index"))
+        .filter(wrong=len(prefix))
+    )
     return any(
-        steps[: len(prefix)] == prefix and len(steps) > len(prefix)
-        for steps in pre_generated.values_list("steps", flat=True)
+        steps[: len(prefix)] == prefix
+        for steps in ended_on_minus_one.values_list("solution__steps", flat=True)
     )
 
 
@@ -279,7 +417,12 @@ def alternatives_panel(labeling: Labeling, *, request_missing: bool = True) -> A
         k = _k(labeling)
         prefix = [step.text for step in path]
         if request_missing and labeling.status == Labeling.Status.IN_PROGRESS:
-            proposal = request_proposal(problem=labeling.solution.problem, prefix=prefix, k=k)
+            proposal = request_proposal(
+                problem=labeling.solution.problem,
+                prefix=prefix,
+                k=k,
+                labeler_id=labeling.labeler_id,
+            )
             if not path and batch is not None:
                 _first_steps_ahead(labeling, batch, k)
         else:
@@ -321,7 +464,11 @@ def after_error_panel(
     proposal: ProposedSteps | None
     if request_missing:
         proposal = request_proposal(
-            problem=labeling.solution.problem, prefix=prefix, k=k, again=again
+            problem=labeling.solution.problem,
+            prefix=prefix,
+            k=k,
+            labeler_id=labeling.labeler_id,
+            again=again,
         )
     else:
         proposal = _find_proposal(labeling, prefix, k)
@@ -396,16 +543,24 @@ def _first_steps_ahead(labeling: Labeling, batch: Batch, k: int) -> None:
     """The first step of a solution has no step before it to generate ahead from: ask for the
     first candidates of the solution this labeler will claim next, so it is ready by then."""
     for solution in next_claims(labeling.labeler, batch, FIRST_STEPS_AHEAD):
-        request_proposal(problem=solution.problem, prefix=[], k=k)
+        request_proposal(
+            problem=solution.problem, prefix=[], k=k, labeler_id=labeling.labeler_id, ahead=True
+        )
 
 
 def current_proposal(labeling: Labeling, *, again: bool = False) -> ProposedSteps:
     """The candidates for the labeling's next step (requested now if nobody asked yet; with
     `again`, a failed request is sent once more)."""
     path, _ = path_of(labeling)
-    return request_proposal(
-        problem=labeling.solution.problem, prefix=path, k=_k(labeling), again=again
+    proposal = request_proposal(
+        problem=labeling.solution.problem,
+        prefix=path,
+        k=_k(labeling),
+        labeler_id=labeling.labeler_id,
+        again=again,
     )
+    assert proposal is not None  # only a request asked ahead is ever not made
+    return proposal
 
 
 def _open_alternatives(labeling: Labeling, step_index: int) -> list[str]:
@@ -497,7 +652,13 @@ def rate_candidate(
 def _ask_ahead(labeling: Labeling, path: list[str], text: str, rating_value: int, k: int) -> None:
     """A +1 is the likely choice: its successors are generated while the labeler rates on."""
     if rating_value == 1 and not is_final_step(text):
-        request_proposal(problem=labeling.solution.problem, prefix=[*path, text], k=k)
+        request_proposal(
+            problem=labeling.solution.problem,
+            prefix=[*path, text],
+            k=k,
+            labeler_id=labeling.labeler_id,
+            ahead=True,
+        )
 
 
 def choose_candidate(
@@ -547,6 +708,8 @@ def write_step(
         raise LabelingError("Write the step before submitting it.")
     if len(text) > MAX_STEP_CHARS:
         raise LabelingError(f"A step has at most {MAX_STEP_CHARS} characters.")
+    if "\x00" in text:  # PostgreSQL's text refuses it (the release's texts never hold one)
+        raise LabelingError("A step cannot hold a NUL character.")
     with transaction.atomic():
         labeling = rating.labeling_for_update(labeling_id, user)
         step = StepLabel.objects.filter(labeling=labeling, index=step_index).first()
@@ -628,6 +791,11 @@ def step_back(*, labeling_id: int, user: User) -> Labeling:
         StepLabel.objects.filter(pk=last.pk).update(chosen_completion=None, time_ms=None)
         labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
         labeling.save(update_fields=["lease_expires_at", "updated_at"])
+        # The path moved back: what the labeler asked past it, unless rated +1, is of no use now.
+        asked = ProposedSteps.objects.filter(
+            requested_by_id=user.pk, problem_id=labeling.solution.problem_id, status__in=OPEN
+        ).values("pk", "problem_id", "prefix", "k")
+        _stop_unusable([row for row in asked if len(row["prefix"]) >= len(settled)], user.pk)
         return labeling
 
 
@@ -656,7 +824,9 @@ def _after_step(
         rating.end_labeling(labeling, FinishReason.SOLUTION, user, now)
         return labeling
     batch = labeling.solution.batch
-    request_proposal(problem=labeling.solution.problem, prefix=path, k=_k(labeling))
+    request_proposal(
+        problem=labeling.solution.problem, prefix=path, k=_k(labeling), labeler_id=user.pk
+    )
     labeling.lease_expires_at = lease_until(batch, now)
     labeling.save(update_fields=["lease_expires_at", "updated_at"])
     return labeling

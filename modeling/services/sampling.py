@@ -108,12 +108,22 @@ def fill_proposal(
     proposal_id: int, *, progress: Callable[[ProposedSteps], None] | None = None
 ) -> ProposedSteps | None:
     """Answer a labeler's request for candidate next steps (`labeling.services.alternatives`
-    sends it as the task `modeling.tasks.generate_proposal`); None when another worker has it
-    or it is done (a redelivery). Each candidate is stored as its sample ends, while the request
-    is still running, so the page shows it at once; the generator stops when nobody waits for
-    the prefix any more (STOPPED, sent again when someone reaches it). A generator that fails
-    marks it failed, keeping what it had found: the page says so. `progress` sees the row
-    each time a candidate is stored."""
+    sends it as the task `modeling.tasks.generate_proposal`); None when another worker has it,
+    it is done (a redelivery) or it was stopped before its turn. Each candidate is stored as its
+    sample ends, while the request is still running, so the page shows it at once; the
+    generator stops when nobody waits for the prefix any more (STOPPED, sent again when someone
+    reaches it). A generator that fails marks it failed, keeping what it had found: the page
+    says so. `progress` sees the row each time a candidate is stored. Once through, the
+    labeler's next request waiting for a task is sent."""
+    try:
+        return _fill_proposal(proposal_id, progress)
+    finally:
+        alternatives.proposal_task_done(proposal_id)
+
+
+def _fill_proposal(
+    proposal_id: int, progress: Callable[[ProposedSteps], None] | None
+) -> ProposedSteps | None:
     if not ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.PENDING).update(
         status=ProposedSteps.Status.RUNNING
     ):

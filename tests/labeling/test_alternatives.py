@@ -5,6 +5,7 @@ exported as a phase-1 line of the release's shape."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -236,7 +237,7 @@ def test_a_request_whose_worker_died_is_sent_again_and_a_failed_one_only_when_as
     ProposedSteps.objects.filter(pk=proposal.pk).update(status=ProposedSteps.Status.RUNNING)
     assert alternatives.current_proposal(claimed).status == ProposedSteps.Status.RUNNING
     long_ago = timezone.now() - alternatives.PROPOSAL_STALE - timedelta(seconds=1)
-    ProposedSteps.objects.filter(pk=proposal.pk).update(requested_at=long_ago)
+    ProposedSteps.objects.filter(pk=proposal.pk).update(sent_at=long_ago)
     with eager_tasks():
         again = alternatives.current_proposal(claimed)  # past the task's limit: sent again
     ready(again)
@@ -509,72 +510,141 @@ def test_generation_stops_for_a_prefix_nobody_waits_for_and_resumes_when_someone
         steps=first,
         generator="test",
     )
-    ids = {"labeling_id": claimed.pk, "user": labeler}
-    alternatives.rate_candidate(**ids, step_index=0, candidate_index=0, rating_value=1)
+    rate = {"labeling_id": claimed.pk, "user": labeler, "step_index": 0, "candidate_index": 0}
+    alternatives.rate_candidate(**rate, rating_value=1)
     ahead = ProposedSteps.objects.get(prefix=first[:1])  # asked at the +1, ahead of a choice
-    # Before the model gets to it, the labeler writes their own step 1 instead: nobody waits
-    # for what comes after the +1 any more (asked after the prompt's pass, then as it goes).
-    alternatives.write_step(**ids, step_index=0, text="I add: $2 + 3 = 5$.")
+    # Before the model gets to it, the labeler changes their mind: nobody waits for what comes
+    # after that candidate any more (asked after the prompt's pass, then as it goes).
+    alternatives.rate_candidate(**rate, rating_value=0)
     stopped = sampling.fill_proposal(ahead.pk)
     assert stopped.status == ProposedSteps.Status.STOPPED
     assert stopped.dropped["abandoned"] >= 1
     assert len(stopped.steps) + sum(stopped.dropped.values()) == 5
 
-    alternatives.step_back(**ids)  # back at step 1, where the +1 is: wanted again
-    resumed = alternatives.request_proposal(problem=problem, prefix=first[:1], k=5)
-    assert resumed.pk == ahead.pk and resumed.status == ProposedSteps.Status.PENDING
+    alternatives.rate_candidate(**rate, rating_value=1)  # +1 again: wanted again, sent again
+    resumed = ProposedSteps.objects.get(pk=ahead.pk)
+    assert resumed.status == ProposedSteps.Status.PENDING and resumed.sent_at is not None
     resumed = sampling.fill_proposal(ahead.pk)
     assert resumed.status == ProposedSteps.Status.READY
     assert resumed.steps[: len(stopped.steps)] == stopped.steps  # kept, the new ones after
     assert len(resumed.steps) + sum(resumed.dropped.values()) == 5
+    resumed.refresh_from_db()
+    assert resumed.sent_at is None  # its task is through: no longer counted against the cap
 
 
-def test_candidates_are_wanted_at_a_labelers_prefix_or_one_step_past_it(claimed, labeler):
+def test_candidates_are_wanted_at_a_labelers_prefix_or_after_a_candidate_they_rated_plus_one(
+    claimed, labeler, labeler2
+):
+    from labeling.models import StepLabel
+
     problem = claimed.solution.problem
 
-    def asked(prefix: list[str], k: int = 2, status=ProposedSteps.Status.RUNNING) -> int:
+    def asked(prefix: list[str], k: int = 2, status=ProposedSteps.Status.RUNNING, **extra) -> int:
         return ProposedSteps.objects.create(
             problem=problem,
             prefix=prefix,
             prefix_sha256=alternatives.prefix_hash(prefix),
             k=k,
             status=status,
+            sent_at=timezone.now(),  # its task is out
+            requested_by=labeler,
+            **extra,
         ).pk
 
     def wanted() -> dict[str, bool]:
         return {name: alternatives.proposal_wanted(pk) for name, pk in rows.items()}
 
     rows = {
-        "first": asked([]),
+        "first": asked([], steps=["I add.", "I subtract."]),
         "one": asked(["I add."]),
         "two": asked(["I add.", "So 5."]),
         "other": asked(["I subtract.", "So -1."]),
         "other k": asked(["I add."], k=3),
         "pending": asked(["I add!"], status=ProposedSteps.Status.PENDING),
     }
-    # At step 1: the first candidates, and those after any candidate of step 1 (a +1's).
-    assert wanted() == {
-        "first": True,
-        "one": True,
-        "two": False,
-        "other": False,
-        "other k": False,
-        "pending": False,
-    }
+    # At step 1: the first candidates; those after a candidate only while it is rated +1.
+    assert [name for name, yes in wanted().items() if yes] == ["first"]
+    rate = {"labeling_id": claimed.pk, "user": labeler, "step_index": 0, "candidate_index": 0}
+    alternatives.rate_candidate(**rate, rating_value=1)
+    assert [name for name, yes in wanted().items() if yes] == ["first", "one"]
+    alternatives.rate_candidate(**rate, rating_value=0)
+    assert [name for name, yes in wanted().items() if yes] == ["first"]
     alternatives.write_step(labeling_id=claimed.pk, user=labeler, step_index=0, text="I add.")
-    assert wanted() == {
-        "first": True,
-        "one": True,
-        "two": True,
-        "other": False,
-        "other k": False,
-        "pending": False,
-    }
+    # At step 2: its own prefix; a first step stays wanted while the labeling is open.
+    assert [name for name, yes in wanted().items() if yes] == ["first", "one"]
     Labeling.objects.filter(pk=claimed.pk).update(status=Labeling.Status.EXPIRED)
-    assert wanted() == {name: name == "first" for name in rows}  # first steps: asked ahead
+    assert not any(wanted().values())  # the labeler left: nobody waits for any of them
     ProposedSteps.objects.filter(pk=rows["first"]).delete()
     assert alternatives.proposal_wanted(rows["first"]) is False
-    # The alternatives to a pre-generated step (after a −1) are wanted while it exists.
+    # The alternatives to a pre-generated step are wanted once a labeling ended on it with a −1.
     batch = make_batch(alternatives_after_error=True, alternatives_k=2)
-    make_solution(batch, steps=["I subtract.", "So -1.", "# Answer\n\n-1"], problem=problem)
+    solution = make_solution(
+        batch, steps=["I subtract.", "So -1.", "# Answer\n\n-1"], problem=problem
+    )
+    assert alternatives.proposal_wanted(rows["other"]) is False
+    ended = Labeling.objects.create(
+        solution=solution,
+        labeler=labeler2,
+        status=Labeling.Status.COMPLETED,
+        finish_reason=FinishReason.FOUND_ERROR,
+    )
+    StepLabel.objects.bulk_create(StepLabel(labeling=ended, index=i) for i in range(2))
+    assert alternatives.proposal_wanted(rows["other"]) is False  # a −1 at step 2, not step 3
+    StepLabel.objects.create(labeling=ended, index=2)
     assert alternatives.proposal_wanted(rows["other"]) is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_the_embedded_default_one_labeler_holds_at_most_the_cap_of_generation_threads(
+    labeler, settings
+):
+    """The demo runs each request in a thread of the web process (15 write/back cycles started
+    17 threads, all waiting for the model). While the model is busy with someone else's
+    candidates: a +1 on every candidate asks ahead for at most the cap of sets, and write/back
+    cycles leave no thread behind for a path the labeler left."""
+    from modeling.services import sampling
+    from tests.helpers.threads import background_threads
+
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # what the demo does (no broker, no worker)
+    cap = settings.STEPWISE_CANDIDATE_SETS_PER_LABELER
+    batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=5, generation=None)
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
+    labeling = queue.claim_next(labeler)
+    first = [f"I try way {n}." for n in range(5)]
+    ProposedSteps.objects.create(
+        problem=problem,
+        prefix=[],
+        prefix_sha256=alternatives.prefix_hash([]),
+        k=5,
+        status=ProposedSteps.Status.READY,
+        steps=first,
+        generator="test",
+    )
+    threads = background_threads()
+
+    def live() -> list:
+        return [t for t in threads if t.is_alive() and t.name.startswith("generate_proposal")]
+
+    open_ = (ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
+    ids = {"labeling_id": labeling.pk, "user": labeler}
+    generator = sampling.generator_from_settings()
+    with generator._lock:  # the model is busy: every request's thread waits for it
+        for index in range(5):
+            alternatives.rate_candidate(**ids, step_index=0, candidate_index=index, rating_value=1)
+        assert len(live()) == cap
+        assert ProposedSteps.objects.count() == 1 + cap  # the aheads past the cap were not made
+        mine = ProposedSteps.objects.filter(requested_by=labeler)
+        assert mine.filter(status__in=open_).count() == cap
+        for cycle in range(5 * cap):
+            alternatives.write_step(**ids, step_index=0, text=f"I write ${cycle}$.")
+            alternatives.step_back(**ids)
+            assert mine.filter(sent_at__isnull=False).count() <= cap
+        # Back at step 1, nothing asked past it is wanted: each thread waiting for the model
+        # ends once its request is stopped (their ends are waited for, not a time).
+        assert not mine.filter(status__in=open_).exists()
+        deadline = time.monotonic() + 120
+        while live() and time.monotonic() < deadline:
+            live()[0].join(timeout=1)
+        assert live() == []
+    assert not mine.filter(sent_at__isnull=False).exists()  # no task out: the cap is free

@@ -4,14 +4,17 @@ rates, continues and writes through htmx requests; bad requests change nothing."
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
+from django.db import connections
+from django.test import Client
 from django.urls import reverse
 
 from labeling import selectors
 from labeling.models import Batch, Completion, Labeling, ProposedSteps, Solution
 from labeling.prm800k import is_final_step
-from labeling.services import alternatives, queue
+from labeling.services import alternatives, queue, rating
 from tests.factories import make_batch, make_problem, make_solution
 
 pytestmark = pytest.mark.django_db
@@ -265,6 +268,15 @@ def test_a_written_step_with_text_then_its_answer_ends_the_solution_on_the_page(
     assert not ProposedSteps.objects.exists()
 
 
+def test_a_written_step_with_a_nul_character_is_refused_and_writes_nothing(client, claimed):
+    write = reverse("labeling:write_step", args=[claimed.pk])
+    response = htmx_post(client, write, {"step_index": 0, "text": "I add \x00 $1 + 1$."})
+    assert response.status_code == 400
+    assert "A step cannot hold a NUL character." in response.content.decode()
+    assert not Completion.objects.exists()
+    assert list(ProposedSteps.objects.values_list("prefix", flat=True)) == [[]]  # step 1's
+
+
 def test_another_labeler_cannot_act_on_the_labeling(client, claimed, labeler2):
     client.force_login(labeler2)
     response = htmx_post(
@@ -302,3 +314,105 @@ def test_leads_add_problems_to_an_alternatives_batch_through_the_api(client, lea
     assert refused.status_code == 400 and "alternatives protocol" in refused.json()["detail"]
     assert Solution.objects.filter(batch=batch).count() == 1
     assert client.get(reverse("batch-detail", args=[batch.pk])).json()["protocol"] == "alternatives"
+
+
+def test_write_and_back_cycles_leave_at_most_the_cap_of_candidate_sets_wanted_and_queued(
+    client, claimed, labeler, labeler2, settings, django_capture_on_commit_callbacks
+):
+    """An attacker's cycles of "write my own step" then "back a step" (200 in 6 s queued 215
+    tasks), each asking for the candidates after a new path: at most the cap of the labeler's
+    sets stay wanted and at most the cap of tasks go out for them (none is taken here: a busy
+    worker); another labeler's request still goes out at once."""
+    cap = settings.STEPWISE_CANDIDATE_SETS_PER_LABELER
+    write = reverse("labeling:write_step", args=[claimed.pk])
+    back = reverse("labeling:step_back", args=[claimed.pk])
+    with django_capture_on_commit_callbacks() as sent:
+        for cycle in range(8 * cap):
+            response = htmx_post(client, write, {"step_index": 0, "text": f"I try ${cycle}$."})
+            assert response.status_code == 200
+            assert htmx_post(client, back, {}).status_code == 200
+    assert ProposedSteps.objects.count() == 8 * cap + 1  # each path asked for, and step 1's
+    wanted = ProposedSteps.objects.filter(
+        status__in=(ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
+    )
+    assert wanted.count() <= cap
+    assert list(wanted.values_list("prefix", flat=True)) == [[]]  # the step being labeled
+    assert len(sent) <= cap
+    assert ProposedSteps.objects.filter(sent_at__isnull=False).count() == len(sent)
+    assert set(ProposedSteps.objects.values_list("requested_by", flat=True)) == {labeler.pk}
+    # "Ask again" on someone else's labeling sends nothing; their own page asks at once.
+    client.force_login(labeler2)
+    other = reverse("labeling:ask_again", args=[claimed.pk])
+    with django_capture_on_commit_callbacks() as sent:
+        assert htmx_post(client, other, {}).status_code in (403, 404)
+    assert not sent and not ProposedSteps.objects.filter(requested_by=labeler2).exists()
+    problem = make_problem("What is $2 + 2$?", answer="4")
+    alternatives.add_problems(batch=claimed.solution.batch, problem_ids=[problem.pk])
+    theirs = queue.claim_next(labeler2)
+    assert theirs.solution.problem_id == problem.pk
+    with django_capture_on_commit_callbacks() as sent:
+        assert client.get(reverse("labeling:labeling", args=[theirs.pk])).status_code == 200
+    asked = ProposedSteps.objects.get(problem=problem)
+    assert asked.requested_by == labeler2 and asked.sent_at is not None and len(sent) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_tabs_racing_write_and_back_get_every_answer_and_keep_the_cap(
+    claimed, labeler, settings
+):
+    """Two tabs of one labeler send write/back cycles at the same moment: every request is
+    answered (a labeler's sets are counted under a lock on their user row, FOR NO KEY UPDATE:
+    FOR UPDATE deadlocked with a step back's foreign key check at its commit, in one of four
+    runs of this race at four times these cycles), and the cap holds."""
+    from modeling.services import sampling
+
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # the demo's threads; the model stays busy
+    cap = settings.STEPWISE_CANDIDATE_SETS_PER_LABELER
+    # The next solutions' first steps are asked ahead, and found ready: nothing to generate.
+    more = [make_problem(f"What is ${n} + 3$?", answer=str(n + 3)) for n in range(2)]
+    alternatives.add_problems(batch=claimed.solution.batch, problem_ids=[p.pk for p in more])
+    for problem in more:
+        ProposedSteps.objects.create(
+            problem=problem,
+            prefix=[],
+            prefix_sha256=alternatives.prefix_hash([]),
+            k=2,
+            status=ProposedSteps.Status.READY,
+            steps=["I add.", "I count."],
+            generator="test",
+        )
+    write = reverse("labeling:write_step", args=[claimed.pk])
+    back = reverse("labeling:step_back", args=[claimed.pk])
+    failures: list[object] = []
+
+    def tab(name: str) -> None:
+        tab_client = Client()
+        tab_client.force_login(labeler)
+        try:
+            for cycle in range(5 * cap):
+                text = {"step_index": 0, "text": f"Tab {name} tries ${cycle}$."}
+                answers = {
+                    htmx_post(tab_client, write, text).status_code,
+                    htmx_post(tab_client, back, {}).status_code,
+                }
+                if not answers <= {200, 409}:  # 409: the other tab's step came first
+                    failures.append(answers)
+        except Exception as exc:  # the test client raises what the view raised
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    with sampling.generator_from_settings()._lock:
+        tabs = [threading.Thread(target=tab, args=(name,)) for name in "AB"]
+        for thread in tabs:
+            thread.start()
+        for thread in tabs:
+            thread.join()
+        assert failures == []
+        wanted = ProposedSteps.objects.filter(
+            status__in=(ProposedSteps.Status.PENDING, ProposedSteps.Status.RUNNING)
+        )
+        assert wanted.count() <= cap
+        assert ProposedSteps.objects.filter(sent_at__isnull=False).count() <= cap
+        # Given up: nobody waits for step 1's candidates, whose thread ends without the model.
+        rating.finish_labeling(labeling_id=claimed.pk, user=labeler, reason="give_up")
