@@ -314,12 +314,6 @@ class Claim:
         return None if labeling is None else cls(labeling)
 
 
-def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
-    """The labeling this user should work on now (`claim`, without how it was found)."""
-    found = claim(user, batch=batch)
-    return None if found is None else found.labeling
-
-
 def claim(user: User, *, batch: Batch | None = None) -> Claim | None:
     """The labeling this user should work on now: their open one, else a newly claimed one.
 

@@ -9,8 +9,9 @@ from django.urls import reverse
 from labeling import selectors
 from labeling.models import Batch, Completion, Labeling, ProposedSteps, Solution
 from labeling.prm800k import is_final_step
-from labeling.services import alternatives, queue
+from labeling.services import alternatives
 from tests.factories import make_batch, make_problem, make_solution
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -88,7 +89,7 @@ def claimed(client, labeler, seeded_candidates):
     problem = make_problem("What is $1 + 1$?", answer="2")
     alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
     client.force_login(labeler)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling is not None
     return labeling
 
