@@ -19,12 +19,11 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from modeling.models import ModelVersion
 from modeling.services import importing, loop, pipeline, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
-MODEL_LIMIT_S = 6 * 3600  # evaluating, gating, scoring for review
+MODEL_LIMIT_S = 6 * 3600  # gating, scoring for review
 SAMPLING_LIMIT_S = settings.CELERY_TASK_TIME_LIMIT
 
 
@@ -45,19 +44,6 @@ def gpu_train_run(run_id: int) -> int | None:
 
     version = execution.execute_training_run(run_id)
     return version.pk if version else None
-
-
-@shared_task(
-    name="modeling.tasks.gpu_evaluate_model",
-    acks_late=True,
-    time_limit=MODEL_LIMIT_S,
-    soft_time_limit=MODEL_LIMIT_S - 60,
-)
-def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -> dict:
-    from modeling.services import evaluation  # loads torch: as in gpu_train_run
-
-    version = ModelVersion.objects.get(pk=version_id)
-    return evaluation.evaluate_model_version(version, processbench=processbench or [])
 
 
 @shared_task(

@@ -37,7 +37,6 @@ def test_every_model_task_has_a_soft_time_limit_before_its_hard_one():
     ]
     assert {t.name.rsplit(".", 1)[-1] for t in model_tasks} >= {
         "gpu_train_run",
-        "gpu_evaluate_model",
         "gpu_gate_model",
         "gpu_score_for_review",
         "gpu_generation_step",
