@@ -3,7 +3,7 @@
 Services send them by dotted path after commit (`stepwise.celery.enqueue_on_commit`); tasks
 import services, never the reverse.
 
-`gpu_*` tasks are routed to the `gpu` queue (settings.CELERY_TASK_ROUTES), served by one worker
+The `gpu` queue's tasks (settings.TASK_QUEUES names every task's queue) are served by one worker
 process (prefork, concurrency 1: the pool that enforces time limits). Every model task has a soft
 time limit (SoftTimeLimitExceeded in the task: its service records why it stopped) a minute
 before its hard one (the process is killed). Late acks plus `reject_on_worker_lost` put a killed
@@ -113,7 +113,7 @@ def fail_stale_generations() -> int:
     soft_time_limit=SAMPLING_LIMIT_S - 60,
 )
 def generate_pool_run(run_id: int) -> int | None:
-    """A generate_pool run on the `generate` queue (settings route `generate_*` there)."""
+    """A generate_pool run, on the `generate` queue."""
     run = sampling.execute_sampling_run(run_id)
     return None if run is None else run.added
 

@@ -98,3 +98,16 @@ def test_a_statement_the_app_sends_again_is_prepared_once_on_postgresql(db):
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] for row in cursor.fetchall()]
     assert any('FROM "auth_user"' in statement for statement in prepared), prepared
+
+
+def test_every_registered_task_is_routed_by_its_own_line_in_the_queue_table():
+    """A task added or renamed without a line in TASK_QUEUES fails here; before the table, the
+    queue followed the name's prefix, and a rename moved a task to another worker unnoticed."""
+    from stepwise.celery import app
+
+    app.loader.import_default_modules()  # what a worker registers
+    registered = {name for name in app.tasks if not name.startswith("celery.")}
+    assert sorted(registered - set(settings.TASK_QUEUES)) == []  # every task named
+    assert sorted(set(settings.TASK_QUEUES) - registered) == []  # no line for a gone task
+    routed = {name: app.amqp.router.route({}, name)["queue"].name for name in registered}
+    assert routed == settings.TASK_QUEUES
