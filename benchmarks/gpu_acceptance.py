@@ -46,13 +46,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+from modeling.training.batching import collate  # noqa: E402
 from modeling.training.config import TrainConfig  # noqa: E402
 from modeling.training.data import (  # noqa: E402
     IGNORE,
     Alternative,
     LabeledSolution,
     build_features,
-    collate,
     pack_length,
     read_critic_parquet,
     split_by_problem,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
@@ -25,28 +24,7 @@ from modeling.models import (
 )
 from stepwise.celery import model_tasks_in_thread, waiting_too_long
 
-if TYPE_CHECKING:
-    from modeling.training.data import LabeledSolution
-
 FAILURES_SHOWN_FOR = timedelta(days=7)
-
-
-def oracle_ratings(
-    examples: Sequence[LabeledSolution], *, default: int = 1
-) -> Callable[[int], list[int]]:
-    """ratings_for(labeling_id) for the simulated labelers (`labelers.HttpLabeler`): the
-    claimed solution's steps looked up in an oracle; unknown steps get `default`. Reads the
-    database, so the client runs beside the server (benchmarks, tests)."""
-    # torch loads only where a model trains or scores, never in the web process (home reads here)
-    from modeling.training.oracle import oracle_lookup
-
-    ratings = oracle_lookup(examples, default=default)
-
-    def ratings_for(labeling_id: int) -> list[int]:
-        solution = Labeling.objects.select_related("solution__problem").get(pk=labeling_id).solution
-        return ratings(solution.problem.text, solution.steps)
-
-    return ratings_for
 
 
 # --- training runs ------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Services send them by dotted path after commit (`stepwise.celery.enqueue_on_commit`); tasks
 import services, never the reverse.
 
-`gpu_*` tasks are routed to the `gpu` queue (settings.CELERY_TASK_ROUTES), served by one worker
+The `gpu` queue's tasks (settings.TASK_QUEUES names every task's queue) are served by one worker
 process (prefork, concurrency 1: the pool that enforces time limits). Every model task has a soft
 time limit (SoftTimeLimitExceeded in the task: its service records why it stopped) a minute
 before its hard one (the process is killed). Late acks plus `reject_on_worker_lost` put a killed
@@ -19,12 +19,11 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from modeling.models import ModelVersion
 from modeling.services import importing, loop, pipeline, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
-MODEL_LIMIT_S = 6 * 3600  # evaluating, gating, scoring for review
+MODEL_LIMIT_S = 6 * 3600  # gating, scoring for review
 SAMPLING_LIMIT_S = settings.CELERY_TASK_TIME_LIMIT
 
 
@@ -45,19 +44,6 @@ def gpu_train_run(run_id: int) -> int | None:
 
     version = execution.execute_training_run(run_id)
     return version.pk if version else None
-
-
-@shared_task(
-    name="modeling.tasks.gpu_evaluate_model",
-    acks_late=True,
-    time_limit=MODEL_LIMIT_S,
-    soft_time_limit=MODEL_LIMIT_S - 60,
-)
-def gpu_evaluate_model(version_id: int, processbench: list[str] | None = None) -> dict:
-    from modeling.services import evaluation  # loads torch: as in gpu_train_run
-
-    version = ModelVersion.objects.get(pk=version_id)
-    return evaluation.evaluate_model_version(version, processbench=processbench or [])
 
 
 @shared_task(
@@ -127,7 +113,7 @@ def fail_stale_generations() -> int:
     soft_time_limit=SAMPLING_LIMIT_S - 60,
 )
 def generate_pool_run(run_id: int) -> int | None:
-    """A generate_pool run on the `generate` queue (settings route `generate_*` there)."""
+    """A generate_pool run, on the `generate` queue."""
     run = sampling.execute_sampling_run(run_id)
     return None if run is None else run.added
 

@@ -1,5 +1,5 @@
-"""The Celery app. Queues (settings.CELERY_TASK_ROUTES): `default` for light work, `gpu` for
-training and scoring, `generate` for the generator (candidate steps, sampling runs)."""
+"""The Celery app. Queues (settings.TASK_QUEUES, every task by name): `default` for light work,
+`gpu` for training and scoring, `generate` for the generator (candidate steps, sampling runs)."""
 
 import logging
 import os

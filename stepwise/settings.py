@@ -287,13 +287,30 @@ CELERY_RESULT_BACKEND = None  # progress and results go to rows that pages poll
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# `generate`: calls to the generator (candidate pools, candidate next steps for labelers), so a
-# slow model never holds up light work, and the workers near the generator take them.
-CELERY_TASK_ROUTES = {
-    "modeling.tasks.gpu_*": {"queue": "gpu"},
-    "modeling.tasks.generate_*": {"queue": "generate"},
-    "labeling.tasks.generate_*": {"queue": "generate"},
+# Every task's queue, named one by one: a task added or renamed without its line here fails the
+# suite (tests/test_settings.py) instead of landing on another queue unnoticed. `default`: light
+# database work; `gpu`: training and scoring, on the gpu worker; `generate`: calls to the
+# generator (candidate pools, candidate next steps for labelers), so a slow model never holds up
+# light work, and the workers near the generator take them.
+TASK_QUEUES = {
+    "labeling.tasks.expire_leases": "default",
+    "labeling.expire_leases": "default",  # expire_leases' old name, kept one release
+    "labeling.tasks.run_snapshot": "default",
+    "labeling.tasks.resend_snapshots": "default",
+    "modeling.tasks.resend_runs": "default",
+    "modeling.tasks.fail_stale_runs": "default",
+    "modeling.tasks.generation_step": "default",
+    "modeling.tasks.check_generation_progress": "default",
+    "modeling.tasks.fail_stale_generations": "default",
+    "modeling.tasks.gpu_train_run": "gpu",
+    "modeling.tasks.gpu_gate_model": "gpu",
+    "modeling.tasks.gpu_generation_step": "gpu",
+    "modeling.tasks.gpu_score_for_review": "gpu",
+    "modeling.tasks.generate_pool_run": "generate",
+    "modeling.tasks.generate_proposal": "generate",
+    "labeling.tasks.generate_proposal": "generate",  # generate_proposal's old name, one release
 }
+CELERY_TASK_ROUTES = {name: {"queue": queue} for name, queue in TASK_QUEUES.items()}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from dataclasses import dataclass
+from typing import Any
 
+from django.db.models import Max
+from django.utils import timezone
+
+from labeling import models as lm
 from labeling.models import Batch, Problem, Solution
+from labeling.services import tokens
+from modeling import models as mm
+from tests.helpers.users import make_user
 
 _counter = itertools.count(1)
 
@@ -47,3 +56,86 @@ def make_solution(
 
 def make_solutions(batch: Batch, count: int) -> list[Solution]:
     return [make_solution(batch) for _ in range(count)]
+
+
+@dataclass
+class OneOfEach:
+    """The rows `make_one_of_each` wrote that pages and routes are opened on."""
+
+    batch: Batch
+    solution: Solution
+    labeler: Any
+    labeling: lm.Labeling
+    guidelines: lm.Guidelines
+    snapshot: lm.Snapshot
+    token: lm.ApiToken
+    run: mm.TrainingRun
+    model: mm.ModelVersion
+    evaluation_set: mm.EvaluationSet
+    sampling_run: mm.SamplingRun
+    generation: mm.GenerationRun
+
+
+def make_one_of_each(*, lead: Any) -> OneOfEach:
+    """One row of every model of both apps, written directly (the pages that show them only
+    read them); `lead` adjudicated the solution. The labeler is lena, her labeling completed."""
+    batch = make_batch()
+    solution = make_solution(batch, problem=make_problem())
+    lena, lars = make_user("lena", "labeler"), make_user("lars", "labeler")
+    lm.Labeler.objects.create(user=lena)
+    labeling = lm.Labeling.objects.create(
+        solution=solution, labeler=lena, status="completed", finish_reason="solution"
+    )
+    step = lm.StepLabel.objects.create(labeling=labeling, index=0, chosen_completion=0)
+    lm.Completion.objects.create(step=step, index=0, text="I add.", rating=1)
+    lm.RatingEvent.objects.create(labeling=labeling, step_index=0, new_rating=1, reason="rate")
+    lm.Note.objects.create(
+        solution=solution, labeling=labeling, step_index=0, author=lena, text="Why +1."
+    )
+    lm.GoldLabel.objects.create(solution=solution, ratings=[1, 1, 1])
+    lm.GoldResult.objects.create(labeling=labeling, labeler=lena, solution=solution)
+    lm.BatchLabelerStats.objects.create(batch=batch, labeler=lena, labelings=1)
+    lm.BatchHourStats.objects.create(batch=batch, hour=timezone.now(), labelings=1)
+    lm.SolutionAgreement.objects.create(solution=solution, batch=batch, labelings=2)
+    lm.BatchAgreement.objects.create(batch=batch, solutions=1)
+    lm.PairAgreement.objects.create(labeler_a=lena, labeler_b=lars, solutions=1)
+    lm.Adjudication.objects.create(solution=solution, ratings=[1, 1, 1], lead=lead)
+    version = (lm.Guidelines.objects.aggregate(v=Max("version"))["v"] or 0) + 1
+    guidelines = lm.Guidelines.objects.create(version=version, text="# Rate every step")
+    snapshot = lm.Snapshot.objects.create(status="done", sha256="0" * 64, row_count=1)
+    token, _ = tokens.token_create(user=lena, name="lena's script", expires_in=None)
+    run = mm.TrainingRun.objects.create(name="first", config={})
+    model = mm.ModelVersion.objects.create(
+        run=run, name="prm-1", backbone="tiny", artifact_path="/x"
+    )
+    mm.SolutionScore.objects.create(
+        solution=solution, model_version=model, score=0.5, step_probs=[[0.1, 0.2, 0.7]]
+    )
+    mm.PoolEntry.objects.create(solution=make_solution(), extracted_answer="42")
+    evaluation_set = mm.EvaluationSet.objects.create(
+        version=1, problem_ids=[solution.problem_id], file_path="e.jsonl", sha256="0" * 64
+    )
+    lm.ProposedSteps.objects.create(
+        problem=solution.problem, prefix=[], prefix_sha256="0" * 64, k=2, steps=["I add."]
+    )
+    sampling_run = mm.SamplingRun.objects.create(
+        samples=2, sampling={}, problem_ids=[solution.problem_id]
+    )
+    generation = mm.GenerationRun.objects.create(generation=1, batch=batch)
+    mm.SelectionReason.objects.create(
+        generation_run=generation, solution=solution, score=0.5, rank=1, rule="convincing_wrong"
+    )
+    return OneOfEach(
+        batch=batch,
+        solution=solution,
+        labeler=lena,
+        labeling=labeling,
+        guidelines=guidelines,
+        snapshot=snapshot,
+        token=token,
+        run=run,
+        model=model,
+        evaluation_set=evaluation_set,
+        sampling_run=sampling_run,
+        generation=generation,
+    )

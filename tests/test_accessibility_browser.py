@@ -23,12 +23,12 @@ from labeling.models import (
     Snapshot,
     StepLabel,
 )
-from labeling.services import alternatives, queue, tokens
+from labeling.services import alternatives, tokens
 from labeling.services.rating import rate_step
 from modeling.models import GenerationRun, SelectionReason
 from tests.factories import make_batch, make_problem, make_solution
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label
+from tests.labeling.helpers import claim_and_label, next_labeling
 from tests.modeling.test_runs_pages import succeeded_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -68,7 +68,7 @@ def build_pages() -> dict[str, list[tuple[str, str]]]:
         steps = [f"The area is $(\\sqrt{{{side}}})^2 = {side}$.", f"# Answer\n\n{side}"]
         make_solution(batch, steps=steps, problem=problem)
     finished = claim_and_label(lena, [1, 1])
-    in_progress = queue.claim_next(lena)
+    in_progress = next_labeling(lena)
     assert in_progress is not None
     rate_step(labeling_id=in_progress.pk, user=lena, step_index=0, rating=1, elapsed_ms=900)
     assert Labeling.objects.get(pk=finished.pk).status == "completed"

@@ -8,15 +8,11 @@ import pytest
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.db.models import Max
 from django.urls import reverse
-from django.utils import timezone
 
 from labeling import models as lm
-from labeling.services import tokens
 from modeling import models as mm
-from tests.factories import make_batch, make_problem, make_solution
-from tests.helpers.users import make_user
+from tests.factories import make_one_of_each
 
 pytestmark = pytest.mark.django_db
 
@@ -39,51 +35,7 @@ def superuser(client):
 
 @pytest.fixture
 def one_of_each(superuser):
-    """One row of every model, written directly (the admin only reads them)."""
-    batch = make_batch()
-    solution = make_solution(batch, problem=make_problem())
-    lena, lars = make_user("lena", "labeler"), make_user("lars", "labeler")
-    lm.Labeler.objects.create(user=lena)
-    labeling = lm.Labeling.objects.create(
-        solution=solution, labeler=lena, status="completed", finish_reason="solution"
-    )
-    step = lm.StepLabel.objects.create(labeling=labeling, index=0, chosen_completion=0)
-    lm.Completion.objects.create(step=step, index=0, text="I add.", rating=1)
-    lm.RatingEvent.objects.create(labeling=labeling, step_index=0, new_rating=1, reason="rate")
-    lm.Note.objects.create(
-        solution=solution, labeling=labeling, step_index=0, author=lena, text="Why +1."
-    )
-    lm.GoldLabel.objects.create(solution=solution, ratings=[1, 1, 1])
-    lm.GoldResult.objects.create(labeling=labeling, labeler=lena, solution=solution)
-    lm.BatchLabelerStats.objects.create(batch=batch, labeler=lena, labelings=1)
-    lm.BatchHourStats.objects.create(batch=batch, hour=timezone.now(), labelings=1)
-    lm.SolutionAgreement.objects.create(solution=solution, batch=batch, labelings=2)
-    lm.BatchAgreement.objects.create(batch=batch, solutions=1)
-    lm.PairAgreement.objects.create(labeler_a=lena, labeler_b=lars, solutions=1)
-    lm.Adjudication.objects.create(solution=solution, ratings=[1, 1, 1], lead=superuser)
-    version = (lm.Guidelines.objects.aggregate(v=Max("version"))["v"] or 0) + 1
-    lm.Guidelines.objects.create(version=version, text="# Rate every step")
-    lm.Snapshot.objects.create(status="done", sha256="0" * 64, row_count=1)
-    tokens.token_create(user=lena, name="lena's script", expires_in=None)
-    run = mm.TrainingRun.objects.create(name="first", config={})
-    model = mm.ModelVersion.objects.create(
-        run=run, name="prm-1", backbone="tiny", artifact_path="/x"
-    )
-    mm.SolutionScore.objects.create(
-        solution=solution, model_version=model, score=0.5, step_probs=[[0.1, 0.2, 0.7]]
-    )
-    mm.PoolEntry.objects.create(solution=make_solution(), extracted_answer="42")
-    mm.EvaluationSet.objects.create(
-        version=1, problem_ids=[solution.problem_id], file_path="e.jsonl", sha256="0" * 64
-    )
-    lm.ProposedSteps.objects.create(
-        problem=solution.problem, prefix=[], prefix_sha256="0" * 64, k=2, steps=["I add."]
-    )
-    mm.SamplingRun.objects.create(samples=2, sampling={}, problem_ids=[solution.problem_id])
-    generation = mm.GenerationRun.objects.create(generation=1, batch=batch)
-    mm.SelectionReason.objects.create(
-        generation_run=generation, solution=solution, score=0.5, rank=1, rule="convincing_wrong"
-    )
+    return make_one_of_each(lead=superuser)
 
 
 def _values(row) -> dict:

@@ -12,10 +12,11 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from labeling.services import queue, tokens
+from labeling.services import tokens
 from stepwise import celery
 from tests.factories import make_batch, make_solution
 from tests.helpers.users import make_user
+from tests.labeling.helpers import next_labeling
 
 EXAMPLES = 8  # per operation and role: a few minutes for the whole API
 
@@ -58,7 +59,7 @@ def role_headers(db, work_not_run):
         _, key = tokens.token_create(user=user, name="fuzz", expires_in=None)
         headers[role] = {"Authorization": f"Token {key}"}
     # Someone else's labeling of the same solution: the fuzzed labeler must never see it.
-    queue.claim_next(make_user("fuzz-other", "labeler"))
+    next_labeling(make_user("fuzz-other", "labeler"))
     return headers
 
 

@@ -8,10 +8,10 @@ from django.db.models.sql.compiler import SQLCompiler
 from django.test.utils import CaptureQueriesContext
 
 from labeling.models import Labeling
-from labeling.services import queue
 from labeling.services.rating import _locked_rating_read, rate_step
 from stepwise.compiled import CompiledQuery
 from tests.factories import make_batch, make_solution
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -31,8 +31,8 @@ def test_the_compiled_rating_read_gives_the_orms_rows_compiled_once(labeler, lab
     make_solution(make_batch(overlap=3), steps=["Let $x = 2$.", "So $x^2 = 4$.", "# Answer\n\n4"])
     other_batch = make_batch(name="other", overlap=2)
     make_solution(other_batch, steps=["One.", "Two."])
-    first = queue.claim_next(labeler)
-    second = queue.claim_next(labeler2)
+    first = next_labeling(labeler)
+    second = next_labeling(labeler2)
     rate_step(labeling_id=first.pk, user=labeler, step_index=0, rating=1, elapsed_ms=10)
     compiles = []
     original = SQLCompiler.as_sql

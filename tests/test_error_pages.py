@@ -12,12 +12,12 @@ from django.test import Client
 from django.urls import path, reverse
 
 from labeling.models import Batch, Labeling
-from labeling.services import queue
 from stepwise.urls import handler403, handler404, handler500  # noqa: F401 - this URLconf's too
 from stepwise.urls import urlpatterns as site_urlpatterns
 from stepwise.views import SERVER_ERROR
 from tests.factories import make_batch, make_solution
 from tests.helpers.users import make_user
+from tests.labeling.helpers import next_labeling
 
 
 def failing_view(request):
@@ -82,7 +82,7 @@ def test_a_page_for_several_roles_names_each(signed_in):
 @pytest.mark.django_db
 def test_a_refusal_that_is_not_about_a_role_shows_its_message_only(labeler, labeler2):
     make_solution(make_batch(gold_rate=0))
-    theirs = queue.claim_next(labeler2)
+    theirs = next_labeling(labeler2)
     client = Client(raise_request_exception=False)
     client.force_login(labeler)
     response = client.get(reverse("labeling:labeling", args=[theirs.pk]))

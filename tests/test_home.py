@@ -25,7 +25,7 @@ from modeling import selectors as modeling_selectors
 from modeling.models import GenerationRun, ModelVersion, PoolEntry, RunStatus, TrainingRun
 from tests.factories import make_batch, make_problem, make_solution, make_solutions
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label, label
+from tests.labeling.helpers import claim_and_label, label, next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +68,7 @@ def test_a_researcher_sees_only_the_research_section(client, researcher):
 
 def test_continue_opens_the_labeling_in_progress(client, labeler):
     make_solutions(make_batch(gold_rate=0), 2)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     label(labeling, [1])
     page = home(client, labeler)
     button = re.search(r'<a class="button primary big" id="start" href="([^"]+)">Continue', page)
@@ -87,7 +87,7 @@ def _expire(labeling: Labeling) -> None:
 
 def test_an_expired_lease_with_room_is_taken_back_by_continue(client, labeler):
     make_solutions(make_batch(gold_rate=0), 2)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     label(labeling, [1, 1])
     _expire(labeling)
     page = text(home(client, labeler))
@@ -102,7 +102,7 @@ def test_an_expired_lease_with_room_is_taken_back_by_continue(client, labeler):
 def test_an_expired_lease_in_a_paused_batch_says_the_steps_are_not_counted(client, labeler):
     batch = make_batch(gold_rate=0)
     make_solutions(batch, 2)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     label(labeling, [1])
     _expire(labeling)
     batch.is_active = False
@@ -183,7 +183,7 @@ def test_today_and_all_time_agree_on_a_step_written_in_the_alternatives_protocol
     batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
     problem = make_problem("What is $2 + 3$?", answer="5")
     alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling is not None
     alternatives.write_step(
         labeling_id=labeling.pk, user=labeler, step_index=0, text="# Answer\n\n5"

@@ -6,11 +6,10 @@ import pytest
 from django.utils import timezone
 
 from labeling.models import Labeling, Snapshot
-from labeling.services import queue
 from modeling.models import GenerationRun, ModelVersion, RunStatus, TrainingRun
 from tests.factories import make_batch, make_solutions
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label, label
+from tests.labeling.helpers import claim_and_label, label, next_labeling
 from tests.test_error_pages import CSP_VIOLATIONS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -35,7 +34,7 @@ def test_each_role_home_renders_and_enter_continues_the_labeling(
         claim_and_label(make_user(name, "labeler"), [1, 1, -1])
     kim = make_user("kim", "labeler")
     claim_and_label(kim, [1, 0, 1])
-    in_progress = queue.claim_next(kim)
+    in_progress = next_labeling(kim)
     label(in_progress, [1])
     run = TrainingRun.objects.create(
         name="gen-5 prm", status=RunStatus.SUCCEEDED, metrics={"auroc": 0.83}

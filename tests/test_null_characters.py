@@ -28,7 +28,7 @@ from labeling.services import queue
 from modeling.models import TrainingRun
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.helpers.users import api_client_for, make_user
-from tests.labeling.helpers import claim_and_label
+from tests.labeling.helpers import claim_and_label, next_labeling
 from tests.labeling.test_notes import step_by_step_batch
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,7 @@ def note(client) -> Sent:
 def skip_reason(client) -> Sent:
     lena = make_user("lena", "labeler")
     make_solutions(make_batch(gold_rate=0), 2)
-    labeling = queue.claim_next(lena)
+    labeling = next_labeling(lena)
     client.force_login(lena)
     sent = client.post(reverse("labeling:skip", args=[labeling.pk]), {"reason": NUL})
     return sent, Labeling.objects.filter(status=Labeling.Status.SKIPPED).exists
@@ -61,7 +61,7 @@ def skip_reason(client) -> Sent:
 def written_step(client) -> Sent:
     mia = make_user("mia", "labeler")
     step_by_step_batch()
-    labeling = queue.claim_next(mia)
+    labeling = next_labeling(mia)
     client.force_login(mia)
     url = reverse("labeling:write_step", args=[labeling.pk])
     sent = client.post(url, {"step_index": "0", "text": NUL}, HTTP_HX_REQUEST="true")

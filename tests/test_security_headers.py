@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from labeling.services import queue
 from tests.factories import make_batch, make_solution
 from tests.helpers.users import make_user
+from tests.labeling.helpers import next_labeling
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,7 +106,7 @@ def test_every_role_page_runs_under_the_csp_without_a_violation(strict_page, liv
     user = make_user("ada", "labeler", "lead", "researcher")
     batch = make_batch(gold_rate=0)
     make_solution(batch, steps=["We have $\\frac{1}{2} + \\frac{1}{2} = 1$.", "# Answer\n\n1"])
-    labeling = queue.claim_next(user)
+    labeling = next_labeling(user)
     page.add_init_script(REPORT_VIOLATIONS)
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", "ada")

@@ -167,3 +167,16 @@ def test_a_cap_on_candidate_sets_below_one_is_refused_at_start():
     refused = start("0")
     assert refused.returncode != 0
     assert "STEPWISE_CANDIDATE_SETS_PER_LABELER=0 is below 1" in refused.stderr
+
+
+def test_every_registered_task_is_routed_by_its_own_line_in_the_queue_table():
+    """A task added or renamed without a line in TASK_QUEUES fails here; before the table, the
+    queue followed the name's prefix, and a rename moved a task to another worker unnoticed."""
+    from stepwise.celery import app
+
+    app.loader.import_default_modules()  # what a worker registers
+    registered = {name for name in app.tasks if not name.startswith("celery.")}
+    assert sorted(registered - set(settings.TASK_QUEUES)) == []  # every task named
+    assert sorted(set(settings.TASK_QUEUES) - registered) == []  # no line for a gone task
+    routed = {name: app.amqp.router.route({}, name)["queue"].name for name in registered}
+    assert routed == settings.TASK_QUEUES

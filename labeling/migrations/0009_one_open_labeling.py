@@ -4,7 +4,8 @@ Before the constraint, concurrent claims from several tabs of one labeler could 
 labeling. The data step leaves each labeler's newest open labeling in progress and expires the
 others exactly as `queue.expire_stale_leases` does (status `expired`, the solution's
 `active_count` given back): no row is deleted, their rated steps stay, and the labeler gets the
-latest of them back (`queue.resume_expired`) once the open one is done, if it still has room.
+latest of them back (their next claim takes it up again) once the open one is done, if it still
+has room.
 """
 
 from django.db import migrations, models

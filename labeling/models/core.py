@@ -172,7 +172,8 @@ class Labeler(models.Model):
         PAUSED = "paused", "paused"
         REJECTED = "rejected", "rejected"
 
-    # Quality control: what work claim_next may hand out (see labeling.quality).
+    # Quality control: which work `services.queue.claim` hands out (the queue's docstring);
+    # `services.quality` moves a labeler from one state to another.
     state = models.CharField(max_length=16, choices=State.choices, default=State.SCREENING)
     state_reason = models.CharField(max_length=300, blank=True)
     state_changed_at = models.DateTimeField(null=True, blank=True)
@@ -280,7 +281,7 @@ class Labeling(models.Model):
             ),
         ]
         constraints = [
-            # The queue hands a labeler one solution at a time (claim_next returns their open
+            # The queue hands a labeler one solution at a time (`queue.claim` returns their open
             # labeling first): concurrent claims from several tabs get that one back.
             models.UniqueConstraint(
                 fields=["labeler"],

@@ -240,7 +240,7 @@ def waiting_for(user, *, after: Labeling | None = None) -> int:
 
 
 def _next_action(cockpit: LabelerCockpit) -> tuple[str, str]:
-    """What the labeler's primary button does, or why there is none: the order of claim_next."""
+    """What the labeler's primary button does, or why there is none: the order of `queue.claim`."""
     state, State = cockpit.labeler.state, Labeler.State
     # A pause stops work in progress too: no Continue for the open labeling.
     if state == State.PAUSED:

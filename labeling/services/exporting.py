@@ -231,9 +231,10 @@ def iter_export_items(labelings: QuerySet[Labeling] | None = None) -> Iterator[E
     """Each labeling of the queryset (default: all completed) as its release line, in id order.
 
     Stored release lines stream from one column through a server-side cursor. Every finish and
-    edit stores the line, and migration 0011 stored it for older rows, so a labeling without
-    one was written around the services (raw SQL, a fixture); it is rendered through
-    `prm800k.render_record` like any other, three queries per chunk.
+    edit stores the line and the `store_release_lines` command stores it for older rows, so a
+    labeling without one predates both or was written around the services (raw SQL, a
+    fixture); it is rendered through `prm800k.render_record` like any other, three queries per
+    chunk.
     """
     if labelings is None:
         labelings = Labeling.objects.filter(status=Labeling.Status.COMPLETED)
@@ -292,8 +293,8 @@ def render_release_lines(labeling_ids: list[int]) -> Iterator[tuple[int, str]]:
 
 def store_release_lines(labelings: QuerySet[Labeling] | None = None, *, progress=None) -> int:
     """Render and store the line of completed labelings that have none (rows from before the
-    stored line, or written around the services). Migration 0011 runs it once; the
-    `store_release_lines` command runs it by hand.
+    stored line, or written around the services): the `store_release_lines` command, run after
+    an upgrade (no migration runs it).
 
     Returns how many were stored; `progress(done, total)` is called after each chunk.
     """

@@ -193,19 +193,6 @@ def _reactivate(labeling_id: int, user: User, now) -> Labeling | None:
         return labeling
 
 
-def resume_expired(user: User) -> Labeling | None:
-    """The labeler's latest claim that expired with steps rated, back in progress if it still
-    has room: a labeler who stepped away continues where they stopped instead of elsewhere."""
-    latest = (
-        Labeling.objects.filter(labeler=user, status=Labeling.Status.EXPIRED)
-        .filter(Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk"))))
-        .order_by("-lease_expires_at", "-id")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    return None if latest is None else reactivate_expired(latest, user)
-
-
 def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
     """Called while the labeler is active on the page: renew the lease of their claim, or take
     back one that has just expired if it still has room. Raises Conflict when it cannot."""
@@ -327,12 +314,6 @@ class Claim:
         return None if labeling is None else cls(labeling)
 
 
-def claim_next(user: User, *, batch: Batch | None = None) -> Labeling | None:
-    """The labeling this user should work on now (`claim`, without how it was found)."""
-    found = claim(user, batch=batch)
-    return None if found is None else found.labeling
-
-
 def claim(user: User, *, batch: Batch | None = None) -> Claim | None:
     """The labeling this user should work on now: their open one, else a newly claimed one.
 
@@ -371,7 +352,7 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Claim | No
             & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
         )
         .order_by(
-            # Their open labeling (one at most), else the latest expired one (`resume_expired`).
+            # Their open labeling (one at most), else the latest expired one, taken back.
             Case(When(status=Labeling.Status.IN_PROGRESS, then=0), default=1),
             "-lease_expires_at",
             "-id",

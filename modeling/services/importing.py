@@ -49,6 +49,7 @@ from modeling.training.external import (
     ExternalModelError,
     ModelTooLarge,
     describe,
+    load_prm,
     write_manifest,
 )
 from stepwise.celery import start_on_commit
@@ -161,9 +162,6 @@ def import_model_version(
 
 
 def _check_loads(folder: Path) -> None:
-    # torch loads only where a model trains or scores, never in the web process
-    from modeling.training.external import load_prm
-
     try:
         load_prm(folder, device="cpu")
     except Exception as exc:  # transformers raises many kinds for broken weights

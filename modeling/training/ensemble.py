@@ -17,16 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .batching import collate
 from .config import LR_DEFAULTS
-from .data import (
-    IGNORE,
-    NUM_CLASSES,
-    LabeledSolution,
-    Solution,
-    build_features,
-    collate,
-    length_batches,
-)
+from .data import IGNORE, NUM_CLASSES, LabeledSolution, Solution, build_features, length_batches
 from .model import ProcessRewardModel
 from .selection import ensemble_disagreement
 

@@ -40,13 +40,12 @@ import torch
 from torch.nn.attention import sdpa_kernel
 
 from .backbones import resolve_backbone
+from .batching import attention_mask_4d, collate
 from .data import (
     LabeledSolution,
     Row,
     Solution,
-    attention_mask_4d,
     build_features,
-    collate,
     encode_segments,
     length_batches,
     start_ids,

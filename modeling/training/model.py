@@ -1,8 +1,8 @@
 """The process reward model: a transformers backbone + a 3-class head at step ends.
 
 Causal LMs are the main case (the base model of a causal LM, via AutoModel). Encoders
-work too: every backbone gets the tree mask of `data.attention_mask_4d` (or, with attention
-"flex", the same rule as a FlexAttention block mask, `data.tree_block_mask`), which is causal
+work too: every backbone gets the tree mask of `batching.attention_mask_4d` (or, with attention
+"flex", the same rule as a FlexAttention block mask, `batching.tree_block_mask`), which is causal
 along the path, so no position sees a later step even in an encoder (a bidirectional
 encoder then runs with a mask it was not pre-trained with: weaker features, no leak).
 
@@ -29,8 +29,9 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .backbones import resolve_backbone
+from .batching import Batch, attention_mask_4d, tree_block_mask
 from .config import TrainConfig
-from .data import NUM_CLASSES, SEPARATOR, Batch, attention_mask_4d, tree_block_mask
+from .data import NUM_CLASSES, SEPARATOR
 
 if TYPE_CHECKING:
     from peft import PeftModel

@@ -19,7 +19,7 @@ flag, exactly as `select_generation` uses `Solution.answer_correct`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,20 +109,3 @@ def sampled_answers(records: Iterable[dict[str, Any]]) -> dict[str, tuple[str, s
         if example is not None and answer and truth:
             found[content_hash(example)] = (str(answer), str(truth))
     return found
-
-
-def oracle_lookup(
-    examples: Sequence[LabeledSolution], *, default: int = 1
-) -> Callable[[str, Sequence[str]], list[int]]:
-    """ratings(problem, steps) from an oracle: the steps looked up by (problem, step texts)
-    among the oracle's candidates; unknown steps get `default`. The labelers' ratings_for
-    (labeling id) over it is `modeling.selectors.oracle_ratings`, which reads the database."""
-    known: dict[tuple[str, tuple[str, ...]], list[int | None]] = {}
-    for cand in candidates_from_oracle(examples):
-        known[(cand.problem.strip(), tuple(s.strip() for s in cand.steps))] = cand.ratings
-
-    def ratings(problem: str, steps: Sequence[str]) -> list[int]:
-        found = known.get((problem.strip(), tuple(s.strip() for s in steps))) or [None] * len(steps)
-        return [default if r is None else int(r) for r in found]
-
-    return ratings

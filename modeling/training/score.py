@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from .data import IGNORE, LabeledSolution, Solution, build_features, collate, length_batches
+from .batching import collate
+from .data import IGNORE, LabeledSolution, Solution, build_features, length_batches
 from .external import ExternalPRM
 from .model import ProcessRewardModel
 

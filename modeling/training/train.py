@@ -31,14 +31,13 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from transformers import get_scheduler
 
+from .batching import Batch, collate
 from .config import TrainConfig
 from .data import (
     IGNORE,
-    Batch,
     LabeledSolution,
     Row,
     build_features,
-    collate,
     length_batches,
     pack_length,
     pack_rows,

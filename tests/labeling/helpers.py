@@ -1,8 +1,14 @@
-"""Shared steps for the quality-control tests: label a solution with given ratings."""
+"""Shared steps of the labeling tests: claim as the queue's button does, label with given ratings."""
 
 from labeling.models import Labeling
 from labeling.services import queue
 from labeling.services.rating import rate_step
+
+
+def next_labeling(user, *, batch=None) -> Labeling | None:
+    """The labeling `queue.claim` hands the user (what the queue's button opens), or None."""
+    found = queue.claim(user, batch=batch)
+    return None if found is None else found.labeling
 
 
 def label(labeling: Labeling, ratings: list[int], *, elapsed_ms: int = 1000) -> Labeling:
@@ -19,6 +25,6 @@ def label(labeling: Labeling, ratings: list[int], *, elapsed_ms: int = 1000) -> 
 
 
 def claim_and_label(user, ratings: list[int], **kwargs) -> Labeling:
-    labeling = queue.claim_next(user, **kwargs)
+    labeling = next_labeling(user, **kwargs)
     assert labeling is not None, f"{user} got nothing to label"
     return label(labeling, ratings)

@@ -13,9 +13,9 @@ from labeling.models import (
     RatingEvent,
     SolutionAgreement,
 )
-from labeling.services import adjudication, errors, queue, rating
+from labeling.services import adjudication, errors, rating
 from tests.factories import make_batch, make_solution
-from tests.labeling.helpers import claim_and_label
+from tests.labeling.helpers import claim_and_label, next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -205,7 +205,7 @@ def test_majority_tie_on_two_labelers_takes_the_lower_rating(disputed):
 
 def test_history_shows_every_change_and_only_leads_read_it(client, lead, labeler):
     solution = make_solution(make_batch(gold_rate=0))
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
     rating.undo_last(labeling_id=labeling.pk, user=labeler)
     claim_and_label(labeler, [1, 1, 1])

@@ -17,6 +17,7 @@ from labeling.models import Batch, FinishReason, Labeling, ProposedSteps, Rating
 from labeling.services import alternatives, queue
 from labeling.services.errors import Conflict, LabelingError
 from tests.factories import make_batch, make_problem, make_solution
+from tests.labeling.helpers import next_labeling
 
 
 @pytest.fixture
@@ -262,7 +263,7 @@ def test_after_a_minus_one_the_alternatives_to_the_wrong_step_are_rated_as_in_ph
     solution = make_solution(
         batch, steps=steps, problem=make_problem("What is $2 + 3$?", answer="5")
     )
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling.solution_id == solution.pk
     assert alternatives.after_error_panel(labeling) is None  # not before the −1
     with eager_tasks():
@@ -304,7 +305,7 @@ def test_alternatives_after_an_error_only_where_the_batch_asks_for_them(labeler,
     from labeling.services import rating
 
     make_solution(make_batch(), steps=["Wrong.", "# Answer\n\n1"])
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)
     labeling.refresh_from_db()
     assert alternatives.after_error_panel(labeling) is None
@@ -388,7 +389,7 @@ def test_two_labelers_paths_through_one_problem_get_no_step_agreement(labeler, l
         generator="test",
     )
     for user, value in ((labeler, 1), (labeler2, 0)):
-        labeling = queue.claim_next(user)
+        labeling = next_labeling(user)
         ids = {"labeling_id": labeling.pk, "user": user, "step_index": 0, "candidate_index": 0}
         alternatives.rate_candidate(**ids, rating_value=value)
         alternatives.choose_candidate(**ids)
@@ -610,7 +611,7 @@ def test_on_the_embedded_default_one_labeler_holds_at_most_the_cap_of_generation
     batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=5, generation=None)
     problem = make_problem("What is $2 + 3$?", answer="5")
     alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     first = [f"I try way {n}." for n in range(5)]
     ProposedSteps.objects.create(
         problem=problem,

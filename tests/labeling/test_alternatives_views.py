@@ -14,8 +14,9 @@ from django.urls import reverse
 from labeling import selectors
 from labeling.models import Batch, Completion, Labeling, ProposedSteps, Solution
 from labeling.prm800k import is_final_step
-from labeling.services import alternatives, queue, rating
+from labeling.services import alternatives, rating
 from tests.factories import make_batch, make_problem, make_solution
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -138,7 +139,7 @@ def claimed(client, labeler, seeded_candidates):
     problem = make_problem("What is $1 + 1$?", answer="2")
     alternatives.add_problems(batch=batch, problem_ids=[problem.pk])
     client.force_login(labeler)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling is not None
     return labeling
 
@@ -348,7 +349,7 @@ def test_write_and_back_cycles_leave_at_most_the_cap_of_candidate_sets_wanted_an
     assert not sent and not ProposedSteps.objects.filter(requested_by=labeler2).exists()
     problem = make_problem("What is $2 + 2$?", answer="4")
     alternatives.add_problems(batch=claimed.solution.batch, problem_ids=[problem.pk])
-    theirs = queue.claim_next(labeler2)
+    theirs = next_labeling(labeler2)
     assert theirs.solution.problem_id == problem.pk
     with django_capture_on_commit_callbacks() as sent:
         assert client.get(reverse("labeling:labeling", args=[theirs.pk])).status_code == 200

@@ -13,7 +13,7 @@ from labeling.services.demo import ALTERNATIVES_BATCH, load_sample_data
 from labeling.services.errors import Conflict, LabelingError
 from labeling.views.common import CHOSEN_BATCH
 from tests.factories import make_batch, make_solution, make_solutions
-from tests.labeling.helpers import claim_and_label, label
+from tests.labeling.helpers import claim_and_label, label, next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 def test_a_skip_is_recorded_and_frees_the_solution_for_others(labeler, labeler2):
     batch = make_batch(overlap=1, gold_rate=0)
     solution = make_solution(batch)
-    opened = queue.claim_next(labeler)
+    opened = next_labeling(labeler)
     rating.rate_step(labeling_id=opened.pk, user=labeler, step_index=0, rating=1)
     skipped = queue.labeling_skip(
         labeling_id=opened.pk, user=labeler, reason="  I cannot judge this subject "
@@ -36,15 +36,15 @@ def test_a_skip_is_recorded_and_frees_the_solution_for_others(labeler, labeler2)
     solution.refresh_from_db()
     assert (solution.active_count, solution.completed_count) == (0, 0)
     # Not offered to them again; another labeler gets it.
-    assert queue.claim_next(labeler) is None
-    taken = queue.claim_next(labeler2)
+    assert next_labeling(labeler) is None
+    taken = next_labeling(labeler2)
     assert taken is not None and taken.solution == solution
 
 
 def test_a_skip_is_counted_nowhere(labeler, labeler2):
     batch = make_batch(overlap=2, gold_rate=0)
     make_solutions(batch, 2)
-    opened = queue.claim_next(labeler)
+    opened = next_labeling(labeler)
     queue.labeling_skip(labeling_id=opened.pk, user=labeler, reason="too long for me")
     assert not BatchLabelerStats.objects.filter(labeler=labeler).exists()
     assert selectors.tallied_labelings().count() == 0
@@ -61,7 +61,7 @@ def test_a_skip_is_counted_nowhere(labeler, labeler2):
 
 def test_skipping_twice_is_a_no_op_and_a_skipped_labeling_takes_no_rating(labeler):
     make_solutions(make_batch(gold_rate=0), 2)
-    opened = queue.claim_next(labeler)
+    opened = next_labeling(labeler)
     queue.labeling_skip(labeling_id=opened.pk, user=labeler, reason="unclear")
     again = queue.labeling_skip(labeling_id=opened.pk, user=labeler, reason="something else")
     again.refresh_from_db()
@@ -82,7 +82,7 @@ def test_skipping_twice_is_a_no_op_and_a_skipped_labeling_takes_no_rating(labele
 )
 def test_a_skip_needs_a_short_reason(labeler, reason, message):
     make_solution(make_batch(gold_rate=0))
-    opened = queue.claim_next(labeler)
+    opened = next_labeling(labeler)
     with pytest.raises(LabelingError, match=message):
         queue.labeling_skip(labeling_id=opened.pk, user=labeler, reason=reason)
     opened.refresh_from_db()
@@ -94,7 +94,7 @@ def test_a_submitted_or_someone_elses_labeling_cannot_be_skipped(labeler, labele
     done = claim_and_label(labeler, [1, 1, 1])
     with pytest.raises(Conflict, match="already submitted"):
         queue.labeling_skip(labeling_id=done.pk, user=labeler, reason="late")
-    theirs = queue.claim_next(labeler2)
+    theirs = next_labeling(labeler2)
     with pytest.raises(LabelingError, match="not yours"):
         queue.labeling_skip(labeling_id=theirs.pk, user=labeler, reason="not mine")
     theirs.refresh_from_db()
@@ -134,7 +134,7 @@ def test_skip_page_refuses_bad_input_with_a_clear_400(client, labeler, labeler2)
     assert "Say why you skip this solution" in response.content.decode()
     mine.refresh_from_db()
     assert mine.status == Labeling.Status.IN_PROGRESS
-    theirs = queue.claim_next(labeler2)
+    theirs = next_labeling(labeler2)
     response = client.post(reverse("labeling:skip", args=[theirs.pk]), {"reason": "x"})
     assert response.status_code == 403
     assert client.post(reverse("labeling:skip", args=[999999]), {"reason": "x"}).status_code == 404
@@ -239,10 +239,10 @@ def test_a_skip_is_in_no_export_not_even_of_unfinished_passes(labeler, labeler2)
     from labeling.services.exporting import ExportFilters, select_labelings
 
     make_solutions(make_batch(gold_rate=0), 2)
-    skipped = queue.claim_next(labeler)
+    skipped = next_labeling(labeler)
     rating.rate_step(labeling_id=skipped.pk, user=labeler, step_index=0, rating=1)
     queue.labeling_skip(labeling_id=skipped.pk, user=labeler, reason="unclear")
-    unfinished = queue.claim_next(labeler2)
+    unfinished = next_labeling(labeler2)
     rating.rate_step(labeling_id=unfinished.pk, user=labeler2, step_index=0, rating=1)
     exported = set(
         select_labelings(ExportFilters(complete_only=False)).values_list("pk", flat=True)

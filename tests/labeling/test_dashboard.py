@@ -15,12 +15,12 @@ from labeling.models import (
     Labeling,
     Solution,
 )
-from labeling.services import counters, queue, rating
+from labeling.services import counters, rating
 from labeling.tasks import expire_leases
 from stepwise.celery import registered_task
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label
+from tests.labeling.helpers import claim_and_label, next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +83,7 @@ def test_batch_dashboard_shows_the_figures_and_htmx_gets_only_the_live_fragment(
     make_solutions(batch, 4)
     claim_and_label(labeler, [1, 0, 1])
     claim_and_label(labeler, [-1])
-    queue.claim_next(labeler)
+    next_labeling(labeler)
     client.force_login(lead)
     page = client.get(reverse("labeling:batch_dashboard", args=[batch.pk])).content.decode()
     assert "Gen 7" in page and 'hx-trigger="every 5s"' in page and "chart.umd.min.js" in page
@@ -141,7 +141,7 @@ def test_a_lead_creates_a_batch_with_labelers_and_solutions_from_another_batch(
 ):
     source = make_batch("old", gold_rate=0)
     make_solutions(source, 5)
-    started = queue.claim_next(labeler, batch=source).solution  # a started one stays behind
+    started = next_labeling(labeler, batch=source).solution  # a started one stays behind
     client.force_login(lead)
     response = client.post(
         reverse("labeling:batch_new"),
@@ -199,7 +199,7 @@ def test_invalid_overlap_is_refused(client, lead):
 
 def test_guidelines_open_from_the_labeling_page_and_leads_edit_versions(client, labeler, lead):
     make_solution(make_batch(gold_rate=0))
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     client.force_login(labeler)
     page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
     assert reverse("labeling:guidelines") in page and "<kbd>?</kbd>" in page
@@ -231,21 +231,21 @@ def test_expire_leases_task_returns_claims_to_the_pool(settings, labeler):
     batch = make_batch(gold_rate=0)
     for _ in range(2):  # one to claim and expire, another for the old name's sweep
         make_solution(batch)
-    solution = queue.claim_next(labeler).solution
+    solution = next_labeling(labeler).solution
     assert expire_leases.apply().result == 1
     solution.refresh_from_db()
     assert solution.active_count == 0
     beat = {e["task"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
     assert "labeling.tasks.expire_leases" in beat
     # A beat message queued under the task's old name during an upgrade is still taken.
-    assert queue.claim_next(labeler) is not None
+    assert next_labeling(labeler) is not None
     assert registered_task("labeling.expire_leases").apply().result == 1
 
 
 def test_per_batch_lease_bounds_apply(labeler):
     batch = make_batch(gold_rate=0, lease_seconds_min=30, lease_seconds_max=30)
     make_solution(batch)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     seconds = (labeling.lease_expires_at - labeling.started_at).total_seconds()
     assert 29 <= seconds <= 31
 

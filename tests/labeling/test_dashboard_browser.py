@@ -5,10 +5,9 @@ import re
 
 import pytest
 
-from labeling.services import queue
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label
+from tests.labeling.helpers import claim_and_label, next_labeling
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -73,7 +72,7 @@ def test_adjudication_page_by_keyboard(page, live_server, artifacts_dir):
 
     assert final_step_ratings(solution).ratings == [1, 0, -1]
     assert re.search(r"Final ratings saved", page.content())
-    assert queue.claim_next(a) is None
+    assert next_labeling(a) is None
 
 
 def test_adjudication_keys_decide_only_the_steps_the_lead_sets(page, live_server):

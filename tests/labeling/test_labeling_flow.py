@@ -9,12 +9,13 @@ from labeling.services import errors, queue, rating
 from labeling.services.exporting import iter_prm800k_lines
 from labeling.services.rating import rate_step
 from tests.factories import make_batch, make_solution, make_solutions
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 
 
 def claim(user, **kwargs) -> Labeling:
-    labeling = queue.claim_next(user, **kwargs)
+    labeling = next_labeling(user, **kwargs)
     assert labeling is not None
     return labeling
 
@@ -38,7 +39,7 @@ def test_second_labeler_never_gets_a_claimed_solution_when_one_label_is_wanted(l
     batch = make_batch(overlap=1)
     make_solution(batch)
     claim(labeler)
-    assert queue.claim_next(labeler2) is None
+    assert next_labeling(labeler2) is None
 
 
 def test_overlap_two_gives_the_same_solution_to_two_labelers_but_not_a_third(
@@ -48,7 +49,7 @@ def test_overlap_two_gives_the_same_solution_to_two_labelers_but_not_a_third(
     solution = make_solution(batch)
     assert claim(labeler).solution == solution
     assert claim(labeler2).solution == solution
-    assert queue.claim_next(lead) is None
+    assert next_labeling(lead) is None
 
 
 def test_positive_ratings_to_the_end_finish_with_solution(labeler):
@@ -148,7 +149,7 @@ def test_users_without_the_labeler_role_cannot_claim(outsider, researcher):
     make_solution(make_batch())
     for user in (outsider, researcher):
         with pytest.raises(errors.LabelingError):
-            queue.claim_next(user)
+            next_labeling(user)
 
 
 def test_expired_lease_returns_to_the_pool_and_a_late_submit_is_kept_as_surplus(labeler, labeler2):
@@ -294,7 +295,7 @@ def test_batches_assigned_to_others_are_not_served(labeler, labeler2):
     batch = make_batch()
     batch.labelers.add(labeler2)
     make_solution(batch)
-    assert queue.claim_next(labeler) is None
+    assert next_labeling(labeler) is None
     assert claim(labeler2).solution.batch == batch
 
 

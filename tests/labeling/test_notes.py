@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from labeling import selectors
 from labeling.models import Batch, Labeling, Note, ProposedSteps, Solution
-from labeling.services import alternatives, notes, queue
+from labeling.services import alternatives, notes
 from labeling.services.errors import LabelingError, NotFound
 from labeling.services.exporting import (
     ExportFilters,
@@ -26,7 +26,7 @@ from labeling.services.exporting import (
     write_export,
 )
 from tests.factories import make_batch, make_problem, make_solution
-from tests.labeling.helpers import claim_and_label, label
+from tests.labeling.helpers import claim_and_label, label, next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -402,7 +402,7 @@ def test_the_final_row_of_a_solution_carries_every_note_on_it(lead, labeler, lab
     import pyarrow.parquet as pq
 
     solution = make_solution(make_batch(overlap=2, gold_rate=0))
-    mine = label(queue.claim_next(labeler), [1, 0, 1])
+    mine = label(next_labeling(labeler), [1, 0, 1])
     theirs = claim_and_label(labeler2, [1, 1, 1])
     notes.note_add(labeling_id=mine.pk, user=labeler, step_index=1, text="unhelpful")
     notes.note_add(labeling_id=theirs.pk, user=labeler2, step_index=1, text="fine")
@@ -457,7 +457,7 @@ def step_by_step_batch(overlap: int = 1) -> Batch:
 def rated_step_one(labeler) -> Labeling:
     """Lena's labeling step by step: step 1's candidates rated +1 and −1, none chosen yet."""
     step_by_step_batch()
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling is not None and labeling.solution.format == Solution.Format.PHASE1
     ids = {"labeling_id": labeling.pk, "user": labeler, "step_index": 0}
     alternatives.rate_candidate(**ids, candidate_index=0, rating_value=1)
@@ -564,7 +564,7 @@ def test_notes_step_by_step_show_to_the_lead_under_their_path_step_and_are_expor
     batch = step_by_step_batch(overlap=2)
     texts = {}
     for user, rating, text in ((labeler, 1, "the sum"), (labeler2, -1, "not a product")):
-        labeling = queue.claim_next(user)
+        labeling = next_labeling(user)
         ids = {"labeling_id": labeling.pk, "user": user, "step_index": 0}
         alternatives.rate_candidate(**ids, candidate_index=0, rating_value=rating)
         alternatives.rate_candidate(**ids, candidate_index=1, rating_value=-1)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from labeling.models import Labeler, Labeling, Solution, StepLabel
 from labeling.services import errors, quality, queue, rating
 from tests.factories import make_batch, make_solution, make_solutions
-from tests.labeling.helpers import label
+from tests.labeling.helpers import label, next_labeling
 
 TABS = 4
 
@@ -92,7 +92,7 @@ def test_an_expired_labeling_is_not_taken_back_while_another_is_open(settings, l
     the rating but leaves it expired: one open labeling."""
     batch = make_batch(gold_rate=0)
     make_solutions(batch, 2)
-    old = queue.claim_next(labeler)
+    old = next_labeling(labeler)
     rating.rate_step(labeling_id=old.pk, user=labeler, step_index=0, rating=1)
     Labeling.objects.filter(pk=old.pk).update(lease_expires_at=timezone.now() - timedelta(1))
     queue.expire_stale_leases()
@@ -117,8 +117,8 @@ def test_an_expired_labeling_is_not_taken_back_while_another_is_open(settings, l
 def test_undo_after_claiming_the_next_solution_is_refused_with_409(client, labeler):
     batch = make_batch(gold_rate=0)
     make_solutions(batch, 2)
-    done = label(queue.claim_next(labeler), [1, 1, 1])
-    following = queue.claim_next(labeler)
+    done = label(next_labeling(labeler), [1, 1, 1])
+    following = next_labeling(labeler)
     client.force_login(labeler)
 
     response = client.post(reverse("labeling:undo", args=[done.pk]), HTTP_HX_REQUEST="true")

@@ -10,6 +10,7 @@ from django.utils import timezone
 from labeling.models import Labeler, Labeling, RatingEvent, Solution, StepLabel
 from labeling.services import quality, queue, rating
 from tests.factories import make_batch, make_solutions
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def paused_labeling(labeler, lead):
     """The labeler's labeling, one step rated, then a lead pauses them."""
     make_solutions(make_batch(gold_rate=0), 2)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
     quality.labeler_set_state(
         labeler=Labeler.objects.get(user=labeler),
@@ -62,7 +63,7 @@ def test_a_paused_labeler_rating_is_refused_with_403(client, paused_labeling, le
     # An expired claim is not taken back: the solution's room stays free for others.
     solution = Solution.objects.get(pk=paused_labeling.solution_id)
     assert solution.active_count == (1 if lease == "live" else 0)
-    assert queue.claim_next(paused_labeling.labeler) is None
+    assert next_labeling(paused_labeling.labeler) is None
 
 
 @pytest.mark.parametrize("lease", ["live", "expired"])
@@ -93,7 +94,7 @@ def test_a_paused_labeler_cannot_finish_or_undo_either(client, paused_labeling):
 def test_a_paused_labeler_claim_hands_out_nothing_not_even_their_open_labeling(
     client, paused_labeling, lead
 ):
-    assert queue.claim_next(paused_labeling.labeler) is None
+    assert next_labeling(paused_labeling.labeler) is None
     client.force_login(paused_labeling.labeler)
 
     response = client.post(reverse("labeling:claim"), follow=True)
@@ -109,7 +110,7 @@ def test_a_paused_labeler_claim_hands_out_nothing_not_even_their_open_labeling(
         state=Labeler.State.ACTIVE,
         actor=lead,
     )
-    assert queue.claim_next(paused_labeling.labeler) == paused_labeling
+    assert next_labeling(paused_labeling.labeler) == paused_labeling
     rating.rate_step(
         labeling_id=paused_labeling.pk, user=paused_labeling.labeler, step_index=1, rating=1
     )

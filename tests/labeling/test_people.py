@@ -20,6 +20,7 @@ from labeling.services import people, queue, rating, tokens
 from labeling.services.errors import LabelingError
 from tests.factories import make_batch, make_solutions
 from tests.helpers.users import api_client_for, make_user
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
@@ -97,7 +98,7 @@ def test_deactivating_releases_the_open_labeling_keeps_ratings_and_stops_tokens(
     nina = make_user("nina", "labeler")
     batch = make_batch(gold_rate=0)
     make_solutions(batch, 2)
-    opened = queue.claim_next(nina)
+    opened = next_labeling(nina)
     rating.rate_step(labeling_id=opened.pk, user=nina, step_index=0, rating=1)
     api = api_client_for(nina)
     assert api.get("/api/labelings/").status_code == 200
@@ -113,7 +114,7 @@ def test_deactivating_releases_the_open_labeling_keeps_ratings_and_stops_tokens(
     assert api.get("/api/labelings/").status_code == 401
     # Another labeler gets the released solution.
     lars = make_user("lars", "labeler")
-    assert queue.claim_next(lars, batch=batch).solution == opened.solution
+    assert next_labeling(lars, batch=batch).solution == opened.solution
     people.labeler_reactivate(user=nina)
     nina.refresh_from_db()
     assert nina.is_active

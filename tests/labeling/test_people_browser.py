@@ -16,9 +16,10 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from labeling.models import Guidelines, Labeling
-from labeling.services import batches, queue, rating
+from labeling.services import batches, rating
 from tests.factories import make_batch, make_problem, make_solution
 from tests.helpers.users import make_user
+from tests.labeling.helpers import next_labeling
 from tests.test_accessibility_browser import AXE_OPTIONS, THEMES, describe, open_as, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -72,7 +73,7 @@ def test_a_labeler_picks_a_batch_and_skips_a_solution(browser, live_server, shot
         make_solution(high, problem=area_problem(side), steps=[f"It is ${side}$.", "# Answer"])
     for side in (2, 3):
         make_solution(low, problem=area_problem(side), steps=[f"It is ${side}$.", "# Answer"])
-    warmed = queue.claim_next(lena, batch=high)  # a finished one: the home page has figures
+    warmed = next_labeling(lena, batch=high)  # a finished one: the home page has figures
     for index in range(2):
         rating.rate_step(labeling_id=warmed.pk, user=lena, step_index=index, rating=1)
     context, page = open_as(

@@ -6,10 +6,10 @@ import os
 import pytest
 from django.urls import reverse
 
-from labeling.services import queue
 from labeling.services.rating import finish_labeling
 from tests.factories import make_batch, make_problem, make_solution
 from tests.helpers.users import make_user
+from tests.labeling.helpers import next_labeling
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -33,9 +33,9 @@ def test_previews_in_the_queue_and_on_the_lead_pages_render_their_math_whole(
     problem = make_problem(PROBLEM)
     for _ in range(2):
         make_solution(batch, problem=problem)
-    finished = queue.claim_next(lead)
+    finished = next_labeling(lead)
     finish_labeling(labeling_id=finished.pk, user=lead, reason="give_up")
-    queue.claim_next(lead)  # a second one, in progress
+    next_labeling(lead)  # a second one, in progress
 
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", "lea")

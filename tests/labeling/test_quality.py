@@ -1,4 +1,4 @@
-"""Gold solutions, screening, auto-pause: claim_next follows the labeler's state."""
+"""Gold solutions, screening, auto-pause: the claim follows the labeler's state."""
 
 import pytest
 from django.urls import reverse
@@ -7,7 +7,7 @@ from labeling.models import GoldResult, Labeler, Labeling
 from labeling.services import quality, queue, rating
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label, label
+from tests.labeling.helpers import claim_and_label, label, next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -22,17 +22,17 @@ def test_gold_is_mixed_in_at_the_batch_rate_and_looks_like_any_solution(client, 
     batch = make_batch(gold_rate=0.5)
     regular = make_solutions(batch, 4)
     gold = make_gold([1, 1, 1])
-    first = queue.claim_next(labeler)
+    first = next_labeling(labeler)
     assert first.solution in regular
     label(first, [1, 1, 1])
-    second = queue.claim_next(labeler)
+    second = next_labeling(labeler)
     assert second.solution == gold  # every 2nd claim at rate 0.5
     client.force_login(labeler)
     page = client.get(reverse("labeling:labeling", args=[second.pk])).content.decode()
     for tell in ("gold", "quality", "screening", "reference"):
         assert tell not in page.lower()
     label(second, [1, 1, 1])
-    assert queue.claim_next(labeler).solution in regular  # gold served once per labeler
+    assert next_labeling(labeler).solution in regular  # gold served once per labeler
 
 
 def test_gold_rate_zero_never_serves_gold_and_gold_is_not_regular_work(labeler):
@@ -41,7 +41,7 @@ def test_gold_rate_zero_never_serves_gold_and_gold_is_not_regular_work(labeler):
     regular = make_solutions(batch, 3)
     got = [claim_and_label(labeler, [1, 1, 1]).solution for _ in range(3)]
     assert sorted(s.pk for s in got) == sorted(s.pk for s in regular)
-    assert queue.claim_next(labeler) is None
+    assert next_labeling(labeler) is None
 
 
 def test_gold_accuracy_is_measured_per_step_exact_binary_and_first_error(labeler):
@@ -90,7 +90,7 @@ def test_a_new_labeler_gets_only_screening_until_they_pass(screening_set):
     assert second.solution in screening_set
     me = Labeler.objects.get(user=user)
     assert (me.state, me.screening_passed, me.screening_score) == ("active", True, 1.0)
-    assert queue.claim_next(user).solution in regular
+    assert next_labeling(user).solution in regular
 
 
 def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set, lead):
@@ -100,7 +100,7 @@ def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set
     claim_and_label(user, [-1])
     me = Labeler.objects.get(user=user)
     assert me.state == "screening" and me.screening_passed is False
-    assert queue.claim_next(user) is None  # no third screening solution, no regular work
+    assert next_labeling(user) is None  # no third screening solution, no regular work
     client.force_login(user)
     assert "a lead will review" in client.get(reverse("labeling:queue")).content.decode()
     client.force_login(lead)
@@ -108,7 +108,7 @@ def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set
     assert "under the bar" in detail
     client.post(reverse("labeling:labeler_state", args=[user.pk]), {"state": "active"})
     assert Labeler.objects.get(user=user).state == "active"
-    assert queue.claim_next(user) is not None
+    assert next_labeling(user) is not None
 
 
 def test_a_rejected_labeler_gets_nothing(client, screening_set, lead):
@@ -116,14 +116,14 @@ def test_a_rejected_labeler_gets_nothing(client, screening_set, lead):
     user = new_labeler()
     client.force_login(lead)
     client.post(reverse("labeling:labeler_state", args=[user.pk]), {"state": "rejected"})
-    assert queue.claim_next(user) is None
+    assert next_labeling(user) is None
 
 
 def test_without_a_screening_set_a_new_labeler_starts_regular_work():
     batch = make_batch()
     solution = make_solution(batch)
     user = new_labeler()
-    assert queue.claim_next(user).solution == solution
+    assert next_labeling(user).solution == solution
     assert Labeler.objects.get(user=user).state == "active"
 
 
@@ -141,13 +141,13 @@ def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(
     claim_and_label(labeler, [-1])  # gold, 0/1 right: rolling 2/4 = 50%
     me = Labeler.objects.get(user=labeler)
     assert me.state == "paused" and "50%" in me.state_reason
-    assert queue.claim_next(labeler) is None
+    assert next_labeling(labeler) is None
     client.force_login(labeler)
     page = client.get(reverse("labeling:queue")).content.decode()
     assert "Your queue is paused" in page and "50%" in page
     client.force_login(lead)
     client.post(reverse("labeling:labeler_state", args=[labeler.pk]), {"state": "active"})
-    assert queue.claim_next(labeler) is not None  # reinstated: the old window is forgotten
+    assert next_labeling(labeler) is not None  # reinstated: the old window is forgotten
     assert quality.rolling_gold_accuracy(Labeler.objects.get(user=labeler)) == (None, 0)
 
 
@@ -179,8 +179,8 @@ def test_the_api_does_not_let_a_labeler_tell_gold_from_regular_work(labeler, lea
     make_solutions(batch, 4)
     gold_batch = make_batch("reference set")
     gold = make_gold([1, 1, 1], batch=gold_batch)
-    label(queue.claim_next(labeler), [1, 1, 1])
-    second = queue.claim_next(labeler)
+    label(next_labeling(labeler), [1, 1, 1])
+    second = next_labeling(labeler)
     assert second.solution == gold
     label(second, [1, 1, 1])
     api = api_client_for(labeler)

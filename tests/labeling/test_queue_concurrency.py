@@ -10,6 +10,7 @@ from labeling.models import Labeling, Solution
 from labeling.services import queue, rating
 from tests.factories import make_batch, make_solutions
 from tests.helpers.users import make_user
+from tests.labeling.helpers import next_labeling
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -46,7 +47,7 @@ def test_concurrent_labelers_never_overshoot_or_double_claim(overlap):
 
     def label_until_empty(user):
         while True:
-            labeling = queue.claim_next(user)
+            labeling = next_labeling(user)
             if labeling is None:
                 return
             for step in range(len(labeling.solution.steps)):
@@ -90,7 +91,7 @@ def test_leases_expiring_mid_run_keep_every_rating_and_never_overshoot(settings,
 
     def label_until_empty(user):
         for _ in range(20):  # bounded: a labeler gets each solution at most once
-            labeling = queue.claim_next(user)
+            labeling = next_labeling(user)
             if labeling is None:
                 return
             for step in range(3):

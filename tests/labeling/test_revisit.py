@@ -9,9 +9,10 @@ from django.utils import timezone
 
 from labeling import selectors
 from labeling.models import BatchLabelerStats, Completion, Labeling, RatingEvent, Solution
-from labeling.services import errors, queue, rating
+from labeling.services import errors, rating
 from tests.factories import make_batch, make_solution
 from tests.helpers.users import make_user
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +22,7 @@ STEPS = ["Let $x = 2$.", "Then $x^2 = 4$.", "So $x^3 = 8$.", "# Answer\n\n8"]
 @pytest.fixture
 def labeling(labeler) -> Labeling:
     make_solution(make_batch(), steps=STEPS)
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling is not None
     return labeling
 
@@ -132,13 +133,13 @@ def test_the_panel_counts_todays_solutions_and_the_step_being_rated(labeler):
     for _ in range(4):
         make_solution(batch, steps=STEPS)
     yesterday = timezone.now() - timedelta(days=1, hours=1)
-    first = queue.claim_next(labeler)
+    first = next_labeling(labeler)
     rating.finish_labeling(labeling_id=first.pk, user=labeler, reason="give_up")
     Labeling.objects.filter(pk=first.pk).update(started_at=yesterday)  # not today's
-    second = queue.claim_next(labeler)
+    second = next_labeling(labeler)
     rating.finish_labeling(labeling_id=second.pk, user=labeler, reason="give_up")
-    queue.claim_next(make_user("other", "labeler"))  # someone else's work is not counted
-    third = queue.claim_next(labeler)
+    next_labeling(make_user("other", "labeler"))  # someone else's work is not counted
+    third = next_labeling(labeler)
     rate(third, 1, 0)
 
     panel = selectors.labeling_panel(selectors.labelings_for_page().get(pk=third.pk))

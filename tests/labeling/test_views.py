@@ -5,6 +5,7 @@ from labeling import selectors
 from labeling.models import Labeling
 from labeling.services import queue
 from tests.factories import make_batch, make_solution, make_solutions
+from tests.labeling.helpers import next_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def labeling(labeler) -> Labeling:
     make_solution(make_batch(), steps=["Let $x = 2$.", "Then $x^2 = 4$.", "# Answer\n\n4"])
-    return queue.claim_next(labeler)
+    return next_labeling(labeler)
 
 
 def htmx_post(client, url, data):
@@ -102,7 +103,7 @@ def test_a_minus_one_where_the_batch_asks_for_alternatives_answers_with_the_whol
         make_batch(alternatives_after_error=True, protocol=Batch.Protocol.STEPS),
         steps=["Let $x = 2$.", "Then $x^2 = 5$.", "# Answer\n\n5"],
     )
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     client.force_login(labeler)
     url = reverse("labeling:rate", args=[labeling.pk])
     response = htmx_post(client, url, {"step_index": 0, "rating": -1})
@@ -197,7 +198,7 @@ def test_agreement_is_computed_by_the_finish_that_brings_the_nth_labeling_only(
     make_solution(batch, steps=["Three.", "Four."])
     statements = []
     for user, rating in ((labeler, 1), (labeler2, 1), (labeler, 1), (labeler2, 0)):
-        labeling = queue.claim_next(user)
+        labeling = next_labeling(user)
         client.force_login(user)
         url = reverse("labeling:rate", args=[labeling.pk])
         htmx_post(client, url, {"step_index": 0, "rating": 1})
@@ -332,8 +333,8 @@ def test_the_labeling_header_counts_the_solutions_still_waiting_after_this_one(
     for _ in range(3):
         make_solution(batch)
     make_solution(make_batch(gold_rate=0)).batch.labelers.add(labeler2)  # not this labeler's
-    theirs = queue.claim_next(labeler2)
-    labeling = queue.claim_next(labeler)
+    theirs = next_labeling(labeler2)
+    labeling = next_labeling(labeler)
     assert labeling.solution.batch == batch and theirs.solution.batch == batch
     client.force_login(labeler)
     url = reverse("labeling:labeling", args=[labeling.pk])

@@ -12,7 +12,6 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from labeling.models import Batch, Problem, Solution
-from labeling.services.queue import claim_next
 from modeling.models import (
     EvaluationSet,
     GenerationRun,
@@ -24,6 +23,7 @@ from modeling.services import execution, run_data, runs
 from modeling.services.loop import start_generation
 from modeling.services.pipeline import run_generation_inline
 from tests.helpers.threads import background_threads, join_all
+from tests.labeling.helpers import next_labeling
 from tests.modeling.loop_helpers import make_tiny_backbone, tiny_train_config
 
 pytestmark = pytest.mark.django_db
@@ -136,7 +136,7 @@ def test_a_generation_runs_on_the_demo_gated_on_its_evaluation_set_to_the_labele
     assert reasons.filter(rule="convincing_wrong", correct=False).count() == 8  # 0.8 of K
 
     labeler = get_user_model().objects.get(username="labeler")
-    labeling = claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling is not None and labeling.solution.batch_id == batch.pk
 
 

@@ -30,6 +30,7 @@ from modeling.services.pipeline import run_generation_inline, run_step
 from modeling.services.pool import import_pool
 from tests.factories import make_batch, make_problem
 from tests.helpers.paths import SAMPLE_DIR
+from tests.labeling.helpers import next_labeling
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -221,14 +222,14 @@ def test_per_problem_scope(demo_pool):
 
 
 def test_generation_number_shows_in_the_export(demo_pool, labeler):
-    from labeling.services import queue, rating
+    from labeling.services import rating
     from labeling.services.exporting import iter_prm800k_lines
 
     version = active_model()
     score_pool_by_id(version)
     run = run_generation_inline(loop.start_generation(params={"k": 1, "retrain": False}))
     labeler.groups.add(*lead_groups())
-    labeling = queue.claim_next(labeler)
+    labeling = next_labeling(labeler)
     assert labeling.solution.batch == run.batch
     for index in range(len(labeling.solution.steps)):
         rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=index, rating=1)

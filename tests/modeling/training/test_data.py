@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from modeling.training.batching import collate
 from modeling.training.data import (
     IGNORE,
     SEPARATOR,
@@ -9,7 +10,6 @@ from modeling.training.data import (
     LabeledSolution,
     Solution,
     build_features,
-    collate,
     example_from_prm800k,
     examples_from_critic_rows,
     examples_from_prm800k,

@@ -11,8 +11,9 @@ import pytest
 import torch
 from torch import nn
 
+from modeling.training.batching import collate
 from modeling.training.config import TrainConfig
-from modeling.training.data import LabeledSolution, build_features, collate
+from modeling.training.data import LabeledSolution, build_features
 from modeling.training.feature_cache import (
     FeatureCache,
     backbone_identity,

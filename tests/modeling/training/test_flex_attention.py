@@ -12,15 +12,9 @@ import json
 import pytest
 import torch
 
+from modeling.training.batching import attention_mask_4d, collate, tree_block_mask
 from modeling.training.config import TrainConfig
-from modeling.training.data import (
-    attention_mask_4d,
-    build_features,
-    collate,
-    examples_from_critic_rows,
-    pack_rows,
-    tree_block_mask,
-)
+from modeling.training.data import build_features, examples_from_critic_rows, pack_rows
 from modeling.training.model import ProcessRewardModel, attention_for
 from modeling.training.train import train
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modeling.training.data import Solution, collate, pack_solution
+from modeling.training.batching import collate
+from modeling.training.data import Solution, pack_solution
 from modeling.training.model import ProcessRewardModel
 from modeling.training.score import score_solutions
 from modeling.training.train import train

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from modeling.training.batching import attention_mask_4d, collate
 from modeling.training.data import (
     IGNORE,
-    attention_mask_4d,
     build_features,
-    collate,
     examples_from_critic_rows,
     pack_length,
     pack_rows,

@@ -1,5 +1,4 @@
-"""The simulation on a tiny model and a real slice of the stepwise-critic oracle, and the
-simulated labelers driving the real HTTP endpoints."""
+"""The simulation on a tiny model and a real slice of the stepwise-critic oracle."""
 
 from __future__ import annotations
 
@@ -10,13 +9,11 @@ import re
 import pytest
 import torch
 
-from modeling.selectors import oracle_ratings
-from modeling.training import labelers, simulation, simulation_report
+from modeling.training import simulation, simulation_report
 from modeling.training.data import Alternative, LabeledSolution
 from modeling.training.efficiency import Point, efficiency_ratio, summarize_ratios
 from modeling.training.oracle import candidates_from_oracle
 from modeling.training.simulation import SimulationConfig
-from tests.helpers.paths import SAMPLE_DIR
 
 
 def test_candidates_are_every_rated_path_and_wrong_means_an_oracle_minus_one():
@@ -208,53 +205,6 @@ def test_simulate_command_on_cached_features(critic_slice, tmp_path, capsys, mon
     assert "reusing" in out
     assert out.rstrip().splitlines()[-1].startswith("active learning: ratio (solutions) ")
     assert (tmp_path / "out" / "simulation.png").exists()
-
-
-# --- simulated labelers over HTTP --------------------------------------------------------------
-
-
-def demo_oracle() -> list[LabeledSolution]:
-    """The demo's reference step labels as an oracle."""
-    problem_rows = [json.loads(x) for x in (SAMPLE_DIR / "problems.jsonl").read_text().splitlines()]
-    label_rows = [
-        json.loads(x) for x in (SAMPLE_DIR / "reference_labels.jsonl").read_text().splitlines()
-    ]
-    problems = {row["unique_id"]: row["problem"] for row in problem_rows}
-    ratings = {row["source_id"]: row["ratings"] for row in label_rows}
-    out = []
-    for line in (SAMPLE_DIR / "solutions.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        r = ratings[row["source_id"]]
-        out.append(LabeledSolution(problems[row["unique_id"]], row["steps"][: len(r)], r))
-    return out
-
-
-@pytest.mark.django_db(transaction=True)
-def test_http_labelers_label_through_the_real_endpoints(live_server):
-    from labeling.models import Labeling
-    from labeling.services.importing import import_math, import_samples
-    from tests.helpers.users import make_user
-
-    import_math(SAMPLE_DIR / "problems.jsonl")
-    import_samples(SAMPLE_DIR / "solutions.jsonl", batch_name="load", overlap=1)
-    make_user("load-1", "labeler")
-    make_user("load-2", "labeler")
-    oracle = demo_oracle()
-    ratings_for = oracle_ratings(oracle)
-    done = []
-    for name in ("load-1", "load-2"):
-        client = labelers.HttpLabeler(live_server.url, name, f"{name}-pw")
-        client.login()
-        done += client.label(ratings_for, max_solutions=2)
-        assert client.timings and max(client.timings) < 5
-    assert len(done) == 4
-    labelings = Labeling.objects.filter(pk__in=done).prefetch_related("step_labels__completions")
-    for labeling in labelings:
-        assert labeling.status == Labeling.Status.COMPLETED
-        sent = [c.rating for s in labeling.step_labels.all() for c in s.completions.all()]
-        expected = ratings_for(labeling.pk)
-        cut = expected.index(-1) + 1 if -1 in expected else len(expected)
-        assert sent == expected[:cut]
 
 
 def test_features_cover_every_path_step_and_alternative(critic_slice, tmp_path):
