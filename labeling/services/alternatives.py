@@ -708,8 +708,6 @@ def write_step(
         raise LabelingError("Write the step before submitting it.")
     if len(text) > MAX_STEP_CHARS:
         raise LabelingError(f"A step has at most {MAX_STEP_CHARS} characters.")
-    if "\x00" in text:  # PostgreSQL's text refuses it (the release's texts never hold one)
-        raise LabelingError("A step cannot hold a NUL character.")
     with transaction.atomic():
         labeling = rating.labeling_for_update(labeling_id, user)
         step = StepLabel.objects.filter(labeling=labeling, index=step_index).first()
