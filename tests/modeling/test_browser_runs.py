@@ -54,7 +54,7 @@ def test_researcher_trains_a_tiny_model_from_the_page(
     page.wait_for_selector("#start-run")
     assert "No training run yet" in page.inner_text("#runs")
     page.fill("input[name=name]", "tiny head")
-    # The form starts from README's suggested settings for the default backbone (SmolLM2).
+    # The form starts from the suggested settings (docs/training.md) for the default backbone.
     assert page.input_value("input[name=backbone_layers]") == "16"
     assert page.input_value("input[name=epochs]") == "30.0"
     page.fill("input[name=backbone]", backbone)
