@@ -207,6 +207,15 @@ def batch_tokens_in_order(config: TrainConfig, examples: list[LabeledSolution]) 
 # ---------------------------------------------------------------------- running
 
 
+def timed(p: Progress) -> bool:
+    """A report at the end of a feature batch or a training step: the clocks time those. The
+    load and tokenize phases, and the feature pass's report as it starts (before any batch, so
+    not the end of one), are not."""
+    if p.phase == "features":
+        return not (p.step == 0 and p.elapsed_s == 0.0)
+    return p.phase == "train"
+
+
 class Clock:
     """Progress callback: host time at each reported batch/step; can ask train() to stop
     after `stop_after` reports of one phase (the short CPU runs). Training waits for the
@@ -220,6 +229,8 @@ class Clock:
         self.times: dict[str, list[float]] = {"features": [], "train": []}
 
     def __call__(self, p: Progress) -> None:
+        if not timed(p):
+            return
         if self.sync and p.phase == "features":
             torch.cuda.synchronize()
         self.times[p.phase].append(time.perf_counter())
@@ -317,6 +328,8 @@ def run_mode(
     if cuda:
         figures["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     n = len(tokens[phase])
+    # One time stamp per batch (features) or step (train), else the rate divides the wrong ones.
+    assert len(clock.times[phase]) == n, (phase, len(clock.times[phase]), n)
     figures["tokens_per_s"] = sum(tokens[phase][1:n]) / clock.seconds(phase, 1, n)
     figures["steps_per_s"] = (result.step - 1) / clock.seconds("train", 1, result.step)
     if cuda and args.cpu_steps:  # the same batches as the CPU run below
@@ -474,7 +487,8 @@ class StepClock:
         self.times: dict[str, list[tuple[int, float]]] = {"features": [], "train": []}
 
     def __call__(self, p: Progress) -> None:
-        self.times[p.phase].append((p.step, time.perf_counter()))
+        if timed(p):
+            self.times[p.phase].append((p.step, time.perf_counter()))
 
 
 def scale_run(
