@@ -1,14 +1,15 @@
 """Run the test suite on both databases, against the real services.
 
-`make test` runs pytest twice: on PostgreSQL (DATABASE_URL, default
-postgres://postgres@127.0.0.1:5432/stepwise) with Redis (REDIS_URL), then on SQLite, the
-embedded default a new user gets from `make demo`, with every test not marked `postgres` or
-`redis`. When both run, a test marked `one_pass` (the database plays no part) runs in the SQLite
-pass only and one marked `one_pass_postgres` (a browser test whose server path runs on both
-elsewhere) in the PostgreSQL pass only. The two passes run side by side (`--serial`: one after the other), each line of
-their output prefixed with its database. The run fails if either fails. `--db postgres` or
-`--db sqlite` runs one of them; every other argument goes to pytest. `--lint` runs `make lint`
-beside them (`make test` does): its minutes overlap the tests' instead of coming first.
+`make test` runs pytest twice, side by side. The PostgreSQL pass (DATABASE_URL, default
+postgres://postgres@127.0.0.1:5432/stepwise, with Redis at REDIS_URL) runs every test, spread
+over one pytest-xdist worker per core (`--workers N`). The SQLite pass runs the embedded default
+a new user gets from `make demo` with the tests marked `sqlite` (tests/conftest.py names them:
+every branch on the database vendor, the demo, every page as every role, one end-to-end test of
+each feature); without PostgreSQL it runs every test that needs neither PostgreSQL nor Redis.
+`--serial` runs the passes one after the other, each line of output prefixed with its database.
+The run fails if either fails. `--db postgres` or `--db sqlite` runs one of them; every other
+argument goes to pytest. `--lint` runs `make lint` beside them (`make test` does): its minutes
+overlap the tests' instead of coming first.
 
 Without PostgreSQL or Redis the tests that need them are skipped, by name. With CI=true
 nothing is skipped: a missing service fails the run. Pytest's "no tests ran" (exit 5) is a
@@ -112,6 +113,7 @@ def start_pytest(
     print(f"\n=== {label}: pytest -m {markers!r} {' '.join(args)}", flush=True)
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={junit}", *args],
+        cwd=ROOT,  # `-m pytest` puts it on sys.path: `-p tests.worker_env` imports from it
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -143,6 +145,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--db", choices=("both", "postgres", "sqlite"), default="both")
     parser.add_argument("--serial", action="store_true")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="pytest-xdist workers of the PostgreSQL pass (default: one per core; 1: none)",
+    )
     parser.add_argument("--lint", action="store_true", help="run `make lint` beside the passes")
     options, pytest_args = parser.parse_known_args()
     markers, pytest_args = split_markers(pytest_args)
@@ -151,17 +159,19 @@ def main() -> int:
     base = dict(os.environ)
     base.setdefault("REDIS_URL", DEFAULT_REDIS_URL)
 
-    # Redis databases of this session's own (1-15), one broker and one cache per database pass:
-    # two test sessions on one machine, or the two passes side by side, must not take each
-    # other's tasks from a shared queue, and a test's cache FLUSHDB must not drop queued tasks.
-    def redis_db(offset: int) -> str:
-        url = urllib.parse.urlsplit(base["REDIS_URL"])
-        return urllib.parse.urlunsplit(url._replace(path=f"/{1 + (os.getpid() + offset) % 15}"))
+    # Redis databases of this session's own (1-15): a broker and a cache for each pytest process
+    # (an xdist worker of the PostgreSQL pass, or the SQLite pass). Two test sessions on one
+    # machine, two workers, or the two passes must not take each other's tasks from a shared
+    # queue, and a test's cache FLUSHDB must not drop another's queued tasks or counts.
+    redis_url = urllib.parse.urlsplit(base["REDIS_URL"])
+    first = os.getpid()
 
-    redis_dbs = {
-        "postgres": {"CELERY_BROKER_URL": redis_db(0), "STEPWISE_CACHE_URL": redis_db(7)},
-        "sqlite": {"CELERY_BROKER_URL": redis_db(3), "STEPWISE_CACHE_URL": redis_db(11)},
-    }
+    def redis_dbs(count: int) -> list[str]:
+        nonlocal first
+        dbs = [1 + (first + n) % 15 for n in range(count)]
+        first += count
+        return [urllib.parse.urlunsplit(redis_url._replace(path=f"/{db}")) for db in dbs]
+
     base["STEPWISE_TESTING"] = "1"
     base.setdefault("SECRET_KEY", "test-only-secret")
     base.setdefault("HF_HUB_OFFLINE", "1")
@@ -186,42 +196,49 @@ def main() -> int:
         base[f"STEPWISE_SKIP_{name.upper()}"] = why
         print(f"note: tests marked '{name}' will be skipped: {why}", file=sys.stderr)
 
-    runs: list[tuple[str, dict[str, str], str]] = []
-    if options.db in ("both", "postgres") and not problems["postgres"]:
+    runs: list[tuple[str, dict[str, str], str, list[str]]] = []
+    postgres_runs = options.db in ("both", "postgres") and not problems["postgres"]
+    workers = max(1, options.workers)
+    if postgres_runs:
+        brokers, caches = redis_dbs(workers), redis_dbs(workers)
         env = dict(
-            {**redis_dbs["postgres"], **base},
+            base,
             DATABASE_URL=database_url,
             STEPWISE_VAR_DIR=str(ROOT / "var" / "test-postgres"),
+            CELERY_BROKER_URL=brokers[0],
+            STEPWISE_CACHE_URL=caches[0],
+            STEPWISE_TEST_BROKER_URLS=",".join(brokers),
+            STEPWISE_TEST_CACHE_URLS=",".join(caches),
         )
-        # Tests that touch no database (marked one_pass) run once, in the SQLite pass, when both
-        # passes run: twice they would only prove the same thing twice.
-        pg_markers = markers
-        if options.db == "both":
-            pg_markers = f"({markers}) and not one_pass" if markers.strip() else "not one_pass"
-        runs.append(("postgres", env, pg_markers))
+        # xdist starts its workers with this Python and environment; -p loads tests.worker_env
+        # in each before Django's settings, to give it its own Redis databases and var folder.
+        spread = ["-p", "tests.worker_env", "-n", str(workers), "--dist", "worksteal"]
+        runs.append(("postgres", env, markers, spread if workers > 1 else []))
     elif options.db == "postgres":
         print(f"--db postgres: {problems['postgres']}", file=sys.stderr)
         return 2
     if options.db in ("both", "sqlite"):
-        # DATABASE_URL unset: the embedded default. What needs PostgreSQL or Redis ran above.
+        # DATABASE_URL unset: the embedded default. Beside the PostgreSQL pass, the tests marked
+        # for it; without PostgreSQL, everything that needs neither PostgreSQL nor Redis.
         var = ROOT / "var" / "test-sqlite"
         shutil.rmtree(var, ignore_errors=True)
-        services_free = "not postgres and not redis"
-        if any(label == "postgres" for label, _, _ in runs):  # it runs them (tests/conftest.py)
-            services_free += " and not one_pass_postgres"
-        sqlite_markers = f"({markers}) and {services_free}" if markers.strip() else services_free
-        runs.append(
-            (
-                "sqlite",
-                dict({**redis_dbs["sqlite"], **base}, STEPWISE_VAR_DIR=str(var)),
-                sqlite_markers,
-            )
+        chosen = "not postgres and not redis"
+        if postgres_runs or not missing.get("postgres"):
+            chosen = f"sqlite and {chosen}"
+        else:
+            print("note: no PostgreSQL: the SQLite pass runs every test it can", file=sys.stderr)
+        sqlite_markers = f"({markers}) and {chosen}" if markers.strip() else chosen
+        broker, cache = redis_dbs(1) + redis_dbs(1)
+        env = dict(
+            base, STEPWISE_VAR_DIR=str(var), CELERY_BROKER_URL=broker, STEPWISE_CACHE_URL=cache
         )
+        runs.append(("sqlite", env, sqlite_markers, []))
 
     # Side by side: most of a test's time is waiting (browsers, workers, servers), so the two
     # passes overlap on two cores; --serial runs one after the other.
-    threads = compute_threads(len(runs) if not options.serial else 1)
-    for _, env, _ in runs:
+    processes = sum(workers if spread else 1 for _, _, _, spread in runs)
+    threads = compute_threads(processes if not options.serial else 1)
+    for _, env, _, _ in runs:
         for name in THREAD_VARIABLES:
             env.setdefault(name, threads)
     failed_runs, total = [], {"passed": 0, "failed": 0, "skipped": 0}
@@ -241,9 +258,9 @@ def main() -> int:
         )
         lint_relay = threading.Thread(target=relay, args=("lint", linting, lock))
         lint_relay.start()
-    for label, env, run_markers in runs:
+    for label, env, run_markers, spread in runs:
         Path(env["STEPWISE_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
-        process = start_pytest(label, env, run_markers, pytest_args)
+        process = start_pytest(label, env, run_markers, [*spread, *pytest_args])
         relaying = threading.Thread(target=relay, args=(label, process, lock))
         relaying.start()
         started.append((label, env, process, relaying))

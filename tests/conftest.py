@@ -39,63 +39,85 @@ def _fresh_cache():
     yield
 
 
-# The training core has no Django, and these files test pure functions or scripts: what of
-# them takes no database fixture runs in one pass (pytest-django refuses it a database anyway).
-ONE_PASS_DIRS = (
-    ROOT / "tests" / "modeling" / "training",
-    ROOT / "tests" / "modeling" / "test_generator.py",
-    ROOT / "tests" / "modeling" / "test_grading.py",
-    ROOT / "tests" / "labeling" / "test_agreement.py",
-    ROOT / "tests" / "labeling" / "test_parsing.py",
-    ROOT / "tests" / "labeling" / "test_prm800k_final_step.py",
-    ROOT / "tests" / "labeling" / "test_prm800k_format.py",
-    ROOT / "tests" / "labeling" / "test_stepwise_format.py",
-    ROOT / "tests" / "labeling" / "test_templatetags.py",
-    ROOT / "tests" / "test_prune_lock.py",
-    ROOT / "tests" / "test_dependencies.py",
-    ROOT / "tests" / "test_theme.py",
-    ROOT / "tests" / "test_benchmarks_commands.py",
-    ROOT / "tests" / "test_benchmarks_peers.py",
-    ROOT / "tests" / "test_benchmarks_soak.py",
-    ROOT / "tests" / "test_benchmarks_train_quality.py",
-)
-DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
+# The SQLite pass (scripts/run_tests.py) runs the tests marked `sqlite`: the embedded default a
+# new user gets from `make demo` is proven end to end, at a fraction of a second full pass's cost.
+# The PostgreSQL pass runs every test. Marked here, by file or by test:
+# - every branch on the database vendor: the rating's statements (views, flow), the counters
+#   (dashboard), the COPY importer and its fallback, snapshots, compiled reads, sessions, the
+#   cache, the error pages, and the id bounds SQLite's driver needs (views, API, its fuzzing);
+# - the migrations (every SQLite test database is made by running them) and the demo itself;
+# - every page as every role (test_torch_free's walk), and one end-to-end test of each feature.
+SQLITE_FILES = {
+    ROOT / "tests" / path
+    for path in (
+        "labeling/test_adjudication.py",
+        "labeling/test_api.py",
+        "labeling/test_batch_choice.py",
+        "labeling/test_batch_writers.py",
+        "labeling/test_dashboard.py",
+        "labeling/test_demo.py",
+        "labeling/test_exporting.py",
+        "labeling/test_guidelines.py",
+        "labeling/test_import_fuzz.py",
+        "labeling/test_importing.py",
+        "labeling/test_items.py",
+        "labeling/test_labeling_flow.py",
+        "labeling/test_notes.py",
+        "labeling/test_one_open_labeling.py",
+        "labeling/test_pausing.py",
+        "labeling/test_people.py",
+        "labeling/test_quality.py",
+        "labeling/test_revisit.py",
+        "labeling/test_snapshots.py",
+        "labeling/test_tokens.py",
+        "labeling/test_views.py",
+        "modeling/test_best_of_n.py",
+        "modeling/test_evaluation_sets.py",
+        "modeling/test_import_prm.py",
+        "modeling/test_loop.py",
+        "modeling/test_review.py",
+        "modeling/test_run_input.py",
+        "modeling/test_runs_pages.py",
+        "test_admin.py",
+        "test_api_fuzz.py",
+        "test_browser_labeling.py",
+        "test_compiled.py",
+        "test_database_down.py",
+        "test_demo_browser.py",
+        "test_error_pages.py",
+        "test_fragments.py",
+        "test_home.py",
+        "test_login.py",
+        "test_navigation.py",
+        "test_null_characters.py",
+        "test_sessions.py",
+        "test_shared_cache.py",
+        "test_torch_free.py",
+    )
+}
+# One end-to-end test of each feature whose file is mostly model work, the same on both.
+SQLITE_TESTS = {
+    "tests/labeling/test_alternatives.py::test_a_whole_path_rated_chosen_written_and_exported_in_the_phase1_shape",
+    "tests/labeling/test_alternatives_views.py::test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writes",
+    "tests/modeling/test_demo.py::test_a_generation_runs_on_the_demo_gated_on_its_evaluation_set_to_the_labelers_queue",
+    "tests/modeling/test_demo.py::test_setup_demo_loads_the_graded_pool_once",
+    "tests/modeling/test_import_checks.py::test_an_archive_bomb_is_refused_by_what_it_declares_and_leaves_nothing",
+    "tests/modeling/test_model_export.py::test_download_button_gives_a_zip_of_the_hf_export_built_once",
+    "tests/modeling/test_runs.py::test_the_embedded_default_trains_one_run_at_a_time_and_a_cancel_stops_it_in_seconds",
+    "tests/modeling/test_runs.py::test_cancel_a_running_run_then_resume_it_from_its_checkpoint",
+    "tests/modeling/test_sampling.py::test_the_embedded_default_samples_in_a_thread_and_answers_at_once",
+}
 
-# Browser tests of pages whose server path the view, API and service tests run on both
-# databases: what the browser adds (keys, focus, htmx swaps, axe, layout) is the page's, the
-# same on both, so they run once, in the PostgreSQL pass (marker one_pass_postgres), which
-# evens the two passes' minutes. The labeler's own path (test_browser_labeling.py: outages,
-# keys faster than the server, two answers racing) and the CSP and error pages run on both;
-# the demo runs on SQLite, the database it ships with.
-ONE_PASS_POSTGRES_FILES = (
-    ROOT / "tests" / "test_accessibility_browser.py",
-    ROOT / "tests" / "test_home_browser.py",
-    ROOT / "tests" / "test_layout_browser.py",
-    ROOT / "tests" / "labeling" / "test_alternatives_browser.py",
-    ROOT / "tests" / "labeling" / "test_dashboard_browser.py",
-    ROOT / "tests" / "labeling" / "test_items_browser.py",
-    ROOT / "tests" / "labeling" / "test_people_browser.py",
-    ROOT / "tests" / "labeling" / "test_previews_browser.py",
-    ROOT / "tests" / "labeling" / "test_research_page_browser.py",
-    ROOT / "tests" / "modeling" / "test_browser_generation.py",
-    ROOT / "tests" / "modeling" / "test_browser_review.py",
-    ROOT / "tests" / "modeling" / "test_browser_runs.py",
-)
 
-
-def _touches_no_database(item) -> bool:
-    if item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(item.fixturenames):
-        return False
-    return any(Path(item.fspath).is_relative_to(folder) for folder in ONE_PASS_DIRS)
+def _in_the_sqlite_pass(item) -> bool:
+    return Path(item.fspath) in SQLITE_FILES or item.nodeid.split("[")[0] in SQLITE_TESTS
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if _touches_no_database(item):
-            item.add_marker(pytest.mark.one_pass)
-        elif Path(item.fspath) in ONE_PASS_POSTGRES_FILES:
-            item.add_marker(pytest.mark.one_pass_postgres)
+        if _in_the_sqlite_pass(item):
+            item.add_marker(pytest.mark.sqlite)
     reasons = {
         "postgres": os.environ.get("STEPWISE_SKIP_POSTGRES"),
         "redis": os.environ.get("STEPWISE_SKIP_REDIS"),

@@ -223,7 +223,6 @@ def test_a_visibility_timeout_shorter_than_a_training_run_is_refused_at_startup(
     assert "ImproperlyConfigured: CELERY_VISIBILITY_TIMEOUT=25200 must be longer" in result.stderr
 
 
-@pytest.mark.one_pass
 @pytest.mark.parametrize(("args", "port"), [([], "8000"), (["PORT=8100"], "8100")])
 def test_make_demo_serves_on_the_port_given_else_8000(args, port):
     make = shutil.which("make") or pytest.fail("make is not installed")

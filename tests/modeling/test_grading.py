@@ -329,7 +329,6 @@ def test_grade_solution_without_an_answer_is_ungraded() -> None:
     )
 
 
-@pytest.mark.one_pass
 def test_grading_prints_no_timeout_is_disabled_warning() -> None:
     """math-verify warns once per process that its own timeouts are off (we bound the call
     ourselves), so a fresh process: setup_demo printed the warning twice."""

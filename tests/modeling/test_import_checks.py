@@ -349,7 +349,6 @@ def with_own_code(folder: Path, marker: Path) -> Path:
     return folder
 
 
-@pytest.mark.one_pass
 def test_import_prm_refuses_a_model_with_its_own_code_though_the_terminal_answers_yes(
     prm, tmp_path
 ):

@@ -1,9 +1,9 @@
 """Runs trained by a torchrun process group (STEPWISE_TRAIN_PROCESSES=2, gloo on the CPU) that
 execute_training_run launches and supervises: the row, cancel, a killed rank, a torn-down task.
 
-Each torchrun start costs about ten seconds, so the real ones are few, and they run in one
-pass (one_pass): what they prove is the process group's, and the row they write is an ordinary
-one (test_runs.py writes it on both databases). The tear-down test stands a small script in
+Each torchrun start costs about ten seconds, so the real ones are few, and they run in the
+PostgreSQL pass only: what they prove is the process group's, and the row they write is an
+ordinary one (test_runs.py writes it on both databases). The tear-down test stands a small script in
 for torchrun. Nothing waits on time: the tests act from the progress callback, on what the row
 or the progress says.
 """
@@ -78,7 +78,6 @@ def first_train_steps(into: list[int]):
     return record
 
 
-@pytest.mark.one_pass
 def test_a_run_trains_in_two_processes_and_records_its_model(
     labels, backbone, two_processes, tmp_path
 ):
@@ -116,7 +115,6 @@ def test_a_run_trains_in_two_processes_and_records_its_model(
     assert gone(torchrun_processes())
 
 
-@pytest.mark.one_pass
 def test_cancel_stops_every_rank_then_resume_finishes_the_run(labels, backbone, two_processes):
     before = ModelVersion.active()
     run = runs.create_training_run(config=full(backbone, max_steps=STEPS, checkpoint_every=2))
@@ -141,7 +139,6 @@ def test_cancel_stops_every_rank_then_resume_finishes_the_run(labels, backbone, 
     assert [p[0] for p in run.loss_curve] == list(range(1, STEPS + 1))  # no step trained twice
 
 
-@pytest.mark.one_pass
 def test_a_killed_rank_fails_the_run_resumably_and_resume_finishes_it(
     labels, backbone, two_processes
 ):
