@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.apps import apps
 from django.db import connections
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from labeling.models import ProposedSteps, Snapshot
@@ -211,3 +212,40 @@ def test_every_worker_writes_its_failure_the_one_way(monkeypatch, fail, prefix):
     row = fail(monkeypatch, crash)
     assert row.status == type(row).FAILED and row.finished_at is not None
     assert row.error == f"{prefix}RuntimeError: {message}"[:ERROR_CHARS]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generation_running_at_the_upgrade_keeps_its_steps_heartbeat():
+    """Until the migration a generation's heartbeat was its running step's (in `steps`): the
+    sweeper must not fail a live one, nor keep a dead one, for want of `heartbeat_at`."""
+    before = [("modeling", "0011_trainingrun_phase_progress")]
+    executor = MigrationExecutor(connections["default"])
+    executor.migrate(before)
+    OldGenerationRun = executor.loader.project_state(before).apps.get_model(
+        "modeling", "GenerationRun"
+    )
+    seen = timezone.now() - timedelta(seconds=30)
+    step = {"status": "running", "started_at": (seen - timedelta(hours=1)).isoformat()}
+    reporting = OldGenerationRun.objects.create(
+        generation=1,
+        status="running",
+        current_step="score",
+        steps={"score": {**step, "heartbeat": seen.isoformat()}},
+    )
+    starting = OldGenerationRun.objects.create(
+        generation=2, status="running", current_step="select", steps={"select": step}
+    )
+    done = OldGenerationRun.objects.create(
+        generation=3, status="succeeded", current_step="done", steps={"score": step}
+    )
+
+    executor = MigrationExecutor(connections["default"])
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    heartbeats = dict(GenerationRun.objects.values_list("pk", "heartbeat_at"))
+    assert heartbeats == {
+        reporting.pk: seen,
+        starting.pk: seen - timedelta(hours=1),
+        done.pk: None,
+    }
