@@ -15,20 +15,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from modeling.training.selection import MIX_RULES
+from stepwise.queued import QueuedStatus, QueuedWork
+
+# The life of a training, generation or sampling run: queued work's own states.
+RunStatus = QueuedStatus
 
 
-class RunStatus(models.TextChoices):
-    """The life of a training run and of a generation run alike."""
-
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    SUCCEEDED = "succeeded", "succeeded"
-    FAILED = "failed", "failed"
-    CANCELLED = "cancelled", "cancelled"
-
-
-class TrainingRun(models.Model):
+class TrainingRun(QueuedWork):
     Status = RunStatus
+    # What its worker writes lands whatever a sweeper or a cancel wrote meanwhile: a run failed
+    # as stale whose worker then finishes has its model version, so it is SUCCEEDED.
+    WORKER_HAS_LAST_WORD = True
     DATA_FILE = "data.jsonl"  # its labelings frozen as PRM800K lines, in `folder`
     # The phases a worker reports, in order: what the page calls each, and what it counts.
     # Evaluation phases ("evaluate", "processbench <file>") count batches.
@@ -42,9 +39,6 @@ class TrainingRun(models.Model):
     }
 
     name = models.CharField(max_length=200, blank=True)
-    status = models.CharField(
-        max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True
-    )
     config = models.JSONField(default=dict, help_text="The effective TrainConfig.")
     dataset_version = models.CharField(
         max_length=64, blank=True, help_text="sha256 of the training data."
@@ -61,8 +55,6 @@ class TrainingRun(models.Model):
     loss_curve = models.JSONField(default=list, blank=True, help_text="[[step, loss], ...]")
     metrics = models.JSONField(default=dict, blank=True)
     output_dir = models.CharField(max_length=500, blank=True)
-    error = models.TextField(blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
     # False when it failed before training for a reason that would fail it again (no data, a
     # config or backbone the worker cannot use): no Resume, a new run is needed.
     resumable = models.BooleanField(default=True)
@@ -70,12 +62,6 @@ class TrainingRun(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(default=timezone.now)
-    # When its task was last sent to the broker: a queued run not taken long after is resent.
-    sent_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -112,11 +98,9 @@ class TrainingRun(models.Model):
         """Where its frozen data (`DATA_FILE`), model and checkpoints live."""
         return Path(settings.MEDIA_ROOT) / "runs" / f"run-{self.pk}"
 
-    def mark_failed(self, reason: str) -> None:
-        self.status = self.Status.FAILED
-        self.error = reason[:10_000]
-        self.finished_at = timezone.now()
-        self.save(update_fields=["status", "error", "finished_at"])
+    def mark_cancelled(self) -> bool:
+        """Its worker stopped at a user's request (`cancel_requested`): CANCELLED, no error."""
+        return self._end(self.Status.CANCELLED, "", {})
 
 
 class ModelVersion(models.Model):
@@ -286,7 +270,7 @@ class PoolEntry(models.Model):
         verbose_name_plural = "pool entries"
 
 
-class SamplingRun(models.Model):
+class SamplingRun(QueuedWork):
     """`generate_pool`: N solutions per problem from the generator, graded, into the pool.
 
     `problem_ids` is fixed when the run is created and `next_index` moves past a problem in the
@@ -296,9 +280,6 @@ class SamplingRun(models.Model):
     Status = RunStatus
     OPEN = (RunStatus.QUEUED, RunStatus.RUNNING)
 
-    status = models.CharField(
-        max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
-    )
     samples = models.PositiveSmallIntegerField(help_text="Solutions sampled per problem.")
     sampling = models.JSONField(help_text="max_tokens, temperature, top_p, seed.")
     filters = models.JSONField(default=dict, blank=True, help_text="How the problems were chosen.")
@@ -322,17 +303,9 @@ class SamplingRun(models.Model):
     generating_seconds = models.FloatField(
         default=0.0, help_text="Wall-clock seconds the generator took for them."
     )
-    error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(default=timezone.now)
-    # When its task was last sent to the broker (null: never, or the broker was unreachable); a
-    # queued run not taken long after is sent again (`stepwise.celery.resend_rows`).
-    sent_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -353,15 +326,17 @@ class SamplingRun(models.Model):
         return self.status in self.OPEN
 
 
-class GenerationRun(models.Model):
+class GenerationRun(QueuedWork):
     """One turn of the loop: retrain -> score the pool -> select -> enqueue, step by step.
 
     `current_step` is the step to run next (or the one that failed); a worker claims it with a
     conditional update from QUEUED to RUNNING, so a redelivered task is a no-op. A failure keeps
-    `current_step`, and `retry` re-queues exactly that step.
+    `current_step`, and `retry` re-queues exactly that step. A step whose worker is gone is not
+    taken over: `pipeline.fail_stale_generations` fails it, and a lead retries it.
     """
 
     Status = RunStatus
+    TAKES_OVER_STALE = False
 
     class Step(models.TextChoices):
         RETRAIN = "retrain", "retrain on all labels"
@@ -381,9 +356,6 @@ class GenerationRun(models.Model):
 
     generation = models.IntegerField(
         unique=True, help_text="The generation number this run prepares."
-    )
-    status = models.CharField(
-        max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True
     )
     current_step = models.CharField(max_length=16, choices=Step.choices, default=Step.RETRAIN)
     steps = models.JSONField(
@@ -411,17 +383,9 @@ class GenerationRun(models.Model):
         on_delete=models.SET_NULL,
         related_name="generation_run",
     )
-    error = models.TextField(blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(default=timezone.now)
-    # When its task was last sent to the broker (null: never, or the broker was unreachable); a
-    # queued run not taken long after is sent again (`stepwise.celery.resend_rows`).
-    sent_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-generation"]

@@ -22,7 +22,7 @@ from modeling.models import (
     SolutionScore,
     TrainingRun,
 )
-from stepwise.celery import model_tasks_in_thread, waiting_too_long
+from stepwise.celery import model_tasks_in_thread
 
 FAILURES_SHOWN_FOR = timedelta(days=7)
 
@@ -79,7 +79,7 @@ def loop_alerts(*, now: datetime) -> list[Alert]:
                 reverse("modeling_loop:generation", args=[generation.generation]),
             )
         )
-    unsent = TrainingRun.objects.filter(waiting_too_long(TrainingRun.Status.QUEUED, now)).count()
+    unsent = TrainingRun.objects.waiting_too_long(now).count()
     # In the embedded default the queued runs wait their turn behind the one this process trains.
     training = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING)
     if unsent and model_tasks_in_thread() and training.exists():

@@ -1,20 +1,24 @@
 """The Celery app. Queues (settings.TASK_QUEUES, every task by name): `default` for light work,
 `gpu` for training and scoring, `generate` for the generator (candidate steps, sampling runs)."""
 
+from __future__ import annotations
+
 import logging
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 from django.conf import settings
-from django.db import connections, models, transaction
-from django.db.models import Q
+from django.db import connections, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnreachable
+
+if TYPE_CHECKING:  # at run time this module loads before the apps (stepwise/__init__.py)
+    from stepwise.queued import QueuedWork
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "stepwise.settings")
 
@@ -34,7 +38,7 @@ SEND_RETRY_POLICY = {
 }
 
 
-# What a queued row (snapshot, training run) says while its task could not reach the broker;
+# What a queued row (stepwise.queued.QueuedWork) says while its task could not reach the broker;
 # each app's beat sweeper sends the rows that carry it again.
 UNSENT = (
     "Queued, but the task queue (Redis) could not be reached: it is sent again when it is back."
@@ -132,8 +136,7 @@ def task_queue(task_path: str) -> str:
 def start_on_commit(
     task_path: str,
     *args: Any,
-    row: type[models.Model] | None = None,
-    waiting: str = "",
+    row: type[QueuedWork] | None = None,
 ) -> None:
     """The one place background model work is dispatched: once the transaction commits, send
     the task `task_path` with `args` to a worker, or on the embedded default
@@ -141,8 +144,8 @@ def start_on_commit(
     request that asked answers at once either way: a gpu task in GPU_LANE, after those sent
     before it, any other in a thread of its own.
 
-    With `row` (the model whose id is `args[0]`), the row records when its task was sent and a
-    broker that cannot be reached marks it UNSENT while it is still `waiting` (`send_row`)."""
+    With `row` (the queued-work model whose id is `args[0]`), the row records when its task was
+    sent and a broker that cannot be reached marks it UNSENT while it still waits (`send_row`)."""
     if model_tasks_in_thread():
         task = registered_task(task_path)
         name = "-".join([task_path.rsplit(".", 1)[-1], *map(str, args)])
@@ -153,7 +156,7 @@ def start_on_commit(
         else:
             transaction.on_commit(lambda: run_in_thread(name, lambda: task(*args)))
     elif row is not None:
-        send_row(row, args[0], task_path, waiting=waiting, args=args)
+        send_row(row, args[0], task_path, args=args)
     else:
         enqueue_on_commit(task_path, *args)
 
@@ -171,8 +174,8 @@ def registered_task(name: str) -> Any:
     return app.tasks[name]
 
 
-# Rows that wait for a task (a snapshot, a training run) carry `status`, `error`, `sent_at` and
-# `created_at`; send_row and resend_rows send them and send them again, for both apps.
+# Rows that wait for a task are `stepwise.queued.QueuedWork`: send_row and resend_rows send
+# them and send them again, for both apps.
 
 # A row's task: a dotted path (sent with the row id), or, for rows whose task depends on the row
 # (a generation's next step), a function of the row id giving the path and the arguments.
@@ -180,57 +183,44 @@ RowTask = str | Callable[[int], tuple[str, tuple[Any, ...]]]
 
 
 def send_row(
-    model: type[models.Model],
+    model: type[QueuedWork],
     row_id: int,
     task_path: str,
     *,
-    waiting: str,
     args: tuple[Any, ...] | None = None,
 ) -> None:
     """Record when the row's task was sent and send it once the transaction commits (with
     `args`, default the row id); a broker that cannot be reached marks the row UNSENT (and
-    clears `sent_at`) while it is still `waiting`."""
+    clears `sent_at`) while it still waits."""
     model._default_manager.filter(pk=row_id).update(sent_at=timezone.now())
-    _enqueue_row(model, row_id, task_path, waiting, args)
+    _enqueue_row(model, row_id, task_path, args)
 
 
-def not_sent_since(before) -> Q:
-    """Rows whose task was last sent before `before` (rows from before `sent_at`: created)."""
-    return Q(sent_at__lt=before) | Q(sent_at__isnull=True, created_at__lt=before)
-
-
-def waiting_too_long(waiting: str, now=None) -> Q:
-    """Rows still `waiting` whose task will not come by itself: marked UNSENT, or sent more
-    than STEPWISE_RESEND_AFTER_SECONDS ago (what the sweepers send again; pages warn of them)."""
-    now = now or timezone.now()
-    before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
-    return Q(status=waiting) & (Q(error=UNSENT) | not_sent_since(before))
-
-
-def resend_rows(model: type[models.Model], due: Q, task: RowTask, *, waiting: str, now=None) -> int:
-    """Send again every row that matches `due`; returns how many. Each is taken with a
-    conditional UPDATE (a concurrent sweep, or a worker that took the row, wins), which also
-    clears UNSENT and records the send; a send that fails marks it UNSENT again."""
+def resend_rows(due: QuerySet[QueuedWork], task: RowTask, *, now=None) -> int:
+    """Send again every row of `due` (e.g. `waiting_too_long()`); returns how many. Each is
+    taken with a conditional UPDATE (a concurrent sweep, or a worker that took the row, wins),
+    which also clears UNSENT and records the send; a send that fails marks it UNSENT again."""
     now = now or timezone.now()
     sent = 0
-    for row_id in model._default_manager.filter(due).values_list("pk", flat=True):
+    for row_id in due.values_list("pk", flat=True):
         with transaction.atomic():
-            if model._default_manager.filter(due, pk=row_id).update(error="", sent_at=now):
+            if due.filter(pk=row_id).update(error="", sent_at=now):
                 task_path, args = (task, None) if isinstance(task, str) else task(row_id)
-                _enqueue_row(model, row_id, task_path, waiting, args)
+                _enqueue_row(due.model, row_id, task_path, args)
                 sent += 1
     return sent
 
 
 def _enqueue_row(
-    model: type[models.Model],
+    model: type[QueuedWork],
     row_id: int,
     task_path: str,
-    waiting: str,
     args: tuple[Any, ...] | None,
 ) -> None:
     def mark_unsent() -> None:
         # sent_at cleared: nothing reached the broker, so the row was not sent at all.
-        model._default_manager.filter(pk=row_id, status=waiting).update(error=UNSENT, sent_at=None)
+        model._default_manager.filter(pk=row_id, status=model.WAITING).update(
+            error=UNSENT, sent_at=None
+        )
 
     enqueue_on_commit(task_path, *(args or (row_id,)), on_unreachable=mark_unsent)

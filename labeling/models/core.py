@@ -337,7 +337,12 @@ class Completion(models.Model):
 class ProposedSteps(models.Model):
     """The generator's candidate next steps for one prefix of one problem (alternatives
     protocol). Requested ahead of the labeler, filled by a task on the `generate` queue, shared
-    by every labeler who reaches the same prefix."""
+    by every labeler who reaches the same prefix.
+
+    Not queued work (`stepwise.queued.QueuedWork`): it is asked for again and again, keeping its
+    candidates; `sent_at` says a task is out (cleared when it is through, empty while it waits
+    under its labeler's cap), and a lost task is sent again when someone reaches the prefix,
+    with no heartbeat, takeover or sweeper."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "pending"

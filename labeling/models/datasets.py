@@ -1,11 +1,13 @@
 """What surrounds the labels: the guidelines' versions, export snapshots and API tokens."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from knox.models import AbstractAuthToken
+
+from stepwise.queued import QueuedWork
 
 
 class Guidelines(models.Model):
@@ -26,7 +28,7 @@ class Guidelines(models.Model):
 # --- snapshots
 
 
-class Snapshot(models.Model):
+class Snapshot(QueuedWork):
     """An export written once to a file and never changed: its sha256 says so.
 
     Created pending by `labeling.services.snapshots.snapshot_create`, written by a Celery task through
@@ -45,6 +47,10 @@ class Snapshot(models.Model):
         DONE = "done", "done"
         FAILED = "failed", "failed"
 
+    # Queued work's states as a snapshot (and its API) has always said them.
+    WAITING = Status.PENDING
+    SUCCEEDED = Status.DONE
+
     format = models.CharField(max_length=24, choices=Format.choices, default=Format.PRM800K)
     filters = models.JSONField(default=dict, blank=True)
     options = models.JSONField(default=dict, blank=True)
@@ -56,7 +62,6 @@ class Snapshot(models.Model):
     size_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)
     file_path = models.CharField(max_length=500, blank=True, help_text="Relative to MEDIA_ROOT.")
-    error = models.TextField(blank=True)
     # Database time when the export started reading: "changes since" this snapshot means
     # labelings whose updated_at is later.
     cutoff_at = models.DateTimeField(null=True, blank=True)
@@ -64,17 +69,16 @@ class Snapshot(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="snapshots"
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    # When its task was last sent to the broker: a pending row not taken long after is resent.
-    sent_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"snapshot {self.pk} ({self.format}, {self.status})"
+
+    @classmethod
+    def stale_after(cls) -> timedelta:
+        return timedelta(seconds=settings.STEPWISE_SNAPSHOT_STALE_SECONDS)
 
     @property
     def is_finished(self) -> bool:

@@ -27,7 +27,6 @@ from labeling.selectors.progress import (
     solution_counts,
     tallied_labelings,
 )
-from stepwise.celery import waiting_too_long
 
 # --- the labeler's work: claims that expired, the batches they may label ---------------------
 
@@ -332,7 +331,7 @@ def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
                 reverse("labeling:labeler_detail", args=[labeler.user_id]),
             )
         )
-    unsent = Snapshot.objects.filter(waiting_too_long(Snapshot.Status.PENDING, now)).count()
+    unsent = Snapshot.objects.waiting_too_long(now).count()
     if unsent:
         alerts.append(
             Alert(

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from labeling.models import Snapshot
@@ -30,7 +29,7 @@ from labeling.services.exporting import (
     snapshot_filename,
     write_export_file,
 )
-from stepwise.celery import UNSENT, not_sent_since, resend_rows, send_row
+from stepwise.celery import resend_rows, send_row
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +73,8 @@ def snapshot_create(
     return snapshot
 
 
-def _stale_before(now):
-    """Running rows whose last heartbeat is older than this have lost their worker."""
-    return now - timedelta(seconds=settings.STEPWISE_SNAPSHOT_STALE_SECONDS)
-
-
 def _send(snapshot_id: int) -> None:
-    send_row(Snapshot, snapshot_id, RUN_TASK, waiting=Snapshot.Status.PENDING)
+    send_row(Snapshot, snapshot_id, RUN_TASK)
 
 
 def snapshots_resend(now=None) -> int:
@@ -93,51 +87,28 @@ def snapshots_resend(now=None) -> int:
     - running, no heartbeat for STEPWISE_SNAPSHOT_STALE_SECONDS: its worker died, and its
       unacknowledged message would come back only after the broker's visibility timeout."""
     now = now or timezone.now()
-    resend_before = now - timedelta(seconds=settings.STEPWISE_RESEND_AFTER_SECONDS)
-    stale_before = _stale_before(now)
-    due = (
-        Q(status=Snapshot.Status.PENDING, error=UNSENT)
-        | (Q(status=Snapshot.Status.PENDING) & not_sent_since(resend_before))
-        | Q(
-            status=Snapshot.Status.RUNNING,
-            heartbeat_at__lt=stale_before,
-            sent_at__lt=stale_before,
-        )
-    )
-    return resend_rows(Snapshot, due, RUN_TASK, waiting=Snapshot.Status.PENDING, now=now)
-
-
-def _claim(snapshot_id: int) -> bool:
-    now = timezone.now()
-    claimable = Q(status=Snapshot.Status.PENDING) | Q(
-        status=Snapshot.Status.RUNNING, heartbeat_at__lt=_stale_before(now)
-    )
-    return bool(
-        Snapshot.objects.filter(claimable, pk=snapshot_id).update(
-            status=Snapshot.Status.RUNNING, started_at=now, heartbeat_at=now, processed=0
-        )
-    )
+    died = Snapshot.objects.stale(now).filter(sent_at__lt=Snapshot.stale_before(now))
+    return resend_rows(Snapshot.objects.waiting_too_long(now) | died, RUN_TASK, now=now)
 
 
 @dataclass
 class _Reporter:
-    snapshot_id: int
+    snapshot: Snapshot
     extra: Progress | None = None
 
     def __call__(self, count: int) -> None:
-        Snapshot.objects.filter(pk=self.snapshot_id, status=Snapshot.Status.RUNNING).update(
-            processed=F("processed") + count, heartbeat_at=timezone.now()
-        )
+        self.snapshot.heartbeat(processed=F("processed") + count)
         if self.extra:
             self.extra(count)
 
 
 def snapshot_run(*, snapshot_id: int, progress: Progress | None = None, on_total=None) -> Snapshot:
     """Write a pending snapshot's file. Safe to call twice: the second call is a no-op."""
-    if not _claim(snapshot_id):
+    # A stale one taken over starts its file again.
+    snapshot = Snapshot.claim(snapshot_id, started_at=timezone.now(), processed=0)
+    if snapshot is None:
         log.info("snapshot %s: not pending, nothing to do", snapshot_id)
         return Snapshot.objects.get(pk=snapshot_id)
-    snapshot = Snapshot.objects.get(pk=snapshot_id)
     relative = f"snapshots/{snapshot_filename(snapshot)}"
     target = Path(settings.MEDIA_ROOT) / relative
     try:
@@ -154,25 +125,19 @@ def snapshot_run(*, snapshot_id: int, progress: Progress | None = None, on_total
             snapshot.format,
             labelings,
             options=options,
-            progress=_Reporter(snapshot_id, progress),
+            progress=_Reporter(snapshot, progress),
         )
     except Exception as exc:
         log.exception("snapshot %s failed", snapshot_id)
-        Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.RUNNING).update(
-            status=Snapshot.Status.FAILED,
-            error=f"{exc.__class__.__name__}: {exc}"[:2000],
-            finished_at=timezone.now(),
-        )
+        snapshot.mark_failed(exc)
         return Snapshot.objects.get(pk=snapshot_id)
-    done = Snapshot.objects.filter(pk=snapshot_id, status=Snapshot.Status.RUNNING).update(
-        status=Snapshot.Status.DONE,
+    done = snapshot.mark_succeeded(
         processed=result.labelings,
         row_count=result.rows,
         step_label_count=result.step_labels,
         size_bytes=result.size_bytes,
         sha256=result.sha256,
         file_path=relative,
-        finished_at=timezone.now(),
     )
     if not done:  # taken over as stale meanwhile: the other run owns the row and the file
         log.warning("snapshot %s changed hands while writing; leaving it", snapshot_id)

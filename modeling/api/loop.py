@@ -42,6 +42,7 @@ class GenerationSerializer(serializers.ModelSerializer):
             "attempts",
             "created_at",
             "started_at",
+            "heartbeat_at",  # the worker's last report (it was the running step's "heartbeat")
             "finished_at",
         ]
         read_only_fields = fields

@@ -30,7 +30,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,8 +37,6 @@ from typing import Any
 import torch
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from modeling.models import ModelVersion, TrainingRun
@@ -72,23 +69,6 @@ LOG_FILE = "train.log"  # torchrun's and the ranks' output, every attempt append
 LOSS_CURVE_POINTS = 2000  # the stored curve keeps every step up to this, then thins out
 
 
-def _claim(run_id: int) -> bool:
-    """QUEUED -> RUNNING, or take over a RUNNING run whose worker is gone."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
-    claimable = Q(status=TrainingRun.Status.QUEUED) | Q(
-        status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale
-    )
-    return bool(
-        TrainingRun.objects.filter(claimable, pk=run_id).update(
-            status=TrainingRun.Status.RUNNING,
-            started_at=Coalesce(F("started_at"), Value(now)),
-            heartbeat_at=now,
-            error="",
-        )
-    )
-
-
 # --- progress reported by the training loop -----------------------------------------------------
 
 
@@ -104,7 +84,7 @@ class RunReporter:
     whether a user asked to cancel, so both keep up when a report is a minute away."""
 
     def __init__(self, run: TrainingRun):
-        self.run_id = run.pk
+        self.run = run
         self.interval_s = settings.STEPWISE_RUN_PROGRESS_SECONDS
         self.loss_curve: list[list[float]] = [list(p) for p in run.loss_curve or []]
         self.phase = ""
@@ -145,21 +125,18 @@ class RunReporter:
     def write(self, **fields: Any) -> None:
         self.phase = fields.get("phase", self.phase)
         self.last_write = self.last_check = time.monotonic()
-        curve = thin_curve(self.loss_curve)
-        TrainingRun.objects.filter(pk=self.run_id).update(
-            heartbeat_at=timezone.now(), loss_curve=curve, **fields
-        )
+        self.run.heartbeat(loss_curve=thin_curve(self.loss_curve), **fields)
         self._read_cancel()
 
     def should_stop(self) -> bool:
         if not self.cancelled and time.monotonic() - self.last_check >= self.interval_s:
             self.last_check = time.monotonic()
-            TrainingRun.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
+            self.run.heartbeat()
             self._read_cancel()
         return self.cancelled
 
     def _read_cancel(self) -> None:
-        self.cancelled = TrainingRun.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+        self.cancelled = TrainingRun.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
 
 
 def thin_curve(points: list[list[float]], limit: int = LOSS_CURVE_POINTS) -> list[list[float]]:
@@ -189,15 +166,16 @@ def execute_training_run(
     run was not ours to execute, was cancelled, or failed (its row says why). `progress` and
     `counter` also receive the loop's and the evaluation's progress (the CLI's bars).
     """
-    if not _claim(run_id):
+    # Queued, or running on a worker whose heartbeat went stale (it died: its task came back).
+    claimed = TrainingRun.claim(run_id)
+    if claimed is None:
         run = TrainingRun.objects.get(pk=run_id)
         return (
             getattr(run, "model_version", None)
             if run.status == TrainingRun.Status.SUCCEEDED
             else None
         )
-    TrainingRun.objects.filter(pk=run_id).update(attempts=F("attempts") + 1)
-    run = TrainingRun.objects.get(pk=run_id)
+    run = claimed
     reporter = RunReporter(run)
     try:
         data_path, dataset_version, lines = freeze_dataset(run)
@@ -216,16 +194,13 @@ def execute_training_run(
     except (RunError, ValueError, TypeError, FileNotFoundError) as exc:
         # The same data and config would fail the same way: nothing to resume.
         logger.warning("training run %s cannot start: %s", run_id, exc)
-        error = f"Cannot start: {exc}. Start a new run once the data or config is fixed."
-        TrainingRun.objects.filter(pk=run_id).update(
-            status=TrainingRun.Status.FAILED,
+        run.mark_failed(
+            f"Cannot start: {exc}. Start a new run once the data or config is fixed.",
             resumable=False,
-            error=error[:10_000],
-            finished_at=timezone.now(),
         )
         return None
     except Exception as exc:
-        _fail(run_id, exc)
+        _fail(run, exc)
         return None
     try:
         description = {
@@ -281,7 +256,7 @@ def execute_training_run(
         _stop(run, reporter)
         return None
     except Exception as exc:
-        _fail(run_id, exc)
+        _fail(run, exc)
         return None
 
 
@@ -378,14 +353,10 @@ def check_split(model_dir: Path, train_set: Sequence) -> None:
         raise RuntimeError(f"{model_dir / SPLIT_FILE} differs from the run's split")
 
 
-def _fail(run_id: int, exc: Exception) -> None:
+def _fail(run: TrainingRun, exc: Exception) -> None:
     """Failed on the way (out of memory, a full disk, a bug): resumable from its checkpoint."""
-    logger.exception("training run %s failed", run_id)
-    TrainingRun.objects.filter(pk=run_id).update(
-        status=TrainingRun.Status.FAILED,
-        error=f"{exc.__class__.__name__}: {exc}"[:10_000],
-        finished_at=timezone.now(),
-    )
+    logger.exception("training run %s failed", run.pk)
+    run.mark_failed(exc)
 
 
 def _both(first: Callable[[Any], None], second: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -412,16 +383,10 @@ def _both_counters(first: PhaseProgress, second: PhaseProgress) -> PhaseProgress
 def _stop(run: TrainingRun, reporter: RunReporter) -> None:
     """Stopped mid-way: cancelled by a user, or the worker is shutting down (resumable)."""
     reporter.write()
-    status = TrainingRun.Status.CANCELLED if reporter.cancelled else TrainingRun.Status.FAILED
-    error = (
-        ""
-        if reporter.cancelled
-        else "Stopped before the end (worker shutting down); resume to continue."
-    )
-    TrainingRun.objects.filter(pk=run.pk).update(
-        status=status, error=error, finished_at=timezone.now()
-    )
-    return None
+    if reporter.cancelled:
+        run.mark_cancelled()
+    else:
+        run.mark_failed("Stopped before the end (worker shutting down); resume to continue.")
 
 
 def _finish(
@@ -448,11 +413,5 @@ def _finish(
         )
         if gate["passed"] and run.dataset_description.get("activate", True):
             version.activate()
-        TrainingRun.objects.filter(pk=run.pk).update(
-            status=TrainingRun.Status.SUCCEEDED,
-            metrics=metrics,
-            phase="done",
-            finished_at=timezone.now(),
-            heartbeat_at=timezone.now(),
-        )
+        run.mark_succeeded(metrics=metrics, phase="done", heartbeat_at=timezone.now())
     return version

@@ -15,20 +15,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, Q, QuerySet
+from django.db.models import F, Max, QuerySet
 from django.utils import timezone
 
 from labeling.models import Batch
 from modeling.models import GenerationRun, ModelVersion, SelectionReason, TrainingRun
 from modeling.training.config import TrainConfig
 from modeling.training.selection import MIX_RULES, RULES, check_shares
-from stepwise.celery import (
-    UNSENT,
-    model_tasks_in_thread,
-    resend_rows,
-    start_on_commit,
-    waiting_too_long,
-)
+from stepwise.celery import UNSENT, model_tasks_in_thread, resend_rows, start_on_commit
 
 DEFAULT_PARAMS: dict[str, Any] = {
     "rule": "convincing_wrong",  # one of selection.RULES
@@ -213,7 +207,7 @@ def retry_generation(run: GenerationRun, *, send: bool = True) -> GenerationRun:
     with transaction.atomic():
         updated = GenerationRun.objects.filter(
             pk=run.pk, status=GenerationRun.Status.FAILED
-        ).update(status=GenerationRun.Status.QUEUED, error="", finished_at=None)
+        ).requeue()
         if not updated:
             run.refresh_from_db()
             if run.status == GenerationRun.Status.QUEUED:
@@ -234,10 +228,8 @@ def generations_resend_one(run: GenerationRun) -> bool:
     `generations_resend`); False when it is not."""
     if model_tasks_in_thread():
         return False
-    due = waiting_too_long(GenerationRun.Status.QUEUED) & Q(pk=run.pk)
-    return bool(
-        resend_rows(GenerationRun, due, _current_step_task, waiting=GenerationRun.Status.QUEUED)
-    )
+    due = GenerationRun.objects.waiting_too_long().filter(pk=run.pk)
+    return bool(resend_rows(due, _current_step_task))
 
 
 def cancel_generation(run: GenerationRun) -> GenerationRun:
@@ -259,9 +251,7 @@ def send_step(run_id: int, step: str) -> None:
     process runs each step instead, so the page that started the run answers at once and shows
     progress. A broker that cannot be reached leaves the run queued and marked UNSENT; the
     sweeper (`generations_resend`) sends it when the broker is back."""
-    start_on_commit(
-        _step_task(step), run_id, step, row=GenerationRun, waiting=GenerationRun.Status.QUEUED
-    )
+    start_on_commit(_step_task(step), run_id, step, row=GenerationRun)
 
 
 def _step_task(step: str) -> str:
@@ -281,10 +271,7 @@ def generations_resend(now: datetime | None = None) -> int:
     step with a conditional update."""
     if model_tasks_in_thread():
         return 0  # no broker: the steps run in threads of the process that queued them
-    due = waiting_too_long(GenerationRun.Status.QUEUED, now)
-    return resend_rows(
-        GenerationRun, due, _current_step_task, waiting=GenerationRun.Status.QUEUED, now=now
-    )
+    return resend_rows(GenerationRun.objects.waiting_too_long(now), _current_step_task, now=now)
 
 
 # --- the automatic trigger -------------------------------------------------------------------

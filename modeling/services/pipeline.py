@@ -20,12 +20,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from modeling.models import GenerationRun, ModelVersion, SolutionScore, TrainingRun
@@ -38,6 +37,7 @@ from modeling.services.loop import (
     send_step,
 )
 from modeling.services.pool import enqueue_selection, select_for_run, selectable_pool
+from stepwise.queued import failure_text
 
 logger = logging.getLogger(__name__)
 
@@ -50,14 +50,15 @@ def _set_step(run_id: int, step: str, **state: Any) -> None:
         run.save(update_fields=["steps"])
 
 
-def _progress(run_id: int, step: str) -> Callable[[int, int], None]:
+def _progress(run: GenerationRun, step: str) -> Callable[[int, int], None]:
     last = [0.0]
 
     def report(done: int, total: int) -> None:
         now = time.monotonic()
         if now - last[0] >= 1.0 or done >= total:  # at most one write a second
             last[0] = now
-            _set_step(run_id, step, done=done, total=total, heartbeat=timezone.now().isoformat())
+            _set_step(run.pk, step, done=done, total=total)
+            run.heartbeat()
 
     return report
 
@@ -66,11 +67,10 @@ def fail_stale_generations(now=None) -> int:
     """Mark failed (retryable) the RUNNING generations whose worker is gone.
 
     The retrain step is alive while its training run is (that run has its own heartbeat and
-    `runs.fail_stale_runs`); the other steps while their last progress or start is newer
-    than STEPWISE_RUN_STALE_SECONDS.
+    `runs.fail_stale_runs`); the other steps while the run's heartbeat (its claim, then each
+    progress report) is newer than STEPWISE_RUN_STALE_SECONDS.
     """
     now = now or timezone.now()
-    stale_before = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
     failed = 0
     running = GenerationRun.objects.filter(status=GenerationRun.Status.RUNNING).select_related(
         "training_run"
@@ -82,34 +82,26 @@ def fail_stale_generations(now=None) -> int:
             dead = training.status in (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
             why = f"training run {training.pk} {training.status}: {training.error or 'no detail'}"
         else:
-            state = run.steps.get(step, {})
-            seen = state.get("heartbeat") or state.get("started_at")
-            dead = seen is None or datetime.fromisoformat(seen) < stale_before
-            why = f"no progress from the worker since {seen or 'the step was claimed'}"
-        if dead and GenerationRun.objects.filter(
-            pk=run.pk, status=GenerationRun.Status.RUNNING
-        ).update(
-            status=GenerationRun.Status.FAILED, error=f"{step}: {why}"[:10_000], finished_at=now
-        ):
-            _set_step(run.pk, step, status="failed", error=why[:2000], finished_at=now.isoformat())
+            seen = run.heartbeat_at
+            dead = seen is None or seen < GenerationRun.stale_before(now)
+            why = f"no progress from the worker since {seen.isoformat() if seen else 'its claim'}"
+        if dead and run.mark_failed(f"{step}: {why}", finished_at=now):
+            _set_step(
+                run.pk, step, status="failed", error=failure_text(why), finished_at=now.isoformat()
+            )
             failed += 1
     return failed
 
 
 def claim_step(run_id: int, step: str) -> GenerationRun | None:
     """QUEUED at `step` -> RUNNING, or None when someone else has it or it is done."""
-    now = timezone.now()
-    with transaction.atomic():
-        claimed = GenerationRun.objects.filter(
-            pk=run_id, status=GenerationRun.Status.QUEUED, current_step=step
-        ).update(status=GenerationRun.Status.RUNNING, attempts=F("attempts") + 1)
-        if not claimed:
-            return None
-        GenerationRun.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
-    _set_step(
-        run_id, step, status="running", started_at=now.isoformat(), finished_at=None, error=""
-    )
-    return GenerationRun.objects.get(pk=run_id)
+    run = GenerationRun.claim(run_id, where=Q(current_step=step))
+    if run is None:
+        return None
+    started = (run.heartbeat_at or timezone.now()).isoformat()
+    _set_step(run_id, step, status="running", started_at=started, finished_at=None, error="")
+    run.refresh_from_db(fields=["steps"])
+    return run
 
 
 def run_step(run_id: int, step: str) -> str | None:
@@ -122,22 +114,16 @@ def run_step(run_id: int, step: str) -> str | None:
         detail = STEP_FUNCTIONS[step](run)
     except Exception as exc:
         logger.exception("%s: step %s failed", run, step)
-        message = (
-            f"{exc.__class__.__name__}: {exc}" if not isinstance(exc, StepFailed) else str(exc)
-        )
+        message = failure_text(exc if not isinstance(exc, StepFailed) else str(exc))
         _set_step(
             run_id,
             step,
             status="failed",
-            error=message[:2000],
+            error=message,
             finished_at=timezone.now().isoformat(),
             seconds=round(time.monotonic() - started, 3),
         )
-        GenerationRun.objects.filter(pk=run_id).update(
-            status=GenerationRun.Status.FAILED,
-            error=f"{step}: {message}"[:10_000],
-            finished_at=timezone.now(),
-        )
+        run.mark_failed(f"{step}: {message}")
         return None
     _set_step(
         run_id,
@@ -149,14 +135,10 @@ def run_step(run_id: int, step: str) -> str | None:
     )
     following = _next_step(step)
     if following == GenerationRun.Step.DONE:
-        GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
-            status=GenerationRun.Status.SUCCEEDED,
-            current_step=following,
-            finished_at=timezone.now(),
-        )
+        run.mark_succeeded(current_step=following)
         return None
-    GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
-        status=GenerationRun.Status.QUEUED, current_step=following
+    GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).requeue(
+        current_step=following
     )
     return following
 
@@ -260,7 +242,7 @@ def step_score(run: GenerationRun) -> dict[str, Any]:
     written = 0
     if total:
         written = scoring.score_solutions_with(
-            model_version=version, solutions=todo, progress=_progress(run.pk, "score")
+            model_version=version, solutions=todo, progress=_progress(run, "score")
         )
     _set_step(run.pk, "score", done=total, total=total)
     detail: dict[str, Any] = {"model_version": version.pk, "to_score": total, "scored": written}
@@ -289,7 +271,7 @@ def _measure_uncertainty(
             solutions=todo,
             heads=heads,
             seed=int(params["seed"]),
-            progress=_progress(run.pk, "score"),
+            progress=_progress(run, "score"),
         )
     except runs.RunError as exc:
         raise StepFailed(f"uncertainty: {exc}") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from modeling import selectors
 from modeling.models import ModelVersion, TrainingRun
 from modeling.training.backbones import NAMED_BACKBONES, check_available, folder_under, in_hf_cache
 from modeling.training.config import TrainConfig
-from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit, waiting_too_long
+from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit
 
 TRAIN_TASK = "modeling.tasks.gpu_train_run"
 
@@ -207,7 +206,7 @@ def enqueue(run: TrainingRun) -> None:
     """Send the run to the gpu worker once the transaction commits. In the embedded default
     (no broker) a thread of this process trains it instead, so the page that started it
     answers at once and shows live progress."""
-    start_on_commit(TRAIN_TASK, run.pk, row=TrainingRun, waiting=TrainingRun.Status.QUEUED)
+    start_on_commit(TRAIN_TASK, run.pk, row=TrainingRun)
 
 
 def runs_resend(now=None) -> int:
@@ -221,8 +220,7 @@ def runs_resend(now=None) -> int:
     if model_tasks_in_thread():
         return 0  # no broker: runs go to threads of the process that started them
     now = now or timezone.now()
-    due = waiting_too_long(TrainingRun.Status.QUEUED, now)
-    return resend_rows(TrainingRun, due, TRAIN_TASK, waiting=TrainingRun.Status.QUEUED, now=now)
+    return resend_rows(TrainingRun.objects.waiting_too_long(now), TRAIN_TASK, now=now)
 
 
 def cancel_training_run(run: TrainingRun) -> TrainingRun:
@@ -232,12 +230,10 @@ def cancel_training_run(run: TrainingRun) -> TrainingRun:
     ):
         run.refresh_from_db()
         return run
-    stale = timezone.now() - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
-    if TrainingRun.objects.filter(
-        pk=run.pk, status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale
-    ).update(
+    gone = TrainingRun.objects.filter(pk=run.pk).stale()  # nobody would act on the request
+    if gone.update(
         status=TrainingRun.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
-    ):  # its worker is gone: nobody would act on the request
+    ):
         run.refresh_from_db()
         return run
     if not TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(
@@ -253,8 +249,8 @@ def resume_training_run(run: TrainingRun, *, send: bool = True) -> TrainingRun:
     `send=False` leaves it queued for the caller to execute (the CLI's inline resume)."""
     stopped = (TrainingRun.Status.FAILED, TrainingRun.Status.CANCELLED)
     with transaction.atomic():
-        if not TrainingRun.objects.filter(pk=run.pk, status__in=stopped, resumable=True).update(
-            status=TrainingRun.Status.QUEUED, error="", cancel_requested=False, finished_at=None
+        if not TrainingRun.objects.filter(pk=run.pk, status__in=stopped, resumable=True).requeue(
+            cancel_requested=False
         ):
             run.refresh_from_db()
             if not run.resumable:
@@ -269,16 +265,10 @@ def resume_training_run(run: TrainingRun, *, send: bool = True) -> TrainingRun:
 def fail_stale_runs(now=None) -> int:
     """Mark failed the RUNNING runs whose worker stopped sending heartbeats (killed, lost)."""
     now = now or timezone.now()
-    stale = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
-    return TrainingRun.objects.filter(
-        status=TrainingRun.Status.RUNNING, heartbeat_at__lt=stale
-    ).update(
-        status=TrainingRun.Status.FAILED,
+    return TrainingRun.objects.stale(now).mark_failed(
+        "The worker stopped reporting (killed or lost). Nothing was activated; "
+        "resume the run to continue from its last checkpoint.",
         finished_at=now,
-        error=(
-            "The worker stopped reporting (killed or lost). Nothing was activated; "
-            "resume the run to continue from its last checkpoint."
-        ),
     )
 
 

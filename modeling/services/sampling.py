@@ -13,12 +13,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from labeling.models import Batch, Problem, ProposedSteps, Solution
@@ -37,7 +36,8 @@ from modeling.generator import (
 )
 from modeling.grading import is_equivalent
 from modeling.models import PoolEntry, RunStatus, SamplingRun
-from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit, waiting_too_long
+from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit
+from stepwise.queued import failure_text
 
 logger = logging.getLogger(__name__)
 
@@ -156,11 +156,7 @@ def _fill_proposal(
             update.update(status=ProposedSteps.Status.FAILED, error="The generator gave no step.")
     except Exception as exc:  # the page says so and offers to try again
         logger.warning("proposal %s failed: %s", proposal_id, exc)
-        update = {
-            "status": ProposedSteps.Status.FAILED,
-            "error": f"{type(exc).__name__}: {exc}",
-            "dropped": {},
-        }
+        update = {"status": ProposedSteps.Status.FAILED, "error": failure_text(exc), "dropped": {}}
     # Only the run that holds it: a request reset meanwhile (sent again) is another run's.
     ProposedSteps.objects.filter(pk=proposal_id, status=ProposedSteps.Status.RUNNING).update(
         **update
@@ -294,7 +290,7 @@ def _send(run_id: int) -> None:
     """Send the run to the generate queue once the transaction commits (a thread of this process
     in the embedded default). A broker that cannot be reached leaves it queued and marked
     UNSENT; `sampling_runs_resend` sends it when the broker is back."""
-    start_on_commit(SAMPLING_TASK, run_id, row=SamplingRun, waiting=RunStatus.QUEUED)
+    start_on_commit(SAMPLING_TASK, run_id, row=SamplingRun)
 
 
 def sampling_runs_resend(now=None) -> int:
@@ -303,25 +299,15 @@ def sampling_runs_resend(now=None) -> int:
     the run is claimed with a conditional update."""
     if model_tasks_in_thread():
         return 0  # no broker: runs go to threads of the process that started them
-    due = waiting_too_long(RunStatus.QUEUED, now)
-    return resend_rows(SamplingRun, due, SAMPLING_TASK, waiting=RunStatus.QUEUED, now=now)
-
-
-def _stale_or_queued(now) -> Q:
-    stale_before = now - timedelta(seconds=settings.STEPWISE_RUN_STALE_SECONDS)
-    return Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, heartbeat_at__lt=stale_before)
+    return resend_rows(SamplingRun.objects.waiting_too_long(now), SAMPLING_TASK, now=now)
 
 
 def resume_sampling_run(run: SamplingRun) -> SamplingRun:
     """Send a failed or cancelled run again, or one whose worker died (no heartbeat for
     STEPWISE_RUN_STALE_SECONDS): it goes on from the first problem not written."""
-    resumable = Q(status__in=[RunStatus.FAILED, RunStatus.CANCELLED]) | _stale_or_queued(
-        timezone.now()
-    )
+    stopped = SamplingRun.objects.filter(status__in=[RunStatus.FAILED, RunStatus.CANCELLED])
     with transaction.atomic():
-        if not SamplingRun.objects.filter(resumable, pk=run.pk).update(
-            status=RunStatus.QUEUED, error="", finished_at=None
-        ):
+        if not (stopped | SamplingRun.objects.claimable()).filter(pk=run.pk).requeue():
             raise SamplingError(f"Sampling run {run.pk} is {run.status}: nothing to resume.")
         _send(run.pk)
     run.refresh_from_db()
@@ -345,14 +331,11 @@ def execute_sampling_run(
     Claimed with a conditional update, so a redelivered task does nothing. Problems go to the
     generator `concurrency` at a time; each problem's solutions and `next_index` are written
     in one transaction. A generator error fails the run, resumable where it stopped."""
-    now = timezone.now()
-    # Queued, or running on a worker that has gone quiet (killed: its task came back).
-    claimed = SamplingRun.objects.filter(_stale_or_queued(now), pk=run_id).update(
-        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
-    )
-    if not claimed:
+    # Queued, or running on a worker that has gone quiet (killed: its task came back); started
+    # is this attempt's start.
+    run = SamplingRun.claim(run_id, started_at=timezone.now())
+    if run is None:
         return None
-    run = SamplingRun.objects.get(pk=run_id)
     try:
         generator = generator_from_settings()
         SamplingRun.objects.filter(pk=run_id).update(generator=generator.name)
@@ -373,16 +356,10 @@ def execute_sampling_run(
                     return run  # cancelled meanwhile
                 if progress is not None:
                     progress(run)
-        SamplingRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
-            status=RunStatus.SUCCEEDED, finished_at=timezone.now()
-        )
+        run.mark_succeeded()
     except Exception as exc:
         logger.exception("sampling run %s failed", run_id)
-        SamplingRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
-            status=RunStatus.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
-            finished_at=timezone.now(),
-        )
+        run.mark_failed(exc)
     run.refresh_from_db()
     return run
 
@@ -482,6 +459,17 @@ def _seeded(sampling: Sampling, problem_id: int) -> Sampling:
     return replace(sampling, seed=sampling.seed + problem_id)
 
 
+# What a sampling run's worker writes with each problem's solutions (and its heartbeat).
+PROGRESS_FIELDS = (
+    "next_index",
+    "added",
+    "graded_correct",
+    "graded_wrong",
+    "incomplete",
+    "duplicates",
+)
+
+
 def _write_problem(run: SamplingRun, problem: Problem, solutions: list[SampledSolution]) -> bool:
     """Add one problem's complete samples to the pool and move past it; False if the run was
     cancelled or taken from this worker meanwhile (nothing written then)."""
@@ -530,16 +518,5 @@ def _write_problem(run: SamplingRun, problem: Problem, solutions: list[SampledSo
         run.graded_wrong += report.created["graded wrong"]
         run.incomplete += len(solutions) - len(complete)
         run.duplicates += report.duplicates
-        run.heartbeat_at = timezone.now()
-        run.save(
-            update_fields=[
-                "next_index",
-                "added",
-                "graded_correct",
-                "graded_wrong",
-                "incomplete",
-                "duplicates",
-                "heartbeat_at",
-            ]
-        )
+        run.heartbeat(**{name: getattr(run, name) for name in PROGRESS_FIELDS})
     return True

@@ -524,19 +524,20 @@ def test_a_generation_whose_worker_died_is_failed_and_can_be_retried(db, setting
     from django.utils import timezone
 
     settings.STEPWISE_RUN_STALE_SECONDS = 600
-    old = (timezone.now() - timedelta(seconds=601)).isoformat()
-    fresh = timezone.now().isoformat()
+    old = timezone.now() - timedelta(seconds=601)
     dead = GenerationRun.objects.create(
         generation=1,
         status=GenerationRun.Status.RUNNING,
         current_step="score",
-        steps={"score": {"status": "running", "started_at": old, "heartbeat": old}},
+        steps={"score": {"status": "running", "started_at": old.isoformat()}},
+        heartbeat_at=old,
     )
     alive = GenerationRun.objects.create(
         generation=2,
         status=GenerationRun.Status.RUNNING,
         current_step="score",
-        steps={"score": {"status": "running", "started_at": old, "heartbeat": fresh}},
+        steps={"score": {"status": "running", "started_at": old.isoformat()}},
+        heartbeat_at=timezone.now(),
     )
     training = TrainingRun.objects.create(
         status=TrainingRun.Status.FAILED, error="The worker stopped reporting"
