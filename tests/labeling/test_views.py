@@ -319,11 +319,17 @@ def test_labeling_page_and_rating_use_a_bounded_number_of_queries(
     # 7: the header's waiting count is one query, and one more while the solution counts it
     # reads are not cached yet (as here, the first view).
     with django_assert_max_num_queries(7):
-        client.get(reverse("labeling:labeling", args=[labeling.pk]))
+        page = client.get(reverse("labeling:labeling", args=[labeling.pk]))
     with django_assert_max_num_queries(15):
-        htmx_post(
+        refused = htmx_post(
             client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 2}
         )  # refused: the whole panel comes back, with the error
+    # The page and the panel themselves: a redirect (to sign in) passes the counts too.
+    assert page.status_code == 200 and "Let $x = 2$." in page.content.decode()
+    assert 'id="notes-title"' in page.content.decode()  # the full page, not a fragment
+    assert refused.status_code == 400 and "A rating is -1, 0 or +1." in refused.content.decode()
+    assert "Let $x = 2$." in refused.content.decode() and "<html" not in refused.content.decode()
+    assert labeling.step_labels.count() == 0
 
 
 def test_the_labeling_header_counts_the_solutions_still_waiting_after_this_one(

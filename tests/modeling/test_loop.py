@@ -489,7 +489,12 @@ def test_generation_detail_query_count_is_flat(
     run = run_generation_inline(loop.start_generation(params={"k": 30, "retrain": False}))
     client.force_login(lead)
     with django_assert_max_num_queries(12):
-        client.get(reverse("modeling_loop:generation", args=[run.generation]))
+        response = client.get(reverse("modeling_loop:generation", args=[run.generation]))
+    # The page itself, every selected row in it: a redirect (to sign in) passes the count too.
+    page = response.content.decode()
+    assert response.status_code == 200, response
+    assert f"<h1>Generation {run.generation}</h1>" in page
+    assert page.count('<span class="chip rule-') == run.selections.count() == 30
 
 
 def test_api_starts_lists_and_retries(client, researcher, demo_pool, settings):
