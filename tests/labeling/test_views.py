@@ -401,6 +401,30 @@ def test_a_rating_in_the_middle_of_a_solution_is_four_queries(client, labeling):
     )
 
 
+def test_a_rating_posted_without_htmx_goes_back_to_the_page_after_its_own_statements(
+    client, labeling
+):
+    """Without JavaScript the buttons post plainly: the rating's statements, then a redirect
+    to the page, which reads the labeling afresh (no read for an answer not rendered). A
+    refused one comes back as a message on the page, nothing saved."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    page = reverse("labeling:labeling", args=[labeling.pk])
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(url, {"step_index": 0, "rating": 1})
+    assert response.status_code == 302 and response["Location"] == page
+    own, _auth = _own_statements(captured)
+    assert written_together(own) == ["SELECT", "INSERT", "INSERT", "INSERT"], "\n".join(own)
+    assert list(labeling.step_labels.values_list("index", flat=True)) == [0]
+    refused = client.post(url, {"step_index": 2, "rating": 1}, follow=True)
+    assert refused.redirect_chain == [(page, 302)] and refused.status_code == 200
+    assert "Rate step 2 first" in refused.content.decode()
+    assert labeling.step_labels.count() == 1
+
+
 def test_the_demo_brings_reference_labels_to_train_on(db):
     from labeling.models import Labeling
     from labeling.services.demo import REFERENCE_BATCH, load_sample_data
