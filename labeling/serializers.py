@@ -1,8 +1,9 @@
 """DRF serializers: they parse and validate, nothing else.
 
 `ExportRequestSerializer` is the one validator of an export request (format, filters,
-stepwise options): the CLI, the researchers' page and the API all pass their input through
-it, so a filter means the same everywhere.
+stepwise options): the CLI, the researchers' page, the API and a training run's data filters
+(`modeling.services.runs.check_run_filters`) all pass their input through it, so a filter
+means the same everywhere.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
 from modeling.training.selection import MIX_RULES
 
 ALL_DATA = "all"
+DATA_KINDS = {"batch": "batches", "generation": "generations"}  # "batch:3": {"batches": ["3"]}
 _LR_HELP = (
     "Empty: the mode's default ("
     + ", ".join(f"{mode} {lr:g}" for mode, lr in LR_DEFAULTS.items())
@@ -89,8 +90,9 @@ class TrainingRunForm(forms.Form):
         min_value=1, required=False, label="Backbone layers", help_text="Empty keeps all."
     )
     # Named as the API names it; the form metaclass moves fields off the class, so `self.data`
-    # stays the bound data.
-    data = forms.ChoiceField(label="Labels")  # type: ignore[assignment]
+    # stays the bound data. A batch or generation past the list is not refused here: the
+    # service checks the filters it becomes, with the API's messages (`runs.check_run_filters`).
+    data = forms.CharField(label="Labels", widget=forms.Select)  # type: ignore[assignment]
     holdout_fraction = forms.FloatField(
         min_value=0,
         max_value=0.9,
@@ -107,7 +109,7 @@ class TrainingRunForm(forms.Form):
 
     def __init__(self, *args: Any, backbone: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        cast(forms.ChoiceField, self.fields["data"]).choices = data_choices()
+        cast(forms.Select, self.fields["data"].widget).choices = data_choices()
         self.fields["holdout_fraction"].initial = settings.STEPWISE_PRM_HOLDOUT_FRACTION
         self.suggested_for = backbone or _DEFAULTS.backbone
         self.has_suggestions = self.suggested_for in SUGGESTED_SETTINGS
@@ -143,6 +145,13 @@ class TrainingRunForm(forms.Form):
             raise forms.ValidationError('a JSON object, like {"seed": 1}')
         return value
 
+    def clean_data(self) -> str:
+        value = self.cleaned_data["data"]
+        kind, colon, _ = value.partition(":")
+        if value != ALL_DATA and not (colon and kind in DATA_KINDS):
+            raise forms.ValidationError("Choose the labels from the list.")
+        return value
+
     def config(self) -> dict[str, Any]:
         """The TrainConfig overrides; the service checks them (unknown fields, bad values)."""
         data = self.cleaned_data
@@ -153,13 +162,10 @@ class TrainingRunForm(forms.Form):
         return {**data["extra"], **named}
 
     def filters(self) -> dict[str, Any]:
-        """ExportFilters fields for the chosen labels."""
+        """ExportFilters fields for the chosen labels, the number as sent: the service checks
+        them as it does the API's."""
         kind, _, value = self.cleaned_data["data"].partition(":")
-        if kind == "batch":
-            return {"batches": [int(value)]}
-        if kind == "generation":
-            return {"generations": [int(value)]}
-        return {}
+        return {DATA_KINDS[kind]: [value]} if kind in DATA_KINDS else {}
 
 
 RULE_CHOICES = [

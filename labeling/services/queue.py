@@ -24,9 +24,11 @@ to insert; the losers' transactions roll back and they return the winner's label
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from enum import Enum
+from typing import Any, Final, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -248,6 +250,16 @@ def _open_solutions(user_id: int, batch_id: int, overlap: int) -> QuerySet[Solut
     )
 
 
+def _labelings_to_continue(user_id: int) -> QuerySet[Labeling]:
+    """The user's labelings a claim continues instead of starting another: their open one,
+    and those whose claim expired with steps rated (taken back while the solution has room)."""
+    return Labeling.objects.filter(labeler_id=user_id).filter(
+        Q(status=Labeling.Status.IN_PROGRESS)
+        | Q(status=Labeling.Status.EXPIRED)
+        & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
+    )
+
+
 def next_claims(user: User, batch: Batch, count: int) -> list[Solution]:
     """The solutions of `batch` this user would claim next, in claim order (nothing locked:
     a guess, for work done ahead such as generating the first candidate steps)."""
@@ -301,6 +313,16 @@ def _gold_due(claims_since_gold: int, batch: Batch) -> bool:
     return claims_since_gold + 1 >= round(1 / min(rate, 1.0))
 
 
+class Take(Enum):
+    """What a claim path's `instead` answers for the solution it has locked: take it (None
+    is an answer too: the claim ends with nothing)."""
+
+    TAKE = "take"
+
+
+TAKE: Final = Take.TAKE
+
+
 @dataclass(frozen=True)
 class Claim:
     """What `claim` hands the labeling page: the labeling to work on, and whether it was the
@@ -345,12 +367,7 @@ def claim(user: User, *, batch: Batch | None = None) -> Claim | None:
 def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Claim | None:
     # One query for both: their open labeling, else their latest expired one with steps rated.
     mine = (
-        Labeling.objects.filter(labeler=user)
-        .filter(
-            Q(status=Labeling.Status.IN_PROGRESS)
-            | Q(status=Labeling.Status.EXPIRED)
-            & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
-        )
+        _labelings_to_continue(user.pk)
         .order_by(
             # Their open labeling (one at most), else the latest expired one, taken back.
             Case(When(status=Labeling.Status.IN_PROGRESS, then=0), default=1),
@@ -372,10 +389,14 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Claim | No
     if labeler.state != Labeler.State.ACTIVE:
         return None
     batches = _batches_to_claim_from(user, batch)
-    claimed = _claim_in_batches(user, labeler, batches)
+
+    def gold_instead(candidate: Solution, candidate_batch: Batch) -> Labeling | None | Take:
+        return _gold_instead(user, labeler, candidate_batch)
+
+    claimed = _claim_first_open(user, batches, read=_locked_read, instead=gold_instead)
     if claimed is None and expire_stale_leases():
         # Nothing free, but claims past their lease held some: they are free now.
-        claimed = _claim_in_batches(user, labeler, batches)
+        claimed = _claim_first_open(user, batches, read=_locked_read, instead=gold_instead)
     return Claim.of(claimed)
 
 
@@ -390,13 +411,8 @@ def _batches_to_claim_from(user: User, batch: Batch | None) -> list[Batch]:
 
 def _claim_read(user_id: int, batch_id: int, overlap: int) -> QuerySet[Solution]:
     """The next open solution of the batch, locked (skipping rows other claims hold), with the
-    labeler's state, gold count, whether they have a labeling open (or expired with steps
-    rated) and whether gold waits for them."""
-    mine = Labeling.objects.filter(labeler_id=user_id).filter(
-        Q(status=Labeling.Status.IN_PROGRESS)
-        | Q(status=Labeling.Status.EXPIRED)
-        & Exists(StepLabel.objects.filter(labeling_id=OuterRef("pk")))
-    )
+    labeler's state, gold count, whether they have a labeling to continue and whether gold
+    waits for them."""
     profile = Labeler.objects.filter(user_id=user_id)
     return (
         _open_solutions(user_id, batch_id, overlap)
@@ -404,7 +420,7 @@ def _claim_read(user_id: int, batch_id: int, overlap: int) -> QuerySet[Solution]
         .annotate(
             labeler_state=Subquery(profile.values("state")[:1]),
             since_gold=Subquery(profile.values("claims_since_gold")[:1]),
-            has_mine=Exists(mine),
+            has_mine=Exists(_labelings_to_continue(user_id)),
             # Where gold is due but none is left for them, they take regular work.
             gold_waiting=Exists(_gold_pool(user_id, screening=False)),
         )
@@ -417,30 +433,76 @@ CLAIM_READ = CompiledQuery(_claim_read, "user_id", "batch_id", "overlap")
 
 
 def _claim_plain(user: User, batch: Batch | None) -> Labeling | None:
-    """The common claim in four statements: an active labeler with nothing open, and no gold
-    due, takes the next solution of their first batch that has one. The read that locks the
-    solution also brings the labeler's state, gold count and whether they have a labeling open
-    (or expired with steps rated); anything else (or nothing free) is None, for `_claim_next`.
-    """
-    for candidate_batch in _batches_to_claim_from(user, batch):
+    """The common claim in four statements: an active labeler with nothing to continue, and no
+    gold due, takes the next solution of their first batch that has one. The read that locks
+    the solution also brings the labeler's state, gold count and whether they have a labeling
+    to continue; anything else (or nothing free) is None, for `_claim_next`."""
+    batches = _batches_to_claim_from(user, batch)
+    return _claim_first_open(user, batches, read=_plain_read, instead=_unless_plain)
+
+
+def _claim_first_open(
+    user: User,
+    batches: list[Batch],
+    *,
+    read: Callable[[User, Batch], Solution | None],
+    instead: Callable[[Solution, Batch], Labeling | None | Take],
+) -> Labeling | None:
+    """The claim loop of both paths. Batch by batch in the order given, `read` locks the next
+    open solution (skipping rows other claims hold; none: the next batch) and `instead` says
+    what the claim ends with in its place (gold, or None), or TAKE: a place on the solution is
+    taken and its labeling started. A claim that lost the place to a racing one reads again,
+    five times at most per batch."""
+    for candidate_batch in batches:
         for _attempt in range(5):
             with transaction.atomic():
-                candidate = CLAIM_READ.first(
-                    user_id=user.pk, batch_id=candidate_batch.pk, overlap=candidate_batch.overlap
-                )
+                candidate = read(user, candidate_batch)
                 if candidate is None:
                     break  # the next batch
-                found = cast(Any, candidate)
-                if (
-                    found.labeler_state != Labeler.State.ACTIVE
-                    or found.has_mine
-                    or (found.gold_waiting and _gold_due(found.since_gold, candidate_batch))
-                ):
-                    return None
-                if not _take(candidate, user):
-                    continue
-                return _start(candidate, user, candidate_batch)
+                answer = instead(candidate, candidate_batch)
+                if answer is not TAKE:
+                    return answer
+                if _take(candidate, user):
+                    return _start(candidate, user, candidate_batch)
     return None
+
+
+def _plain_read(user: User, batch: Batch) -> Solution | None:
+    return CLAIM_READ.first(user_id=user.pk, batch_id=batch.pk, overlap=batch.overlap)
+
+
+def _unless_plain(candidate: Solution, batch: Batch) -> Labeling | None | Take:
+    """TAKE for the plain claim; None, for `_claim_next`, where the labeler is not active, has
+    a labeling to continue, or has gold due and waiting (the read brought all of it)."""
+    found = cast(Any, candidate)
+    if (
+        found.labeler_state != Labeler.State.ACTIVE
+        or found.has_mine
+        or (found.gold_waiting and _gold_due(found.since_gold, batch))
+    ):
+        return None
+    return TAKE
+
+
+def _locked_read(user: User, batch: Batch) -> Solution | None:
+    return (
+        _open_solutions(user.pk, batch.pk, batch.overlap)
+        .select_for_update(skip_locked=True, of=("self",))
+        .first()
+    )
+
+
+def _gold_instead(user: User, labeler: Labeler, batch: Batch) -> Labeling | None | Take:
+    """Gold in place of the batch's solution when it is due and some waits for the labeler
+    (their count starts again), else TAKE."""
+    if not _gold_due(labeler.claims_since_gold, batch):
+        return TAKE
+    gold = _claim_gold(user, screening=False)
+    if gold is None:
+        return TAKE
+    labeler.claims_since_gold = 0
+    labeler.save(update_fields=["claims_since_gold"])
+    return gold
 
 
 def _take(candidate: Solution, user: User) -> bool:
@@ -454,37 +516,6 @@ def _take(candidate: Solution, user: User) -> bool:
     if took:
         Labeler.objects.filter(user_id=user.pk).update(claims_since_gold=F("claims_since_gold") + 1)
     return bool(took)
-
-
-def _claim_in_batches(user: User, labeler: Labeler, batches: list[Batch]) -> Labeling | None:
-    for candidate_batch in batches:
-        claimed = _claim_in_batch(user, labeler, candidate_batch)
-        if claimed is not None:
-            return claimed
-    return None
-
-
-def _claim_in_batch(user: User, labeler: Labeler, batch: Batch) -> Labeling | None:
-    for _attempt in range(5):
-        with transaction.atomic():
-            candidate = (
-                _open_solutions(user.pk, batch.pk, batch.overlap)
-                .select_for_update(skip_locked=True, of=("self",))
-                .first()
-            )
-            if candidate is None:
-                return None
-            if _gold_due(labeler.claims_since_gold, batch):
-                gold = _claim_gold(user, screening=False)
-                if gold is not None:
-                    labeler.claims_since_gold = 0
-                    labeler.save(update_fields=["claims_since_gold"])
-                    return gold
-            if not _take(candidate, user):
-                continue
-            labeler.claims_since_gold += 1
-            return _start(candidate, user, batch)
-    return None
 
 
 def claimable_batch(user: User, batch_id: int) -> Batch | None:

@@ -17,7 +17,16 @@ from django.views.decorators.http import require_POST
 
 from labeling.models import Batch, FinishReason, Labeling
 from labeling.services import alternatives
-from labeling.views.common import Key, act, int_param, notes_card, readable_labeling
+from labeling.services.errors import LabelingError
+from labeling.views.common import (
+    Key,
+    Panel,
+    answer,
+    int_param,
+    notes_card,
+    readable_labeling,
+    refused,
+)
 from stepwise.request_types import AuthenticatedRequest
 
 # The page's keys: the help is rendered from this list and labeling.js reads its map from it.
@@ -95,6 +104,9 @@ def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
     }
 
 
+ALTERNATIVES_PANEL = Panel(PANEL, panel_context)
+
+
 def nothing_new(request: AuthenticatedRequest, panel) -> bool:
     """A poll of the candidates being written (`?part=candidates&shown=N`) that would show the
     same N again: answered 204, which htmx does not swap, so the page stays as the labeler
@@ -118,21 +130,11 @@ def page(request: AuthenticatedRequest, labeling: Labeling) -> HttpResponse:
     return render(request, template, context)
 
 
-def _answer(request: AuthenticatedRequest, labeling_id: int, action) -> HttpResponse:
-    return act(
-        request,
-        labeling_id,
-        action,
-        template=PANEL,
-        context=panel_context,
-    )
-
-
 @login_required
 @require_POST
 def rate_candidate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    def action() -> Labeling:
-        return alternatives.rate_candidate(
+    try:
+        labeling = alternatives.rate_candidate(
             labeling_id=labeling_id,
             user=request.user,
             step_index=int_param(request, "step_index"),
@@ -140,59 +142,61 @@ def rate_candidate(request: AuthenticatedRequest, labeling_id: int) -> HttpRespo
             rating_value=int_param(request, "rating"),
             flagged=request.POST.get("flagged") in ("1", "on", "true"),
         )
-
-    return _answer(request, labeling_id, action)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, ALTERNATIVES_PANEL)
+    return answer(request, labeling, ALTERNATIVES_PANEL)
 
 
 @login_required
 @require_POST
 def choose_candidate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    def action() -> Labeling:
-        return alternatives.choose_candidate(
+    try:
+        labeling = alternatives.choose_candidate(
             labeling_id=labeling_id,
             user=request.user,
             step_index=int_param(request, "step_index"),
             candidate_index=int_param(request, "candidate_index"),
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
-
-    return _answer(request, labeling_id, action)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, ALTERNATIVES_PANEL)
+    return answer(request, labeling, ALTERNATIVES_PANEL)
 
 
 @login_required
 @require_POST
 def write_step(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    def action() -> Labeling:
-        return alternatives.write_step(
+    try:
+        labeling = alternatives.write_step(
             labeling_id=labeling_id,
             user=request.user,
             step_index=int_param(request, "step_index"),
             text=request.POST.get("text", ""),
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
-
-    return _answer(request, labeling_id, action)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, ALTERNATIVES_PANEL)
+    return answer(request, labeling, ALTERNATIVES_PANEL)
 
 
 @login_required
 @require_POST
 def ask_again(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """The model failed on this step: send the request again."""
-
-    def action() -> Labeling:
-        labeling = readable_labeling(request, labeling_id)
+    labeling = readable_labeling(request, labeling_id)
+    try:
         if labeling.labeler_id == request.user.pk and labeling.is_open:
             alternatives.current_proposal(labeling, again=True)
-        return labeling
-
-    return _answer(request, labeling_id, action)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, ALTERNATIVES_PANEL)
+    return answer(request, labeling, ALTERNATIVES_PANEL)
 
 
 @login_required
 @require_POST
 def step_back(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    return _answer(
-        request,
-        labeling_id,
-        lambda: alternatives.step_back(labeling_id=labeling_id, user=request.user),
-    )
+    try:
+        labeling = alternatives.step_back(labeling_id=labeling_id, user=request.user)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, ALTERNATIVES_PANEL)
+    return answer(request, labeling, ALTERNATIVES_PANEL)

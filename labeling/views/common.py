@@ -1,5 +1,5 @@
 """What the labeling pages share: parameters, the labeling a request may see, the keys' shape,
-and running an action that answers with the page's panel."""
+and what an action answers (the page's panel, or the page)."""
 
 from __future__ import annotations
 
@@ -72,36 +72,44 @@ class Key:
     help: str
 
 
-def act(
+@dataclass(frozen=True)
+class Panel:
+    """The part of a labeling page an action answers htmx with: its template and its context
+    (`context(labeling, user, error)`)."""
+
+    template: str
+    context: Callable[[Labeling, Any, str | None], dict[str, Any]]
+
+
+def answer(
     request: AuthenticatedRequest,
-    labeling_id: int,
-    action: Callable[[], Labeling],
-    *,
-    template: str,
-    context: Callable[..., dict[str, Any]],
-    fragment: Callable[[Labeling], HttpResponse | None] | None = None,
+    labeling: Labeling,
+    panel: Panel,
+    refusal: LabelingError | None = None,
 ) -> HttpResponse:
-    """Run a labeling action and answer with the panel (`template`, `context(labeling, user,
-    error)`), or with `fragment(labeling)` where it gives a smaller answer for htmx; errors
-    keep the saved state visible."""
-    try:
-        labeling = action()
-        status, error = 200, None
-    except LabelingError as exc:
-        labeling = readable_labeling(request, labeling_id)
-        status, error = exc.status_code, str(exc)
+    """A labeling action's answer, for the labeling as the action left it (or, refused, as it
+    is saved): htmx gets the panel, with the refusal's status and message; a plain post goes
+    back to the page, the refusal a message on it."""
     if labeling.labeler_id != request.user.pk:
         raise PermissionDenied("This labeling is not yours.")
-    if error is None and request.htmx and fragment is not None:
-        small = fragment(labeling)
-        if small is not None:
-            return small
-    labeling = selectors.labelings_for_page().get(pk=labeling.pk)
+    error = None if refusal is None else str(refusal)
     if not request.htmx:
         if error:
             messages.error(request, error)
         return redirect("labeling:labeling", labeling_id=labeling.pk)
-    return render(request, template, context(labeling, request.user, error), status=status)
+    labeling = selectors.labelings_for_page().get(pk=labeling.pk)
+    status = 200 if refusal is None else refusal.status_code
+    return render(
+        request, panel.template, panel.context(labeling, request.user, error), status=status
+    )
+
+
+def refused(
+    request: AuthenticatedRequest, labeling_id: int, refusal: LabelingError, panel: Panel
+) -> HttpResponse:
+    """The answer to an action the service refused: the labeling as it is saved, and why (404
+    or 403 where the user may not read it)."""
+    return answer(request, readable_labeling(request, labeling_id), panel, refusal)
 
 
 def notes_card(request: AuthenticatedRequest, labeling: Labeling) -> dict[str, Any]:

@@ -30,11 +30,13 @@ from labeling.views import alternatives
 from labeling.views.common import (
     CHOSEN_BATCH,
     Key,
-    act,
+    Panel,
+    answer,
     chosen_batch_id,
     int_param,
     notes_card,
     readable_labeling,
+    refused,
 )
 from labeling.views.navigation import safe_return_url
 from stepwise.request_types import AuthenticatedRequest
@@ -177,6 +179,9 @@ def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
     return context
 
 
+STEPS_PANEL = Panel(PANEL, panel_context)
+
+
 # The one list of the page's keys: the help (side panel and the ? overlay) is rendered from it,
 # and labeling.js reads its key map from it, so the two cannot drift apart.
 LABELING_KEYS = [
@@ -218,7 +223,7 @@ def labeling_page(request: AuthenticatedRequest, labeling_id: int) -> HttpRespon
         context["waiting_after"] = selectors.waiting_for(request.user, after=labeling)
     if not request.htmx:  # the notes card is outside the panel: only the full page has it
         context.update(notes_card(request, labeling))
-    template = "labeling/labeling.html#panel" if request.htmx else "labeling/labeling.html"
+    template = PANEL if request.htmx else "labeling/labeling.html"
     if request.htmx and request.GET.get("part") == "candidates":
         if alternatives.nothing_new(request, context.get("cpanel")):
             return HttpResponse(status=204)
@@ -229,31 +234,29 @@ def labeling_page(request: AuthenticatedRequest, labeling_id: int) -> HttpRespon
 @login_required
 @require_POST
 def rate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
+    """Save one step's rating. htmx gets only what changed where it can (`rated_fragment`),
+    else the panel; a bad parameter or a refused rating, the panel as saved with why."""
     flagged = request.POST.get("flagged") in ("1", "on", "true")
-    rated: dict[str, int] = {}  # what was rated, for the fragment (parsed inside: bad → 400)
-
-    def action() -> Labeling:
-        rated["step_index"] = int_param(request, "step_index")
-        rated["value"] = int_param(request, "rating")
-        result = rating.rate_step(
+    try:
+        step_index = int_param(request, "step_index")
+        value = int_param(request, "rating")
+        rated = rating.rate_step(
             labeling_id=labeling_id,
             user=request.user,
-            step_index=rated["step_index"],
-            rating=rated["value"],
+            step_index=step_index,
+            rating=value,
             flagged=flagged,
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
-        rated["count"] = result.rated_count
-        return result.labeling
-
-    def fragment(labeling: Labeling) -> HttpResponse | None:
-        return rated_fragment(
-            request, labeling, rated["step_index"], rated["value"], flagged, rated["count"]
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, STEPS_PANEL)
+    if request.htmx:
+        fragment = rated_fragment(
+            request, rated.labeling, step_index, value, flagged, rated.rated_count
         )
-
-    return act(
-        request, labeling_id, action, template=PANEL, context=panel_context, fragment=fragment
-    )
+        if fragment is not None:
+            return fragment
+    return answer(request, rated.labeling, STEPS_PANEL)
 
 
 def rated_fragment(
@@ -361,67 +364,60 @@ def extend(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def undo(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    return act(
-        request,
-        labeling_id,
-        lambda: rating.undo_last(labeling_id=labeling_id, user=request.user),
-        template=PANEL,
-        context=panel_context,
-    )
+    try:
+        labeling = rating.undo_last(labeling_id=labeling_id, user=request.user)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, STEPS_PANEL)
+    return answer(request, labeling, STEPS_PANEL)
 
 
 @login_required
 @require_POST
 def revise(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """Change a rated step between 0 and +1 while revisiting it."""
-
-    def action() -> Labeling:
-        return rating.revise_rating(
+    try:
+        labeling = rating.revise_rating(
             labeling_id=labeling_id,
             user=request.user,
             step_index=int_param(request, "step_index"),
             rating=int_param(request, "rating"),
         )
-
-    return act(request, labeling_id, action, template=PANEL, context=panel_context)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, STEPS_PANEL)
+    return answer(request, labeling, STEPS_PANEL)
 
 
 @login_required
 @require_POST
 def undo_to(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """Rate again from a step: take back its rating and every later one."""
-
-    def action() -> Labeling:
-        return rating.undo_to(
+    try:
+        labeling = rating.undo_to(
             labeling_id=labeling_id,
             user=request.user,
             step_index=int_param(request, "step_index"),
         )
-
-    return act(request, labeling_id, action, template=PANEL, context=panel_context)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, STEPS_PANEL)
+    return answer(request, labeling, STEPS_PANEL)
 
 
 @login_required
 @require_POST
 def finish(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    def action() -> Labeling:
-        return rating.finish_labeling(
+    # Giving up and reporting a bad problem end a labeling of either protocol.
+    shown = readable_labeling(request, labeling_id)
+    panel = alternatives.ALTERNATIVES_PANEL if alternatives.is_alternatives(shown) else STEPS_PANEL
+    try:
+        labeling = rating.finish_labeling(
             labeling_id=labeling_id,
             user=request.user,
             reason=request.POST.get("reason", ""),
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
-
-    # Giving up and reporting a bad problem end a labeling of either protocol.
-    if alternatives.is_alternatives(readable_labeling(request, labeling_id)):
-        return act(
-            request,
-            labeling_id,
-            action,
-            template=alternatives.PANEL,
-            context=alternatives.panel_context,
-        )
-    return act(request, labeling_id, action, template=PANEL, context=panel_context)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, panel)
+    return answer(request, labeling, panel)
 
 
 @login_required
@@ -451,28 +447,27 @@ def guidelines_version(request: AuthenticatedRequest, version: int) -> HttpRespo
 @require_POST
 def rate_after_error(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """After the −1 (PRM800K phase 2): rate one of the model's alternatives to the wrong step."""
-
-    def action() -> Labeling:
-        return alternatives_service.rate_after_error(
+    try:
+        labeling = alternatives_service.rate_after_error(
             labeling_id=labeling_id,
             user=request.user,
             candidate_index=int_param(request, "candidate_index"),
             rating_value=int_param(request, "rating"),
             flagged=request.POST.get("flagged") in ("1", "on", "true"),
         )
-
-    return act(request, labeling_id, action, template=PANEL, context=panel_context)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, STEPS_PANEL)
+    return answer(request, labeling, STEPS_PANEL)
 
 
 @login_required
 @require_POST
 def ask_again_after_error(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
     """The model failed on the alternatives to the −1 step: send the request again."""
-
-    def action() -> Labeling:
-        labeling = readable_labeling(request, labeling_id)
+    labeling = readable_labeling(request, labeling_id)
+    try:
         if labeling.labeler_id == request.user.pk:
             alternatives_service.after_error_panel(labeling, again=True)
-        return labeling
-
-    return act(request, labeling_id, action, template=PANEL, context=panel_context)
+    except LabelingError as refusal:
+        return refused(request, labeling_id, refusal, STEPS_PANEL)
+    return answer(request, labeling, STEPS_PANEL)

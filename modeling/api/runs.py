@@ -90,7 +90,9 @@ class StartRunSerializer(serializers.Serializer):
         default=dict, help_text="TrainConfig fields; the rest keep their defaults."
     )
     filters = serializers.DictField(
-        default=dict, help_text='Which completed labelings (export filters), e.g. {"batches": [1]}.'
+        default=dict,
+        help_text="Which completed labelings: ExportFilters fields, checked as an export request's "
+        '(labelers by username or public id), e.g. {"batches": [1]}.',
     )
     holdout_fraction = serializers.FloatField(required=False, allow_null=True, default=None)
     processbench = serializers.ListField(child=serializers.CharField(), default=list)

@@ -102,9 +102,15 @@ def ensemble_heads(params: dict[str, Any]) -> int:
     return int(params.get("ensemble_heads") or settings.STEPWISE_ENSEMBLE_HEADS)
 
 
+def with_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """A generation's parameters with DEFAULT_PARAMS where they leave one out: a request's, or a
+    run's stored before the parameter existed. A new dict: the caller's and the defaults stay."""
+    return {**DEFAULT_PARAMS, **params}
+
+
 def check_params(params: dict[str, Any]) -> dict[str, Any]:
     """A run's parameters with the defaults filled in, or BadParameters naming what is wrong."""
-    params = {**DEFAULT_PARAMS, **params}
+    params = with_defaults(params)
     unknown = set(params) - set(DEFAULT_PARAMS)
     if unknown:
         raise BadParameters(f"unknown parameters: {sorted(unknown)}")

@@ -30,11 +30,11 @@ from django.utils import timezone
 from modeling.models import GenerationRun, ModelVersion, SolutionScore, TrainingRun
 from modeling.services import runs
 from modeling.services.loop import (
-    DEFAULT_PARAMS,
     StepFailed,
     ensemble_heads,
     needs_uncertainty,
     send_step,
+    with_defaults,
 )
 from modeling.services.pool import enqueue_selection, select_for_run, selectable_pool
 from stepwise.queued import failure_text
@@ -172,7 +172,7 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
     # Loads torch and transformers: only the gpu steps do (select and enqueue run elsewhere).
     from modeling.services import execution
 
-    params = {**DEFAULT_PARAMS, **run.params}
+    params = with_defaults(run.params)
     train_config = params["train_config"] or getattr(
         settings, "STEPWISE_GENERATION_TRAIN_CONFIG", {}
     )
@@ -246,7 +246,7 @@ def step_score(run: GenerationRun) -> dict[str, Any]:
         )
     _set_step(run.pk, "score", done=total, total=total)
     detail: dict[str, Any] = {"model_version": version.pk, "to_score": total, "scored": written}
-    params = {**DEFAULT_PARAMS, **run.params}
+    params = with_defaults(run.params)
     if needs_uncertainty(params):
         detail.update(_measure_uncertainty(run, version, ensemble_heads(params), params))
     return detail

@@ -21,11 +21,11 @@ from labeling.services import importing
 from modeling.grading import grade_solution, is_equivalent
 from modeling.models import GenerationRun, PoolEntry, SelectionReason, SolutionScore
 from modeling.services.loop import (
-    DEFAULT_PARAMS,
     StepFailed,
     check_rule,
     ensemble_heads,
     needs_uncertainty,
+    with_defaults,
 )
 from modeling.training.selection import Candidate, select_by_rule
 
@@ -105,7 +105,7 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
     """Replace this run's selection with a fresh one from its model's scores (idempotent)."""
     if run.model_version_id is None:
         raise StepFailed("no model version is pinned: the score step has not run")
-    params = {**DEFAULT_PARAMS, **run.params}
+    params = with_defaults(run.params)
     heads = ensemble_heads(params) if needs_uncertainty(params) else None
     scored = SolutionScore.objects.filter(
         model_version_id=run.model_version_id, solution__in=selectable_pool()
@@ -169,7 +169,7 @@ def enqueue_selection(run: GenerationRun) -> Batch:
 
     One transaction; a second call finds the batch and moves nothing twice. Solutions queued or
     labeled since selection are skipped (never taken from another batch)."""
-    params = {**DEFAULT_PARAMS, **run.params}
+    params = with_defaults(run.params)
     with transaction.atomic():
         batch, _ = Batch.objects.get_or_create(
             name=f"Generation {run.generation}",

@@ -9,19 +9,17 @@ worker reads at the next step; a failed or cancelled one resumes from its last c
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from labeling.models import Batch, FinishReason, Labeling, Snapshot
+from labeling.models import Batch, Labeling
+from labeling.serializers import ExportRequestSerializer
 from labeling.services.exporting import ExportFilters
 from modeling import selectors
 from modeling.models import ModelVersion, TrainingRun
@@ -78,8 +76,9 @@ def create_training_run(
 ) -> TrainingRun:
     """A QUEUED run with its effective config; nothing is trained until a worker executes it.
 
-    `filters` are the exporter's (`ExportFilters` fields: batches, generations, ...): the run
-    trains on the completed labelings they select. `labelings` narrows it to explicit ids.
+    `filters` are the exporter's (`ExportFilters` fields: batches, generations, ...), checked
+    as an export request's: the run trains on the completed labelings they select.
+    `labelings` narrows it to explicit ids.
     """
     try:
         effective = TrainConfig.from_dict(dict(config)).to_dict()
@@ -89,8 +88,7 @@ def create_training_run(
         check_available(effective["backbone"])
     except FileNotFoundError as exc:
         raise RunError(f"invalid training config: {exc}") from exc
-    filters = dict(filters or {})
-    check_run_filters(filters)
+    filters = _stored(check_run_filters(dict(filters or {})))
     if labelings is not None:
         filters["labeling_ids"] = sorted(labelings.values_list("pk", flat=True))
     for path in processbench:
@@ -132,66 +130,58 @@ def allowed_config(config: Any) -> dict[str, Any]:
     return config
 
 
+# A run's filters are named as ExportFilters' fields (and stored so); an export request, whose
+# serializer checks them, names four of them in the singular. The labelers' user ids and a
+# snapshot's cutoff are what the check finds, not what a request gives.
+REQUEST_NAMES = {
+    "batches": "batch",
+    "generations": "generation",
+    "finished_after": "finished_after",
+    "finished_before": "finished_before",
+    "labelers": "labeler",
+    "finish_reasons": "finish_reason",
+    "quality_control": "quality_control",
+    "screening": "screening",
+    "complete_only": "complete_only",
+    "since_snapshot": "since_snapshot",
+}
+_RUN_NAMES = {request: name for name, request in REQUEST_NAMES.items()}
+
+
 def check_run_filters(filters: dict[str, Any]) -> ExportFilters:
-    """The run's data filters as the exporter reads them, checked before a row is written:
-    value types, ids within their column's range, and batches, labelers and the snapshot that
-    they name exist (leads and researchers, who start runs, may use every batch)."""
-
-    def refuse(why: str) -> RunError:
-        return RunError(f"invalid data filters: {why}")
-
-    def ids(key: str, column: Any) -> list[int]:
-        values = filters.get(key, [])
-        low, high = BaseDatabaseOperations.integer_field_ranges[column.get_internal_type()]
-        if not isinstance(values, list) or not all(
-            type(v) is int and low <= v <= high for v in values
-        ):
-            raise refuse(f"{key} must be a list of whole numbers from {low} to {high}")
-        return values
-
-    def texts(key: str, allowed: Sequence[str] | None = None) -> None:
-        values = filters.get(key, [])
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise refuse(f"{key} must be a list of strings")
-        if allowed is not None and not set(values) <= set(allowed):
-            raise refuse(f"{key} must be among {', '.join(allowed)}")
-
-    unknown = sorted(set(filters) - {f.name for f in dataclasses.fields(ExportFilters)})
+    """The run's data filters, checked before a row is written by the one validator of which
+    labelings an export holds (`ExportRequestSerializer`): value types, ids within their
+    column's range, batches, labelers (usernames or public ids) and a done snapshot that exist.
+    A run trains on what an export with the same filters would hold."""
+    unknown = sorted(set(filters) - set(REQUEST_NAMES))
     if unknown:
-        raise refuse(f"unknown field(s) {', '.join(map(repr, unknown))}")
-    batches = ids("batches", Batch._meta.pk)
-    ids("generations", Batch._meta.get_field("generation"))
-    labeler_ids = ids("labeler_ids", get_user_model()._meta.pk)
-    texts("labelers")
-    texts("finish_reasons", FinishReason.values)
-    for key in ("quality_control", "screening"):
-        if filters.get(key, "include") not in ("include", "exclude", "only"):
-            raise refuse(f"{key} must be include, exclude or only")
-    if not isinstance(filters.get("complete_only", True), bool):
-        raise refuse("complete_only must be true or false")
-    for key in ("finished_after", "finished_before", "since_cutoff"):
-        if filters.get(key) is not None and not isinstance(filters[key], str):
-            raise refuse(f"{key} must be an ISO 8601 date and time")
-    snapshot = filters.get("since_snapshot")
-    low, high = BaseDatabaseOperations.integer_field_ranges["BigAutoField"]
-    if snapshot is not None and not (type(snapshot) is int and low <= snapshot <= high):
-        raise refuse(f"since_snapshot must be a whole number from {low} to {high}")
-    try:
-        parsed = ExportFilters.from_json(filters)
-    except (TypeError, ValueError) as exc:
-        raise refuse(str(exc)) from exc
-    missing = sorted(
-        set(batches) - set(Batch.objects.filter(pk__in=batches).values_list("pk", flat=True))
-    )
-    if missing:
-        raise refuse(f"no batch {', '.join(map(str, missing))}")
-    users = get_user_model().objects.filter(pk__in=labeler_ids).values_list("pk", flat=True)
-    missing = sorted(set(labeler_ids) - set(users))
-    if missing:
-        raise refuse(f"no user {', '.join(map(str, missing))}")
-    if snapshot is not None and not Snapshot.objects.filter(pk=snapshot).exists():
-        raise refuse(f"no snapshot {snapshot}")
-    return parsed
+        raise RunError(
+            f"invalid data filters: unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"the filters are {', '.join(REQUEST_NAMES)}"
+        )
+    request = ExportRequestSerializer(data={REQUEST_NAMES[k]: v for k, v in filters.items()})
+    if not request.is_valid():
+        problems = "; ".join(
+            f"{_RUN_NAMES.get(name, name)}: {' '.join(_messages(errors))}"
+            for name, errors in request.errors.items()
+        )
+        raise RunError(f"invalid data filters: {problems}")
+    return request.export_filters()
+
+
+def _messages(detail: Any) -> list[str]:
+    """A serializer's errors for one field, flat (a list's are by index)."""
+    if isinstance(detail, dict):
+        return [message for value in detail.values() for message in _messages(value)]
+    if isinstance(detail, list):
+        return [message for value in detail for message in _messages(value)]
+    return [str(detail)]
+
+
+def _stored(filters: ExportFilters) -> dict[str, Any]:
+    """The filters as the run keeps them (and its page shows them): those that select."""
+    defaults = ExportFilters().as_json()
+    return {k: v for k, v in filters.as_json().items() if v != defaults[k]}
 
 
 def start_training_run(**kwargs: Any) -> TrainingRun:

@@ -35,6 +35,37 @@ def test_gold_is_mixed_in_at_the_batch_rate_and_looks_like_any_solution(client, 
     assert next_labeling(labeler).solution in regular  # gold served once per labeler
 
 
+def test_gold_due_is_claimed_by_the_full_claim_in_its_own_statements(labeler):
+    """The plain claim's read finds gold due and waiting and leaves it to the full claim: the
+    labeler's row, their labelings to continue, the batch's next solution locked, then gold in
+    its place (found, counted, the lease's median, started) and the gold count started again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_solutions(make_batch(gold_rate=0.5), 3)
+    gold = make_gold([1, 1, 1])
+    label(next_labeling(labeler), [1, 1, 1])
+    with CaptureQueriesContext(connection) as captured:
+        second = next_labeling(labeler)
+    sql = [q["sql"] for q in captured.captured_queries]
+    own = [q.split()[0] for q in sql if not q.startswith(("SAVEPOINT", "RELEASE"))]
+    assert own == [
+        "SELECT",  # the plain claim's locked read: gold is due and waits
+        "SELECT",  # the labeler
+        "SELECT",  # their labelings to continue: none
+        "SELECT",  # the batch's next solution, locked
+        "SELECT",  # the gold that waits for them
+        "UPDATE",  # its count
+        "SELECT",  # the lease's median (the cache starts empty)
+        "INSERT",  # the labeling
+        "UPDATE",  # the labeler's gold count, back to 0
+    ], "\n".join(sql)
+    assert second.solution == gold
+    gold.refresh_from_db()
+    assert gold.active_count == 1
+    assert Labeler.objects.get(user=labeler).claims_since_gold == 0
+
+
 def test_gold_rate_zero_never_serves_gold_and_gold_is_not_regular_work(labeler):
     batch = make_batch(gold_rate=0)
     make_gold([1, 1, 1], batch=batch)  # gold inside an active batch stays out of the regular pool

@@ -319,11 +319,17 @@ def test_labeling_page_and_rating_use_a_bounded_number_of_queries(
     # 7: the header's waiting count is one query, and one more while the solution counts it
     # reads are not cached yet (as here, the first view).
     with django_assert_max_num_queries(7):
-        client.get(reverse("labeling:labeling", args=[labeling.pk]))
+        page = client.get(reverse("labeling:labeling", args=[labeling.pk]))
     with django_assert_max_num_queries(15):
-        htmx_post(
+        refused = htmx_post(
             client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": 2}
         )  # refused: the whole panel comes back, with the error
+    # The page and the panel themselves: a redirect (to sign in) passes the counts too.
+    assert page.status_code == 200 and "Let $x = 2$." in page.content.decode()
+    assert 'id="notes-title"' in page.content.decode()  # the full page, not a fragment
+    assert refused.status_code == 400 and "A rating is -1, 0 or +1." in refused.content.decode()
+    assert "Let $x = 2$." in refused.content.decode() and "<html" not in refused.content.decode()
+    assert labeling.step_labels.count() == 0
 
 
 def test_the_labeling_header_counts_the_solutions_still_waiting_after_this_one(
@@ -393,6 +399,30 @@ def test_a_rating_in_the_middle_of_a_solution_is_four_queries(client, labeling):
         "rate",
         labeling.labeler_id,
     )
+
+
+def test_a_rating_posted_without_htmx_goes_back_to_the_page_after_its_own_statements(
+    client, labeling
+):
+    """Without JavaScript the buttons post plainly: the rating's statements, then a redirect
+    to the page, which reads the labeling afresh (no read for an answer not rendered). A
+    refused one comes back as a message on the page, nothing saved."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(labeling.labeler)
+    url = reverse("labeling:rate", args=[labeling.pk])
+    page = reverse("labeling:labeling", args=[labeling.pk])
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(url, {"step_index": 0, "rating": 1})
+    assert response.status_code == 302 and response["Location"] == page
+    own, _auth = _own_statements(captured)
+    assert written_together(own) == ["SELECT", "INSERT", "INSERT", "INSERT"], "\n".join(own)
+    assert list(labeling.step_labels.values_list("index", flat=True)) == [0]
+    refused = client.post(url, {"step_index": 2, "rating": 1}, follow=True)
+    assert refused.redirect_chain == [(page, 302)] and refused.status_code == 200
+    assert "Rate step 2 first" in refused.content.decode()
+    assert labeling.step_labels.count() == 1
 
 
 def test_the_demo_brings_reference_labels_to_train_on(db):

@@ -336,6 +336,23 @@ def test_select_and_enqueue_are_idempotent_functions(demo_pool):
     assert batch.solutions.count() == 4
 
 
+def test_a_run_stored_before_its_parameters_existed_runs_on_their_defaults(demo_pool):
+    """Every step reads a run's parameters through loop.with_defaults: a row whose params
+    leave some out (stored by an older version) selects and enqueues with the defaults."""
+    version = active_model()
+    score_pool_by_id(version)
+    run = loop.start_generation(params={"k": 3, "retrain": False})
+    GenerationRun.objects.filter(pk=run.pk).update(params={"k": 3, "retrain": False})
+    assert loop.with_defaults({"k": 3})["overlap"] == loop.DEFAULT_PARAMS["overlap"] == 1
+    assert loop.with_defaults({"k": 3})["k"] == 3 and loop.DEFAULT_PARAMS["k"] == 50
+    run_generation_inline(run)
+    run.refresh_from_db()
+    assert run.status == GenerationRun.Status.SUCCEEDED, run.error
+    assert run.selections.count() == 3
+    batch = Batch.objects.get(generation=run.generation)
+    assert (batch.solutions.count(), batch.overlap, batch.priority) == (3, 1, 10)
+
+
 @pytest.mark.parametrize("failing", ["retrain", "score", "select", "enqueue"])
 def test_a_failed_step_keeps_the_previous_generation_and_model_and_retries_from_there(
     demo_pool, monkeypatch, failing
@@ -472,7 +489,12 @@ def test_generation_detail_query_count_is_flat(
     run = run_generation_inline(loop.start_generation(params={"k": 30, "retrain": False}))
     client.force_login(lead)
     with django_assert_max_num_queries(12):
-        client.get(reverse("modeling_loop:generation", args=[run.generation]))
+        response = client.get(reverse("modeling_loop:generation", args=[run.generation]))
+    # The page itself, every selected row in it: a redirect (to sign in) passes the count too.
+    page = response.content.decode()
+    assert response.status_code == 200, response
+    assert f"<h1>Generation {run.generation}</h1>" in page
+    assert page.count('<span class="chip rule-') == run.selections.count() == 30
 
 
 def test_api_starts_lists_and_retries(client, researcher, demo_pool, settings):
