@@ -372,6 +372,33 @@ def test_back_a_step_reopens_the_last_choice_and_a_just_finished_solution(
     assert second.pk == alternatives.request_candidates(claimed).pk
 
 
+def test_a_step_back_sends_again_the_reopened_steps_candidates_stopped_meanwhile(
+    claimed, labeler, django_capture_on_commit_callbacks
+):
+    """The page only reads: the step back itself asks for the step it reopens, whose candidates
+    were stopped while the labeler was past it (here: before all k came)."""
+    stopped = ProposedSteps.objects.create(
+        problem=claimed.solution.problem,
+        prefix=[],
+        prefix_sha256=selectors.prefix_hash([]),
+        k=2,
+        status=ProposedSteps.Status.STOPPED,
+        steps=["I add."],
+        requested_by=labeler,
+        generator="test",
+    )
+    ids = {"labeling_id": claimed.pk, "user": labeler}
+    alternatives.write_step(**ids, step_index=0, text="I add: $2 + 3 = 5$.")
+    with django_capture_on_commit_callbacks() as sent:
+        alternatives.step_back(**ids)
+    stopped.refresh_from_db()
+    assert stopped.status == ProposedSteps.Status.PENDING and stopped.sent_at is not None
+    assert stopped.steps == ["I add."] and len(sent) == 1  # kept, to be added to
+    past = ProposedSteps.objects.get(prefix=["I add: $2 + 3 = 5$."])
+    assert past.status == ProposedSteps.Status.STOPPED  # asked past the step: of no use now
+    assert not selectors.alternatives_panel(claimed).needs_asking
+
+
 def test_two_labelers_paths_through_one_problem_get_no_step_agreement(labeler, labeler2):
     from labeling.models import SolutionAgreement
 

@@ -250,7 +250,7 @@ def test_the_claim_asks_for_the_first_candidates_and_the_page_and_its_poll_write
 
 
 def test_a_step_nobody_is_writing_offers_to_ask_and_only_the_labelers_post_asks(
-    client, claimed, django_capture_on_commit_callbacks
+    client, claimed, lead, django_capture_on_commit_callbacks
 ):
     """Rare: the claim's request was lost (claimed here without one, as by a process that died
     before sending it), or its task was. The page and its poll say so and offer "Ask the
@@ -267,6 +267,10 @@ def test_a_step_nobody_is_writing_offers_to_ask_and_only_the_labelers_post_asks(
     assert polled.status_code == 200 and 'id="not-asked"' in polled.content.decode()
     assert writes(captured) == [] and sent == []
     assert not ProposedSteps.objects.exists()
+    client.force_login(lead)  # reading it: told, with nothing to press
+    html = client.get(page_url).content.decode()
+    assert "The model is not writing candidates for step 1." in html and "Ask the model" not in html
+    client.force_login(claimed.labeler)
 
     ask = reverse("labeling:ask_again", args=[claimed.pk])
     with django_capture_on_commit_callbacks() as sent:
