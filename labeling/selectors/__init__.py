@@ -1,6 +1,8 @@
 """Reads, by the page or area that uses them: one module each, re-exported here so that a
 caller may write `selectors.final_step_ratings` whichever module holds it.
 
+  alternatives   step by step (PRM800K phase 1) and the alternatives after a −1: the path so
+                 far, the open step's candidates and where their request stands
   ratings        each labeling's step ratings, a solution's final ratings, a release record
   progress       the batch dashboard and every batch's depth, pace and ETA, from the counter
                  rows; the cached solution counts; what the lead counters count
@@ -24,6 +26,20 @@ from labeling.selectors.adjudication import (
     adjudication_view,
     labeling_paths,
     side_by_side,
+)
+from labeling.selectors.alternatives import (
+    PROPOSAL_STALE,
+    AlternativesPanel,
+    Candidate,
+    PathStep,
+    after_error_panel,
+    after_error_step,
+    alternatives_panel,
+    candidates_per_step,
+    find_proposal,
+    path_of,
+    prefix_hash,
+    task_lost,
 )
 from labeling.selectors.guidelines import (
     DEFAULT_GUIDELINES,
@@ -113,8 +129,12 @@ __all__ = [
     "adjudication_queue",
     "adjudication_view",
     "AdjudicationStep",
+    "after_error_panel",
+    "after_error_step",
     "Alert",
     "all_labelers",
+    "alternatives_panel",
+    "AlternativesPanel",
     "api_tokens",
     "batch_items",
     "batch_labeler_rows",
@@ -123,6 +143,8 @@ __all__ = [
     "batches_overview",
     "BatchProgress",
     "BatchSummary",
+    "Candidate",
+    "candidates_per_step",
     "clear_count_cache",
     "current_guidelines",
     "DEFAULT_GUIDELINES",
@@ -131,6 +153,7 @@ __all__ = [
     "ExpiredClaim",
     "final_step_ratings",
     "FinalRatings",
+    "find_proposal",
     "first_error",
     "guidelines_change",
     "GuidelinesChange",
@@ -164,7 +187,11 @@ __all__ = [
     "notes_by_step",
     "PACE_HOURS",
     "PanelProgress",
+    "path_of",
     "PathRow",
+    "PathStep",
+    "prefix_hash",
+    "PROPOSAL_STALE",
     "recent_labelings",
     "release_record",
     "screening_results",
@@ -179,6 +206,7 @@ __all__ = [
     "StepView",
     "tallied_labelings",
     "TALLIED_STEP",
+    "task_lost",
     "text_diff",
     "time_left",
     "unread_replies",

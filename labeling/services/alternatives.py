@@ -10,22 +10,24 @@ shape, `prm800k.is_final_step`) ends the labeling with `solution`.
 
 Candidates come from the modeling app's generator: a request is a ProposedSteps row, sent by
 task name to `modeling.tasks.generate_proposal`, which fills it (labeling never imports
-modeling; the page polls the row). They are requested ahead: the first step's at claim time, and the next step's as soon as the labeler rates a
-candidate +1 (the likely choice), so the common case never waits on the model. Each candidate
-is stored as soon as its sample ends, so the labeler reads and rates the first ones while the
-others are written; the generator stops for a prefix nobody waits for (`proposal_wanted`).
-Each labeler has at most STEPWISE_CANDIDATE_SETS_PER_LABELER requests wanted, and as many tasks
-out, so that one labeler never floods the generator (`request_proposal`).
+modeling; the page polls the row). They are requested by the actions that make them needed,
+never by showing the page (`labeling.selectors.alternatives` reads it): the first step's at
+the claim (`request_candidates`, with the next solution's first step), the next step's as soon
+as the labeler rates a candidate +1 (the likely choice) and again when they continue, the
+reopened step's at a step back, the alternatives to a −1 at that rating
+(`request_alternatives_after_error`). So the common case never waits on the model. Each
+candidate is stored as soon as its sample ends, so the labeler reads and rates the first ones
+while the others are written; the generator stops for a prefix nobody waits for
+(`proposal_wanted`). Each labeler has at most STEPWISE_CANDIDATE_SETS_PER_LABELER requests
+wanted, and as many tasks out, so that one labeler never floods the generator
+(`request_proposal`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -47,6 +49,14 @@ from labeling.models import (
     StepLabel,
 )
 from labeling.prm800k import is_final_step
+from labeling.selectors.alternatives import (
+    PROPOSAL_STALE,
+    after_error_step,
+    candidates_per_step,
+    find_proposal,
+    path_of,
+    prefix_hash,
+)
 from labeling.services import rating
 from labeling.services.errors import Conflict, LabelingError
 from labeling.services.importing import solution_content_hash
@@ -57,14 +67,9 @@ from stepwise.celery import start_on_commit
 logger = logging.getLogger(__name__)
 
 MAX_STEP_CHARS = 4000
-# The modeling app's task that fills a request (`modeling.services.sampling.fill_proposal`).
+# The modeling app's task that fills a request (`modeling.services.sampling.fill_proposal`);
+# PROPOSAL_STALE is past its time limit.
 PROPOSAL_TASK = "modeling.tasks.generate_proposal"
-# Past that task's time limit: a request still open has lost its worker.
-PROPOSAL_STALE = timedelta(seconds=660)
-
-
-def prefix_hash(prefix: list[str]) -> str:
-    return hashlib.sha256(json.dumps(prefix).encode("utf-8")).hexdigest()
 
 
 # --- problems into an alternatives batch --------------------------------------------------------
@@ -255,19 +260,6 @@ def proposal_task_done(proposal_id: int) -> None:
             _send_waiting(labeler_id, timezone.now())
 
 
-def _k(labeling: Labeling) -> int:
-    """Candidates per step: the batch's setting (5 for a solution in no batch)."""
-    batch = labeling.solution.batch
-    return batch.alternatives_k if batch else 5
-
-
-def _find_proposal(labeling: Labeling, prefix: list[str], k: int) -> ProposedSteps | None:
-    """The candidates asked for this prefix of the labeling's problem, if anyone asked."""
-    return ProposedSteps.objects.filter(
-        problem_id=labeling.solution.problem_id, prefix_sha256=prefix_hash(prefix), k=k
-    ).first()
-
-
 def proposal_wanted(proposal_id: int) -> bool:
     """Whether anyone still waits for this request's candidates: the generator asks every few
     tokens (and while it waits for the model) and stops when nobody does. Wanted while it is
@@ -296,7 +288,7 @@ def _usable(*, problem_id: int, prefix: list[str], k: int, asker: int | None) ->
         status=Labeling.Status.IN_PROGRESS,
     ).select_related("solution__batch")
     for labeling in open_labelings:
-        if _k(labeling) != k:
+        if candidates_per_step(labeling) != k:
             continue
         path, open_step = path_of(labeling)
         if path == prefix:
@@ -329,160 +321,76 @@ def _usable(*, problem_id: int, prefix: list[str], k: int, asker: int | None) ->
     )
 
 
-# --- the labeler's path -------------------------------------------------------------------------
+# --- what the labeler's actions ask for ------------------------------------------------------
+# The candidates a page shows are asked for by the action (a POST) that makes them needed, so
+# the page's first paint finds them asked for and showing or polling the page writes nothing.
+
+# Solutions whose first candidates are generated while the labeler works on this one.
+FIRST_STEPS_AHEAD = 1
 
 
-def path_of(labeling: Labeling) -> tuple[list[str], StepLabel | None]:
-    """The step texts chosen or written so far, and the open step (candidates being rated)."""
-    path: list[str] = []
-    open_step = None
-    for step in rating.rated_steps(labeling):
-        completions = {c.index: c for c in step.completions.all()}
-        if step.chosen_completion is not None:
-            path.append(completions[step.chosen_completion].text)
-        elif -1 in completions:
-            path.append(completions[-1].text)
-        else:
-            open_step = step
-    return path, open_step
+def _first_steps_ahead(labeling: Labeling, batch: Batch, k: int) -> None:
+    """The first step of a solution has no step before it to generate ahead from: ask for the
+    first candidates of the solution this labeler will claim next, so it is ready by then."""
+    for solution in next_claims(labeling.labeler, batch, FIRST_STEPS_AHEAD):
+        request_proposal(
+            problem=solution.problem, prefix=[], k=k, labeler_id=labeling.labeler_id, ahead=True
+        )
 
 
-@dataclass(frozen=True)
-class PathStep:
-    index: int
-    text: str
-    rating: int | None  # the chosen candidate's; None for the labeler's own step
-    written: bool
-    candidates_rated: int
+def _builds_its_path(labeling: Labeling) -> bool:
+    """In the alternatives protocol. The solution is read first (a phase-1 solution with no
+    steps of its own), so that a claim of fixed steps pays no statement for the batch."""
+    solution = labeling.solution
+    if solution.format != Solution.Format.PHASE1 or solution.steps:
+        return False
+    return solution.batch is not None and solution.batch.protocol == Batch.Protocol.ALTERNATIVES
 
 
-@dataclass(frozen=True)
-class Candidate:
-    index: int
-    text: str
-    rating: int | None
-    flagged: bool
-
-    @property
-    def choosable(self) -> bool:
-        return self.rating in (0, 1)
-
-
-@dataclass(frozen=True)
-class AlternativesPanel:
-    """What the labeling page shows in the alternatives protocol."""
-
-    path: list[PathStep]
-    step_index: int  # the step being labeled (or the last one, when done)
-    candidates: list[Candidate]  # the open step's, with what the labeler gave them so far
-    proposal: ProposedSteps | None  # None once the labeling is done
-
-    @property
-    def waiting(self) -> bool:
-        """Candidates are still being written (some may be shown already)."""
-        return self.proposal is not None and self.proposal.writing
-
-    @property
-    def still_to_come(self) -> int:
-        return self.proposal.k - len(self.candidates) if self.waiting and self.proposal else 0
-
-    @property
-    def failed(self) -> bool:
-        return self.proposal is not None and self.proposal.status == ProposedSteps.Status.FAILED
-
-    @property
-    def rated_count(self) -> int:
-        return sum(c.rating is not None for c in self.candidates)
-
-
-def alternatives_panel(labeling: Labeling, *, request_missing: bool = True) -> AlternativesPanel:
-    """The path so far and the open step's candidates. The candidates of an open labeling are
-    requested if nobody asked yet (`request_missing`: the labeler's own page, not a lead's)."""
-    path: list[PathStep] = []
-    saved: dict[int, Completion] = {}
-    for step in rating.rated_steps(labeling):
-        completions = {c.index: c for c in step.completions.all()}
-        rated = sum(1 for i, c in completions.items() if i >= 0 and c.rating is not None)
-        if step.chosen_completion is not None:
-            chosen = completions[step.chosen_completion]
-            path.append(PathStep(step.index, chosen.text, chosen.rating, False, rated))
-        elif -1 in completions:
-            path.append(PathStep(step.index, completions[-1].text, None, True, rated))
-        else:
-            saved = completions
-    proposal = None
-    candidates: list[Candidate] = []
-    if labeling.status == Labeling.Status.IN_PROGRESS or saved:
-        batch = labeling.solution.batch
-        k = _k(labeling)
-        prefix = [step.text for step in path]
-        if request_missing and labeling.status == Labeling.Status.IN_PROGRESS:
-            proposal = request_proposal(
-                problem=labeling.solution.problem,
-                prefix=prefix,
-                k=k,
-                labeler_id=labeling.labeler_id,
-            )
-            if not path and batch is not None:
-                _first_steps_ahead(labeling, batch, k)
-        else:
-            proposal = _find_proposal(labeling, prefix, k)
-        texts = list(proposal.steps) if proposal is not None else []
-        for index, text in enumerate(texts):
-            completion = saved.get(index)
-            candidates.append(
-                Candidate(
-                    index,
-                    text,
-                    completion.rating if completion else None,
-                    bool(completion and completion.flagged),
-                )
-            )
-    return AlternativesPanel(path, len(path), candidates, proposal)
-
-
-def after_error_panel(
-    labeling: Labeling, *, request_missing: bool = True, again: bool = False
-) -> AlternativesPanel | None:
-    """Rate the steps, PRM800K phase 2: once a labeling ends on a −1 (in a batch that asks for
-    it), the model's alternatives to the wrong step, each with the labeler's rating so far.
-    They are stored after the step's own completion (index 1..k), as in the release."""
+def request_candidates(labeling: Labeling, *, again: bool = False) -> ProposedSteps | None:
+    """The candidates for the open step of a labeling built step by step, requested for its
+    labeler (`request_proposal`: a request already out is left as it is); at its first step the
+    next solution's first step is asked for ahead too. The claim calls it, so the labeling page
+    finds its first step asked for; "ask the model" too, where the page says nothing is writing
+    them (never asked, stopped, or the task lost) or, with `again`, that the model failed. None
+    for a labeling of fixed steps, or one no longer open."""
+    if not labeling.is_open or not _builds_its_path(labeling):
+        return None
+    path, _ = path_of(labeling)
+    k = candidates_per_step(labeling)
+    proposal = request_proposal(
+        problem=labeling.solution.problem,
+        prefix=path,
+        k=k,
+        labeler_id=labeling.labeler_id,
+        again=again,
+    )
     batch = labeling.solution.batch
-    if (
-        batch is None
-        or not batch.alternatives_after_error
-        or batch.protocol != Batch.Protocol.STEPS
-        or labeling.status != Labeling.Status.COMPLETED
-        or labeling.finish_reason != FinishReason.FOUND_ERROR
-    ):
+    if not path and batch is not None:
+        _first_steps_ahead(labeling, batch, k)
+    return proposal
+
+
+def request_alternatives_after_error(
+    labeling: Labeling, *, again: bool = False
+) -> ProposedSteps | None:
+    """PRM800K phase 2: the model's alternatives to the step a labeling ended on with a −1, in a
+    batch that asks for them, requested for its labeler at that rating (or by "ask the model";
+    `again`: a failed request sent once more). None for any other labeling."""
+    found = after_error_step(labeling)
+    if found is None:
         return None
-    wrong = labeling.step_labels.prefetch_related("completions").order_by("-index").first()
-    if wrong is None:
-        return None
-    prefix = list(labeling.solution.steps[: wrong.index])
-    k = batch.alternatives_k
-    proposal: ProposedSteps | None
-    if request_missing:
-        proposal = request_proposal(
-            problem=labeling.solution.problem,
-            prefix=prefix,
-            k=k,
-            labeler_id=labeling.labeler_id,
-            again=again,
-        )
-    else:
-        proposal = _find_proposal(labeling, prefix, k)
-    saved = {c.index - 1: c for c in wrong.completions.all() if c.index >= 1}
-    candidates = [
-        Candidate(
-            index,
-            text,
-            saved[index].rating if index in saved else None,
-            bool(index in saved and saved[index].flagged),
-        )
-        for index, text in enumerate(proposal.steps if proposal else [])
-    ]
-    return AlternativesPanel([], wrong.index, candidates, proposal)
+    _, prefix = found
+    return request_proposal(
+        problem=labeling.solution.problem,
+        prefix=prefix,
+        k=candidates_per_step(labeling),
+        labeler_id=labeling.labeler_id,
+        again=again,
+    )
+
+
+# --- the labeler's path -------------------------------------------------------------------------
 
 
 def rate_after_error(
@@ -494,7 +402,7 @@ def rate_after_error(
         raise LabelingError("A rating is -1, 0 or +1.")
     with transaction.atomic():
         labeling = rating.labeling_for_update(labeling_id, user)
-        panel = after_error_panel(labeling, request_missing=False)
+        panel = selectors.after_error_panel(labeling)
         if panel is None:
             raise LabelingError("Only a labeling that ended on a −1 has alternatives to rate.")
         # An alternative shown while the others are written is rated at once: the list only grows.
@@ -535,34 +443,6 @@ def rate_after_error(
         return labeling
 
 
-# Solutions whose first candidates are generated while the labeler works on this one.
-FIRST_STEPS_AHEAD = 1
-
-
-def _first_steps_ahead(labeling: Labeling, batch: Batch, k: int) -> None:
-    """The first step of a solution has no step before it to generate ahead from: ask for the
-    first candidates of the solution this labeler will claim next, so it is ready by then."""
-    for solution in next_claims(labeling.labeler, batch, FIRST_STEPS_AHEAD):
-        request_proposal(
-            problem=solution.problem, prefix=[], k=k, labeler_id=labeling.labeler_id, ahead=True
-        )
-
-
-def current_proposal(labeling: Labeling, *, again: bool = False) -> ProposedSteps:
-    """The candidates for the labeling's next step (requested now if nobody asked yet; with
-    `again`, a failed request is sent once more)."""
-    path, _ = path_of(labeling)
-    proposal = request_proposal(
-        problem=labeling.solution.problem,
-        prefix=path,
-        k=_k(labeling),
-        labeler_id=labeling.labeler_id,
-        again=again,
-    )
-    assert proposal is not None  # only a request asked ahead is ever not made
-    return proposal
-
-
 def _open_alternatives(labeling: Labeling, step_index: int) -> list[str]:
     """The path of a labeling locked by the caller, checked to be open at `step_index`."""
     if labeling.solution.format != Solution.Format.PHASE1:
@@ -595,8 +475,8 @@ def rate_candidate(
     with transaction.atomic():
         labeling = rating.labeling_for_update(labeling_id, user)
         path = _open_alternatives(labeling, step_index)
-        k = _k(labeling)
-        proposal = _find_proposal(labeling, path, k)
+        k = candidates_per_step(labeling)
+        proposal = find_proposal(labeling, path, k)
         # A candidate shown while the others are written is rated at once: the list only grows.
         if proposal is None or not proposal.steps:
             raise Conflict("The candidates for this step are not ready yet.")
@@ -686,7 +566,7 @@ def choose_candidate(
             raise Conflict(f"Rate candidate {candidate_index + 1} before choosing it.")
         if chosen.rating not in (0, 1):
             raise LabelingError("Continue with a candidate rated +1 or 0, or write your own step.")
-        proposal = _find_proposal(labeling, path, _k(labeling))
+        proposal = find_proposal(labeling, path, candidates_per_step(labeling))
         if proposal is not None and proposal.writing:
             raise Conflict(
                 "The model is still writing this step's other candidates: continue once they "
@@ -794,6 +674,8 @@ def step_back(*, labeling_id: int, user: User) -> Labeling:
             requested_by_id=user.pk, problem_id=labeling.solution.problem_id, status__in=OPEN
         ).values("pk", "problem_id", "prefix", "k")
         _stop_unusable([row for row in asked if len(row["prefix"]) >= len(settled)], user.pk)
+        # The reopened step's candidates, sent again if they were stopped while it was settled.
+        request_candidates(labeling)
         return labeling
 
 
@@ -823,7 +705,10 @@ def _after_step(
         return labeling
     batch = labeling.solution.batch
     request_proposal(
-        problem=labeling.solution.problem, prefix=path, k=_k(labeling), labeler_id=user.pk
+        problem=labeling.solution.problem,
+        prefix=path,
+        k=candidates_per_step(labeling),
+        labeler_id=user.pk,
     )
     labeling.lease_expires_at = lease_until(batch, now)
     labeling.save(update_fields=["lease_expires_at", "updated_at"])

@@ -15,6 +15,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from labeling import selectors
 from labeling.models import Batch, FinishReason, Labeling
 from labeling.services import alternatives
 from labeling.services.errors import LabelingError
@@ -89,7 +90,7 @@ def candidates_context(labeling: Labeling, panel, *, own: bool, choose: bool) ->
 
 def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
     own = labeling.labeler_id == user.pk
-    panel = alternatives.alternatives_panel(labeling, request_missing=own)
+    panel = selectors.alternatives_panel(labeling)
     return {
         **candidates_context(labeling, panel, own=own, choose=True),
         "labeling": labeling,
@@ -182,11 +183,12 @@ def write_step(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def ask_again(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    """The model failed on this step: send the request again."""
+    """Ask the model for this step's candidates: it failed, or nothing is writing them (never
+    asked, stopped, or the task lost)."""
     labeling = readable_labeling(request, labeling_id)
     try:
-        if labeling.labeler_id == request.user.pk and labeling.is_open:
-            alternatives.current_proposal(labeling, again=True)
+        if labeling.labeler_id == request.user.pk:
+            alternatives.request_candidates(labeling, again=True)
     except LabelingError as refusal:
         return refused(request, labeling_id, refusal, ALTERNATIVES_PANEL)
     return answer(request, labeling, ALTERNATIVES_PANEL)

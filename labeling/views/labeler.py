@@ -120,6 +120,8 @@ def _claim_and_open(request: AuthenticatedRequest) -> HttpResponse:
                 )
         found = queue_service.claim(request.user)
     labeling = None if found is None else found.labeling
+    if labeling is not None:  # step by step: the page's first paint finds its candidates asked
+        alternatives_service.request_candidates(labeling)
     if found is not None and found.resumed_expired:
         messages.info(
             request,
@@ -171,7 +173,7 @@ def panel_context(labeling: Labeling, user, error: str | None = None) -> dict:
         "error": error,
         "finish_reasons": FinishReason,
     }
-    after_error = alternatives_service.after_error_panel(labeling, request_missing=own)
+    after_error = selectors.after_error_panel(labeling)
     if after_error is not None:  # PRM800K phase 2: the model's alternatives to the −1 step
         context.update(
             alternatives.candidates_context(labeling, after_error, own=own, choose=False)
@@ -248,6 +250,8 @@ def rate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
             flagged=flagged,
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
         )
+        if _alternatives_follow(rated.labeling):  # asked for at the −1, not by showing them
+            alternatives_service.request_alternatives_after_error(rated.labeling)
     except LabelingError as refusal:
         return refused(request, labeling_id, refusal, STEPS_PANEL)
     if request.htmx:
@@ -463,11 +467,12 @@ def rate_after_error(request: AuthenticatedRequest, labeling_id: int) -> HttpRes
 @login_required
 @require_POST
 def ask_again_after_error(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
-    """The model failed on the alternatives to the −1 step: send the request again."""
+    """Ask the model for the alternatives to the −1 step: it failed, or nothing is writing
+    them."""
     labeling = readable_labeling(request, labeling_id)
     try:
         if labeling.labeler_id == request.user.pk:
-            alternatives_service.after_error_panel(labeling, again=True)
+            alternatives_service.request_alternatives_after_error(labeling, again=True)
     except LabelingError as refusal:
         return refused(request, labeling_id, refusal, STEPS_PANEL)
     return answer(request, labeling, STEPS_PANEL)

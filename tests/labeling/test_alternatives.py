@@ -55,7 +55,7 @@ def test_a_whole_path_rated_chosen_written_and_exported_in_the_phase1_shape(
     claimed, labeler, shared_data, eager_tasks
 ):
     with eager_tasks():
-        first = alternatives.current_proposal(claimed)  # at claim time; eager task runs it
+        first = alternatives.request_candidates(claimed)  # at claim time; eager task runs it
     first = ready(first)
     assert first.prefix == [] and first.generator == "SmolLM2-135M-Instruct (local)"
 
@@ -69,12 +69,12 @@ def test_a_whole_path_rated_chosen_written_and_exported_in_the_phase1_shape(
                 candidate_index=index,
                 rating_value=1 if index == 0 else -1,
             )
-    ahead = ProposedSteps.objects.get(prefix_sha256=alternatives.prefix_hash([first.steps[0]]))
+    ahead = ProposedSteps.objects.get(prefix_sha256=selectors.prefix_hash([first.steps[0]]))
     ready(ahead)  # generated before the labeler chose: no wait at step 2
     alternatives.choose_candidate(
         labeling_id=claimed.pk, user=labeler, step_index=0, candidate_index=0
     )
-    assert alternatives.current_proposal(claimed).pk == ahead.pk
+    assert alternatives.request_candidates(claimed).pk == ahead.pk
 
     # Step 2: rate the candidates, none good enough: write the final step.
     for index in range(len(ahead.steps)):
@@ -126,7 +126,7 @@ def test_ratings_are_idempotent_and_out_of_order_requests_are_refused(
             labeling_id=claimed.pk, user=labeler, step_index=0, candidate_index=0, rating_value=1
         )
     with eager_tasks():
-        proposal = alternatives.current_proposal(claimed)
+        proposal = alternatives.request_candidates(claimed)
     proposal = ready(proposal)
     rate = {"labeling_id": claimed.pk, "user": labeler, "step_index": 0, "candidate_index": 0}
     alternatives.rate_candidate(**rate, rating_value=-1)
@@ -168,7 +168,7 @@ def test_a_path_past_the_bound_on_steps_is_refused(claimed, labeler, settings):
     with pytest.raises(LabelingError, match="A solution has at most 2 steps"):
         alternatives.rate_candidate(**ids, step_index=2, candidate_index=0, rating_value=1)
     assert sorted(claimed.step_labels.values_list("index", flat=True)) == [0, 1]
-    assert alternatives.path_of(claimed)[0] == ["I add.", "I add again."]
+    assert selectors.path_of(claimed)[0] == ["I add.", "I add again."]
 
 
 def test_a_generator_that_cannot_answer_fails_the_proposal_and_try_again_resends_it(
@@ -181,16 +181,16 @@ def test_a_generator_that_cannot_answer_fails_the_proposal_and_try_again_resends
     settings.STEPWISE_GENERATOR_RETRIES = 0
     try:
         with eager_tasks():
-            proposal = alternatives.current_proposal(claimed)
+            proposal = alternatives.request_candidates(claimed)
         proposal.refresh_from_db()
         assert proposal.status == ProposedSteps.Status.FAILED
         assert "127.0.0.1:9" in proposal.error and proposal.steps == []
         assert sampling.fill_proposal(proposal.pk) is None  # a redelivery does nothing
         settings.STEPWISE_GENERATOR_URL = ""
         sampling.generator_from_settings.cache_clear()
-        assert alternatives.current_proposal(claimed).status == ProposedSteps.Status.FAILED
+        assert alternatives.request_candidates(claimed).status == ProposedSteps.Status.FAILED
         with eager_tasks():
-            again = alternatives.current_proposal(claimed, again=True)  # "ask again"
+            again = alternatives.request_candidates(claimed, again=True)  # "ask again"
         assert again.pk == proposal.pk
         ready(again)
     finally:
@@ -212,7 +212,7 @@ def test_a_request_is_filled_by_the_task_its_name_finds_the_old_name_too(db, set
     try:
         problem = make_problem("What is $1 + 1$?", answer="2")
         proposal = ProposedSteps.objects.create(
-            problem=problem, prefix=[], prefix_sha256=alternatives.prefix_hash([]), k=2
+            problem=problem, prefix=[], prefix_sha256=selectors.prefix_hash([]), k=2
         )
         assert registered_task(task_name)(proposal.pk) == 0  # no steps: the generator failed
         proposal.refresh_from_db()
@@ -234,13 +234,13 @@ def test_only_an_alternatives_batch_takes_bare_problems(db):
 def test_a_request_whose_worker_died_is_sent_again_and_a_failed_one_only_when_asked(
     claimed, eager_tasks
 ):
-    proposal = alternatives.current_proposal(claimed)  # sent to a worker that never answers
+    proposal = alternatives.request_candidates(claimed)  # sent to a worker that never answers
     ProposedSteps.objects.filter(pk=proposal.pk).update(status=ProposedSteps.Status.RUNNING)
-    assert alternatives.current_proposal(claimed).status == ProposedSteps.Status.RUNNING
-    long_ago = timezone.now() - alternatives.PROPOSAL_STALE - timedelta(seconds=1)
+    assert alternatives.request_candidates(claimed).status == ProposedSteps.Status.RUNNING
+    long_ago = timezone.now() - selectors.PROPOSAL_STALE - timedelta(seconds=1)
     ProposedSteps.objects.filter(pk=proposal.pk).update(sent_at=long_ago)
     with eager_tasks():
-        again = alternatives.current_proposal(claimed)  # past the task's limit: sent again
+        again = alternatives.request_candidates(claimed)  # past the task's limit: sent again
     ready(again)
     assert again.pk == proposal.pk and ProposedSteps.objects.count() == 1
 
@@ -265,13 +265,14 @@ def test_after_a_minus_one_the_alternatives_to_the_wrong_step_are_rated_as_in_ph
     )
     labeling = next_labeling(labeler)
     assert labeling.solution_id == solution.pk
-    assert alternatives.after_error_panel(labeling) is None  # not before the −1
+    assert selectors.after_error_panel(labeling) is None  # not before the −1
+    assert alternatives.request_alternatives_after_error(labeling) is None
     with eager_tasks():
         rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)
         labeling.refresh_from_db()
-        panel = alternatives.after_error_panel(labeling)  # the page asks the model
+        alternatives.request_alternatives_after_error(labeling)  # the −1's page asks the model
+    panel = selectors.after_error_panel(labeling)
     assert labeling.finish_reason == FinishReason.FOUND_ERROR and panel.step_index == 0
-    panel = alternatives.after_error_panel(labeling, request_missing=False)
     assert panel.proposal.prefix == [] and panel.proposal.status == ProposedSteps.Status.READY
     texts = [c.text for c in panel.candidates]
 
@@ -308,7 +309,8 @@ def test_alternatives_after_an_error_only_where_the_batch_asks_for_them(labeler,
     labeling = next_labeling(labeler)
     rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=-1)
     labeling.refresh_from_db()
-    assert alternatives.after_error_panel(labeling) is None
+    assert selectors.after_error_panel(labeling) is None
+    assert alternatives.request_alternatives_after_error(labeling) is None
     with pytest.raises(LabelingError, match="ended on a −1"):
         alternatives.rate_after_error(
             labeling_id=labeling.pk, user=labeler, candidate_index=0, rating_value=1
@@ -320,13 +322,14 @@ def test_the_first_candidates_of_the_next_solution_are_asked_for_ahead(claimed, 
     batch = claimed.solution.batch
     following = make_problem("What is $3 + 4$?", answer="7")
     alternatives.add_problems(batch=batch, problem_ids=[following.pk])
-    panel = alternatives.alternatives_panel(claimed)  # sent to the generate queue
+    alternatives.request_candidates(claimed)  # the claim's: sent to the generate queue
+    panel = selectors.alternatives_panel(claimed)
     assert panel.waiting and panel.path == [] and panel.candidates == []
-    asked = ProposedSteps.objects.filter(prefix_sha256=alternatives.prefix_hash([]))
+    asked = ProposedSteps.objects.filter(prefix_sha256=selectors.prefix_hash([]))
     assert sorted(p.problem_id for p in asked) == sorted(
         [claimed.solution.problem_id, following.pk]
     )
-    alternatives.alternatives_panel(claimed)  # the page polls: nothing asked twice
+    alternatives.request_candidates(claimed)  # asked again (another tab's claim): nothing new
     assert ProposedSteps.objects.count() == 2
 
 
@@ -334,7 +337,7 @@ def test_back_a_step_reopens_the_last_choice_and_a_just_finished_solution(
     claimed, labeler, eager_tasks
 ):
     with eager_tasks():
-        first = alternatives.current_proposal(claimed)
+        first = alternatives.request_candidates(claimed)
     first = ready(first)
     ids = {"labeling_id": claimed.pk, "user": labeler}
     with pytest.raises(Conflict, match="no step to take back"):
@@ -342,11 +345,11 @@ def test_back_a_step_reopens_the_last_choice_and_a_just_finished_solution(
     alternatives.rate_candidate(**ids, step_index=0, candidate_index=0, rating_value=0)
     with eager_tasks():  # the next step's candidates are generated at the block's end
         alternatives.write_step(**ids, step_index=0, text="I add: $2 + 3 = 5$.", elapsed_ms=800)
-    second = ready(alternatives.current_proposal(claimed))
+    second = ready(alternatives.request_candidates(claimed))
     alternatives.rate_candidate(**ids, step_index=1, candidate_index=0, rating_value=-1)
 
     alternatives.step_back(**ids)  # step 1 is open again; step 2's rating goes
-    panel = alternatives.alternatives_panel(claimed)
+    panel = selectors.alternatives_panel(claimed)
     assert panel.path == [] and panel.proposal.pk == first.pk
     assert [c.rating for c in panel.candidates][:1] == [0]  # kept, to choose again
     assert claimed.step_labels.count() == 1
@@ -365,10 +368,35 @@ def test_back_a_step_reopens_the_last_choice_and_a_just_finished_solution(
     solution.refresh_from_db()
     assert claimed.status == Labeling.Status.IN_PROGRESS and claimed.finish_reason is None
     assert (solution.completed_count, solution.active_count) == (0, 1)
-    assert [s.text for s in alternatives.alternatives_panel(claimed).path] == [
-        "I add: $2 + 3 = 5$."
-    ]
-    assert second.pk == alternatives.current_proposal(claimed).pk
+    assert [s.text for s in selectors.alternatives_panel(claimed).path] == ["I add: $2 + 3 = 5$."]
+    assert second.pk == alternatives.request_candidates(claimed).pk
+
+
+def test_a_step_back_sends_again_the_reopened_steps_candidates_stopped_meanwhile(
+    claimed, labeler, django_capture_on_commit_callbacks
+):
+    """The page only reads: the step back itself asks for the step it reopens, whose candidates
+    were stopped while the labeler was past it (here: before all k came)."""
+    stopped = ProposedSteps.objects.create(
+        problem=claimed.solution.problem,
+        prefix=[],
+        prefix_sha256=selectors.prefix_hash([]),
+        k=2,
+        status=ProposedSteps.Status.STOPPED,
+        steps=["I add."],
+        requested_by=labeler,
+        generator="test",
+    )
+    ids = {"labeling_id": claimed.pk, "user": labeler}
+    alternatives.write_step(**ids, step_index=0, text="I add: $2 + 3 = 5$.")
+    with django_capture_on_commit_callbacks() as sent:
+        alternatives.step_back(**ids)
+    stopped.refresh_from_db()
+    assert stopped.status == ProposedSteps.Status.PENDING and stopped.sent_at is not None
+    assert stopped.steps == ["I add."] and len(sent) == 1  # kept, to be added to
+    past = ProposedSteps.objects.get(prefix=["I add: $2 + 3 = 5$."])
+    assert past.status == ProposedSteps.Status.STOPPED  # asked past the step: of no use now
+    assert not selectors.alternatives_panel(claimed).needs_asking
 
 
 def test_two_labelers_paths_through_one_problem_get_no_step_agreement(labeler, labeler2):
@@ -382,7 +410,7 @@ def test_two_labelers_paths_through_one_problem_get_no_step_agreement(labeler, l
     ProposedSteps.objects.create(  # the model's one candidate, as the generate task leaves it
         problem=problem,
         prefix=[],
-        prefix_sha256=alternatives.prefix_hash([]),
+        prefix_sha256=selectors.prefix_hash([]),
         k=1,
         status=ProposedSteps.Status.READY,
         steps=["# Answer\n\n5"],
@@ -414,7 +442,7 @@ def test_a_written_step_that_gives_the_answer_after_its_text_ends_the_solution(c
     assert claimed.solution.completed_count == 1
     stored = "So the sum is $5$.\n\n# Answer\n\n5"  # the release's line ends
     assert ProposedSteps.objects.count() == 1  # nothing asked after the answer
-    assert not alternatives.alternatives_panel(claimed).waiting
+    assert not selectors.alternatives_panel(claimed).waiting
     line = json.loads(prm800k.render_record(selectors.release_record(claimed.pk)))
     assert line["label"]["finish_reason"] == "solution"
     assert [s["human_completion"]["text"] for s in line["label"]["steps"]] == [first, stored]
@@ -436,7 +464,7 @@ def test_a_release_candidate_with_its_answer_after_its_text_asks_nothing_ahead_a
     ProposedSteps.objects.create(
         problem=claimed.solution.problem,
         prefix=[],
-        prefix_sha256=alternatives.prefix_hash([]),
+        prefix_sha256=selectors.prefix_hash([]),
         k=2,
         status=ProposedSteps.Status.READY,
         steps=texts,
@@ -468,7 +496,7 @@ def test_candidates_are_rated_as_they_come_and_the_choice_waits_for_the_rest(cla
 
     Batch.objects.filter(pk=claimed.solution.batch_id).update(alternatives_k=3)
     claimed.refresh_from_db()
-    proposal = alternatives.current_proposal(claimed)  # sent; run below, step by step
+    proposal = alternatives.request_candidates(claimed)  # sent; run below, step by step
     ids = {"labeling_id": claimed.pk, "user": labeler, "step_index": 0, "candidate_index": 0}
     seen: list[tuple[str, list[str]]] = []
 
@@ -478,7 +506,7 @@ def test_candidates_are_rated_as_they_come_and_the_choice_waits_for_the_rest(cla
             alternatives.rate_candidate(**ids, rating_value=0)
             with pytest.raises(Conflict, match="still writing"):
                 alternatives.choose_candidate(**ids)
-            panel = alternatives.alternatives_panel(claimed)
+            panel = selectors.alternatives_panel(claimed)
             assert panel.waiting and [c.rating for c in panel.candidates] == [0]
 
     done = sampling.fill_proposal(proposal.pk, progress=labeler_meanwhile)
@@ -505,7 +533,7 @@ def test_generation_stops_for_a_prefix_nobody_waits_for_and_resumes_when_someone
     ProposedSteps.objects.create(
         problem=problem,
         prefix=[],
-        prefix_sha256=alternatives.prefix_hash([]),
+        prefix_sha256=selectors.prefix_hash([]),
         k=5,
         status=ProposedSteps.Status.READY,
         steps=first,
@@ -544,7 +572,7 @@ def test_candidates_are_wanted_at_a_labelers_prefix_or_after_a_candidate_they_ra
         return ProposedSteps.objects.create(
             problem=problem,
             prefix=prefix,
-            prefix_sha256=alternatives.prefix_hash(prefix),
+            prefix_sha256=selectors.prefix_hash(prefix),
             k=k,
             status=status,
             sent_at=timezone.now(),  # its task is out
@@ -616,7 +644,7 @@ def test_on_the_embedded_default_one_labeler_holds_at_most_the_cap_of_generation
     ProposedSteps.objects.create(
         problem=problem,
         prefix=[],
-        prefix_sha256=alternatives.prefix_hash([]),
+        prefix_sha256=selectors.prefix_hash([]),
         k=5,
         status=ProposedSteps.Status.READY,
         steps=first,

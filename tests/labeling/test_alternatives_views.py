@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 import threading
+from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from labeling import selectors
 from labeling.models import Batch, Completion, Labeling, ProposedSteps, Solution
@@ -23,6 +26,22 @@ pytestmark = pytest.mark.django_db
 
 def htmx_post(client, url, data):
     return client.post(url, data, HTTP_HX_REQUEST="true")
+
+
+def poll(client, page_url: str, shown: int = 0):
+    """The page's poll for candidates being written (templates/labeling/_candidates.html)."""
+    return client.get(f"{page_url}?part=candidates&shown={shown}", HTTP_HX_REQUEST="true")
+
+
+def writes(captured: CaptureQueriesContext) -> list[str]:
+    """The statements that changed or locked rows."""
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].split()[0].upper() in ("INSERT", "UPDATE", "DELETE")
+        or " FOR UPDATE" in q["sql"]
+        or " FOR NO KEY UPDATE" in q["sql"]
+    ]
 
 
 def test_a_lead_creates_an_alternatives_batch_from_problem_ids(client, lead):
@@ -149,7 +168,10 @@ def test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writ
 ):
     page_url = reverse("labeling:labeling", args=[claimed.pk])
     with eager_tasks():
-        first = client.get(page_url)  # asks for the candidates (run at the block's end)
+        # The claim (here their open labeling, again) asks for the candidates, which the task
+        # writes at the block's end.
+        assert client.post(reverse("labeling:claim"))["Location"] == page_url
+        first = client.get(page_url)
     assert first.status_code == 200
     assert "The model is writing candidates for step 1" in first.content.decode()
     part = client.get(page_url + "?part=candidates", HTTP_HX_REQUEST="true")
@@ -190,12 +212,143 @@ def test_the_page_waits_for_candidates_then_the_labeler_rates_continues_and_writ
     assert "Submitted" in done.content.decode() and "Next solution" in done.content.decode()
 
 
+def test_the_claim_asks_for_the_first_candidates_and_the_page_and_its_poll_write_nothing(
+    client, labeler, django_capture_on_commit_callbacks
+):
+    """The claim (a POST) asks for the first step's candidates and, ahead, the next solution's,
+    so the page's first paint finds them asked for; a second claim (a double submit, another
+    tab) asks nothing twice. Showing the page, its panel and its poll writes no row and sends no
+    task."""
+    batch = make_batch(protocol=Batch.Protocol.ALTERNATIVES, alternatives_k=2, generation=None)
+    problems = [make_problem("What is $1 + 1$?", answer="2"), make_problem(answer="4")]
+    alternatives.add_problems(batch=batch, problem_ids=[p.pk for p in problems])
+    client.force_login(labeler)
+    with django_capture_on_commit_callbacks() as sent:
+        claimed = client.post(reverse("labeling:claim"))
+        again = client.post(reverse("labeling:claim"))
+    labeling = Labeling.objects.get(labeler=labeler)
+    page_url = reverse("labeling:labeling", args=[labeling.pk])
+    assert claimed["Location"] == again["Location"] == page_url
+    asked = ProposedSteps.objects.filter(prefix=[])
+    assert sorted(asked.values_list("problem_id", flat=True)) == [p.pk for p in problems]
+    assert all(row.requested_by_id == labeler.pk and row.sent_at for row in asked)
+    assert len(sent) == 2  # one task for each
+
+    rows = list(ProposedSteps.objects.values())
+    with (
+        CaptureQueriesContext(connection) as captured,
+        django_capture_on_commit_callbacks() as sent,
+    ):
+        page = client.get(page_url)
+        panel = client.get(page_url, HTTP_HX_REQUEST="true")
+        polled = poll(client, page_url)
+    assert page.status_code == panel.status_code == 200
+    assert "The model is writing candidates for step 1" in page.content.decode()
+    assert polled.status_code == 204  # nothing new yet
+    assert writes(captured) == [] and sent == []
+    assert list(ProposedSteps.objects.values()) == rows
+
+
+def test_a_step_nobody_is_writing_offers_to_ask_and_only_the_labelers_post_asks(
+    client, claimed, lead, django_capture_on_commit_callbacks
+):
+    """Rare: the claim's request was lost (claimed here without one, as by a process that died
+    before sending it), or its task was. The page and its poll say so and offer "Ask the
+    model" (R) without asking; the labeler's POST asks."""
+    page_url = reverse("labeling:labeling", args=[claimed.pk])
+    with (
+        CaptureQueriesContext(connection) as captured,
+        django_capture_on_commit_callbacks() as sent,
+    ):
+        html = client.get(page_url).content.decode()
+        polled = poll(client, page_url)
+    assert "The model is not writing candidates for step 1." in html
+    assert 'data-key-action="retry"' in html and "Ask the model" in html
+    assert polled.status_code == 200 and 'id="not-asked"' in polled.content.decode()
+    assert writes(captured) == [] and sent == []
+    assert not ProposedSteps.objects.exists()
+    client.force_login(lead)  # reading it: told, with nothing to press
+    html = client.get(page_url).content.decode()
+    assert "The model is not writing candidates for step 1." in html and "Ask the model" not in html
+    client.force_login(claimed.labeler)
+
+    ask = reverse("labeling:ask_again", args=[claimed.pk])
+    with django_capture_on_commit_callbacks() as sent:
+        response = htmx_post(client, ask, {})
+    assert "The model is writing candidates for step 1" in response.content.decode()
+    proposal = ProposedSteps.objects.get()
+    assert len(sent) == 1 and proposal.sent_at is not None
+
+    # Its task died with a candidate written: open past the task's time limit.
+    long_ago = timezone.now() - selectors.PROPOSAL_STALE - timedelta(seconds=1)
+    ProposedSteps.objects.filter(pk=proposal.pk).update(
+        status=ProposedSteps.Status.RUNNING, steps=["I add."], sent_at=long_ago
+    )
+    with (
+        CaptureQueriesContext(connection) as captured,
+        django_capture_on_commit_callbacks() as sent,
+    ):
+        polled = poll(client, page_url, shown=1)  # the page's last poll: swapped, not a 204
+    assert polled.status_code == 200 and "data-waiting" not in polled.content.decode()
+    assert "not writing candidates for step 1: it stopped after 1 of 2" in polled.content.decode()
+    assert writes(captured) == [] and sent == []
+    with django_capture_on_commit_callbacks() as sent:
+        htmx_post(client, ask, {})
+    proposal.refresh_from_db()
+    assert len(sent) == 1 and proposal.status == ProposedSteps.Status.PENDING
+    assert proposal.sent_at > long_ago and proposal.steps == ["I add."]  # kept, added to
+
+
+def test_the_minus_one_asks_for_the_alternatives_and_the_done_page_and_its_poll_write_nothing(
+    client, labeler, django_capture_on_commit_callbacks
+):
+    """PRM800K phase 2: the −1 (a POST) asks for the alternatives to the wrong step; the done
+    page and its poll only read. A request lost since is offered, not made, by the page."""
+    batch = make_batch(alternatives_after_error=True, alternatives_k=2)
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    make_solution(batch, steps=["I write $2 + 3 = 6$.", "# Answer\n\n6"], problem=problem)
+    labeling = next_labeling(labeler)
+    client.force_login(labeler)
+    page_url = reverse("labeling:labeling", args=[labeling.pk])
+    with django_capture_on_commit_callbacks() as sent:
+        response = htmx_post(
+            client, reverse("labeling:rate", args=[labeling.pk]), {"step_index": 0, "rating": -1}
+        )
+    assert "The model is writing alternatives to step 1" in response.content.decode()
+    proposal = ProposedSteps.objects.get()
+    assert (proposal.prefix, proposal.requested_by_id, len(sent)) == ([], labeler.pk, 1)
+
+    rows = list(ProposedSteps.objects.values())
+    with (
+        CaptureQueriesContext(connection) as captured,
+        django_capture_on_commit_callbacks() as sent,
+    ):
+        page = client.get(page_url)
+        polled = poll(client, page_url)
+    assert "The model is writing alternatives to step 1" in page.content.decode()
+    assert polled.status_code == 204
+    assert writes(captured) == [] and sent == []
+    assert list(ProposedSteps.objects.values()) == rows
+
+    ProposedSteps.objects.all().delete()  # lost
+    with (
+        CaptureQueriesContext(connection) as captured,
+        django_capture_on_commit_callbacks() as sent,
+    ):
+        html = client.get(page_url).content.decode()
+    assert "The model is not writing alternatives to step 1." in html and "Ask the model" in html
+    assert writes(captured) == [] and sent == [] and not ProposedSteps.objects.exists()
+    with django_capture_on_commit_callbacks() as sent:
+        htmx_post(client, reverse("labeling:ask_again_after_error", args=[labeling.pk]), {})
+    assert ProposedSteps.objects.get().sent_at is not None and len(sent) == 1
+
+
 def test_candidates_show_as_they_come_and_fewer_than_k_says_why(client, claimed):
     Batch.objects.filter(pk=claimed.solution.batch_id).update(alternatives_k=3)
     proposal = ProposedSteps.objects.create(  # as the generate task leaves it, one sample in
         problem=claimed.solution.problem,
         prefix=[],
-        prefix_sha256=alternatives.prefix_hash([]),
+        prefix_sha256=selectors.prefix_hash([]),
         k=3,
         status=ProposedSteps.Status.RUNNING,
         steps=["I add $1 + 1$."],
@@ -206,10 +359,9 @@ def test_candidates_show_as_they_come_and_fewer_than_k_says_why(client, claimed)
     assert "The model is writing 2 more candidates" in html
     assert 'data-candidate="0"' in html
 
-    def poll(shown: int):
-        return client.get(f"{page_url}?part=candidates&shown={shown}", HTTP_HX_REQUEST="true")
-
-    assert poll(1).status_code == 204  # nothing new: the page stays as the labeler has it
+    assert (
+        poll(client, page_url, 1).status_code == 204
+    )  # nothing new: the page stays as the labeler has it
     rate = reverse("labeling:rate_candidate", args=[claimed.pk])
     response = htmx_post(client, rate, {"step_index": 0, "candidate_index": 0, "rating": 1})
     assert response.status_code == 200 and 'data-rating="1"' in response.content.decode()
@@ -219,13 +371,13 @@ def test_candidates_show_as_they_come_and_fewer_than_k_says_why(client, claimed)
     assert response.status_code == 409 and "still writing" in response.content.decode()
 
     ProposedSteps.objects.filter(pk=proposal.pk).update(steps=["I add $1 + 1$.", "I count."])
-    html = poll(1).content.decode()
+    html = poll(client, page_url, 1).content.decode()
     assert 'data-candidate="1"' in html and "writing 1 more candidate…" in html
     assert 'data-candidate="0" data-rating="1"' in " ".join(html.split())  # kept
     ProposedSteps.objects.filter(pk=proposal.pk).update(
         status=ProposedSteps.Status.READY, dropped={"duplicate": 1}
     )
-    html = poll(2).content.decode()
+    html = poll(client, page_url, 2).content.decode()
     assert "The model is writing" not in html
     assert "2 of 3: 1 was a duplicate of another." in html
     response = htmx_post(client, choose, {"step_index": 0, "candidate_index": 0})
@@ -237,7 +389,7 @@ def test_a_request_that_gave_no_candidate_says_why(client, claimed):
     ProposedSteps.objects.create(
         problem=claimed.solution.problem,
         prefix=[],
-        prefix_sha256=alternatives.prefix_hash([]),
+        prefix_sha256=selectors.prefix_hash([]),
         k=2,
         status=ProposedSteps.Status.FAILED,
         error="The generator gave no step.",
@@ -341,7 +493,7 @@ def test_write_and_back_cycles_leave_at_most_the_cap_of_candidate_sets_wanted_an
     assert len(sent) <= cap
     assert ProposedSteps.objects.filter(sent_at__isnull=False).count() == len(sent)
     assert set(ProposedSteps.objects.values_list("requested_by", flat=True)) == {labeler.pk}
-    # "Ask again" on someone else's labeling sends nothing; their own page asks at once.
+    # "Ask again" on someone else's labeling sends nothing; their own claim asks at once.
     client.force_login(labeler2)
     other = reverse("labeling:ask_again", args=[claimed.pk])
     with django_capture_on_commit_callbacks() as sent:
@@ -349,10 +501,9 @@ def test_write_and_back_cycles_leave_at_most_the_cap_of_candidate_sets_wanted_an
     assert not sent and not ProposedSteps.objects.filter(requested_by=labeler2).exists()
     problem = make_problem("What is $2 + 2$?", answer="4")
     alternatives.add_problems(batch=claimed.solution.batch, problem_ids=[problem.pk])
-    theirs = next_labeling(labeler2)
-    assert theirs.solution.problem_id == problem.pk
     with django_capture_on_commit_callbacks() as sent:
-        assert client.get(reverse("labeling:labeling", args=[theirs.pk])).status_code == 200
+        assert client.post(reverse("labeling:claim")).status_code == 302
+    assert Labeling.objects.get(labeler=labeler2).solution.problem_id == problem.pk
     asked = ProposedSteps.objects.get(problem=problem)
     assert asked.requested_by == labeler2 and asked.sent_at is not None and len(sent) == 1
 
@@ -376,7 +527,7 @@ def test_two_tabs_racing_write_and_back_get_every_answer_and_keep_the_cap(
         ProposedSteps.objects.create(
             problem=problem,
             prefix=[],
-            prefix_sha256=alternatives.prefix_hash([]),
+            prefix_sha256=selectors.prefix_hash([]),
             k=2,
             status=ProposedSteps.Status.READY,
             steps=["I add.", "I count."],
