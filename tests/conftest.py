@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser_trace import TRACE_SCRIPT, PageLog
 from tests.helpers.paths import (
     ARTIFACTS,
     CHROMIUM,
@@ -361,13 +362,31 @@ def browser():
         browser.close()
 
 
+# The traced pages of the running test: a failure's report carries what each saw.
+_PAGE_LOGS: list[PageLog] = []
+
+
 def _new_page(browser, *, enforce_csp: bool):
     context = browser.new_context(
         viewport={"width": 1280, "height": 900}, bypass_csp=not enforce_csp
     )
     # Every wait is for a condition; the bound only has to outlast a loaded machine.
     context.set_default_timeout(60_000)
-    return context, context.new_page()
+    context.add_init_script(TRACE_SCRIPT)
+    page = context.new_page()
+    _PAGE_LOGS.append(PageLog(page))
+    return context, page
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        for number, log in enumerate(_PAGE_LOGS, start=1):
+            report.sections.append((f"page {number}: what it saw", log.report()))
+    if report.when == "teardown":
+        _PAGE_LOGS.clear()
+    return report
 
 
 @pytest.fixture

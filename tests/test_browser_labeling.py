@@ -56,47 +56,10 @@ def pump_until(page, condition, timeout_s: float = 60) -> None:
         page.wait_for_timeout(20)
 
 
-# What the page saw, recorded from its first script on (capture listeners, before the page's
-# own): keys, clicks on buttons and htmx's requests, each with the time since the document began.
-# A failure's message carries it with the navigations, to tell a lost key from a slow server.
-TRACE_SCRIPT = """
-window.__trace = [];
-(function () {
-  function note(what) { window.__trace.push(Math.round(performance.now()) + ' ' + what); }
-  note('document ' + location.pathname);
-  window.addEventListener('keydown', function (e) {
-    note('keydown ' + e.key + ' on ' + (e.target && e.target.tagName) +
-         ' panel=' + (document.querySelector('#labeling') ? document.querySelector('#labeling').className : 'none') +
-         ' keys=' + (document.documentElement.dataset.keys || '-'));
-  }, true);
-  window.addEventListener('click', function (e) {
-    var b = e.target && e.target.closest && e.target.closest('button, a');
-    if (b) note('click ' + (b.dataset.keyAction || b.id || b.tagName));
-  }, true);
-  ['htmx:beforeRequest', 'htmx:afterRequest', 'htmx:sendError', 'htmx:responseError'].forEach(function (name) {
-    document.addEventListener(name, function (e) {
-      note(name + ' ' + (e.detail.pathInfo ? e.detail.pathInfo.requestPath : '') +
-           (e.detail.xhr ? ' status=' + e.detail.xhr.status : ''));
-    }, true);
-  });
-})();
-"""
-
-
-def traced(page) -> list[str]:
-    """Record what `page` sees (TRACE_SCRIPT) and its navigations; returns the navigations'
-    list, which `page_state` reports."""
-    navigations: list[str] = []
-    page.add_init_script(TRACE_SCRIPT)
-    page.on("framenavigated", lambda frame: navigations.append(frame.url))
-    page.on("pageerror", lambda error: navigations.append(f"page error: {error}"))
-    return navigations
-
-
-def page_state(page, navigations: list[str] | None = None) -> dict:
-    """What a labeling page was doing, for a failure's message: its keys, retries, banner, the
-    rate button that key 1 clicks, and (on a `traced` page) what it saw and where it went."""
-    state = page.evaluate(
+def page_state(page) -> dict:
+    """What a labeling page was doing, for a failure's message: its keys, retries, banner and
+    the rate button that key 1 clicks (the report adds what the page saw: tests/conftest.py)."""
+    return page.evaluate(
         """() => {
           const button = document.querySelector(
             '#labeling [data-key-action="rate-pos"]:not([data-scope="step"])');
@@ -106,13 +69,9 @@ def page_state(page, navigations: list[str] | None = None) -> dict:
             banner: document.getElementById('net-error')?.textContent || null,
             rate_button: button ? (button.disabled ? 'disabled' : button.className) : null,
             focus: document.activeElement?.tagName || null,
-            trace: window.__trace || null,
           };
         }"""
     )
-    if navigations is not None:
-        state["navigations"] = navigations
-    return state
 
 
 def keys_ready(page):
@@ -183,7 +142,6 @@ def test_a_rating_that_cannot_be_saved_is_retried_then_left_to_the_labeler(page,
     labeler = make_user("noa", "labeler")
     make_solution(make_batch(), steps=STEPS)
     page.add_init_script("window.STEPWISE_RETRY_DELAYS_MS = [10, 10];")  # two quick retries
-    navigations = traced(page)
     sign_in(page, live_server, "noa")
     open_first_solution(page)
     tries = []
@@ -194,7 +152,7 @@ def test_a_rating_that_cannot_be_saved_is_retried_then_left_to_the_labeler(page,
     except PlaywrightTimeoutError:
         # Seen once in a loaded CI run, not reproduced since: say what the page was doing.
         raise AssertionError(
-            f"no give-up banner after {len(tries)} tries; page: {page_state(page, navigations)}"
+            f"no give-up banner after {len(tries)} tries; page: {page_state(page)}"
         ) from None
     assert len(tries) == 3  # the click and two retries
     assert "Not saved: the server could not be reached." in page.inner_text("#net-error")
@@ -213,7 +171,6 @@ def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(p
     labeler = make_user("ivo", "labeler")
     make_solution(make_batch(), steps=STEPS)
     page.add_init_script("window.STEPWISE_RETRY_DELAYS_MS = [200, 200, 200];")
-    navigations = traced(page)
     sign_in(page, live_server, "ivo")
     open_first_solution(page)
     answers = []
@@ -240,7 +197,7 @@ def test_a_server_outage_mid_labeling_is_ridden_out_and_nothing_is_saved_twice(p
         # Seen once in a loaded CI run, not in 50 runs since: say where the page stood.
         raise AssertionError(
             f"the page is not retrying; requests {calls}, answers {answers}, "
-            f"page: {page_state(page, navigations)}"
+            f"page: {page_state(page)}"
         ) from None
     assert "Not saved yet" in page.inner_text("#net-error")
     page.keyboard.press("0")  # pressed while the page retries: kept for the next step
