@@ -69,7 +69,7 @@ def files_sha256(paths: Sequence[str]) -> str:
         files = (
             sorted(p for p in Path(path).rglob("*") if p.is_file())
             if os.path.isdir(path)
-            else [path]
+            else [Path(path)]
         )
         for file in files:
             with open(file, "rb") as f:

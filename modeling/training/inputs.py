@@ -436,7 +436,7 @@ def _math_shepherd_path(row: dict[str, Any], where: _Where, kinds: _LabelKinds) 
     parts = text.split(STEP_TAG)
     if len(parts) < 2:
         raise where.error("input", f"no step ends in the step tag {STEP_TAG!r}")
-    ratings = []
+    ratings: list[int] = []
     at = 0  # where the tag's sign is in `label`: each tag is one character there
     for part in parts[:-1]:
         at += len(part)
