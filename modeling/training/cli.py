@@ -223,14 +223,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .external import load_prm
 
     started = time.perf_counter()
+    try:  # before the model loads: a bad file fails at once
+        examples = load_examples(args.prm800k, args.parquet, args.data)
+    except DataFormatError as exc:
+        print(f"evaluate: error: {exc}", file=sys.stderr)
+        return 2
     model = load_prm(args.model, device=args.device)
     report: dict[str, Any] = {"model": args.model}
     if args.prm800k or args.parquet or args.data:
-        try:
-            examples = load_examples(args.prm800k, args.parquet, args.data)
-        except DataFormatError as exc:
-            print(f"evaluate: error: {exc}", file=sys.stderr)
-            return 2
         split_file = Path(args.model) / "split.json"
         if not args.all and split_file.exists():
             held_out = set(json.loads(split_file.read_text())["test_problems"])

@@ -121,6 +121,8 @@ def detect_format(path: str | Path, shape: str | None = None) -> DataFormat:
 
 
 def _container(path: Path) -> tuple[str, str | None, tuple[str, ...]]:
+    if "\x00" in str(path):
+        raise DataFormatError(f"{str(path)!r}: not a usable file name (a NUL character)")
     if path.is_dir():
         if (path / "dataset_dict.json").is_file():
             splits = _json_file(path / "dataset_dict.json").get("splits")

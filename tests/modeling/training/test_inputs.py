@@ -389,6 +389,31 @@ def test_each_shape_trains_a_tiny_model_through_cli_train_data(
     assert json.loads(captured.out)["labels"] > 0 and labels > 0
 
 
+def test_evaluate_data_scores_the_held_out_problems_of_a_trl_file(tiny_llama, tmp_path, capsys):
+    rows = [
+        {
+            "prompt": f"What is {n}+1?",
+            "completions": [f"{n}+1={n + 1}.", "Done."],
+            "labels": [True, n % 2 == 0],
+        }
+        for n in range(8)
+    ]
+    path = write_parquet(tmp_path / "trl.parquet", rows)
+    out = tmp_path / "model"
+    assert cli.main([*train_argv(tiny_llama, out, path), "--holdout-fraction", "0.25"]) == 0
+    held_out = len(json.loads((out / "split.json").read_text())["test_problems"])
+    capsys.readouterr()
+    argv = ["evaluate", "--model", str(out), "--data", str(path), "--device", "cpu"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert f"{path}: read as TRL stepwise supervision (Parquet)" in captured.err
+    assert json.loads(captured.out)["steps"]["solutions"] == held_out == 2
+    assert cli.main(["evaluate", "--model", str(out), "--data", str(tmp_path / "none")]) == 2
+    assert (
+        capsys.readouterr().err == f"evaluate: error: {tmp_path / 'none'}: no such file or folder\n"
+    )
+
+
 # --- Stepwise's own TRL export trains unchanged -------------------------------------------------
 
 
