@@ -184,6 +184,21 @@ def test_the_critic_parquet_reads_as_the_existing_reader_does(critic_rows, tmp_p
     assert inputs.read_training_data(path).solutions == examples_from_critic_rows(critic_rows)
 
 
+def test_a_dataset_saved_in_shards_after_a_selection_reads_its_rows_in_order(tmp_path):
+    from datasets import Dataset
+
+    rows = [{"prompt": f"P{i}?", "completions": ["a"], "labels": [i % 2 == 0]} for i in range(9)]
+    Dataset.from_list(rows).select([8, 1, 4, 5]).save_to_disk(str(tmp_path / "d"), num_shards=2)
+    data = inputs.read_training_data(tmp_path / "d")
+    assert str(data.format) == "TRL stepwise supervision (datasets folder)"
+    assert [(s.problem, s.ratings) for s in data.solutions] == [
+        ("P8?", [1]),
+        ("P1?", [-1]),
+        ("P4?", [1]),
+        ("P5?", [-1]),
+    ]
+
+
 def test_integer_labels_keep_zero_as_neutral_and_say_when_they_may_be_class_ids(tmp_path):
     rows = [{"prompt": "P?", "completions": ["a", "b"], "labels": [1, 0]}]
     data = inputs.read_training_data(write_jsonl(tmp_path / "x.jsonl", rows))
