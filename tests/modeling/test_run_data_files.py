@@ -124,7 +124,7 @@ def test_the_api_and_the_page_take_files_and_folders_under_the_root(
 
 
 def test_a_run_started_with_a_data_file_trains_on_it_and_its_labelings_end_to_end(
-    data_root, backbone, open_evaluation_gate
+    data_root, backbone, open_evaluation_gate, client, researcher
 ):
     import_prm800k(SAMPLES)  # six completed labelings
     current = evaluation_sets.create_evaluation_set(count=1, seed=0)
@@ -159,6 +159,12 @@ def test_a_run_started_with_a_data_file_trains_on_it_and_its_labelings_end_to_en
     ]
     described = run.dataset_description
     assert described["train_solutions"] + described["held_out_solutions"] == 7
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    assert (
+        "<code>STEPWISE_DATA_ROOT/trl.jsonl</code>: TRL stepwise supervision (JSONL), 3 rows → "
+        "2 solutions, 4 step labels (1 left out: the evaluation set's)"
+    ) in page
 
 
 def test_a_data_file_that_cannot_be_read_fails_the_run_at_freeze_in_one_line(
@@ -183,3 +189,4 @@ def test_a_data_file_that_cannot_be_read_fails_the_run_at_freeze_in_one_line(
     client.force_login(researcher)
     page = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
     assert "STEPWISE_DATA_ROOT/bad.jsonl: row 1" in page and "Traceback" not in page
+    assert "none: data files only" in page and '1, <span class="muted">read when' in page
