@@ -250,7 +250,11 @@ def _arrow_files(path: Path, split: str | None) -> list[Path]:
     files = state.get("_data_files")
     if not isinstance(files, list) or not files:
         raise DataFormatError(f"{folder}/state.json: no data files listed")
-    return [folder / str(entry.get("filename", "")) for entry in files]
+    names = [entry.get("filename") if isinstance(entry, dict) else None for entry in files]
+    for name in names:  # a plain name in the folder: never a path out of it
+        if not isinstance(name, str) or not name or Path(name).name != name or name == "..":
+            raise DataFormatError(f"{folder}/state.json: {name!r} is not a data file's name")
+    return [folder / str(name) for name in names]
 
 
 def _arrow_schema(path: Path, container: str, split: str | None) -> Any:
@@ -335,6 +339,8 @@ def read_training_data(path: str | Path, shape: str | None = None) -> TrainingDa
                 f"{path}: integer labels are 0 or 1 and never -1: read as ratings (0 neutral, "
                 "1 good); if 0 means a bad step (TRL's class ids), write the labels as booleans"
             )
+    if not rows:
+        raise DataFormatError(f"{path}: no rows")
     return TrainingData(str(path), fmt, rows, solutions, notes)
 
 

@@ -371,6 +371,25 @@ def test_a_datasets_folder_without_a_train_split_names_its_splits(tmp_path):
         inputs.read_training_data(tmp_path)
 
 
+def test_a_parquet_file_without_rows_or_a_folder_naming_files_elsewhere_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("prompt", pa.string()), ("completions", pa.list_(pa.string()))])
+    pq.write_table(
+        pa.Table.from_pylist([], schema=schema.append(pa.field("labels", pa.list_(pa.bool_())))),
+        tmp_path / "empty.parquet",
+    )
+    with pytest.raises(inputs.DataFormatError, match="empty.parquet: no rows$"):
+        inputs.read_training_data(tmp_path / "empty.parquet")
+    folder = write_datasets_folder(tmp_path / "d", TRL_ROWS, TRL_ROWS)
+    state = json.loads((folder / "train" / "state.json").read_text())
+    state["_data_files"] = [{"filename": "../test/data-00000-of-00001.arrow"}]
+    (folder / "train" / "state.json").write_text(json.dumps(state))
+    with pytest.raises(inputs.DataFormatError, match="is not a data file's name"):
+        inputs.read_training_data(folder)
+
+
 def test_forcing_a_shape_checks_its_columns(tmp_path):
     path = write_jsonl(tmp_path / "trl.jsonl", TRL_ROWS)
     with pytest.raises(inputs.DataFormatError, match="row 1: no column 'question', 'label'"):
