@@ -425,7 +425,10 @@ def test_an_uploaded_file_named_like_the_export_is_never_served_as_it(
     client.force_login(researcher)
     response = client.post(
         "/api/models/import/",
-        {"file": zip_of(prm, lambda archive: archive.writestr("prm/hf-export.zip", planted))},
+        {
+            "file": zip_of(prm, lambda archive: archive.writestr("prm/hf-export.zip", planted)),
+            "step_separator": "\n",
+        },
     )
     assert response.status_code == 201, response.content
     version = ModelVersion.objects.get()
@@ -444,7 +447,9 @@ def test_the_api_and_its_messages_name_no_server_path(
     client.force_login(researcher)
     folder = save_token_classifier(settings.STEPWISE_MODELS_ROOT / "trl-prm")
     imported = client.post(
-        "/api/models/import/", {"path": "trl-prm"}, content_type="application/json"
+        "/api/models/import/",
+        {"path": "trl-prm", "step_separator": "\n"},
+        content_type="application/json",
     )
     assert imported.status_code == 201, imported.content
     body = imported.json()
@@ -492,7 +497,7 @@ def test_a_gate_that_cannot_score_the_model_records_why_on_the_version(
     media, labels, prm, client, researcher, tmp_path
 ):
     create_evaluation_set(count=3, seed=0)
-    version = importing.import_model_version(folder=prm)
+    version = importing.import_model_version(folder=prm, step_separator="\n")
     # Weights that do not load: the gate's scoring raises.
     (Path(version.artifact_path) / "model.safetensors").write_bytes(b"\0" * 64)
 
