@@ -137,13 +137,17 @@ def import_model_version(
 
     if not folder.is_dir():
         raise refused(f"{named} is not a folder")
-    checks = {
-        "step_separator": step_separator,
-        "step_tag": step_tag,
-        "good_token": good_token,
-        "bad_token": bad_token,
-        "max_parameters": settings.STEPWISE_MAX_IMPORT_PARAMETERS,
-    }
+
+    def described(path: Path) -> dict[str, Any]:
+        return describe(
+            path,
+            step_separator=step_separator,
+            step_tag=step_tag,
+            good_token=good_token,
+            bad_token=bad_token,
+            max_parameters=settings.STEPWISE_MAX_IMPORT_PARAMETERS,
+        )
+
     adapter = None
     try:
         if is_adapter(folder):
@@ -156,7 +160,7 @@ def import_model_version(
                 max_parameters=settings.STEPWISE_MAX_IMPORT_PARAMETERS,
             )
         else:
-            manifest = describe(folder, **checks)
+            manifest = described(folder)
     except ModelTooLarge as exc:
         raise refused(f"cannot import {named}: {exc} (STEPWISE_MAX_IMPORT_PARAMETERS)") from None
     except ExternalModelError as exc:
@@ -172,7 +176,7 @@ def import_model_version(
             try:
                 merged_into = {"base_folder": str(base)} if base is not None else {}
                 manifest = {
-                    **describe(partial, **checks),
+                    **described(partial),
                     "adapter": {**adapter.summary(), **merged_into},
                 }
             except ExternalModelError as exc:
@@ -204,6 +208,7 @@ def import_model_version(
 def _version_name(given: str, default: str) -> str:
     """The name given, refused when a version has it; else `default` (made printable), with
     ` (2)`, ` (3)`, … after it while a version has that."""
+    given = given[:NAME_CHARS]
     if given:
         taken = ModelVersion.objects.filter(name=given).values_list("pk", flat=True).first()
         if taken is not None:
@@ -213,13 +218,13 @@ def _version_name(given: str, default: str) -> str:
         return given
     base = " ".join("".join(c if c.isprintable() else " " for c in default).split())
     base = base[:NAME_CHARS] or "imported"
-    taken = set(
+    names = set(
         ModelVersion.objects.filter(name__startswith=base[: NAME_CHARS - 8]).values_list(
             "name", flat=True
         )
     )
     name, n = base, 1
-    while name in taken:
+    while name in names:
         n += 1
         suffix = f" ({n})"
         name = base[: NAME_CHARS - len(suffix)] + suffix

@@ -507,3 +507,28 @@ def test_an_upload_is_named_after_its_file_and_a_name_taken_is_told_apart_or_ref
         == f"model version {version.pk} is named 'ours' already: give another name"
     )
     assert ModelVersion.objects.count() == 4 and len(imported_folders(media)) == 4
+
+
+def test_a_causal_lm_lora_adapter_is_merged_and_read_at_step_tags(media, db, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from tests.helpers.tiny_models import save_tiny_llama
+
+    base = Path(save_tiny_llama(tmp_path / "base"))
+    torch.manual_seed(2)
+    config = LoraConfig(task_type="CAUSAL_LM", r=4, target_modules=["q_proj"])
+    get_peft_model(AutoModelForCausalLM.from_pretrained(base), config).save_pretrained(
+        tmp_path / "shepherd-lora"
+    )  # no tokenizer saved: the base's is used
+
+    call_command(
+        "import_prm", str(tmp_path / "shepherd-lora"), "--base", str(base),
+        "--step-tag", "#", "--good-token", "+", "--bad-token", "-", stdout=io.StringIO(),
+    )  # fmt: skip
+
+    version = ModelVersion.objects.get()
+    assert version.kind == ModelVersion.Kind.STEP_TAG and version.backbone == "LlamaForCausalLM"
+    assert version.metrics["imported"]["adapter"]["task_type"] == "CAUSAL_LM"
+    assert (Path(version.artifact_path) / "tokenizer.json").exists()
