@@ -76,8 +76,10 @@ class Targets:
 
 
 def check_separator(tokenizer: Any, separator: str) -> None:
-    """A separator must give tokens of its own: the label sits on its last one."""
-    if not tokenizer(separator, add_special_tokens=False)["input_ids"]:
+    """Refuse a separator the tokenizer turns into nothing: steps would run together unmarked.
+    Whitespace is the exception: BERT-like encoders drop all of it, and there the label has
+    always sat on the step's last word piece (the same for any whitespace separator)."""
+    if separator.strip() and not tokenizer(separator, add_special_tokens=False)["input_ids"]:
         raise ValueError(f"step_separator {separator!r} gives no tokens with this tokenizer")
 
 

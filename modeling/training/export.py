@@ -191,6 +191,12 @@ def export_hf(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         classifier.save_pretrained(tmp, safe_serialization=True)
+        # transformers leaves out labels equal to its defaults (a 2-class head's LABEL_0 and
+        # LABEL_1): written anyway, so that config.json itself says how many classes there are.
+        written = json.loads((tmp / "config.json").read_text())
+        written.setdefault("id2label", {str(k): v for k, v in config.id2label.items()})
+        written.setdefault("label2id", dict(config.label2id))
+        (tmp / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
         tokenizer.save_pretrained(tmp)
         (tmp / "README.md").write_text(model_card(meta, config, metrics or {}))
         if out.exists():
