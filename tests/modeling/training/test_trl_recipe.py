@@ -194,6 +194,8 @@ def test_the_saved_separator_is_the_one_scoring_uses(two_class, tmp_path):
 
 
 def test_a_two_class_export_says_so_and_reimports_scoring_alike(two_class, tmp_path):
+    from transformers import AutoConfig
+
     from modeling.training.export import export_hf
     from modeling.training.external import describe, load_prm, write_manifest
     from modeling.training.score import score_solutions
@@ -203,6 +205,7 @@ def test_a_two_class_export_says_so_and_reimports_scoring_alike(two_class, tmp_p
     config = json.loads((export / "config.json").read_text())
     assert config["step_separator"] == "\n"
     assert config["id2label"] == {"0": "LABEL_0", "1": "LABEL_1"}
+    assert AutoConfig.from_pretrained(export).num_labels == 2
     assert config["stepwise"]["step_score"] == "P(1)"
     assert "step_scores = probs[:, 1]  # P(good)" in (export / "README.md").read_text()
 
