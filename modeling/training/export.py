@@ -7,16 +7,20 @@ Layout written to OUT (what `import_prm` reads back)::
     OUT/config.json        the backbone's config with only the kept blocks
                            (num_hidden_layers = backbone_layers), and:
                              architectures  ["<Family>ForTokenClassification"]
-                             id2label       {"0": "-1", "1": "0", "2": "+1"}
-                             label2id       {"-1": 0, "0": 1, "+1": 2}
-                             step_separator "\\n\\n"  (the text that ends the problem and every step)
+                             id2label       {"0": "-1", "1": "0", "2": "+1"}; a 2-class
+                                            model: {"0": "LABEL_0", "1": "LABEL_1"} (bad,
+                                            good: the names TRL's models carry)
+                             label2id       the reverse
+                             step_separator the model's (the text that ends the problem and
+                                            every step; default "\\n\\n")
                              is_decoder     true, on encoders only (BERT-like): causal attention,
                                             as in training
                              stepwise       {"format": "stepwise-prm-hf/1", "label_at":
                                             "last token of each step's text + step_separator",
                                             "source_format", "mode", "backbone",
                                             "backbone_layers", "dataset_version", "max_length",
-                                            "step_score": "P(0) + P(+1)",
+                                            "step_score": "P(0) + P(+1)" (2 classes:
+                                            "P(1)"),
                                             "solution_score": "product"}
     OUT/model.safetensors  fp32 weights: the backbone (LoRA merged in, mode "lora"; fine-tuned,
                            mode "full") and the head as the family's token-classification
@@ -49,10 +53,13 @@ from typing import Any
 import torch
 
 from .data import SEPARATOR, Solution, start_ids
-from .model import FORMAT, ProcessRewardModel
+from .model import FORMAT, ProcessRewardModel, three_way
 
 HF_FORMAT = "stepwise-prm-hf/1"
 ID2LABEL = {0: "-1", 1: "0", 2: "+1"}
+# A 2-class head as TRL trains it (class 1 = a good step), under the names transformers gives
+# TRL's num_labels=2 models, so TRL-style scoring code reads it unchanged.
+ID2LABEL_TWO = {0: "LABEL_0", 1: "LABEL_1"}
 LABEL_AT = "last token of each step's text + step_separator"
 TOLERANCE = 1e-4
 PROBE = Solution(
@@ -103,8 +110,8 @@ def token_classifier(model: ProcessRewardModel) -> Any:
     if model.config.mode == "lora":
         backbone = copy.deepcopy(backbone).merge_and_unload()  # a copy: `model` stays to compare
     config = copy.deepcopy(backbone.config)
-    config.id2label = dict(ID2LABEL)
-    config.label2id = {v: k for k, v in ID2LABEL.items()}
+    config.id2label = dict(ID2LABEL if model.config.num_labels == 3 else ID2LABEL_TWO)
+    config.label2id = {v: k for k, v in config.id2label.items()}
     if getattr(config, "is_decoder", None) is False:
         config.is_decoder = True  # an encoder trained with causal attention: keep it causal
     classifier = AutoModelForTokenClassification.from_config(
@@ -131,12 +138,12 @@ def check_same_scores(model: ProcessRewardModel, classifier: Any, tokenizer: Any
     """Raise ExportError unless the exported layout gives `cli score`'s step probabilities."""
     from .score import score_solutions
 
-    ids, ends = step_inputs(tokenizer, PROBE.problem, PROBE.steps)
+    ids, ends = step_inputs(tokenizer, PROBE.problem, PROBE.steps, model.config.step_separator)
     if len(ids) > model.config.max_length:
         return  # a model that scores nothing this long: nothing to compare
     expected = score_solutions(model, [PROBE])[0]
     logits = classifier(input_ids=torch.tensor([ids])).logits[0, ends].float()
-    got = torch.softmax(logits, dim=-1).numpy()
+    got = three_way(logits).numpy()
     worst = float(abs(got - expected).max())
     if not worst <= TOLERANCE:
         raise ExportError(
@@ -167,7 +174,7 @@ def export_hf(
     check_same_scores(model, classifier, tokenizer)
 
     config = classifier.config
-    config.step_separator = SEPARATOR
+    config.step_separator = model.config.step_separator
     config.stepwise = {
         "format": HF_FORMAT,
         "label_at": LABEL_AT,
@@ -177,13 +184,19 @@ def export_hf(
         "backbone_layers": config.num_hidden_layers,
         "dataset_version": model.config.dataset_version,
         "max_length": model.config.max_length,
-        "step_score": "P(0) + P(+1)",
+        "step_score": "P(0) + P(+1)" if model.config.num_labels == 3 else "P(1)",
         "solution_score": "product",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         classifier.save_pretrained(tmp, safe_serialization=True)
+        # transformers leaves out labels equal to its defaults (a 2-class head's LABEL_0 and
+        # LABEL_1): written anyway, so that config.json itself says how many classes there are.
+        written = json.loads((tmp / "config.json").read_text())
+        written.setdefault("id2label", {str(k): v for k, v in config.id2label.items()})
+        written.setdefault("label2id", dict(config.label2id))
+        (tmp / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
         tokenizer.save_pretrained(tmp)
         (tmp / "README.md").write_text(model_card(meta, config, metrics or {}))
         if out.exists():
@@ -193,6 +206,17 @@ def export_hf(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+HEADS = {
+    3: "3-class head: `id2label` = {}, the step's rating -1 (wrong), 0 (neutral), +1 (right).",
+    2: "2-class head as TRL's PRMTrainer trains it: `id2label` = {}, class 1 a good step, "
+    "class 0 a bad one.",
+}
+STEP_SCORES = {
+    3: "step_scores = probs[:, 1] + probs[:, 2]  # P(0) + P(+1), columns follow id2label",
+    2: "step_scores = probs[:, 1]  # P(good), columns follow id2label",
+}
 
 
 def model_card(meta: dict[str, Any], config: Any, metrics: dict[str, Any]) -> str:
@@ -224,11 +248,10 @@ tags: [process-reward-model, prm, stepwise]
 A process reward model (PRM) exported from Stepwise: `{config.architectures[0]}` with
 {config.num_hidden_layers} transformer blocks of `{stepwise["backbone"]}` (trained in
 `{stepwise["mode"]}` mode{", LoRA merged" if stepwise["mode"] == "lora" else ""}) and a
-3-class head: `id2label` = {json.dumps({str(k): v for k, v in ID2LABEL.items()})}, the step's
-rating -1 (wrong), 0 (neutral), +1 (right).
+{HEADS[len(config.id2label)].format(json.dumps({str(k): v for k, v in config.id2label.items()}))}
 
 - Data version (sha256 of the training data): `{stepwise["dataset_version"] or "not recorded"}`
-- Step score: P(0) + P(+1); solution score: the product over steps (min, last, mean also work).
+- Step score: {stepwise["step_score"]}; solution score: the product over steps (min, last, mean also work).
 - Longest input scored in training: {stepwise["max_length"]} tokens.
 
 ## Input format
@@ -260,7 +283,7 @@ for step in steps:
     ends.append(len(ids) - 1)
 with torch.no_grad():
     probs = model(input_ids=torch.tensor([ids])).logits[0, ends].float().softmax(-1)
-step_scores = probs[:, 1] + probs[:, 2]  # P(0) + P(+1), columns follow id2label
+{STEP_SCORES[len(config.id2label)]}
 ```
 
 ## Held-out figures
