@@ -408,17 +408,20 @@ def train_argv(tiny_llama: str, out: Path, *data: Path) -> list[str]:
     return argv
 
 
+@pytest.mark.parametrize("num_labels", [3, 2])
 @pytest.mark.parametrize("name", SHAPES)
 def test_each_shape_trains_a_tiny_model_through_cli_train_data(
-    shaped_files, name, tiny_llama, tmp_path, capsys
+    shaped_files, name, num_labels, tiny_llama, tmp_path, capsys
 ):
     path, described, expected = shaped_files[name]
     out = tmp_path / "model"
-    assert cli.main(train_argv(tiny_llama, out, path)) == 0
+    argv = [*train_argv(tiny_llama, out, path), "--num-labels", str(num_labels)]
+    assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert f"{path}: read as {described}" in captured.err
     saved = json.loads((out / "prm.json").read_text())
     assert saved["config"]["dataset_version"] == cli.files_sha256([str(path)])
+    assert saved["config"]["num_labels"] == num_labels
     labels = sum(s.n_labels() for s in expected)
     assert json.loads(captured.out)["labels"] > 0 and labels > 0
 
