@@ -8,7 +8,8 @@ Invariants:
   headers, the tokenizer's pieces, the step separator: config.json's or the one given, never
   a default). A refusal is a ModelImportError and leaves no row and no files.
 - A LoRA adapter alone (adapter_config.json, no config.json) is checked the same way with its
-  base (`external.read_adapter`), then merged into that base in place of the copy. A request
+  base (`external.read_adapter`), then merged into that base in place of the copy, in a child
+  process (`cli merge-adapter`: the web process never loads the model). A request
   never names the base: only the operator's command may (`base`); otherwise it is what the
   adapter names, if that is a named offline backbone or a model in the local HF cache.
 - A version's name is the one given (refused when another version has it), else `imported`
@@ -34,8 +35,11 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import struct
+import subprocess
+import sys
 import tarfile
 import tempfile
 import uuid
@@ -54,12 +58,12 @@ from modeling.training.external import (
     ADAPTER_CONFIG,
     MATH_SHEPHERD,
     STEP_TAG,
+    Adapter,
     ExternalModelError,
     ModelTooLarge,
     describe,
     is_adapter,
     load_prm,
-    merge_adapter,
     read_adapter,
     write_manifest,
 )
@@ -69,6 +73,8 @@ from stepwise.paths import without_roots
 log = logging.getLogger(__name__)
 
 IMPORTS_DIR = "models"  # under MEDIA_ROOT
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: `-m modeling.training.cli` from here
+MERGE_TIMEOUT_S = 900
 GATE_TASK = "modeling.tasks.gpu_gate_model"
 UNPACK_CHUNK = 2**20
 # An entry this small is held only by the archive's total ratio: a JSON file of a few KB may
@@ -122,8 +128,8 @@ def import_model_version(
     `shown`: a request's name for the folder, which its messages use, naming no server path;
     without it (the command) they name the folder as given. `links_within`: a link in the folder
     must resolve under it (a request's folder), else the import is refused. `check_load`: load
-    the weights before the row is written (the command does; the web process loads no model
-    but a LoRA adapter's base, to merge it). `move`: the folder is this import's own (an
+    the weights before the row is written (the command does; the web process loads no model:
+    a LoRA adapter is merged in a child process, `_merge`). `move`: the folder is this import's own (an
     unpacked upload), moved into place. `base`: the folder a LoRA adapter is merged into (the
     operator's command only). `default_name`: the name when none is given (else `imported` and
     the folder's name)."""
@@ -241,16 +247,49 @@ def archive_stem(filename: str) -> str:
     return stem
 
 
-def _merge(adapter: Any, out: Path) -> None:
+def _merge(adapter: Adapter, out: Path) -> None:
+    """`cli merge-adapter` in a child process: the base and the adapter are loaded there, never
+    in this (web or command) process, which keeps no model's memory and never imports torch."""
+    command = [
+        sys.executable,
+        "-m",
+        "modeling.training.cli",
+        "merge-adapter",
+        "--adapter",
+        str(adapter.folder),
+        "--base",
+        str(adapter.base),
+        "--task",
+        adapter.task_type,
+        "--output",
+        str(out),
+    ]
+    if adapter.labels is not None:
+        command += ["--labels", str(adapter.labels)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     try:
-        merge_adapter(adapter, out)
-    except Exception as exc:  # peft and transformers raise many kinds for a mismatched pair
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=MERGE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise ModelImportError(f"merging the adapter took over {MERGE_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        # The child's last line is the exception (peft and transformers raise many kinds for a
+        # mismatched pair); its traceback stays out of the message.
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        reason = lines[-1][:500] if lines else f"exit code {done.returncode}"
         raise ModelImportError(
-            without_roots(
-                f"the adapter does not merge into its base ({exc.__class__.__name__}: "
-                f"{str(exc)[:500]})"
-            )
-        ) from None
+            without_roots(f"the adapter does not merge into its base ({reason})")
+        )
 
 
 def _refuse_links_out(folder: Path, within: Path) -> None:

@@ -283,6 +283,28 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge_adapter(args: argparse.Namespace) -> int:
+    """A LoRA adapter merged into its base, saved as a whole model folder: the import's merge,
+    run in a process of its own so that the web process that checked the adapter never loads a
+    model (modeling.services.importing)."""
+    from .external import ADAPTER_TASKS, Adapter, merge_adapter
+
+    if args.task not in ADAPTER_TASKS:
+        print(
+            f"merge-adapter: error: --task must be one of {sorted(ADAPTER_TASKS)}", file=sys.stderr
+        )
+        return 2
+    adapter = Adapter(
+        folder=Path(args.adapter),
+        base_model=str(args.base),
+        base=Path(args.base),
+        task_type=args.task,
+        labels=args.labels,
+    )
+    merge_adapter(adapter, args.output)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """A Hugging Face checkpoint (see export.py); a bad model folder is exit code 2."""
     from .export import ExportError, export_hf
@@ -385,6 +407,16 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     score.add_argument("--output", help="JSONL out (default stdout)")
     score.add_argument("--device", default="auto")
     score.set_defaults(func=cmd_score)
+
+    merge = sub.add_parser(
+        "merge-adapter", help="merge a LoRA adapter into its base (the import's merge)"
+    )
+    merge.add_argument("--adapter", required=True, help="the adapter's folder")
+    merge.add_argument("--base", required=True, help="the base model's folder")
+    merge.add_argument("--task", required=True, help="TOKEN_CLS or CAUSAL_LM")
+    merge.add_argument("--labels", type=positive_int, default=None, help="TOKEN_CLS: head rows")
+    merge.add_argument("--output", required=True, help="a new folder for the merged model")
+    merge.set_defaults(func=cmd_merge_adapter)
 
     export = sub.add_parser(
         "export", help="write a Hugging Face token-classification checkpoint (model card included)"
