@@ -131,12 +131,7 @@ def describe(
     (`max_parameters`; None: a folder this machine made, not sized), and the tokenizer's
     pieces. Nothing is loaded before the size is known."""
     folder = Path(folder)
-    try:
-        config = read_json(folder / "config.json")
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ExternalModelError(f"no readable config.json in the model folder ({exc})") from None
-    if not isinstance(config, dict):
-        raise ExternalModelError("config.json is not a JSON object")
+    config = read_config(folder, "the model folder")
     refuse_own_code(folder, config)
     architectures = config.get("architectures") or []
     if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
@@ -453,6 +448,17 @@ def single_token_id(tokenizer: Any, text: str, name: str) -> int:
     return int(ids[0])
 
 
+def read_config(folder: Path, what: str) -> dict[str, Any]:
+    """config.json of `folder` as a JSON object, else an ExternalModelError naming `what`."""
+    try:
+        config = read_json(folder / "config.json")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ExternalModelError(f"no readable config.json in {what} ({exc})") from None
+    if not isinstance(config, dict):
+        raise ExternalModelError(f"config.json of {what} is not a JSON object")
+    return config
+
+
 def is_adapter(folder: str | Path) -> bool:
     """A peft adapter saved alone: adapter_config.json and no config.json of a whole model."""
     folder = Path(folder)
@@ -537,12 +543,7 @@ def read_adapter(
     if not isinstance(base_model, str) or not base_model:
         base_model = ""
     base_folder = Path(base) if base is not None else resolve_adapter_base(base_model)
-    try:
-        base_config = read_json(base_folder / "config.json")
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ExternalModelError(f"no readable config.json in the base model ({exc})") from None
-    if not isinstance(base_config, dict):
-        raise ExternalModelError("the base model's config.json is not a JSON object")
+    base_config = read_config(base_folder, "the base model")
     refuse_own_code(base_folder, base_config)
     if not any((base_folder / name).is_file() for name in WEIGHT_FILES):
         raise ExternalModelError(
