@@ -386,18 +386,19 @@ class ModelVersionViewSet(
         """POST: start the Hugging Face export, or get the one running or finished (202, its
         state); GET: the latest export's state, with `download_url` once its zip is ready."""
         version = self.get_object()
+        answer: int = status.HTTP_200_OK
+        found: ModelExport | None
         if request.method == "POST":
-            export = exporting.export_start(version=version, user=request.user)
+            found = exporting.export_start(version=version, user=request.user)
             answer = status.HTTP_202_ACCEPTED
         else:
-            export = exporting.latest_export(version)
-            if export is None:
-                return Response(
-                    {"detail": f"{version.name} has not been exported yet: POST here to start."},
-                    status=status.HTTP_404_NOT_FOUND,
-                )
-            answer = status.HTTP_200_OK
-        data = ModelExportSerializer(export, context={"request": request}).data
+            found = exporting.latest_export(version)
+        if found is None:
+            return Response(
+                {"detail": f"{version.name} has not been exported yet: POST here to start."},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        data = ModelExportSerializer(found, context={"request": request}).data
         return Response(data, status=answer)
 
     @extend_schema(request=None, responses={200: ModelVersionSerializer})
