@@ -1,4 +1,5 @@
-"""Export a saved PRM as a self-contained Hugging Face token-classification checkpoint.
+"""Export a saved PRM as a self-contained Hugging Face token-classification checkpoint; an
+imported one (external.py) is saved again in its own shape (`export_imported`).
 
     python -m modeling.training.cli export --model runs/prm --format hf --output prm-hf
 
