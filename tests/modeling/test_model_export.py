@@ -137,6 +137,11 @@ def test_the_download_before_the_zip_is_ready_is_a_plain_non_200_answer_that_say
     )
     ModelExport.objects.filter(pk=export.pk).update(status="running", phase="writing weights")
     assert answer()[0] == 409 and "is running, writing weights:" in answer()[1]
+    page = reverse("modeling_runs:model", args=[version.pk])
+    fragment = client.get(page, headers={"HX-Request": "true"}).text
+    assert '<span id="export-phase">writing weights</span>' in fragment
+    assert f'hx-get="{page}" hx-trigger="every 2s"' in fragment  # the page follows it
+    assert 'id="export-start"' not in fragment and 'id="export-download"' not in fragment
     ModelExport.objects.filter(pk=export.pk).update(
         status="succeeded", archive_path="exports/gone.zip"
     )
