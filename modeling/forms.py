@@ -104,7 +104,8 @@ class TrainingRunForm(forms.Form):
         required=False,
         label="Other settings",
         widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
-        help_text='More TrainConfig fields as JSON, e.g. {"device": "cpu", "seed": 1}.',
+        help_text='More TrainConfig fields as JSON, e.g. {"device": "cpu", "seed": 1}; TRL\'s '
+        '2-class recipe: {"num_labels": 2, "step_separator": "\\n"}.',
     )
 
     def __init__(self, *args: Any, backbone: str | None = None, **kwargs: Any) -> None:

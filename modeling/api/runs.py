@@ -198,16 +198,33 @@ class ModelExportSerializer(serializers.ModelSerializer):
 
 
 class ImportModelSerializer(serializers.Serializer):
-    """A model trained elsewhere: an uploaded zip/tar of its folder, or a folder under the
-    models root (STEPWISE_MODELS_ROOT); never another server path."""
+    """A model trained elsewhere: an uploaded zip/tar of its folder (or of a LoRA adapter's),
+    or a folder under the models root (STEPWISE_MODELS_ROOT); never another server path, and
+    never a base model by path (an adapter's base is a named backbone or a cached hub model)."""
 
-    file = serializers.FileField(required=False, help_text="zip or tar of the model folder")
+    file = serializers.FileField(
+        required=False, help_text="zip or tar of the model folder or of a LoRA adapter's"
+    )
     path = serializers.CharField(
         required=False, max_length=1000, help_text="A folder under STEPWISE_MODELS_ROOT."
     )
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    name = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The version's name (refused if another version has it); default 'imported' "
+        "and the folder's or the uploaded file's name, without .zip/.tar.gz.",
+    )
     step_separator = serializers.CharField(
-        required=False, allow_null=True, default=None, trim_whitespace=False, max_length=100
+        required=False,
+        allow_null=True,
+        default=None,
+        trim_whitespace=False,
+        max_length=100,
+        help_text="Token classification: the text after each step the model was trained with "
+        "(TRL's PRMConfig.step_separator). Required unless config.json has step_separator (TRL "
+        "does not save it there); refused when it differs from config.json's.",
     )
     step_tag = serializers.CharField(
         default=MATH_SHEPHERD["step_tag"], trim_whitespace=False, max_length=100

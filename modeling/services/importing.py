@@ -5,8 +5,15 @@ Invariants:
 - A folder is checked before anything is written or loaded (`training.external.describe`:
   config.json, no code of its own (`auto_map`), the architecture and its labels, weights
   present, its size against STEPWISE_MAX_IMPORT_PARAMETERS from config.json and the weights'
-  headers, the tokenizer's pieces). A refusal is a ModelImportError and leaves no row and no
-  files.
+  headers, the tokenizer's pieces, the step separator: config.json's or the one given, never
+  a default). A refusal is a ModelImportError and leaves no row and no files.
+- A LoRA adapter alone (adapter_config.json, no config.json) is checked the same way with its
+  base (`external.read_adapter`), then merged into that base in place of the copy. A request
+  never names the base: only the operator's command may (`base`); otherwise it is what the
+  adapter names, if that is a named offline backbone or a model in the local HF cache.
+- A version's name is the one given (refused when another version has it), else `imported`
+  and the folder's name, or the upload's file name without its archive suffix, made distinct
+  with ` (2)`, ` (3)`, … when another version has it.
 - An uploaded archive is refused by its size (STEPWISE_MODEL_UPLOAD_MAX_BYTES), then by what its
   headers declare (entries, unpacked bytes, compression ratio) before anything is unpacked, and
   unpacked with each entry held to the bytes it declared; a refusal leaves nothing under
@@ -44,12 +51,16 @@ from modeling.models import ModelVersion
 from modeling.services import evaluation_sets
 from modeling.training.backbones import folder_under
 from modeling.training.external import (
+    ADAPTER_CONFIG,
     MATH_SHEPHERD,
     STEP_TAG,
     ExternalModelError,
     ModelTooLarge,
     describe,
+    is_adapter,
     load_prm,
+    merge_adapter,
+    read_adapter,
     write_manifest,
 )
 from stepwise.celery import start_on_commit
@@ -67,6 +78,8 @@ RATIO_CHECKED_FROM = 2**20
 # per allowed entry (a name of up to about 1 KB), so a directory of millions of entries is
 # refused from its size in the end record, before it is read.
 ZIP_DIRECTORY_BYTES_PER_ENTRY = 1024
+ARCHIVE_SUFFIXES = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".tbz2", ".txz", ".tar", ".zip")
+NAME_CHARS = 200  # ModelVersion.name's length
 
 
 class ModelImportError(Exception):
@@ -101,14 +114,19 @@ def import_model_version(
     links_within: Path | None = None,
     check_load: bool = False,
     move: bool = False,
+    base: Path | None = None,
+    default_name: str = "",
 ) -> ModelVersion:
-    """Check the folder, copy it into the artifacts and write its ModelVersion (not passed,
-    not active: `gate_model_version` decides). `shown`: a request's name for the folder, which
-    its messages use, naming no server path; without it (the command) they name the folder as
-    given. `links_within`: a link in the folder must resolve under it (a request's folder), else
-    the import is refused. `check_load`: load the weights before the row is written (the command
-    does; the web process loads no model). `move`: the folder is this import's own (an
-    unpacked upload), moved into place."""
+    """Check the folder, copy it into the artifacts (a LoRA adapter: merge it into its base
+    there) and write its ModelVersion (not passed, not active: `gate_model_version` decides).
+    `shown`: a request's name for the folder, which its messages use, naming no server path;
+    without it (the command) they name the folder as given. `links_within`: a link in the folder
+    must resolve under it (a request's folder), else the import is refused. `check_load`: load
+    the weights before the row is written (the command does; the web process loads no model
+    but a LoRA adapter's base, to merge it). `move`: the folder is this import's own (an
+    unpacked upload), moved into place. `base`: the folder a LoRA adapter is merged into (the
+    operator's command only). `default_name`: the name when none is given (else `imported` and
+    the folder's name)."""
     folder = Path(folder)
     named = shown or str(folder)
 
@@ -119,25 +137,51 @@ def import_model_version(
 
     if not folder.is_dir():
         raise refused(f"{named} is not a folder")
-    try:
-        manifest = describe(
-            folder,
+
+    def described(path: Path) -> dict[str, Any]:
+        return describe(
+            path,
             step_separator=step_separator,
             step_tag=step_tag,
             good_token=good_token,
             bad_token=bad_token,
             max_parameters=settings.STEPWISE_MAX_IMPORT_PARAMETERS,
         )
+
+    adapter = None
+    try:
+        if is_adapter(folder):
+            if links_within is not None:
+                _refuse_links_out(folder, links_within)
+            adapter = read_adapter(
+                folder,
+                base=base,
+                step_separator=step_separator,
+                max_parameters=settings.STEPWISE_MAX_IMPORT_PARAMETERS,
+            )
+        else:
+            manifest = described(folder)
     except ModelTooLarge as exc:
         raise refused(f"cannot import {named}: {exc} (STEPWISE_MAX_IMPORT_PARAMETERS)") from None
     except ExternalModelError as exc:
         raise refused(f"cannot import {named}: {exc}") from None
+    name = _version_name(name, default_name or f"imported {folder.name}")
     imports = Path(settings.MEDIA_ROOT) / IMPORTS_DIR
     imports.mkdir(parents=True, exist_ok=True)
     target = imports / f"imported-{uuid.uuid4().hex[:12]}"
     partial = target.with_name(target.name + ".partial")
     try:
-        if move:
+        if adapter is not None:
+            _merge(adapter, partial)
+            try:
+                merged_into = {"base_folder": str(base)} if base is not None else {}
+                manifest = {
+                    **described(partial),
+                    "adapter": {**adapter.summary(), **merged_into},
+                }
+            except ExternalModelError as exc:
+                raise refused(f"cannot import {named} merged into its base: {exc}") from None
+        elif move:
             folder.rename(partial)
         else:
             _copy(folder, partial, links_within)
@@ -148,7 +192,7 @@ def import_model_version(
         kind = ModelVersion.Kind.STEP_TAG if manifest["kind"] == STEP_TAG else None
         with transaction.atomic():
             return ModelVersion.objects.create(
-                name=(name or f"imported {folder.name}")[:200],
+                name=name,
                 backbone=manifest["architecture"][:300],
                 artifact_path=str(target),
                 kind=kind or ModelVersion.Kind.TOKEN_CLASSIFICATION,
@@ -159,6 +203,61 @@ def import_model_version(
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(target, ignore_errors=True)
         raise
+
+
+def _version_name(given: str, default: str) -> str:
+    """The name given, refused when a version has it; else `default` (made printable), with
+    ` (2)`, ` (3)`, … after it while a version has that."""
+    given = given[:NAME_CHARS]
+    if given:
+        taken = ModelVersion.objects.filter(name=given).values_list("pk", flat=True).first()
+        if taken is not None:
+            raise ModelImportError(
+                f"model version {taken} is named {given!r} already: give another name"
+            )
+        return given
+    base = " ".join("".join(c if c.isprintable() else " " for c in default).split())
+    base = base[:NAME_CHARS] or "imported"
+    names = set(
+        ModelVersion.objects.filter(name__startswith=base[: NAME_CHARS - 8]).values_list(
+            "name", flat=True
+        )
+    )
+    name, n = base, 1
+    while name in names:
+        n += 1
+        suffix = f" ({n})"
+        name = base[: NAME_CHARS - len(suffix)] + suffix
+    return name
+
+
+def archive_stem(filename: str) -> str:
+    """An uploaded archive's name without its folder and archive suffix: `my-prm.tar.gz` is
+    `my-prm`."""
+    stem = Path(filename).name
+    for suffix in ARCHIVE_SUFFIXES:
+        if stem.lower().endswith(suffix) and len(stem) > len(suffix):
+            return stem[: -len(suffix)]
+    return stem
+
+
+def _merge(adapter: Any, out: Path) -> None:
+    try:
+        merge_adapter(adapter, out)
+    except Exception as exc:  # peft and transformers raise many kinds for a mismatched pair
+        raise ModelImportError(
+            without_roots(
+                f"the adapter does not merge into its base ({exc.__class__.__name__}: "
+                f"{str(exc)[:500]})"
+            )
+        ) from None
+
+
+def _refuse_links_out(folder: Path, within: Path) -> None:
+    """A request's adapter folder may link only under `within` (as `_copy` holds a model's)."""
+    for path in folder.rglob("*"):
+        if not path.resolve().is_relative_to(within.resolve()):
+            raise ModelImportError(f"{path.name} links out of the models root: not imported")
 
 
 def _check_loads(folder: Path) -> None:
@@ -187,7 +286,7 @@ def import_model_archive(*, archive: IO[bytes], **options: Any) -> ModelVersion:
     """An uploaded zip or tar of the model folder (its files at the top, or in one folder):
     checked, unpacked under MEDIA_ROOT, imported (moved into place, not copied), and anything
     left of it removed."""
-    shown = Path(getattr(archive, "name", None) or "the upload").name[:200]
+    shown = Path(getattr(archive, "name", None) or "the upload").name[:NAME_CHARS]
     size = archive_size(archive)
     limit = settings.STEPWISE_MODEL_UPLOAD_MAX_BYTES
     if size > limit:
@@ -202,13 +301,22 @@ def import_model_archive(*, archive: IO[bytes], **options: Any) -> ModelVersion:
         unpacked.mkdir()
         _unpack(archive, unpacked, size, shown)
         folder = unpacked
-        if not (folder / "config.json").exists():
+        if not _a_model_folder(folder):
             inner = [p for p in unpacked.iterdir() if p.is_dir()]
-            if len(inner) == 1 and (inner[0] / "config.json").exists():
+            if len(inner) == 1 and _a_model_folder(inner[0]):
                 folder = inner[0]
         return import_model_version(
-            folder=folder, links_within=unpacked, shown=shown, move=True, **options
+            folder=folder,
+            links_within=unpacked,
+            shown=shown,
+            move=True,
+            default_name=f"imported {archive_stem(shown)}",
+            **options,
         )
+
+
+def _a_model_folder(folder: Path) -> bool:
+    return (folder / "config.json").exists() or (folder / ADAPTER_CONFIG).exists()
 
 
 def archive_size(archive: IO[bytes]) -> int:

@@ -71,7 +71,10 @@ def config_parser() -> argparse.ArgumentParser:
         if flag.startswith("--no-"):  # the complement HfArgumentParser adds to a True bool
             action.help = f"Same as --{flag.removeprefix('--no-')} false."
         else:
-            action.help = f"{action.help} (default: {action.default})"
+            default = action.default
+            if isinstance(default, str) and not default.isprintable():
+                default = json.dumps(default)  # "\n\n", not two blank lines
+            action.help = f"{action.help} (default: {default})"
     return parser
 
 
@@ -143,7 +146,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train in this process, or as one of torchrun's (every rank runs this same command)."""
     from .distributed import process_group
 
-    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    try:
+        config = TrainConfig(
+            **{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+        )
+    except ValueError as exc:
+        print(f"train: error: {exc}", file=sys.stderr)
+        return 2
     with process_group(config.device) as world:
         return train_command(args, config, main=world.main)
 
@@ -276,11 +285,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The CLI; `train_defaults` (TrainConfig fields: a --trl-config file's) replace train's
+    defaults, so that flags given explicitly still win."""
     parser = argparse.ArgumentParser(prog="python -m modeling.training.cli")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a PRM", parents=[config_parser()])
+    train.add_argument(
+        "--trl-config",
+        metavar="FILE",
+        help="a TRL PRMTrainer config (JSON or YAML, PRMConfig's field names) read as these "
+        "flags; fields it leaves out take TRL's defaults, flags given here win, and a field "
+        "Stepwise does not support is refused by name (docs/training.md lists them)",
+    )
     train.add_argument("--prm800k", action="append", default=[], help="PRM800K JSONL (repeat)")
     train.add_argument(
         "--parquet", action="append", default=[], help="stepwise-critic parquet (repeat)"
@@ -304,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--stop-file",
         help="stop at the next step, with a checkpoint, once this file exists (resume later)",
     )
-    train.set_defaults(func=cmd_train)
+    train.set_defaults(func=cmd_train, **(train_defaults or {}))
 
     evaluate = sub.add_parser("evaluate", help="step metrics on held-out data, ProcessBench")
     evaluate.add_argument("--model", required=True)
@@ -365,8 +383,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # load reports about the unused lm_head are noise here
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     return args.func(args)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line; `train --trl-config FILE` reads the file's fields as train's defaults
+    and parses again, so that flags given explicitly win. A file we cannot take is one line on
+    stderr and exit code 2."""
+    args = build_parser().parse_args(argv)
+    if not getattr(args, "trl_config", None):
+        return args
+    from .trl_config import TrlConfigError, train_config_fields
+
+    try:
+        fields = train_config_fields(args.trl_config)
+    except TrlConfigError as exc:
+        print(f"train: error: --trl-config {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    shown = ", ".join(f"{k}={v!r}" for k, v in sorted(fields.items()))
+    print(f"--trl-config {args.trl_config}: {shown}", file=sys.stderr)
+    return build_parser(train_defaults=fields).parse_args(argv)
 
 
 if __name__ == "__main__":

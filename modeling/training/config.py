@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backbones import DEFAULT_BACKBONE
+from .data import NEUTRAL_AS, SEPARATOR
 
 MODES = ("full", "lora", "head")
 # Peak learning rate when none is given: a fresh linear head takes large steps, adapters
@@ -28,6 +29,7 @@ BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
     "grad_clip": ((int, float), 0, 1e6),
     "max_length": (int, 1, 2**20),
     "neutral_weight": ((int, float), 0, 1e3),
+    "num_labels": (int, 2, 3),
     "seed": (int, 0, 2**32 - 1),
     "lora_r": (int, 1, 4_096),
     "lora_alpha": (int, 1, 65_536),
@@ -40,6 +42,7 @@ BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
 OPTIONAL = {"backbone_layers", "max_steps", "lora_blocks"}
 DECAYS = ("linear", "cosine")
 ATTENTIONS = ("sdpa", "flex", "auto")
+MAX_SEPARATOR_CHARS = 64
 
 
 def _opt(default: Any, help: str) -> Any:
@@ -88,7 +91,32 @@ class TrainConfig:
         "(and batch_tokens) tokens, each seeing only itself with its own position ids: the "
         "same logits as a row each, far less padding, so fewer batches an epoch.",
     )
-    neutral_weight: float = _opt(1.0, "Loss weight of the neutral (0) class; -1 and +1 weigh 1.")
+    neutral_weight: float = _opt(
+        1.0, "Loss weight of the neutral (0) class; -1 and +1 weigh 1 (num_labels 3 only)."
+    )
+    num_labels: int = _opt(
+        3,
+        "Classes of the head: 3 (a step's rating -1, 0, +1 is its class 0, 1, 2) or 2 (TRL "
+        "PRMTrainer's recipe: class 1 = a good step, 0 = a bad one; neutral_as says where a 0 "
+        "rating goes). A 2-class model scores as [1 - P(good), 0, P(good)].",
+    )
+    neutral_as: str = _opt(
+        "good",
+        'num_labels 2: the class a neutral (0) rating trains as: good ("not wrong", the reading '
+        "scoring gives P(0) + P(+1)) or bad. Ignored with 3 classes.",
+    )
+    step_separator: str = _opt(
+        SEPARATOR,
+        "The text after the problem and after every step; each step's label sits on its last "
+        "token. Saved with the model (prm.json, the export's config.json) and used to score it. "
+        "TRL's default is \"\\n\" (in a shell: $'\\n').",
+    )
+    train_on_last_step_only: bool = _opt(
+        False,
+        "TRL's setting: of each solution's chosen path only the last rated step keeps its "
+        "label; each rated alternative keeps its own (it is the last step of its branch, as in "
+        "TRL's rows of the same tree). Scoring and evaluation still read every step.",
+    )
     seed: int = _opt(0, "Seeds torch, the batch order and the problem split.")
     lora_r: int = _opt(16, "LoRA rank.")
     lora_alpha: int = _opt(32, "LoRA alpha (scale = alpha / r).")
@@ -178,6 +206,23 @@ class TrainConfig:
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must be in [0, 1), not {self.warmup_ratio!r}")
         self._check_bounds()
+        self._check_labels()
+
+    def _check_labels(self) -> None:
+        if self.num_labels not in (2, 3):
+            raise ValueError(f"num_labels must be 2 or 3, not {self.num_labels!r}")
+        if self.neutral_as not in NEUTRAL_AS:
+            raise ValueError(f"neutral_as must be one of {NEUTRAL_AS}, not {self.neutral_as!r}")
+        if self.num_labels == 2 and self.neutral_weight != 1:
+            raise ValueError(
+                "neutral_weight weighs the neutral class, which num_labels 2 does not have "
+                "(neutral_as says which class a 0 rating trains as)"
+            )
+        if not self.step_separator or len(self.step_separator) > MAX_SEPARATOR_CHARS:
+            raise ValueError(
+                f"step_separator must be 1 to {MAX_SEPARATOR_CHARS} characters, not "
+                f"{self.step_separator!r}"
+            )
 
     def _check_types(self) -> None:
         """Every number a finite value of its type: a config from an API request is refused up
@@ -200,10 +245,18 @@ class TrainConfig:
             "bf16",
             "dtype",
             "attention",
+            "neutral_as",
+            "step_separator",
         ):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a string, not {getattr(self, name)!r}")
-        for name in ("cache_features", "gradient_checkpointing", "compile", "pack_solutions"):
+        for name in (
+            "cache_features",
+            "gradient_checkpointing",
+            "compile",
+            "pack_solutions",
+            "train_on_last_step_only",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, not {getattr(self, name)!r}")
 

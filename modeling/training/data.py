@@ -1,17 +1,20 @@
 """Datasets for process reward models: records in, packed token rows out (no torch: the web
 side reads records through this module; `batching` turns rows into tensors).
 
-Text layout (training and scoring alike)::
+Text layout (training and scoring alike), SEP the step separator (TrainConfig.step_separator,
+default "\\n\\n")::
 
-    [BOS] problem "\\n\\n" step_1 "\\n\\n" step_2 "\\n\\n" ... step_n "\\n\\n"
+    [BOS] problem SEP step_1 SEP step_2 SEP ... step_n SEP
 
 BOS is the tokenizer's bos token (or cls token for encoders) when it has one. Each
 segment (the problem, each step) is stripped and tokenized on its own together with
-its "\\n\\n" terminator, then the ids are concatenated: so a step's tokens never depend
+its SEP terminator, then the ids are concatenated: so a step's tokens never depend
 on its neighbours, and the label of step k sits on the **last token of step k's
 segment** (the one that carries the terminator), i.e. where the model has read the
-whole step and knows it ended. All other positions are ignored (-100). Targets are
-3 classes: index = rating + 1 (-1 -> 0, 0 -> 1, +1 -> 2).
+whole step and knows it ended. All other positions are ignored (-100). Targets
+(`Targets`): 3 classes, index = rating + 1 (-1 -> 0, 0 -> 1, +1 -> 2), or TRL's 2 (1 = good:
++1, and 0 where neutral_as is "good"; 0 = bad), optionally only the last rated path step
+labelled (train_on_last_step_only).
 
 Packing: one row holds a solution's chosen path (labelled at every rated step end)
 followed by its rated alternatives. An alternative to step k is placed after the path
@@ -42,12 +45,42 @@ from pathlib import Path
 from typing import Any
 
 IGNORE = -100
-SEPARATOR = "\n\n"
-NUM_CLASSES = 3
+SEPARATOR = "\n\n"  # the default step separator (TrainConfig.step_separator)
+NUM_CLASSES = 3  # the default head (TrainConfig.num_labels)
+NEUTRAL_AS = ("good", "bad")
 
 
 def rating_to_class(rating: int) -> int:
     return int(rating) + 1
+
+
+@dataclass(frozen=True)
+class Targets:
+    """How ratings become the classes a model trains on (TrainConfig's num_labels, neutral_as,
+    train_on_last_step_only)."""
+
+    num_labels: int = NUM_CLASSES
+    neutral_as: str = "good"
+    last_step_only: bool = False
+
+    @classmethod
+    def of_config(cls, config: Any) -> Targets:
+        return cls(config.num_labels, config.neutral_as, config.train_on_last_step_only)
+
+    def label(self, rating: int) -> int:
+        """3 classes: rating + 1. 2 classes (TRL's): 1 good (+1; 0 when neutral_as is "good"),
+        0 bad."""
+        if self.num_labels == NUM_CLASSES:
+            return rating_to_class(rating)
+        return int(rating > 0 or (rating == 0 and self.neutral_as == "good"))
+
+
+def check_separator(tokenizer: Any, separator: str) -> None:
+    """Refuse a separator the tokenizer turns into nothing: steps would run together unmarked.
+    Whitespace is the exception: BERT-like encoders drop all of it, and there the label has
+    always sat on the step's last word piece (the same for any whitespace separator)."""
+    if separator.strip() and not tokenizer(separator, add_special_tokens=False)["input_ids"]:
+        raise ValueError(f"step_separator {separator!r} gives no tokens with this tokenizer")
 
 
 @dataclass
@@ -322,23 +355,36 @@ def start_ids(tokenizer: Any) -> list[int]:
     return []
 
 
-def encode_segments(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+def encode_segments(
+    tokenizer: Any, texts: Sequence[str], separator: str = SEPARATOR
+) -> list[list[int]]:
     """Each text stripped + terminator, tokenized on its own (no special tokens)."""
     if not texts:
         return []
-    batch = [t.strip() + SEPARATOR for t in texts]
+    batch = [t.strip() + separator for t in texts]
     return tokenizer(batch, add_special_tokens=False)["input_ids"]
 
 
 def pack_solution(
-    solution: Solution | LabeledSolution, tokenizer: Any, max_length: int, index: int = 0
+    solution: Solution | LabeledSolution,
+    tokenizer: Any,
+    max_length: int,
+    index: int = 0,
+    *,
+    separator: str = SEPARATOR,
+    targets: Targets = Targets(),
 ) -> list[Row]:
-    """Token rows for one solution; see the module docstring for the layout."""
+    """Token rows for one solution; see the module docstring for the layout. With
+    `targets.last_step_only` the path keeps only its last rated step's label (whether or not
+    it fits max_length, as TRL picks it before truncating); alternatives keep theirs."""
     steps = list(solution.steps)
     alternatives = list(getattr(solution, "alternatives", []))
     ratings = list(getattr(solution, "ratings", [None] * len(steps)))
+    if targets.last_step_only:
+        rated = [k for k, r in enumerate(ratings) if r is not None]
+        ratings = [r if rated and k == rated[-1] else None for k, r in enumerate(ratings)]
     encoded = encode_segments(
-        tokenizer, [solution.problem, *steps, *(a.text for a in alternatives)]
+        tokenizer, [solution.problem, *steps, *(a.text for a in alternatives)], separator
     )
     path = start_ids(tokenizer) + encoded[0]
     boundaries = [len(path)]  # boundaries[k]: path tokens before step k
@@ -352,7 +398,7 @@ def pack_solution(
         if end < len(path):
             first.ends.append(end)
             first.slots.append(k)
-            first.labels.append(IGNORE if rating is None else rating_to_class(rating))
+            first.labels.append(IGNORE if rating is None else targets.label(rating))
 
     # First fit: the first row holds the whole path; extra rows hold only the prefix needed.
     plans: list[dict[str, Any]] = [{"path": len(path), "alts": [], "size": len(path)}]
@@ -389,7 +435,7 @@ def pack_solution(
             row.visible += [prefix] * len(ids)
             row.ends.append(len(row.input_ids) - 1)
             row.slots.append(len(steps) + j)
-            row.labels.append(rating_to_class(alternatives[j].rating))
+            row.labels.append(targets.label(alternatives[j].rating))
         rows.append(row)
     return rows
 
@@ -405,12 +451,19 @@ def build_features(
     tokenizer: Any,
     max_length: int,
     progress: Callable[[int], None] | None = None,
+    *,
+    separator: str = SEPARATOR,
+    targets: Targets = Targets(),
 ) -> list[Row]:
     """Rows for many solutions; `Row.example` indexes `solutions`. `progress(done)` after
-    each solution (tens of seconds for thousands of them)."""
+    each solution (tens of seconds for thousands of them). A separator that gives no tokens
+    is refused (ValueError)."""
+    check_separator(tokenizer, separator)
     rows: list[Row] = []
     for i, solution in enumerate(solutions):
-        rows.extend(pack_solution(solution, tokenizer, max_length, i))
+        rows.extend(
+            pack_solution(solution, tokenizer, max_length, i, separator=separator, targets=targets)
+        )
         if progress is not None:
             progress(i + 1)
     return rows

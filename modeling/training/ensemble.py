@@ -19,7 +19,7 @@ from torch import nn
 
 from .batching import collate
 from .config import LR_DEFAULTS
-from .data import IGNORE, NUM_CLASSES, LabeledSolution, Solution, build_features, length_batches
+from .data import IGNORE, LabeledSolution, Solution, Targets, build_features, length_batches
 from .model import ProcessRewardModel
 from .selection import ensemble_disagreement
 
@@ -54,10 +54,17 @@ def step_features(
     batch_tokens: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
     """(features (N, hidden) float32 on the CPU, class labels (N,), (example, slot) per row) for
-    every step end the backbone reaches (steps past max_length have none)."""
+    every step end the backbone reaches (steps past max_length have none), in the model's
+    layout and with its targets (the classes it trained on)."""
     model.eval()
     device = next(model.head.parameters()).device
-    rows = build_features(solutions, model.tokenizer, model.config.max_length)
+    rows = build_features(
+        solutions,
+        model.tokenizer,
+        model.config.max_length,
+        separator=model.config.step_separator,
+        targets=Targets.of_config(model.config),
+    )
     batches = length_batches([len(r) for r in rows], batch_tokens or model.config.batch_tokens)
     use_bf16 = device.type == "cuda" and model.config.bf16 != "false"
     features, labels, slots = [], [], []
@@ -90,7 +97,8 @@ def train_heads(
     features, labels = features[rated], labels[rated]
     if not len(labels):
         raise ValueError("the model's training data has no rated step to fit an ensemble on")
-    weights = torch.tensor([1.0, prm.config.neutral_weight, 1.0])
+    classes = prm.config.num_labels
+    weights = torch.tensor([1.0, prm.config.neutral_weight, 1.0] if classes == 3 else [1.0, 1.0])
     lr = prm.config.lr or LR_DEFAULTS["head"]
     fitted = []
     for member in range(heads):
@@ -98,7 +106,7 @@ def train_heads(
         resample = torch.randint(len(labels), (len(labels),), generator=generator)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed * 1000 + member)
-            head = nn.Linear(features.shape[1], NUM_CLASSES)
+            head = nn.Linear(features.shape[1], classes)
         optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
         x, y = features[resample], labels[resample]
         for _ in range(steps):
@@ -115,8 +123,8 @@ def train_heads(
 def error_probabilities(
     model: ProcessRewardModel, heads: Sequence[nn.Linear], solutions: Sequence[Solution]
 ) -> list[np.ndarray]:
-    """Per solution a (heads x steps) array of each head's P(step is wrong), for the steps the
-    backbone reaches, in step order."""
+    """Per solution a (heads x steps) array of each head's P(step is wrong) (class 0: -1, or a
+    2-class head's "bad"), for the steps the backbone reaches, in step order."""
     features, _, slots = step_features(model, solutions)
     per_head = [torch.softmax(head(features), dim=-1)[:, 0].numpy() for head in heads]
     by_solution: list[list[tuple[int, int]]] = [[] for _ in solutions]

@@ -75,7 +75,9 @@ def step_metrics(probs: np.ndarray, ratings: np.ndarray, n_bins: int = 10) -> di
     """Metrics of (N, 3) probabilities against ratings in -1/0/+1.
 
     auroc_negative: P(-1) against "the human said -1"; accuracy: argmax class; the
-    reliability bins and ECE are for P(-1) as a probability of a -1.
+    reliability bins and ECE are for P(-1) as a probability of a -1. A 2-class model's rows are
+    [1 - P(good), 0, P(good)] (score.py): P(-1) is its P(bad), and its accuracy never counts a
+    neutral rating right.
     """
     negative = ratings == -1
     bins = reliability_bins(probs[:, 0], negative, n_bins)

@@ -8,16 +8,20 @@ Layout written to OUT (what `import_prm` reads back)::
     OUT/config.json        the backbone's config with only the kept blocks
                            (num_hidden_layers = backbone_layers), and:
                              architectures  ["<Family>ForTokenClassification"]
-                             id2label       {"0": "-1", "1": "0", "2": "+1"}
-                             label2id       {"-1": 0, "0": 1, "+1": 2}
-                             step_separator "\\n\\n"  (the text that ends the problem and every step)
+                             id2label       {"0": "-1", "1": "0", "2": "+1"}; a 2-class
+                                            model: {"0": "LABEL_0", "1": "LABEL_1"} (bad,
+                                            good: the names TRL's models carry)
+                             label2id       the reverse
+                             step_separator the model's (the text that ends the problem and
+                                            every step; default "\\n\\n")
                              is_decoder     true, on encoders only (BERT-like): causal attention,
                                             as in training
                              stepwise       {"format": "stepwise-prm-hf/1", "label_at":
                                             "last token of each step's text + step_separator",
                                             "source_format", "mode", "backbone",
                                             "backbone_layers", "dataset_version", "max_length",
-                                            "step_score": "P(0) + P(+1)",
+                                            "step_score": "P(0) + P(+1)" (2 classes:
+                                            "P(1)"),
                                             "solution_score": "product"}
     OUT/model.safetensors  fp32 weights: the backbone (LoRA merged in, mode "lora"; fine-tuned,
                            mode "full") and the head as the family's token-classification
@@ -52,7 +56,7 @@ import torch
 from .data import SEPARATOR, Solution, start_ids
 from .external import FORMAT as EXTERNAL_FORMAT
 from .external import MANIFEST, STEP_TAG, TOKEN_CLASSIFICATION
-from .model import FORMAT, ProcessRewardModel
+from .model import FORMAT, ProcessRewardModel, three_way
 
 HF_FORMAT = "stepwise-prm-hf/1"
 # An imported model's export in a layout of its own (TRL's, Math-Shepherd's): not HF_FORMAT,
@@ -60,7 +64,9 @@ HF_FORMAT = "stepwise-prm-hf/1"
 IMPORTED_FORMAT = "stepwise-imported-prm-hf/1"
 STEPWISE_LAYOUT, TRL_LAYOUT, STEP_TAG_LAYOUT = "stepwise", "trl", "math_shepherd"
 ID2LABEL = {0: "-1", 1: "0", 2: "+1"}
-TWO_LABELS = {0: "-1", 1: "+1"}  # TRL's 2 labels: 1 is a good step
+# A 2-class head as TRL trains it (class 1 = a good step), under the names transformers gives
+# TRL's num_labels=2 models, so TRL-style scoring code reads it unchanged.
+ID2LABEL_TWO = {0: "LABEL_0", 1: "LABEL_1"}
 # What vLLM needs to serve a token classifier (docs/training.md; untested here).
 VLLM_TOKEN_CLASSIFICATION = {
     "runner": "pooling",
@@ -117,8 +123,8 @@ def token_classifier(model: ProcessRewardModel) -> Any:
     if model.config.mode == "lora":
         backbone = copy.deepcopy(backbone).merge_and_unload()  # a copy: `model` stays to compare
     config = copy.deepcopy(backbone.config)
-    config.id2label = dict(ID2LABEL)
-    config.label2id = {v: k for k, v in ID2LABEL.items()}
+    config.id2label = dict(ID2LABEL if model.config.num_labels == 3 else ID2LABEL_TWO)
+    config.label2id = {v: k for k, v in config.id2label.items()}
     if getattr(config, "is_decoder", None) is False:
         config.is_decoder = True  # an encoder trained with causal attention: keep it causal
     classifier = AutoModelForTokenClassification.from_config(
@@ -145,12 +151,12 @@ def check_same_scores(model: ProcessRewardModel, classifier: Any, tokenizer: Any
     """Raise ExportError unless the exported layout gives `cli score`'s step probabilities."""
     from .score import score_solutions
 
-    ids, ends = step_inputs(tokenizer, PROBE.problem, PROBE.steps)
+    ids, ends = step_inputs(tokenizer, PROBE.problem, PROBE.steps, model.config.step_separator)
     if len(ids) > model.config.max_length:
         return  # a model that scores nothing this long: nothing to compare
     expected = score_solutions(model, [PROBE])[0]
     logits = classifier(input_ids=torch.tensor([ids])).logits[0, ends].float()
-    got = torch.softmax(logits, dim=-1).numpy()
+    got = three_way(logits).numpy()
     worst = float(abs(got - expected).max())
     if not worst <= TOLERANCE:
         raise ExportError(
@@ -195,7 +201,7 @@ def export_hf(
     check_same_scores(model, classifier, tokenizer)
 
     config = classifier.config
-    config.step_separator = SEPARATOR
+    config.step_separator = model.config.step_separator
     config.stepwise = {
         "format": HF_FORMAT,
         "layout": STEPWISE_LAYOUT,
@@ -206,7 +212,7 @@ def export_hf(
         "backbone_layers": config.num_hidden_layers,
         "dataset_version": model.config.dataset_version,
         "max_length": model.config.max_length,
-        "step_score": "P(0) + P(+1)",
+        "step_score": "P(0) + P(+1)" if model.config.num_labels == 3 else "P(1)",
         "solution_score": "product",
         "vllm": VLLM_TOKEN_CLASSIFICATION,
     }
@@ -250,7 +256,7 @@ def export_imported(
     stepwise.update(imported=True, solution_score="product")
     if kind == TOKEN_CLASSIFICATION:
         labels = int(manifest["labels"])
-        id2label = ID2LABEL if labels == 3 else TWO_LABELS
+        id2label = ID2LABEL if labels == 3 else ID2LABEL_TWO
         config.id2label = dict(id2label)
         config.label2id = {v: k for k, v in id2label.items()}
         config.step_separator = manifest["step_separator"]
@@ -259,7 +265,7 @@ def export_imported(
         stepwise.update(
             format=HF_FORMAT if layout == STEPWISE_LAYOUT else IMPORTED_FORMAT,
             layout=layout,
-            step_score="P(0) + P(+1)" if labels == 3 else "P(+1) (label 1: a good step)",
+            step_score="P(0) + P(+1)" if labels == 3 else "P(1)",
             vllm=VLLM_TOKEN_CLASSIFICATION,
         )
     else:
@@ -297,6 +303,13 @@ def _write(
     try:
         progress("writing weights")
         model.save_pretrained(tmp, safe_serialization=True)
+        if hasattr(model.config, "step_separator"):
+            # transformers leaves out labels equal to its defaults (a 2-class head's LABEL_0 and
+            # LABEL_1): written anyway, so that config.json itself says how many classes there are.
+            written = json.loads((tmp / "config.json").read_text())
+            written.setdefault("id2label", {str(k): v for k, v in model.config.id2label.items()})
+            written.setdefault("label2id", dict(model.config.label2id))
+            (tmp / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
         progress("tokenizer")
         tokenizer.save_pretrained(tmp)
         progress("card")
@@ -438,6 +451,13 @@ documentation, the command is
 """
 
 
+HEADS = {
+    3: "3-class head: `id2label` = {}, the step's rating -1 (wrong), 0 (neutral), +1 (right).",
+    2: "2-class head as TRL's PRMTrainer trains it: `id2label` = {}, class 1 a good step, "
+    "class 0 a bad one.",
+}
+
+
 def _what_it_is(config: Any, stepwise: dict[str, Any]) -> str:
     architecture = config.architectures[0]
     if stepwise.get("layout") == STEP_TAG_LAYOUT:
@@ -458,8 +478,8 @@ def _what_it_is(config: Any, stepwise: dict[str, Any]) -> str:
         )
     )
     lines = [
-        f"A process reward model (PRM) {origin}: `{architecture}` with a {len(config.id2label)}"
-        f"-class head, `id2label` = {labels} (a step's rating: -1 wrong, 0 neutral, +1 right).",
+        f"A process reward model (PRM) {origin}: `{architecture}` with a "
+        f"{HEADS[len(config.id2label)].format(labels)}"
     ]
     if not stepwise.get("imported"):
         lines.append(

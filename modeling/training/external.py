@@ -6,13 +6,23 @@ Two shapes are read, each as its trainer wrote it:
   reading ``[BOS] prompt step_1 SEP step_2 SEP ...`` (each piece tokenized on its own), the
   label taken at the last token of each step's separator. 2 labels as TRL trains (1 = good
   step), or 3 labels with id2label ``{0: "-1", 1: "0", 2: "+1"}``. The separator is
-  config.json's ``step_separator`` when it has one, else the one given (TRL's default "\\n").
+  config.json's ``step_separator`` (our export writes it), else the one given; with neither the
+  folder is refused, never read with a guess: TRL keeps the one it trained with only in
+  training_args.bin, a pickle this module never opens (its README.md and trainer_state.json do
+  not carry it), and a wrong one moves every score.
 - **step tag** (Math-Shepherd): an `AutoModelForCausalLM` reading
   ``problem step_1 TAG\\nstep_2 TAG...``; at each TAG the softmax over the logits of the good
   and the bad token gives P(good).
 
 Both give what scoring already uses, per step [P(-1), P(0), P(+1)]: 3-label models their three
 probabilities; 2-label and step-tag models [1 - P(good), 0, P(good)].
+
+A LoRA adapter (adapter_config.json and adapter_model.safetensors, no config.json: what TRL
+saves with a peft_config) is read by `read_adapter` and merged into its base model by
+`merge_adapter` (peft's merge_and_unload), then described as a whole folder. Its base is a
+named offline backbone, a model in the local Hugging Face cache, or a folder the caller names
+(the operator's command); the adapter's own `base_model_name_or_path` never names a folder to
+read.
 
 An imported folder is the model's own files plus `external.json` (MANIFEST), which says which
 shape it is and how to read it; `load_prm` loads a folder of either kind, ours (prm.json) or
@@ -37,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from .backbones import NAMED_BACKBONES, check_available, in_hf_cache, resolve_backbone
 from .data import LabeledSolution, Solution, length_batches, start_ids
 
 MANIFEST = "external.json"
@@ -46,7 +57,19 @@ STEP_TAG = "step_tag"
 KINDS = (TOKEN_CLASSIFICATION, STEP_TAG)
 THREE_LABELS = {"0": "-1", "1": "0", "2": "+1"}  # our own HF export's id2label
 STEPWISE_HF_FORMAT = "stepwise-prm-hf/1"  # export.HF_FORMAT: config.json's stepwise.format
-TRL_SEPARATOR = "\n"  # PRMConfig.step_separator's default
+TRL_SEPARATOR = "\n"  # PRMConfig.step_separator's default: shown as an example, never assumed
+MISSING_SEPARATOR = (
+    "config.json has no step_separator and none was given: the scores depend on the text after "
+    "each step, and TRL's PRMTrainer keeps the one it trained with only in training_args.bin (a "
+    "pickle, never opened here); give the one it was trained with (PRMConfig.step_separator, "
+    "default '\\n'): --step-separator for import_prm, step_separator for the API"
+)
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+# peft's task types an adapter may have, and the shape its merged model is read as.
+ADAPTER_TASKS = {"TOKEN_CLS": "…ForTokenClassification", "CAUSAL_LM": "…ForCausalLM"}
+# The head peft saves beside a TOKEN_CLS adapter (PeftModelForTokenClassification's names).
+HEAD_MODULES = ("classifier", "score")
 MATH_SHEPHERD = {"step_tag": "ки", "good_token": "+", "bad_token": "-"}
 WEIGHT_FILES = (
     "model.safetensors",
@@ -270,6 +293,12 @@ def safetensors_parameters(path: Path) -> int:
     """The parameters a safetensors file holds, from its header alone (an 8-byte length, then
     that much JSON): each tensor's shape must fill exactly its byte range inside the file, so
     the count is bounded by the file's size. An absurd header length is refused unread."""
+    return sum(math.prod(t["shape"]) for t in safetensors_header(path).values())
+
+
+def safetensors_header(path: Path) -> dict[str, dict[str, Any]]:
+    """A safetensors file's tensors as its header declares them (dtype, shape, data_offsets),
+    each checked to fill exactly its bytes in the file (`safetensors_parameters`)."""
     size = path.stat().st_size
     with path.open("rb") as f:
         head = f.read(8)
@@ -286,18 +315,14 @@ def safetensors_parameters(path: Path) -> int:
     if not isinstance(header, dict):
         raise ExternalModelError(f"{path.name}'s safetensors header is not a JSON object")
     data_bytes = size - 8 - length
-    total = 0
+    header.pop("__metadata__", None)
     for name, tensor in header.items():
-        if name == "__metadata__":
-            continue
-        numel = _tensor_elements(tensor, data_bytes)
-        if numel is None:
+        if _tensor_elements(tensor, data_bytes) is None:
             raise ExternalModelError(
                 f"{path.name}: tensor {str(name)[:100]!r} does not match its bytes in the file "
                 "(dtype, shape and data_offsets)"
             )
-        total += numel
-    return total
+    return header
 
 
 def _tensor_elements(tensor: Any, data_bytes: int) -> int | None:
@@ -335,9 +360,7 @@ def _describe_token_classification(
             f"a token-classification PRM has 2 labels (TRL: 1 = good step) or 3 (-1, 0, +1), "
             f"not {labels}"
         )
-    separator = config.get("step_separator")
-    if not isinstance(separator, str) or not separator:
-        separator = step_separator or TRL_SEPARATOR
+    separator, separator_from = step_separator_of(config, step_separator)
     tokenizer = _tokenizer(folder)
     if not tokenizer.encode(separator, add_special_tokens=False):
         raise ExternalModelError(f"the step separator {separator!r} gives no tokens")
@@ -349,10 +372,31 @@ def _describe_token_classification(
         "architecture": config["architectures"][0],
         "labels": labels,
         "step_separator": separator,
+        "step_separator_from": separator_from,
         # Our own export reads the problem with the separator after it and each text stripped
         # (export.step_inputs); TRL's layout reads them as they are.
         "layout": "stepwise" if exported_here else "trl",
     }
+
+
+def step_separator_of(config: dict[str, Any], given: str | None) -> tuple[str, str]:
+    """(the step separator, where it came from: "config.json" or "given"). Refused when neither
+    says it, when the given one is empty, and when the two disagree: never a default."""
+    saved = config.get("step_separator")
+    if saved is not None and (not isinstance(saved, str) or not saved):
+        raise ExternalModelError(f"config.json's step_separator is {saved!r}, not a text")
+    if given is not None and not given:
+        raise ExternalModelError("the step separator given is empty")
+    if saved and given is not None and given != saved:
+        raise ExternalModelError(
+            f"config.json's step_separator is {saved!r} but {given!r} was given: leave it out "
+            "to use config.json's, or fix config.json"
+        )
+    if saved:
+        return saved, "config.json"
+    if given is None:
+        raise ExternalModelError(MISSING_SEPARATOR)
+    return given, "given"
 
 
 def _describe_step_tag(
@@ -407,6 +451,188 @@ def single_token_id(tokenizer: Any, text: str, name: str) -> int:
             f"the {name} {text!r} is {len(ids)} tokens for this tokenizer, not one"
         )
     return int(ids[0])
+
+
+def is_adapter(folder: str | Path) -> bool:
+    """A peft adapter saved alone: adapter_config.json and no config.json of a whole model."""
+    folder = Path(folder)
+    return (folder / ADAPTER_CONFIG).is_file() and not (folder / "config.json").exists()
+
+
+@dataclass
+class Adapter:
+    """A LoRA adapter checked by `read_adapter`, ready for `merge_adapter`."""
+
+    folder: Path
+    base_model: str  # adapter_config.json's base_model_name_or_path, as it says it
+    base: Path  # the folder it is merged into
+    task_type: str  # a key of ADAPTER_TASKS
+    labels: int | None  # TOKEN_CLS: the saved head's rows
+
+    def summary(self) -> dict[str, Any]:
+        """What the manifest records of it (the base as adapter_config.json names it)."""
+        return {"peft_type": "LORA", "task_type": self.task_type, "base_model": self.base_model}
+
+
+def read_adapter(
+    folder: str | Path,
+    *,
+    base: str | Path | None = None,
+    step_separator: str | None = None,
+    max_parameters: int | None = None,
+) -> Adapter:
+    """A LoRA adapter folder checked before anything is loaded: adapter_config.json (LoRA, a
+    TOKEN_CLS or CAUSAL_LM task, no model class of its own), adapter_model.safetensors (its
+    header sized and, for TOKEN_CLS, the saved head's labels read from it), the step separator
+    a TOKEN_CLS model needs (`step_separator_of`), and its base: `base` when the caller names
+    one (the operator's command), else adapter_config.json's base_model_name_or_path when that
+    is a named offline backbone or a model in the local Hugging Face cache, never a folder it
+    names. The base is checked as an imported folder is (no code of its own, `check_size`)."""
+    folder = Path(folder)
+    try:
+        config = read_json(folder / ADAPTER_CONFIG)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ExternalModelError(f"no readable {ADAPTER_CONFIG} ({exc})") from None
+    if not isinstance(config, dict):
+        raise ExternalModelError(f"{ADAPTER_CONFIG} is not a JSON object")
+    peft_type = config.get("peft_type")
+    if peft_type != "LORA":
+        raise ExternalModelError(
+            f"{ADAPTER_CONFIG}'s peft_type is {peft_type!r}: only LoRA adapters are imported "
+            "(merged into their base)"
+        )
+    if config.get("auto_mapping"):
+        raise ExternalModelError(
+            f"{ADAPTER_CONFIG} names a model class of its own (auto_mapping), which Stepwise "
+            "never loads: only adapters of models transformers itself implements are imported"
+        )
+    task_type = config.get("task_type")
+    if task_type not in ADAPTER_TASKS:
+        kinds = ", ".join(f"{task} ({arch})" for task, arch in ADAPTER_TASKS.items())
+        raise ExternalModelError(
+            f"{ADAPTER_CONFIG}'s task_type is {task_type!r}; an adapter of a PRM is one of {kinds}"
+        )
+    refuse_own_code(folder, {})  # its tokenizer's, when it saved one
+    weights = folder / ADAPTER_WEIGHTS
+    if not weights.is_file():
+        raise ExternalModelError(
+            f"no {ADAPTER_WEIGHTS} in the adapter folder (adapter_model.bin, a pickle, is not "
+            "read: save the adapter with safetensors, peft's default)"
+        )
+    header = safetensors_header(weights)
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path != weights and path.stat().st_size > MAX_OTHER_FILE_BYTES:
+            raise ExternalModelError(
+                f"{path.name} is {path.stat().st_size:,} bytes; a file beside the adapter's "
+                f"weights may have at most {MAX_OTHER_FILE_BYTES:,}"
+            )
+    if max_parameters is not None:
+        counted = sum(math.prod(t["shape"]) for t in header.values())
+        _refuse_over(counted, f"counted in {ADAPTER_WEIGHTS}", max_parameters)
+    labels = None
+    if task_type == "TOKEN_CLS":
+        labels = _adapter_head_labels(header, config.get("modules_to_save"))
+        step_separator_of({}, step_separator)
+    base_model = config.get("base_model_name_or_path")
+    if not isinstance(base_model, str) or not base_model:
+        base_model = ""
+    base_folder = Path(base) if base is not None else resolve_adapter_base(base_model)
+    try:
+        base_config = read_json(base_folder / "config.json")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ExternalModelError(f"no readable config.json in the base model ({exc})") from None
+    if not isinstance(base_config, dict):
+        raise ExternalModelError("the base model's config.json is not a JSON object")
+    refuse_own_code(base_folder, base_config)
+    if not any((base_folder / name).is_file() for name in WEIGHT_FILES):
+        raise ExternalModelError(
+            f"no weights in the base model's folder (one of {', '.join(WEIGHT_FILES)})"
+        )
+    if max_parameters is not None:
+        check_size(base_folder, base_config, max_parameters)
+    return Adapter(folder, base_model, base_folder, task_type, labels)
+
+
+def _adapter_head_labels(header: dict[str, dict[str, Any]], modules_to_save: Any) -> int:
+    """The rows of the classification head a TOKEN_CLS adapter saves (modules_to_save), read
+    from the weights' header: a head that is not saved would be a random one."""
+    names = set(HEAD_MODULES)
+    if isinstance(modules_to_save, list):
+        names |= {str(m).rsplit(".", 1)[-1] for m in modules_to_save}
+    rows = {
+        tensor["shape"][0]
+        for key, tensor in header.items()
+        if key.endswith(".weight")
+        and "lora_" not in key
+        and names & set(key.split(".")[:-1])
+        and len(tensor["shape"]) == 2
+    }
+    if not rows:
+        raise ExternalModelError(
+            f"{ADAPTER_WEIGHTS} holds no classification head (modules_to_save: "
+            f"{', '.join(HEAD_MODULES)}): the merged model would score with an untrained one"
+        )
+    if len(rows) > 1 or not 2 <= min(rows) <= MAX_LABELS:
+        shown = ", ".join(str(r) for r in sorted(rows))
+        raise ExternalModelError(
+            f"the adapter's classification head has {shown} labels; a token-classification "
+            "PRM has 2 (TRL: 1 = good step) or 3 (-1, 0, +1)"
+        )
+    return int(rows.pop())
+
+
+def resolve_adapter_base(name: str) -> Path:
+    """The folder of an adapter's named base: a named offline backbone, or a hub model already
+    in the local Hugging Face cache (read offline). Anything else, a path above all, is
+    refused: what an adapter says must not make the server read a folder of its choosing."""
+    if name in NAMED_BACKBONES:
+        try:
+            check_available(name)
+            return Path(resolve_backbone(name))
+        except (OSError, RuntimeError) as exc:
+            raise ExternalModelError(
+                f"the adapter's base {name} cannot be loaded ({exc})"
+            ) from None
+    if in_hf_cache(name):
+        from huggingface_hub import snapshot_download  # comes with transformers
+
+        return Path(snapshot_download(name, local_files_only=True))
+    shown = name if len(name) <= 100 else f"{name[:100]}…"
+    raise ExternalModelError(
+        f"the adapter's base model ({ADAPTER_CONFIG}'s base_model_name_or_path) {shown!r} is "
+        f"neither a named offline backbone ({', '.join(NAMED_BACKBONES)}) nor a model in the "
+        "local Hugging Face cache; a folder it names is never read (import_prm takes --base "
+        "FOLDER)"
+    )
+
+
+def merge_adapter(adapter: Adapter, out: str | Path) -> None:
+    """The adapter merged into its base (peft's merge_and_unload), saved in `out` as a whole
+    model folder with the adapter's tokenizer (the base's when it saved none)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+
+    options: dict[str, Any] = {
+        "local_files_only": True,
+        "trust_remote_code": False,
+        "dtype": torch.float32,
+    }
+    if adapter.task_type == "TOKEN_CLS":
+        base = AutoModelForTokenClassification.from_pretrained(
+            str(adapter.base), num_labels=adapter.labels, **options
+        )
+    else:
+        base = AutoModelForCausalLM.from_pretrained(str(adapter.base), **options)
+    merged = PeftModel.from_pretrained(base, str(adapter.folder), is_trainable=False)
+    merged.merge_and_unload().save_pretrained(str(out))
+    has_tokenizer = (adapter.folder / "tokenizer_config.json").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(adapter.folder if has_tokenizer else adapter.base),
+        local_files_only=True,
+        trust_remote_code=False,
+    )
+    tokenizer.save_pretrained(str(out))
 
 
 def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""The process reward model: a transformers backbone + a 3-class head at step ends.
+"""The process reward model: a transformers backbone + a 3-class (or TRL's 2-class) head at step
+ends.
 
 Causal LMs are the main case (the base model of a causal LM, via AutoModel). Encoders
 work too: every backbone gets the tree mask of `batching.attention_mask_4d` (or, with attention
@@ -8,7 +9,8 @@ encoder then runs with a mask it was not pre-trained with: weaker features, no l
 
 Saved layout (safetensors throughout, nothing fetched on load)::
 
-    out/prm.json            effective TrainConfig, dataset_version, backbone, layout, and the
+    out/prm.json            effective TrainConfig, dataset_version, backbone, layout (the step
+                            separator and classes: what scoring reads back), and the
                             world_size and global batch it was trained with
     out/head.safetensors    the head
     out/backbone/           mode "full": the whole fine-tuned backbone
@@ -31,7 +33,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from .backbones import resolve_backbone
 from .batching import Batch, attention_mask_4d, tree_block_mask
 from .config import TrainConfig
-from .data import NUM_CLASSES, SEPARATOR
+from .data import SEPARATOR
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -40,10 +42,22 @@ if TYPE_CHECKING:
     Backbone = PreTrainedModel | PeftModel  # PeftModel in lora mode
 
 FORMAT = "stepwise-prm/1"
+# What each head's classes mean, in prm.json's layout: ratings, or TRL's bad/good.
+CLASSES: dict[int, list[Any]] = {3: [-1, 0, 1], 2: ["bad", "good"]}
 # Not cuDNN attention (PyTorch's pick on Hopper for a masked SDPA): it builds a graph for
 # every new (batch, length) shape, and length-bucketed batches rarely repeat one. On an H100
 # that made head mode's feature pass 4x and LoRA's first epoch 5x slower than these.
 SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def three_way(logits: torch.Tensor) -> torch.Tensor:
+    """Per step [P(-1), P(0), P(+1)] from a head's logits: a 3-class head's softmax, a 2-class
+    one's [1 - P(good), 0, P(good)] (as external.py reads 2-label imports)."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    if probs.shape[-1] == 3:
+        return probs
+    good = probs[..., 1]
+    return torch.stack([1 - good, torch.zeros_like(good), good], dim=-1)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -204,7 +218,8 @@ def add_lora(backbone: PreTrainedModel, config: TrainConfig) -> PeftModel:
 
 
 class ProcessRewardModel(nn.Module):
-    """Backbone + linear head; `forward(batch)` gives (N, 3) logits at the batch's step ends."""
+    """Backbone + linear head; `forward(batch)` gives (N, num_labels) logits at the batch's step
+    ends."""
 
     backbone: Backbone
 
@@ -213,7 +228,7 @@ class ProcessRewardModel(nn.Module):
         self.backbone = backbone
         self.tokenizer = tokenizer  # not a module: travels with the model for scoring
         self.config = config
-        self.head = nn.Linear(backbone.config.hidden_size, NUM_CLASSES)
+        self.head = nn.Linear(backbone.config.hidden_size, config.num_labels)
         if config.mode == "head":
             self.backbone.requires_grad_(False)
 
@@ -314,7 +329,11 @@ class ProcessRewardModel(nn.Module):
             "mode": self.config.mode,
             "backbone": self.config.backbone,
             "dataset_version": self.config.dataset_version,
-            "layout": {"separator": SEPARATOR, "classes": [-1, 0, 1], "label_at": "step end"},
+            "layout": {
+                "separator": self.config.step_separator,
+                "classes": CLASSES[self.config.num_labels],
+                "label_at": "step end",
+            },
             "config": self.config.to_dict(),
             **(run or {}),
         }
@@ -328,7 +347,10 @@ class ProcessRewardModel(nn.Module):
         meta = json.loads((path / "prm.json").read_text())
         if meta.get("format") != FORMAT:
             raise ValueError(f"{path} is not a {FORMAT} model")
-        config = TrainConfig.from_dict(meta["config"])
+        config = TrainConfig.from_dict(
+            # The layout's separator is the one it was trained with (older models: the only one).
+            {**meta["config"], "step_separator": meta.get("layout", {}).get("separator", SEPARATOR)}
+        )
         backbone: Backbone
         attention = attention_for(config, resolve_device(device), training=False)
         if config.mode == "full":

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from .batching import collate
-from .data import IGNORE, LabeledSolution, Solution, build_features, length_batches
+from .data import LabeledSolution, Solution, build_features, length_batches
 from .external import ExternalPRM
-from .model import ProcessRewardModel
+from .model import ProcessRewardModel, three_way
 
 Scorer = ProcessRewardModel | ExternalPRM  # ours, or one imported (external.py)
 
@@ -24,12 +24,15 @@ def _run(
     batch_tokens: int | None,
     max_length: int | None,
     progress: Callable[[int, int], None] | None,
-) -> list[tuple[list[tuple[int, int]], np.ndarray, np.ndarray]]:
-    """(slots, probabilities, labels) per length-bucketed batch."""
+) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
+    """((example, slot) per step end, [P(-1), P(0), P(+1)] each) per length-bucketed batch, in
+    the model's own layout (its step separator)."""
     model.eval()
     device = next(model.head.parameters()).device
     max_length = max_length or model.config.max_length
-    rows = build_features(solutions, model.tokenizer, max_length)
+    rows = build_features(
+        solutions, model.tokenizer, max_length, separator=model.config.step_separator
+    )
     batches = length_batches([len(r) for r in rows], batch_tokens or model.config.batch_tokens)
     use_bf16 = device.type == "cuda" and model.config.bf16 != "false"
     out = []
@@ -37,8 +40,7 @@ def _run(
         batch = collate([rows[i] for i in batch_rows], model.pad_id).to(device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
             logits = model(batch)
-        probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-        out.append((batch.slots, probs, batch.labels.cpu().numpy()))
+        out.append((batch.slots, three_way(logits).cpu().numpy()))
         if progress:
             progress(n + 1, len(batches))
     return out
@@ -52,7 +54,8 @@ def score_solutions(
     max_length: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[np.ndarray]:
-    """Per solution an (n_steps, 3) array of P(-1), P(0), P(+1), one row per step.
+    """Per solution an (n_steps, 3) array of P(-1), P(0), P(+1), one row per step (a 2-class
+    model's: [1 - P(good), 0, P(good)]).
 
     Solutions are bucketed by length (batch_tokens padded tokens per batch, default the
     model's config), so a long one does not pad the rest. Steps past max_length (default
@@ -64,7 +67,7 @@ def score_solutions(
         )
     results = [np.full((len(s.steps), 3), np.nan, dtype=np.float32) for s in solutions]
     plain = [Solution(s.problem, list(s.steps)) for s in solutions]  # path only
-    for slots, probs, _ in _run(model, plain, batch_tokens, max_length, progress):
+    for slots, probs in _run(model, plain, batch_tokens, max_length, progress):
         for (example, slot), p in zip(slots, probs, strict=True):
             results[example][slot] = p
     return results
@@ -83,14 +86,18 @@ def predict_labelled(
         return model.predict_labelled(
             examples, batch_tokens=batch_tokens, max_length=max_length, progress=progress
         )
+    # The ratings themselves, by slot: a 2-class model's targets no longer tell 0 from +1.
+    slot_ratings = [e.slot_ratings() for e in examples]
     probs, ratings = [], []
-    for _, p, labels in _run(model, examples, batch_tokens, max_length, progress):
-        keep = labels != IGNORE
-        probs.append(p[keep])
-        ratings.append(labels[keep] - 1)
+    for slots, p in _run(model, examples, batch_tokens, max_length, progress):
+        for (example, slot), row in zip(slots, p, strict=True):
+            rating = slot_ratings[example][slot]
+            if rating is not None:
+                probs.append(row)
+                ratings.append(rating)
     if not probs:
         return np.zeros((0, 3), dtype=np.float32), np.zeros(0, dtype=np.int64)
-    return np.concatenate(probs), np.concatenate(ratings)
+    return np.stack(probs), np.array(ratings, dtype=np.int64)
 
 
 def solution_score(step_probs: np.ndarray, rule: str = "product") -> float:

@@ -35,8 +35,11 @@ from .batching import Batch, collate
 from .config import TrainConfig
 from .data import (
     IGNORE,
+    NUM_CLASSES,
+    SEPARATOR,
     LabeledSolution,
     Row,
+    Targets,
     build_features,
     length_batches,
     pack_length,
@@ -49,7 +52,14 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 # What a checkpoint written before a setting existed did: it resumes with that value.
-SETTINGS_BEFORE_THEY_EXISTED = {"attention": "sdpa", "pack_solutions": False}
+SETTINGS_BEFORE_THEY_EXISTED = {
+    "attention": "sdpa",
+    "pack_solutions": False,
+    "num_labels": NUM_CLASSES,
+    "neutral_as": "good",
+    "step_separator": SEPARATOR,
+    "train_on_last_step_only": False,
+}
 
 # Changing these between an interrupted run and its resume does not change the result.
 RESUMABLE_CHANGES = {
@@ -130,7 +140,7 @@ def train(
     model = ProcessRewardModel.from_config(config, device).to(device)
     report(Progress("load", 1, 1))
     try:
-        rows = labelled_rows(examples, model.tokenizer, config.max_length, report, stop_here)
+        rows = labelled_rows(examples, model.tokenizer, config, report, stop_here)
     except Stopped:
         return TrainResult(str(out), 0, 0, stopped=True)
     if any_rank(stop(), world, device):
@@ -162,7 +172,9 @@ def train(
     trained = wrap_for_training(model, config, world, device, cached is not None)
     optimizer = make_optimizer(model, config, device)
     scheduler = lr_scheduler(optimizer, config, total_steps)
-    class_weights = torch.tensor([1.0, config.neutral_weight, 1.0], device=device)
+    class_weights = torch.tensor(
+        [1.0, config.neutral_weight, 1.0] if config.num_labels == 3 else [1.0, 1.0], device=device
+    )
     step, loss_curve = 0, list[tuple[int, float]]()
     checkpoint = latest_checkpoint(out)
     if checkpoint is not None:
@@ -439,12 +451,13 @@ def batch_loader(
 def labelled_rows(
     examples: Sequence[LabeledSolution],
     tokenizer: Any,
-    max_length: int,
+    config: TrainConfig,
     report: ProgressFn,
     stop: StopFn,
 ) -> list[Row]:
-    """The examples' token rows that carry a label. Reports "tokenize" (solutions) about a
-    hundred times and asks `stop` as often (raising Stopped)."""
+    """The examples' token rows that carry a label, in the config's layout and targets
+    (step_separator, num_labels, neutral_as, train_on_last_step_only). Reports "tokenize"
+    (solutions) about a hundred times and asks `stop` as often (raising Stopped)."""
     total = len(examples)
     every = max(1, total // 100)
 
@@ -456,7 +469,14 @@ def labelled_rows(
 
     return [
         r
-        for r in build_features(examples, tokenizer, max_length, tokenized)
+        for r in build_features(
+            examples,
+            tokenizer,
+            config.max_length,
+            tokenized,
+            separator=config.step_separator,
+            targets=Targets.of_config(config),
+        )
         if any(label != IGNORE for label in r.labels)
     ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +25,11 @@ from stepwise.request_types import AuthenticatedRequest
 
 RECENT_RUNS = 50
 RUN_SET_FIELDS = ("output_dir", "dataset_version")
+
+
+def _shown(value: Any) -> Any:
+    """A config value as a page shows it: a step separator's "\\n\\n" quoted, not blank."""
+    return json.dumps(value) if isinstance(value, str) and not value.isprintable() else value
 
 
 RUNS_REFUSED = "Training runs are for leads and researchers."
@@ -224,7 +230,7 @@ def run_report(run: TrainingRun) -> dict[str, Any]:
         "best_of_n": best_of_n,
         # output_dir and dataset_version are set per run when it executes: the dataset card shows them.
         "config_items": sorted(
-            (k, v) for k, v in (run.config or {}).items() if k not in RUN_SET_FIELDS
+            (k, _shown(v)) for k, v in (run.config or {}).items() if k not in RUN_SET_FIELDS
         ),
         "filter_text": [
             _filter_text(key, value)

@@ -28,10 +28,18 @@ def generator_in_thread(settings, seeded_candidates):
     settings.STEPWISE_MODEL_TASKS_IN_THREAD = True
 
 
+# The local SmolLM2 loads and writes three candidates in a few seconds on an idle machine; a
+# loaded CI machine (both passes beside other work) once took 63 s for the first one.
+GENERATION_TIMEOUT_MS = 240_000
+
+
 def wait_for_candidates(page, step_index: int) -> int:
     """The step's candidates, all of them: they show one by one as the model writes them."""
-    page.wait_for_selector(f'#labeling[data-step-index="{step_index}"] .candidate.focused')
-    page.wait_for_selector("#candidates:not([data-waiting])")
+    page.wait_for_selector(
+        f'#labeling[data-step-index="{step_index}"] .candidate.focused',
+        timeout=GENERATION_TIMEOUT_MS,
+    )
+    page.wait_for_selector("#candidates:not([data-waiting])", timeout=GENERATION_TIMEOUT_MS)
     keys_ready(page)
     return page.locator("#labeling .candidate").count()
 
@@ -156,8 +164,10 @@ def test_after_a_minus_one_the_labeler_rates_the_alternatives_with_the_keyboard(
     sign_in(page, live_server, "ola")
     open_first_solution(page)
     page.keyboard.press("-")  # the error: the labeling is submitted, then the alternatives
-    page.wait_for_selector("#labeling .done #candidates .candidate.focused")
-    page.wait_for_selector("#candidates:not([data-waiting])")
+    page.wait_for_selector(
+        "#labeling .done #candidates .candidate.focused", timeout=GENERATION_TIMEOUT_MS
+    )
+    page.wait_for_selector("#candidates:not([data-waiting])", timeout=GENERATION_TIMEOUT_MS)
     keys_ready(page)
     count = page.locator("#labeling .candidate").count()
     rate_each(page, ["1", "0"][:count])

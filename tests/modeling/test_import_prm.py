@@ -100,7 +100,7 @@ def test_a_trl_token_classifier_is_imported_gated_activated_and_gates_the_next_r
     source = save_token_classifier(tmp_path / "trl-prm")
     out = io.StringIO()
 
-    call_command("import_prm", str(source), "--activate", stdout=out)
+    call_command("import_prm", str(source), "--activate", "--step-separator", "\\n", stdout=out)
 
     version = ModelVersion.objects.get()
     assert version.kind == ModelVersion.Kind.TOKEN_CLASSIFICATION and version.run is None
@@ -108,7 +108,8 @@ def test_a_trl_token_classifier_is_imported_gated_activated_and_gates_the_next_r
     folder = Path(version.artifact_path)
     assert folder.parent == media / "models" and (folder / "model.safetensors").exists()
     manifest = json.loads((folder / "external.json").read_text())
-    assert manifest["labels"] == 2 and manifest["step_separator"] == "\n"  # TRL's default
+    assert manifest["labels"] == 2 and manifest["step_separator"] == "\n"  # given, as typed
+    assert manifest["step_separator_from"] == "given"
     on_set = version.metrics["evaluation_set"]
     assert on_set["version"] == evaluation_set.version and on_set["new_auroc"] is not None
     assert version.metrics["gate"]["passed"] and "now active" in out.getvalue()
@@ -136,7 +137,10 @@ def test_an_import_with_no_evaluation_set_makes_one_and_is_gated_on_it_beside_th
     settings.STEPWISE_PRM_EVAL_MAX_REGRESSION = 1.0
     settings.STEPWISE_EVAL_SET_PROBLEMS = 3  # of the sample's 6 problems, none in a run's data
     first = save_token_classifier(tmp_path / "first")
-    call_command("import_prm", str(first), "--name", "first", stdout=io.StringIO())
+    call_command(
+        "import_prm", str(first), "--name", "first", "--step-separator", "\\n",
+        stdout=io.StringIO(),
+    )  # fmt: skip
     active = ModelVersion.objects.get(name="first")
     evaluation_set = EvaluationSet.objects.get()  # made by the import, as a run's would be
     assert active.metrics["evaluation_set"]["id"] == evaluation_set.pk
@@ -146,7 +150,10 @@ def test_an_import_with_no_evaluation_set_makes_one_and_is_gated_on_it_beside_th
     active.activate()
 
     second = save_token_classifier(tmp_path / "second", labels=3)
-    call_command("import_prm", str(second), "--name", "second", stdout=io.StringIO())
+    call_command(
+        "import_prm", str(second), "--name", "second", "--step-separator", "\\n",
+        stdout=io.StringIO(),
+    )  # fmt: skip
 
     version = ModelVersion.objects.get(name="second")
     on_set, gate = version.metrics["evaluation_set"], version.metrics["gate"]
@@ -273,7 +280,7 @@ def test_the_review_page_scores_with_an_imported_active_model(
     with eager_tasks():
         response = client.post(
             "/api/models/import/",
-            {"path": "trl-prm", "activate": True},
+            {"path": "trl-prm", "activate": True, "step_separator": "\n"},
             content_type="application/json",
         )
     assert response.status_code == 201, response.content
@@ -295,3 +302,233 @@ def test_the_review_page_scores_with_an_imported_active_model(
     first = score.step_probs[0]  # the imported model's P(-1) / P(0) / P(+1) beside the labels
     assert f'{first[0]:.2f}</span> / <span title="P(0)">0.00</span> / ' in page
     assert f"{first[2]:.2f}</span>" in page and "not scored this solution" not in page
+
+
+# --- imports that never guess: the step separator, LoRA adapters, an upload's name -------------
+
+PROBLEM = "What is 2+3?"
+STEPS = ["2+3 is 5.", "So the answer is 5.", "Done."]
+
+
+def trl_reading(folder: Path, separator: str, model=None) -> list[float]:
+    """P(good) at each step, by plain transformers on TRL's PRMTrainer.tokenize_row layout:
+    [BOS] + prompt, then each step + separator, the label at the separator's last token."""
+    import torch
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if model is None:
+        model = AutoModelForTokenClassification.from_pretrained(folder)
+    ids = [tokenizer.bos_token_id] + tokenizer(PROBLEM, add_special_tokens=False)["input_ids"]
+    separator_ids = tokenizer.encode(separator, add_special_tokens=False)
+    ends = []
+    for step in STEPS:
+        ids += tokenizer(step, add_special_tokens=False)["input_ids"] + separator_ids
+        ends.append(len(ids) - 1)
+    with torch.no_grad():
+        logits = model.eval()(input_ids=torch.tensor([ids])).logits[0]
+    return torch.softmax(logits[ends], dim=-1)[:, 1].tolist()
+
+
+def imported_reading(version: ModelVersion) -> list[float]:
+    from modeling.training.data import Solution as CoreSolution
+    from modeling.training.external import load_prm
+    from modeling.training.score import score_solutions
+
+    (probs,) = score_solutions(load_prm(version.artifact_path), [CoreSolution(PROBLEM, STEPS)])
+    assert (probs[:, 1] == 0).all()  # 2 labels: [1 - P(good), 0, P(good)]
+    return probs[:, 2].tolist()
+
+
+def test_a_trl_checkpoint_without_a_known_separator_is_refused_by_the_command_and_the_api(
+    media, db, tmp_path, client, researcher
+):
+    source = save_token_classifier(tmp_path / "trl-prm")
+    (source / "training_args.bin").write_bytes(b"a pickle: never opened")  # as TRL saves one
+
+    with pytest.raises(CommandError) as refused:
+        call_command("import_prm", str(source))
+    message = str(refused.value)
+    assert "config.json has no step_separator and none was given" in message
+    assert "--step-separator for import_prm, step_separator for the API" in message
+    assert "training_args.bin (a pickle, never opened here)" in message and "\n" not in message
+    client.force_login(researcher)
+    response = client.post("/api/models/import/", {"file": _zip(source)})
+    assert response.status_code == 400, response.content
+    assert response.json()["detail"] == f"cannot import trl-prm.zip: {message.split(': ', 1)[1]}"
+    assert not ModelVersion.objects.exists() and not imported_folders(media)
+
+
+def test_a_trl_checkpoint_with_its_separator_scores_as_plain_transformers_on_trls_layout(
+    media, db, tmp_path
+):
+    source = save_token_classifier(tmp_path / "trl-prm")
+    out = io.StringIO()
+
+    call_command("import_prm", str(source), "--step-separator", "\\n\\n", stdout=out)
+
+    version = ModelVersion.objects.get()
+    assert "step separator '\\n\\n' (given)" in out.getvalue()
+    manifest = version.metrics["imported"]
+    assert (manifest["step_separator"], manifest["step_separator_from"]) == ("\n\n", "given")
+    expected = trl_reading(source, "\n\n")
+    assert imported_reading(version) == pytest.approx(expected, abs=1e-4)
+    # The separator matters: the model read with "\n" says something else.
+    assert trl_reading(source, "\n") != pytest.approx(expected, abs=1e-4)
+
+
+def save_lora_adapter(folder: Path, base: Path, tokenizer: bool = True):
+    """A LoRA adapter of a token classifier as TRL's PRMTrainer saves one with a peft_config
+    (adapter_config.json, adapter_model.safetensors with the head in modules_to_save, the
+    tokenizer; no config.json), its LoRA weights and head random; returns (folder, the peft
+    model before merging)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForTokenClassification
+
+    from tests.helpers.tiny_models import build_tokenizer
+
+    torch.manual_seed(1)
+    model = AutoModelForTokenClassification.from_pretrained(base, num_labels=2)
+    config = LoraConfig(
+        task_type="TOKEN_CLS", r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+        init_lora_weights=False,  # B random, not zero: the merge changes the weights
+    )  # fmt: skip
+    peft_model = get_peft_model(model, config).eval()
+    peft_model.save_pretrained(folder)
+    if tokenizer:
+        build_tokenizer().save_pretrained(folder)
+    return folder, peft_model
+
+
+def test_a_lora_adapter_is_merged_into_the_base_given_and_scores_as_the_peft_model(
+    media, db, tmp_path
+):
+    from tests.helpers.tiny_models import save_tiny_llama
+
+    base = Path(save_tiny_llama(tmp_path / "base"))
+    adapter, peft_model = save_lora_adapter(tmp_path / "adapter", base)
+    assert not (adapter / "config.json").exists()
+    # What the adapter names as its base is a folder: the command reads it only as --base.
+    with pytest.raises(CommandError, match=r"never read \(import_prm takes --base FOLDER\)"):
+        call_command("import_prm", str(adapter), "--step-separator", "\\n")
+    with pytest.raises(CommandError, match="config.json has no step_separator"):
+        call_command("import_prm", str(adapter), "--base", str(base))
+    assert not ModelVersion.objects.exists() and not imported_folders(media)
+    out = io.StringIO()
+
+    call_command(
+        "import_prm", str(adapter), "--base", str(base), "--step-separator", "\\n", stdout=out
+    )
+
+    version = ModelVersion.objects.get()
+    assert version.kind == ModelVersion.Kind.TOKEN_CLASSIFICATION
+    assert version.name == "imported adapter" and version.backbone == "LlamaForTokenClassification"
+    assert f"a LoRA adapter merged into {base}" in out.getvalue()
+    folder = Path(version.artifact_path)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json", "external.json", "model.safetensors", "tokenizer.json",
+        "tokenizer_config.json",
+    ]  # fmt: skip
+    manifest = version.metrics["imported"]
+    assert manifest["adapter"] == {
+        "peft_type": "LORA",
+        "task_type": "TOKEN_CLS",
+        "base_model": str(base),
+        "base_folder": str(base),
+    }
+    assert manifest["labels"] == 2 and manifest["layout"] == "trl"
+    expected = trl_reading(adapter, "\n", model=peft_model)
+    assert imported_reading(version) == pytest.approx(expected, abs=1e-4)
+    # The adapter changes what the base says: the merge is not a no-op.
+    with peft_model.disable_adapter():
+        assert trl_reading(adapter, "\n", model=peft_model) != pytest.approx(expected, abs=1e-4)
+
+
+def _zip_as(folder: Path, filename: str) -> io.BytesIO:
+    archive = _zip(folder)
+    archive.name = filename
+    return archive
+
+
+def test_the_api_refuses_an_adapter_whose_base_is_a_server_path(
+    media, db, tmp_path, client, researcher, settings
+):
+    from tests.helpers.tiny_models import save_tiny_llama
+
+    base = Path(save_tiny_llama(tmp_path / "base"))  # it exists, and is never read
+    adapter, _ = save_lora_adapter(settings.STEPWISE_MODELS_ROOT / "adapter", base)
+    client.force_login(researcher)
+
+    uploaded = client.post(
+        "/api/models/import/", {"file": _zip_as(adapter, "adapter.zip"), "step_separator": "\n"}
+    )
+    by_path = client.post(
+        "/api/models/import/",
+        {"path": "adapter", "step_separator": "\n"},
+        content_type="application/json",
+    )
+
+    for response in (uploaded, by_path):
+        assert response.status_code == 400, response.content
+        detail = response.json()["detail"]
+        assert f"base_model_name_or_path) {str(base)!r} is neither a named offline backbone" in (
+            detail
+        )
+        assert "nor a model in the local Hugging Face cache; a folder it names is never read" in (
+            detail
+        )
+    assert not ModelVersion.objects.exists() and not imported_folders(media)
+
+
+def test_an_upload_is_named_after_its_file_and_a_name_taken_is_told_apart_or_refused(
+    media, db, tmp_path, client, researcher
+):
+    source = save_token_classifier(tmp_path / "unpacked", labels=3, separator="\n\n")
+    client.force_login(researcher)
+
+    def post(filename: str, **fields):
+        return client.post("/api/models/import/", {"file": _zip_as(source, filename), **fields})
+
+    first, second = post("My PRM v2.tar.gz.zip"), post("My PRM v2.tar.gz.zip")
+    tarred = post("trl  prm.tgz")
+    assert (first.status_code, second.status_code, tarred.status_code) == (201,) * 3
+    assert first.json()["name"] == "imported My PRM v2.tar.gz"
+    assert second.json()["name"] == "imported My PRM v2.tar.gz (2)"  # told apart
+    assert tarred.json()["name"] == "imported trl prm"  # its spaces made one
+
+    named = post("x.zip", name="ours")
+    taken = post("x.zip", name="ours")
+    assert named.status_code == 201 and named.json()["name"] == "ours"  # the name given wins
+    assert taken.status_code == 400
+    version = ModelVersion.objects.get(name="ours")
+    assert (
+        taken.json()["detail"]
+        == f"model version {version.pk} is named 'ours' already: give another name"
+    )
+    assert ModelVersion.objects.count() == 4 and len(imported_folders(media)) == 4
+
+
+def test_a_causal_lm_lora_adapter_is_merged_and_read_at_step_tags(media, db, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from tests.helpers.tiny_models import save_tiny_llama
+
+    base = Path(save_tiny_llama(tmp_path / "base"))
+    torch.manual_seed(2)
+    config = LoraConfig(task_type="CAUSAL_LM", r=4, target_modules=["q_proj"])
+    get_peft_model(AutoModelForCausalLM.from_pretrained(base), config).save_pretrained(
+        tmp_path / "shepherd-lora"
+    )  # no tokenizer saved: the base's is used
+
+    call_command(
+        "import_prm", str(tmp_path / "shepherd-lora"), "--base", str(base),
+        "--step-tag", "#", "--good-token", "+", "--bad-token", "-", stdout=io.StringIO(),
+    )  # fmt: skip
+
+    version = ModelVersion.objects.get()
+    assert version.kind == ModelVersion.Kind.STEP_TAG and version.backbone == "LlamaForCausalLM"
+    assert version.metrics["imported"]["adapter"]["task_type"] == "CAUSAL_LM"
+    assert (Path(version.artifact_path) / "tokenizer.json").exists()

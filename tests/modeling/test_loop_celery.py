@@ -60,7 +60,8 @@ def test_a_generation_with_an_imported_active_model_gates_its_retrained_model_ag
     settings.MEDIA_ROOT = tmp_path / "media"  # the worker's (its STEPWISE_VAR_DIR is tmp_path)
     load_pool_and_labels(shared_data)
     create_evaluation_set(count=3, seed=0)
-    call_command("import_prm", str(save_token_classifier(tmp_path / "trl")), "--activate")
+    trl = save_token_classifier(tmp_path / "trl")
+    call_command("import_prm", str(trl), "--activate", "--step-separator", "\\n")
     imported = ModelVersion.active()
     assert imported is not None and imported.kind == ModelVersion.Kind.TOKEN_CLASSIFICATION
     backbone = make_tiny_backbone(tmp_path / "tiny")

