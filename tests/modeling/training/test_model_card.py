@@ -1,7 +1,7 @@
 """The export's model card: its scoring snippet, taken from the README.md the export writes and run
 in a bare process (`python -I` in a folder of its own: only torch and transformers to import),
 gives `cli score`'s step probabilities within 1e-4, for a model trained here and for imported
-ones (TRL's 2-label token classifier, Math-Shepherd's step-tag LM)."""
+ones (a 2-class model trained with TRL's recipe; TRL's 2-label token classifier, Math-Shepherd's step-tag LM)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,11 @@ def trained(tiny_llama: str, tmp_path: Path) -> str:
     return save_model(tiny_llama, "lora", tmp_path, backbone_layers=1)
 
 
+def trained_two_labels(tiny_llama: str, tmp_path: Path) -> str:
+    """TRL's recipe trained here: 2 classes, its separator."""
+    return save_model(tiny_llama, "head", tmp_path, num_labels=2, step_separator="\n")
+
+
 def trl_two_labels(tiny_llama: str, tmp_path: Path) -> str:
     from tests.modeling.test_import_prm import save_token_classifier
 
@@ -79,7 +84,9 @@ def math_shepherd(tiny_llama: str, tmp_path: Path) -> str:
     return imported(save_step_tag_lm(tmp_path / "shepherd"), step_tag="#")
 
 
-@pytest.mark.parametrize("make", [trained, trl_two_labels, math_shepherd], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "make", [trained, trained_two_labels, trl_two_labels, math_shepherd], ids=lambda f: f.__name__
+)
 def test_the_model_cards_snippet_in_a_bare_process_gives_cli_scores_probabilities(
     make, tiny_llama, tmp_path
 ):
@@ -104,7 +111,7 @@ def test_the_model_cards_snippet_in_a_bare_process_gives_cli_scores_probabilitie
     # The export reads back as the model it came from (the layout survives a second import).
     if make is not math_shepherd:
         manifest = external.describe(out)
-        assert manifest["layout"] == ("stepwise" if make is trained else "trl")
+        assert manifest["layout"] == ("trl" if make is trl_two_labels else "stepwise")
         assert manifest["step_separator"] == config["step_separator"]
 
 
