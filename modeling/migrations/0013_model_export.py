@@ -7,35 +7,85 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('modeling', '0012_queued_work'),
+        ("modeling", "0012_queued_work"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ModelExport',
+            name="ModelExport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('succeeded', 'succeeded'), ('failed', 'failed'), ('cancelled', 'cancelled')], db_index=True, default='queued', max_length=16)),
-                ('error', models.TextField(blank=True, max_length=10000)),
-                ('attempts', models.PositiveSmallIntegerField(default=0, help_text='How many times a worker took it.')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('phase', models.CharField(blank=True, max_length=32)),
-                ('archive_path', models.CharField(blank=True, help_text='The zip, relative to MEDIA_ROOT.', max_length=500)),
-                ('size_bytes', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='exports', to='modeling.modelversion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True, max_length=10000)),
+                (
+                    "attempts",
+                    models.PositiveSmallIntegerField(
+                        default=0, help_text="How many times a worker took it."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("phase", models.CharField(blank=True, max_length=32)),
+                (
+                    "archive_path",
+                    models.CharField(
+                        blank=True, help_text="The zip, relative to MEDIA_ROOT.", max_length=500
+                    ),
+                ),
+                ("size_bytes", models.PositiveBigIntegerField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="exports",
+                        to="modeling.modelversion",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'Hugging Face export',
-                'ordering': ['-created_at', '-id'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('status__in', ['queued', 'running'])), fields=('version',), name='one_open_export_per_version')],
+                "verbose_name": "Hugging Face export",
+                "ordering": ["-created_at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("status__in", ["queued", "running"])),
+                        fields=("version",),
+                        name="one_open_export_per_version",
+                    )
+                ],
             },
         ),
     ]
