@@ -164,8 +164,6 @@ class ModelExport(QueuedWork):
 
     Status = QueuedStatus
     OPEN = (QueuedStatus.QUEUED, QueuedStatus.RUNNING)
-    # The phases the export reports, in order (cli export's, then the zip).
-    PHASES = ("loading", "writing weights", "tokenizer", "card", "zipping")
 
     version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="exports")
     phase = models.CharField(max_length=32, blank=True)

@@ -179,7 +179,8 @@ def export_run(export_id: int) -> ModelExport:
         export.mark_failed(str(exc) if isinstance(exc, ExportFailed) else exc)
         return ModelExport.objects.get(pk=export_id)
     relative = archive.relative_to(Path(settings.MEDIA_ROOT)).as_posix()
-    if not export.mark_succeeded(archive_path=relative, size_bytes=archive.stat().st_size):
+    done = {"phase": "done", "archive_path": relative, "size_bytes": archive.stat().st_size}
+    if not export.mark_succeeded(**done):
         log.warning("export %s changed hands while zipping; leaving it", export_id)
     return ModelExport.objects.get(pk=export_id)
 

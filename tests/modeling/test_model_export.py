@@ -72,6 +72,8 @@ def test_the_button_queues_the_export_a_task_builds_it_and_the_page_offers_its_z
     version = trained_version(tmp_path)
     client.force_login(researcher)
     page = reverse("modeling_runs:model", args=[version.pk])
+    listed = client.get(reverse("modeling_runs:models")).content.decode()
+    assert f'href="{page}#export" id="export-page-{version.pk}"' in listed  # no zip to offer yet
     assert 'id="export-start"' in client.get(page).content.decode()
 
     with eager_tasks() as sent:
@@ -80,7 +82,7 @@ def test_the_button_queues_the_export_a_task_builds_it_and_the_page_offers_its_z
 
     export = ModelExport.objects.get()
     assert export.status == ModelExport.Status.SUCCEEDED, export.error
-    assert export.created_by == researcher and export.attempts == 1 and export.phase == "zipping"
+    assert export.created_by == researcher and export.attempts == 1 and export.phase == "done"
     archive = media / export.archive_path
     assert archive.parent == media / "exports" / f"export-{export.pk}"
     assert export.size_bytes == archive.stat().st_size
@@ -208,7 +210,7 @@ def test_the_api_follows_the_export_to_its_download_url(
     status = client.get(url)
     assert status.status_code == 200
     body = status.json()
-    assert body["status"] == "succeeded" and body["phase"] == "zipping" and body["error"] == ""
+    assert body["status"] == "succeeded" and body["phase"] == "done" and body["error"] == ""
     assert body["created_by"] == "rhea" and body["size_bytes"] > 0
     assert body["download_url"] == f"http://testserver/modeling/models/{version.pk}/export.zip"
     assert_a_trained_models_checkpoint(zip_of(client.get(body["download_url"])))
