@@ -2,6 +2,7 @@
 
     python -m benchmarks.train                 # small random Llama, 8 parquet problems
     python -m benchmarks.train --setup-trl     # first create the TRL virtualenv
+    python -m benchmarks.train --data trl.jsonl --skip-trl   # a TRL-format file instead
 
 Both train one epoch, full fine-tuning, on the same labelled steps (PRM800K phase-1 rows
 from the shared parquet) with the same random Llama (built in code) and tokenizer. TRL
@@ -12,7 +13,8 @@ On CUDA it also prints model FLOPs utilisation: 6 * N * tokens/s / peak bf16 FLO
 The last lines add, on the whole phase-1 training file: the share of pad tokens in one
 epoch's batches with a row per solution and with solutions packed into shared rows
 (`pack_solutions`), and the tree's gain in tokens: tokens the model processes per labelled
-step, packed trees against one sequence per rated path.
+step, packed trees against one sequence per rated path. `--data PATH` takes any shape `cli train
+--data` reads (TRL stepwise supervision, Math-Shepherd, ...) in place of the phase-1 file.
 
 TRL lives in its own virtualenv (default $STEPWISE_CACHE/venv-trl) and runs as a
 subprocess, so its pins never touch the project's.
@@ -138,6 +140,11 @@ def main() -> int:
     parser.add_argument("--max-length", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=4, help="TRL sequences per batch")
     parser.add_argument("--batch-tokens", type=int, default=8192, help="our padded tokens/batch")
+    parser.add_argument(
+        "--data",
+        metavar="PATH",
+        help="train on this file (any shape cli train --data reads) instead of the phase-1 parquet",
+    )
     parser.add_argument("--trl-python", help="python of a venv with trl (default: ours)")
     parser.add_argument("--setup-trl", action="store_true", help=f"create it: {' '.join(TRL_PINS)}")
     parser.add_argument("--skip-trl", action="store_true")
@@ -150,11 +157,18 @@ def main() -> int:
     from transformers.utils import logging as hf_logging
 
     from modeling.training.config import TrainConfig
-    from modeling.training.data import read_critic_parquet, subsample_problems
+    from modeling.training.data import subsample_problems
+    from modeling.training.inputs import DataFormatError, read_training_data
     from modeling.training.train import train
 
     hf_logging.set_verbosity_error()
-    every = read_critic_parquet(shared_data() / "prm800k" / "phase1_train.stepwise-critic.parquet")
+    path = args.data or shared_data() / "prm800k" / "phase1_train.stepwise-critic.parquet"
+    try:
+        data = read_training_data(path)
+    except DataFormatError as exc:
+        parser.error(str(exc))
+    print(data.summary())
+    every = data.solutions
     examples = subsample_problems(every, args.problems, seed=0)
     texts = [e.problem for e in examples] + [s for e in examples for s in e.steps]
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -206,7 +220,7 @@ def main() -> int:
                 f"ratio ours/TRL: tokens/s x{ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}, "
                 f"labelled steps/s x{ours['labels_per_s'] / theirs['labels_per_s']:.2f}"
             )
-        # Padding and the tree's gain in tokens, on the whole phase-1 training file (no
+        # Padding and the tree's gain in tokens, on the whole file (no
         # training needed).
         from transformers import AutoTokenizer
 
@@ -216,8 +230,8 @@ def main() -> int:
         tree, per_path = tree_tokens(rows, every, tokenizer, args.max_length)
     print(
         f"padding: before {before:.2%}, after {after:.2%} (pad tokens in one epoch's batches of "
-        f"the phase-1 training file, max length {args.max_length}, batch tokens "
-        f"{args.batch_tokens}: a row per solution, then solutions packed)"
+        f"the {'--data' if args.data else 'phase-1 training'} file, max length {args.max_length}, "
+        f"batch tokens {args.batch_tokens}: a row per solution, then solutions packed)"
     )
     trl_speed = f"{theirs['labels_per_s']:.1f}" if theirs else "n/a"
     ratio = f"{ours['labels_per_s'] / theirs['labels_per_s']:.2f}" if theirs else "n/a"

@@ -17,6 +17,7 @@ from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
 from modeling.training.selection import MIX_RULES
 
 ALL_DATA = "all"
+NO_LABELINGS = "none"  # data files only
 DATA_KINDS = {"batch": "batches", "generation": "generations"}  # "batch:3": {"batches": ["3"]}
 _LR_HELP = (
     "Empty: the mode's default ("
@@ -43,7 +44,10 @@ def data_choices() -> list[tuple[str, Any]]:
         Batch.objects.order_by("-created_at").values_list("pk", "name", "generation")[:200]
     )
     generations = sorted({g for _, _, g in batches if g is not None})
-    choices: list[tuple[str, Any]] = [(ALL_DATA, "All completed labelings")]
+    choices: list[tuple[str, Any]] = [
+        (ALL_DATA, "All completed labelings"),
+        (NO_LABELINGS, "None: the data files only"),
+    ]
     if generations:
         choices.append(
             ("Generation", [(f"generation:{g}", f"Generation {g}") for g in generations])
@@ -93,6 +97,14 @@ class TrainingRunForm(forms.Form):
     # stays the bound data. A batch or generation past the list is not refused here: the
     # service checks the filters it becomes, with the API's messages (`runs.check_run_filters`).
     data = forms.CharField(label="Labels", widget=forms.Select)  # type: ignore[assignment]
+    data_files = forms.CharField(
+        required=False,
+        label="Data files",
+        widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
+        help_text="Also train on these files, one a line, under the data root "
+        "(STEPWISE_DATA_ROOT): PRM800K, TRL stepwise supervision, Math-Shepherd or "
+        "stepwise-critic, as JSONL, Parquet or a datasets folder.",
+    )
     holdout_fraction = forms.FloatField(
         min_value=0,
         max_value=0.9,
@@ -149,9 +161,30 @@ class TrainingRunForm(forms.Form):
     def clean_data(self) -> str:
         value = self.cleaned_data["data"]
         kind, colon, _ = value.partition(":")
-        if value != ALL_DATA and not (colon and kind in DATA_KINDS):
+        if value not in (ALL_DATA, NO_LABELINGS) and not (colon and kind in DATA_KINDS):
             raise forms.ValidationError("Choose the labels from the list.")
         return value
+
+    def clean_data_files(self) -> list[str]:
+        """Each line a file or datasets folder under the data root, checked as the API checks
+        them (`runs.data_root_path`)."""
+        paths = [line.strip() for line in self.cleaned_data["data_files"].splitlines()]
+        try:
+            return [
+                runs.data_root_path(path, what="Data files", folders=True) for path in paths if path
+            ]
+        except runs.RunError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        if data.get("data") == NO_LABELINGS and "data_files" in data and not data["data_files"]:
+            self.add_error("data_files", "With no labelings, name at least one data file.")
+        return data
+
+    def use_labelings(self) -> bool:
+        return self.cleaned_data["data"] != NO_LABELINGS
 
     def config(self) -> dict[str, Any]:
         """The TrainConfig overrides; the service checks them (unknown fields, bad values)."""

@@ -97,6 +97,18 @@ class StartRunSerializer(serializers.Serializer):
     )
     holdout_fraction = serializers.FloatField(required=False, allow_null=True, default=None)
     processbench = serializers.ListField(child=serializers.CharField(), default=list)
+    data_files = serializers.ListField(
+        child=serializers.CharField(),
+        default=list,
+        help_text="Training data files (or datasets save_to_disk folders) under the data root "
+        "(STEPWISE_DATA_ROOT), in any shape docs/training.md 'Training data shapes' lists; "
+        "read when the run starts training.",
+    )
+    use_labelings = serializers.BooleanField(
+        default=True,
+        help_text="Train on the completed labelings the filters select; false: on data_files "
+        "only. A run with neither is refused.",
+    )
     activate = serializers.BooleanField(
         default=True, help_text="Make the model active if it passes."
     )
@@ -104,26 +116,18 @@ class StartRunSerializer(serializers.Serializer):
     def validate_processbench(self, paths: list[str]) -> list[str]:
         """Only files under STEPWISE_DATA_ROOT: a request never names a path elsewhere (nor
         learns where that root is on the server)."""
-        root = Path(settings.STEPWISE_DATA_ROOT).resolve()
-        for path in paths:
-            shown = path if len(path) <= 200 else f"{path[:200]}…"
-            try:
-                resolved = (root / path).resolve()  # a relative path is taken under the root
-                if not resolved.is_relative_to(root):
-                    raise serializers.ValidationError(
-                        f"{shown}: ProcessBench files are named under the data root "
-                        "(STEPWISE_DATA_ROOT), not elsewhere on the server"
-                    )
-                found = resolved.is_file()
-            except OSError as exc:  # a name past the file system's limits (ENAMETOOLONG)
-                raise serializers.ValidationError(
-                    f"{shown}: not a usable file name ({exc.strerror})"
-                ) from None
-            if not found:
-                raise serializers.ValidationError(
-                    f"{shown}: no such file under the data root (STEPWISE_DATA_ROOT)"
-                )
-        return [str((root / path).resolve()) for path in paths]
+        return [self._under_root(path, "ProcessBench files", folders=False) for path in paths]
+
+    def validate_data_files(self, paths: list[str]) -> list[str]:
+        """As ProcessBench files, and a datasets folder too."""
+        return [self._under_root(path, "Data files", folders=True) for path in paths]
+
+    @staticmethod
+    def _under_root(path: str, what: str, *, folders: bool) -> str:
+        try:
+            return runs.data_root_path(path, what=what, folders=folders)
+        except runs.RunError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class ModelVersionSerializer(serializers.ModelSerializer):

@@ -2,6 +2,11 @@
 (`data.jsonl`, whose sha256 is the dataset version) before the first step, so a resumed run
 trains on exactly what it started with, and split by problem into train and held-out.
 
+A run's data files (any shape `modeling.training.inputs` reads) are read at the same moment and
+their solutions appended to that file as PRM800K lines (`inputs.prm800k_record`, read back
+as the same solutions): the version, the split and a resume treat them as the labelings. A file
+that cannot be read fails the run there, with the reader's one line.
+
 A run that freezes its data with no current evaluation set makes one first when it can; it
 leaves the set's problems out and records the set (or why there is none), so its gate scores
 the new and the active model on that set.
@@ -10,15 +15,24 @@ the new and the active model on that set.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 from django.db.models import QuerySet
 
-from labeling.models import Labeling
+from labeling.models import Labeling, Problem
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import TrainingRun
 from modeling.services import evaluation_sets
-from modeling.training.data import examples_from_prm800k, read_jsonl, split_by_problem
+from modeling.training.data import (
+    LabeledSolution,
+    examples_from_prm800k,
+    read_jsonl,
+    split_by_problem,
+)
+from modeling.training.inputs import DataFormatError, prm800k_record, read_training_data
+from stepwise.paths import shown_path, without_roots
 
 DATA_FILE = TrainingRun.DATA_FILE
 
@@ -28,6 +42,8 @@ def run_dir(run: TrainingRun) -> Path:
 
 
 def run_labelings(run: TrainingRun) -> QuerySet[Labeling]:
+    if not run.dataset_description.get("use_labelings", True):
+        return Labeling.objects.none()
     filters = dict(run.dataset_description.get("filters") or {})
     ids = filters.pop("labeling_ids", None)
     query = select_labelings(ExportFilters.from_json(filters))
@@ -37,12 +53,15 @@ def run_labelings(run: TrainingRun) -> QuerySet[Labeling]:
 
 
 def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
-    """Write the run's labelings once as PRM800K lines; (path, sha256, lines).
+    """Write the run's labelings once as PRM800K lines, then its data files' solutions;
+    (path, sha256, labelings written).
 
     The current evaluation set (made first when there is none and it can be:
-    `ensure_evaluation_set`) has its problems left out, and the set, or why there is none, is
-    recorded in the run's dataset_description before the file exists. A resumed run finds the file and reuses it:
-    it trains on what it started with.
+    `ensure_evaluation_set`) has its problems left out, of the labelings and the files alike,
+    and the set, or why there is none, is recorded in the run's dataset_description before the
+    file exists, with what each data file gave. A resumed run finds the file and reuses it: it
+    trains on what it started with. A data file that cannot be read raises DataFormatError
+    (its path as the API shows it, under STEPWISE_DATA_ROOT).
     """
     folder = run_dir(run)
     folder.mkdir(parents=True, exist_ok=True)
@@ -54,18 +73,59 @@ def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
         if evaluation_set is not None:
             labelings = labelings.exclude(solution__problem_id__in=evaluation_set.problem_ids)
             recorded = evaluation_set.reference()
+        held_out = _problem_keys(evaluation_set.problem_ids if evaluation_set else [])
+        files, solutions = _read_data_files(
+            run.dataset_description.get("data_files") or [], held_out
+        )
         run.dataset_description = {
             **run.dataset_description,
             "evaluation_set": recorded,
             "evaluation_set_missing": missing,
+            **({"data_files_read": files} if files else {}),
         }
         TrainingRun.objects.filter(pk=run.pk).update(dataset_description=run.dataset_description)
         partial = path.with_suffix(".partial")
         with partial.open("w", encoding="utf-8") as out:
             for line in iter_prm800k_lines(labelings):
                 out.write(line + "\n")
+            for solution in solutions:
+                out.write(json.dumps(prm800k_record(solution)) + "\n")
         partial.replace(path)
-    return (path, *sha256_and_lines(path))
+    digest, lines = sha256_and_lines(path)
+    from_files = sum(f["solutions"] for f in run.dataset_description.get("data_files_read", []))
+    return path, digest, lines - from_files
+
+
+def _problem_keys(problem_ids: list[int]) -> set[str]:
+    texts = Problem.objects.filter(pk__in=problem_ids).values_list("text", flat=True)
+    return {evaluation_sets.problem_key(text) for text in texts}
+
+
+def _read_data_files(
+    paths: list[str], held_out: set[str]
+) -> tuple[list[dict[str, Any]], list[LabeledSolution]]:
+    """Each file's solutions but those of `held_out` problems, and what each gave (as the run's
+    page and the API show it: paths under their root's setting)."""
+    described: list[dict[str, Any]] = []
+    solutions: list[LabeledSolution] = []
+    for file in paths:
+        try:
+            data = read_training_data(file)
+        except DataFormatError as exc:
+            raise DataFormatError(without_roots(str(exc))) from None
+        kept = [s for s in data.solutions if evaluation_sets.problem_key(s.problem) not in held_out]
+        described.append(
+            {
+                "path": shown_path(file),
+                "format": str(data.format),
+                "rows": data.rows,
+                "solutions": len(kept),
+                "step_labels": sum(s.n_labels() for s in kept),
+                "left_out": len(data.solutions) - len(kept),  # on the evaluation set
+            }
+        )
+        solutions += kept
+    return described, solutions
 
 
 def sha256_and_lines(path: Path) -> tuple[str, int]:

@@ -63,6 +63,34 @@ def allowed_backbone(name: str) -> str:
     )
 
 
+MAX_DATA_PATH_CHARS = 200  # of a name quoted back in a message
+
+
+def data_root_path(path: str, *, what: str, folders: bool = False) -> str:
+    """A file (or, with `folders`, a folder) a request names under STEPWISE_DATA_ROOT, as its
+    resolved path: a relative name is taken under the root; `..`, a link or an absolute path
+    out of it is refused, as is a missing one. Messages quote the name as sent and call the
+    root by its setting, never by where it is. The one check of ProcessBench and data files
+    the page and the API take."""
+    root = Path(settings.STEPWISE_DATA_ROOT).resolve()
+    shown = path if len(path) <= MAX_DATA_PATH_CHARS else f"{path[:MAX_DATA_PATH_CHARS]}…"
+    try:
+        resolved = (root / path).resolve()
+        if not resolved.is_relative_to(root):
+            raise RunError(
+                f"{shown}: {what} are named under the data root (STEPWISE_DATA_ROOT), not "
+                "elsewhere on the server"
+            )
+        found = resolved.is_file() or (folders and resolved.is_dir() and resolved != root)
+    except (OSError, ValueError) as exc:  # past the file system's limits (ENAMETOOLONG), NUL
+        reason = getattr(exc, "strerror", None) or "not a path"
+        raise RunError(f"{shown}: not a usable file name ({reason})") from None
+    if not found:
+        kind = "file or folder" if folders else "file"
+        raise RunError(f"{shown}: no such {kind} under the data root (STEPWISE_DATA_ROOT)")
+    return str(resolved)
+
+
 def create_training_run(
     *,
     config: dict[str, Any],
@@ -73,13 +101,23 @@ def create_training_run(
     processbench: Sequence[str] = (),
     activate: bool = True,
     labelings: QuerySet[Labeling] | None = None,
+    data_files: Sequence[str] = (),
+    use_labelings: bool = True,
 ) -> TrainingRun:
     """A QUEUED run with its effective config; nothing is trained until a worker executes it.
 
     `filters` are the exporter's (`ExportFilters` fields: batches, generations, ...), checked
     as an export request's: the run trains on the completed labelings they select.
-    `labelings` narrows it to explicit ids.
+    `labelings` narrows it to explicit ids. `data_files` (server paths: the page and the API
+    take them under the data root, `data_root_path`) add every solution they hold, in any
+    shape `modeling.training.inputs` reads, read when the run freezes its data;
+    `use_labelings=False` trains on the files alone. A run with neither is refused.
     """
+    if not use_labelings:
+        if not data_files:
+            raise RunError("a run trains on labelings, data files or both: it was given neither")
+        if filters or labelings is not None:
+            raise RunError("data filters select labelings: this run trains on data files only")
     try:
         effective = TrainConfig.from_dict(dict(config)).to_dict()
     except (TypeError, ValueError) as exc:
@@ -98,6 +136,13 @@ def create_training_run(
             raise RunError(f"ProcessBench file name not usable: {exc.strerror}") from None
         if not found:
             raise RunError(f"ProcessBench file not found: {path}")
+    for path in data_files:
+        try:
+            found = Path(path).exists()
+        except OSError as exc:
+            raise RunError(f"data file name not usable: {exc.strerror}") from None
+        if not found:
+            raise RunError(f"data file not found: {path}")
     if holdout_fraction is None:
         holdout_fraction = settings.STEPWISE_PRM_HOLDOUT_FRACTION
     if not 0 <= holdout_fraction < 1:
@@ -108,6 +153,9 @@ def create_training_run(
         "processbench": list(processbench),
         "activate": activate,
     }
+    if data_files or not use_labelings:  # a labelings-only run's description stays as it was
+        description["data_files"] = list(data_files)
+        description["use_labelings"] = use_labelings
     return TrainingRun.objects.create(
         name=name, config=effective, dataset_description=description, created_by=created_by
     )

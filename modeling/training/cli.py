@@ -2,10 +2,16 @@
 
     python -m modeling.training.cli train --parquet phase1.parquet --holdout-fraction 0.1 \\
         --output-dir runs/prm --mode head
+    python -m modeling.training.cli train --data trl.parquet --data math_shepherd.jsonl ...
     python -m modeling.training.cli evaluate --model runs/prm --parquet phase1.parquet \\
         --processbench processbench/gsm8k.json
     python -m modeling.training.cli score --model runs/prm --input solutions.jsonl
     python -m modeling.training.cli export --model runs/prm --format hf --output prm-hf
+
+`--data` takes any shape `inputs.py` reads (PRM800K, stepwise-critic, TRL stepwise supervision,
+Math-Shepherd; JSONL, Parquet or a datasets folder), detected from the content; `--prm800k` and
+`--parquet` force theirs. Each file's summary goes to stderr; a file that cannot be read is one
+line, `train: error: ...`, and exit code 2.
 
 `train` writes split.json (the held-out problems) next to the model; `evaluate` given the
 same data files scores only those problems, so nothing it reports was trained on.
@@ -30,30 +36,45 @@ from .config import TrainConfig
 from .data import (
     LabeledSolution,
     Solution,
-    examples_from_prm800k,
     problem_key,
-    read_critic_parquet,
     read_jsonl,
     split_by_problem,
     subsample_problems,
 )
+from .inputs import CRITIC, PRM800K, DataFormatError, read_many
 
 
-def load_examples(prm800k: Sequence[str], parquet: Sequence[str]) -> list[LabeledSolution]:
-    examples: list[LabeledSolution] = []
-    for path in prm800k:
-        examples += examples_from_prm800k(read_jsonl(path))
-    for path in parquet:
-        examples += read_critic_parquet(path)
-    return examples
+def load_examples(
+    prm800k: Sequence[str], parquet: Sequence[str], data: Sequence[str] = (), *, quiet: bool = False
+) -> list[LabeledSolution]:
+    """Every file's solutions (--prm800k, --parquet, then --data); each file's summary line to
+    stderr unless `quiet`. A file that cannot be read raises DataFormatError."""
+
+    def report(line: str) -> None:
+        if not quiet:
+            print(line, file=sys.stderr)
+
+    return [
+        *read_many(prm800k, PRM800K, report),
+        *read_many(parquet, CRITIC, report),
+        *read_many(data, None, report),
+    ]
 
 
 def files_sha256(paths: Sequence[str]) -> str:
+    """One digest of the files' bytes, in order; a folder (datasets' save_to_disk) counts as
+    its files in sorted order."""
     digest = hashlib.sha256()
     for path in paths:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
+        files = (
+            sorted(p for p in Path(path).rglob("*") if p.is_file())
+            if os.path.isdir(path)
+            else [Path(path)]
+        )
+        for file in files:
+            with open(file, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -153,16 +174,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"train: error: {exc}", file=sys.stderr)
         return 2
-    with process_group(config.device) as world:
-        return train_command(args, config, main=world.main)
+    try:
+        with process_group(config.device) as world:
+            return train_command(args, config, main=world.main)
+    except DataFormatError as exc:  # bad input: one line, no traceback
+        print(f"train: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def train_command(args: argparse.Namespace, config: TrainConfig, *, main: bool) -> int:
     from .train import train
 
-    if not config.dataset_version:
-        config = config.replace(dataset_version=files_sha256([*args.prm800k, *args.parquet]))
-    examples = load_examples(args.prm800k, args.parquet)
+    examples = load_examples(args.prm800k, args.parquet, args.data, quiet=not main)
+    if not config.dataset_version:  # after reading: a missing file is a DataFormatError
+        paths = [*args.prm800k, *args.parquet, *args.data]
+        config = config.replace(dataset_version=files_sha256(paths))
     if args.max_problems:
         examples = subsample_problems(examples, args.max_problems, config.seed)
     train_set, test_set = split_by_problem(examples, args.holdout_fraction, config.seed)
@@ -206,10 +232,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .external import load_prm
 
     started = time.perf_counter()
+    try:  # before the model loads: a bad file fails at once
+        examples = load_examples(args.prm800k, args.parquet, args.data)
+    except DataFormatError as exc:
+        print(f"evaluate: error: {exc}", file=sys.stderr)
+        return 2
     model = load_prm(args.model, device=args.device)
     report: dict[str, Any] = {"model": args.model}
-    if args.prm800k or args.parquet:
-        examples = load_examples(args.prm800k, args.parquet)
+    if args.prm800k or args.parquet or args.data:
         split_file = Path(args.model) / "split.json"
         if not args.all and split_file.exists():
             held_out = set(json.loads(split_file.read_text())["test_problems"])
@@ -285,6 +315,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+DATA_HELP = (
+    "training data of any shape, detected from its content: PRM800K, stepwise-critic, TRL "
+    "stepwise supervision or Math-Shepherd, as JSONL, Parquet or a datasets save_to_disk "
+    "folder (repeat; docs/training.md 'Training data shapes')"
+)
+
+
 def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
     """The CLI; `train_defaults` (TrainConfig fields: a --trl-config file's) replace train's
     defaults, so that flags given explicitly still win."""
@@ -299,9 +336,15 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
         "flags; fields it leaves out take TRL's defaults, flags given here win, and a field "
         "Stepwise does not support is refused by name (docs/training.md lists them)",
     )
-    train.add_argument("--prm800k", action="append", default=[], help="PRM800K JSONL (repeat)")
+    train.add_argument("--data", action="append", default=[], help=DATA_HELP, metavar="PATH")
     train.add_argument(
-        "--parquet", action="append", default=[], help="stepwise-critic parquet (repeat)"
+        "--prm800k", action="append", default=[], help="PRM800K JSONL, that shape only (repeat)"
+    )
+    train.add_argument(
+        "--parquet",
+        action="append",
+        default=[],
+        help="stepwise-critic parquet, that shape only (repeat)",
     )
     train.add_argument(
         "--holdout-fraction",
@@ -326,6 +369,7 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
 
     evaluate = sub.add_parser("evaluate", help="step metrics on held-out data, ProcessBench")
     evaluate.add_argument("--model", required=True)
+    evaluate.add_argument("--data", action="append", default=[], help=DATA_HELP, metavar="PATH")
     evaluate.add_argument("--prm800k", action="append", default=[])
     evaluate.add_argument("--parquet", action="append", default=[])
     evaluate.add_argument(

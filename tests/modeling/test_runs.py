@@ -460,7 +460,10 @@ def test_train_prm_help_states_each_config_default_once(monkeypatch):
             blocks[flag] += " " + line.strip()
     for field in dataclasses.fields(TrainConfig):
         text = blocks["--" + field.name.replace("_", "-")]
-        assert text.count("(default:") == 1 and f"(default: {field.default})" in text, text
+        shown = field.default
+        if isinstance(shown, str) and not shown.isprintable():
+            shown = json.dumps(shown)  # the step separator's "\n\n", quoted, not blank lines
+        assert text.count("(default:") == 1 and f"(default: {shown})" in text, text
 
 
 def test_train_and_evaluate_commands(
