@@ -9,6 +9,7 @@ from labeling.admin import ReadOnlyAdmin
 from modeling.models import (
     EvaluationSet,
     GenerationRun,
+    ModelExport,
     ModelVersion,
     PoolEntry,
     SamplingRun,
@@ -30,6 +31,13 @@ class ModelVersionAdmin(ReadOnlyAdmin):
     list_display = ("id", "name", "backbone", "passed_evaluation", "is_active", "created_at")
     list_filter = ("is_active", "passed_evaluation")
     search_fields = ("name", "backbone")
+
+
+@admin.register(ModelExport)
+class ModelExportAdmin(ReadOnlyAdmin):
+    list_display = ("id", "version", "status", "phase", "size_bytes", "created_by", "created_at")
+    list_filter = ("status",)
+    list_select_related = ("version", "created_by")
 
 
 @admin.register(EvaluationSet)

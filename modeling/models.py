@@ -156,6 +156,57 @@ class ModelVersion(models.Model):
             self.save(update_fields=["is_active", "activated_at"])
 
 
+class ModelExport(QueuedWork):
+    """A model version as a Hugging Face checkpoint zip, built by a task
+    (`modeling.services.exporting`): at most one waiting or running per version, and a finished
+    one is reused while its archive is on disk. A worker that died mid-export leaves it RUNNING
+    with an old heartbeat: the sweeper sends it again and `claim` takes it over."""
+
+    Status = QueuedStatus
+    OPEN = (QueuedStatus.QUEUED, QueuedStatus.RUNNING)
+
+    version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="exports")
+    phase = models.CharField(max_length=32, blank=True)
+    archive_path = models.CharField(
+        max_length=500, blank=True, help_text="The zip, relative to MEDIA_ROOT."
+    )
+    size_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "Hugging Face export"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version"],
+                condition=Q(status__in=["queued", "running"]),
+                name="one_open_export_per_version",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Hugging Face export {self.pk} of {self.version_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN
+
+    @property
+    def folder(self) -> Path:
+        """Where its attempt builds the checkpoint and its zip lies."""
+        return Path(settings.MEDIA_ROOT) / "exports" / f"export-{self.pk}"
+
+    @property
+    def archive(self) -> Path | None:
+        """The finished zip, if it is still on disk."""
+        if self.status != self.Status.SUCCEEDED or not self.archive_path:
+            return None
+        path = Path(settings.MEDIA_ROOT) / self.archive_path
+        return path if path.is_file() else None
+
+
 class EvaluationSet(models.Model):
     """A frozen set of problems every gate scores the new and the active model on.
 

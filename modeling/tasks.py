@@ -19,12 +19,13 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from modeling.services import importing, loop, pipeline, runs, sampling
+from modeling.services import exporting, importing, loop, pipeline, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
 MODEL_LIMIT_S = 6 * 3600  # gating, scoring for review
 SAMPLING_LIMIT_S = settings.CELERY_TASK_TIME_LIMIT
+EXPORT_LIMIT_S = 2 * 3600  # loading and saving a 7 B model on a CPU takes minutes, not hours
 
 
 # --- training runs -----------------------------------------------------------------------------
@@ -59,15 +60,34 @@ def gpu_gate_model(version_id: int, activate: bool = False) -> bool:
 
 @shared_task(name="modeling.tasks.resend_runs", time_limit=60)
 def resend_runs() -> int:
-    """Periodic (beat): send again queued training runs, generations and sampling runs whose
-    task never reached a worker."""
-    return runs.runs_resend() + loop.generations_resend() + sampling.sampling_runs_resend()
+    """Periodic (beat): send again queued training runs, generations, sampling runs and exports
+    whose task never reached a worker, and exports whose worker died."""
+    return (
+        runs.runs_resend()
+        + loop.generations_resend()
+        + sampling.sampling_runs_resend()
+        + exporting.exports_resend()
+    )
 
 
 @shared_task(name="modeling.tasks.fail_stale_runs", time_limit=60)
 def fail_stale_runs() -> int:
     """Periodic (beat): runs whose worker died are marked failed, and can be resumed."""
     return runs.fail_stale_runs()
+
+
+@shared_task(
+    name="modeling.tasks.export_model",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=EXPORT_LIMIT_S,
+    soft_time_limit=EXPORT_LIMIT_S - 60,
+)
+def export_model(export_id: int) -> str:
+    """A model version's Hugging Face zip, on the default queue: its service runs the export in
+    a child process (`cli export`), so this worker never loads torch, and a training run on the
+    gpu worker never holds it up."""
+    return exporting.export_run(export_id).status
 
 
 # --- the active-learning loop ------------------------------------------------------------------

@@ -34,6 +34,12 @@ run_patterns = [
     path("modeling/runs/<int:run_id>/resume/", runs_views.run_resume, name="resume"),
     path("modeling/models/", runs_views.model_list, name="models"),
     path("modeling/models/<int:version_id>/activate/", runs_views.model_activate, name="activate"),
+    path("modeling/models/<int:version_id>/", runs_views.model_detail, name="model"),
+    path(
+        "modeling/models/<int:version_id>/export/",
+        runs_views.model_export_start,
+        name="export_start",
+    ),
     path("modeling/models/<int:version_id>/export.zip", runs_views.model_export, name="export"),
     path("api/", include(run_router.urls)),
 ]

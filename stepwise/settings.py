@@ -301,6 +301,7 @@ TASK_QUEUES = {
     "modeling.tasks.fail_stale_runs": "default",
     "modeling.tasks.generation_step": "default",
     "modeling.tasks.check_generation_progress": "default",
+    "modeling.tasks.export_model": "default",  # a child process loads torch, not the worker
     "modeling.tasks.fail_stale_generations": "default",
     "modeling.tasks.gpu_train_run": "gpu",
     "modeling.tasks.gpu_gate_model": "gpu",

@@ -112,6 +112,7 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         solution=solution, model_version=model, score=0.5, step_probs=[[0.1, 0.2, 0.7]]
     )
     mm.PoolEntry.objects.create(solution=make_solution(), extracted_answer="42")
+    mm.ModelExport.objects.create(version=model, status="failed", error="no files")
     evaluation_set = mm.EvaluationSet.objects.create(
         version=1, problem_ids=[solution.problem_id], file_path="e.jsonl", sha256="0" * 64
     )

@@ -14,11 +14,11 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from labeling.models import ProposedSteps, Snapshot
-from modeling.models import GenerationRun, SamplingRun, TrainingRun
+from modeling.models import GenerationRun, ModelExport, ModelVersion, SamplingRun, TrainingRun
 from stepwise.celery import UNSENT, resend_rows
 from stepwise.queued import ERROR_CHARS, QueuedWork
 
-MODELS = [Snapshot, TrainingRun, GenerationRun, SamplingRun]
+MODELS = [Snapshot, TrainingRun, GenerationRun, SamplingRun, ModelExport]
 
 
 def new_row(model: type[QueuedWork], **fields) -> QueuedWork:
@@ -26,6 +26,8 @@ def new_row(model: type[QueuedWork], **fields) -> QueuedWork:
     required = {
         SamplingRun: {"samples": 1, "sampling": {}, "problem_ids": []},
         GenerationRun: {"generation": GenerationRun.objects.count() + 1},
+        # One open export per version: each row its own version.
+        ModelExport: {"version": ModelVersion.objects.create(name="v", artifact_path="/x")},
     }.get(model, {})
     return model.objects.create(**required, **fields)
 

@@ -1,5 +1,5 @@
-"""/api/runs/ and /api/models/: start, follow, cancel and resume PRM training; import and
-activate models. Their lists are pages, newest first, as /api/labelings/'s are
+"""/api/runs/ and /api/models/: start, follow, cancel and resume PRM training; import, activate
+and export (/api/models/<id>/export/) models. Their lists are pages, newest first, as /api/labelings/'s are
 (`IdCursorPagination`: {"next", "previous", "results"}, `?page_size=` up to 1000).
 /api/evaluation-sets/: the frozen evaluation sets, read only (create or renew them on the page).
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -23,8 +24,8 @@ from rest_framework.response import Response
 
 from labeling.api import IdCursorPagination
 from labeling.roles import LEAD, RESEARCHER, HasRole
-from modeling.models import EvaluationSet, ModelVersion, TrainingRun
-from modeling.services import importing, runs
+from modeling.models import EvaluationSet, ModelExport, ModelVersion, TrainingRun
+from modeling.services import exporting, importing, runs
 from modeling.training.external import MATH_SHEPHERD
 from stepwise.paths import shown_path, shown_paths_in
 
@@ -156,6 +157,47 @@ class ModelVersionSerializer(serializers.ModelSerializer):
         for field in ("artifact_path", "backbone", "source"):
             data[field] = shown_path(data[field])
         data["metrics"] = shown_paths_in(data["metrics"])
+        return data
+
+
+class ModelExportSerializer(serializers.ModelSerializer):
+    """A Hugging Face export: its state, the phase it is in, why it failed, and (once it has
+    succeeded and its zip is on disk) where to download it."""
+
+    created_by = serializers.CharField(
+        source="created_by.username", allow_null=True, read_only=True
+    )
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ModelExport
+        fields = [
+            "id",
+            "version",
+            "status",
+            "phase",
+            "error",
+            "size_bytes",
+            "attempts",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+            "download_url",
+        ]
+        read_only_fields = fields
+
+    def get_download_url(self, export: ModelExport) -> str | None:
+        if export.archive is None:
+            return None
+        url = reverse("modeling_runs:export", args=[export.version_id])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request is not None else url
+
+    def to_representation(self, instance: ModelExport) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["error"] = shown_paths_in(data["error"])
         return data
 
 
@@ -357,6 +399,28 @@ class ModelVersionViewSet(
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         importing.gate_in_background(version, activate=activate)
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["POST"], request=None, responses={202: ModelExportSerializer})
+    @extend_schema(methods=["GET"], responses={200: ModelExportSerializer})
+    @action(detail=True, methods=["get", "post"])
+    def export(self, request: Request, pk: str) -> Response:
+        """POST: start the Hugging Face export, or get the one running or finished (202, its
+        state); GET: the latest export's state, with `download_url` once its zip is ready."""
+        version = self.get_object()
+        answer: int = status.HTTP_200_OK
+        found: ModelExport | None
+        if request.method == "POST":
+            found = exporting.export_start(version=version, user=request.user)
+            answer = status.HTTP_202_ACCEPTED
+        else:
+            found = exporting.latest_export(version)
+        if found is None:
+            return Response(
+                {"detail": f"{version.name} has not been exported yet: POST here to start."},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        data = ModelExportSerializer(found, context={"request": request}).data
+        return Response(data, status=answer)
 
     @extend_schema(request=None, responses={200: ModelVersionSerializer})
     @action(detail=True, methods=["post"])

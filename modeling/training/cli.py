@@ -305,15 +305,31 @@ def cmd_merge_adapter(args: argparse.Namespace) -> int:
     return 0
 
 
+def phase_progress(path: str | None) -> Callable[[str], None]:
+    """Each phase on stderr, and as a JSON line appended to `path` (for a supervising process:
+    the export task follows a `cli export` it launched)."""
+
+    def report(phase: str) -> None:
+        print(f"export: {phase}", file=sys.stderr)
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps({"phase": phase}) + "\n")
+
+    return report
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """A Hugging Face checkpoint (see export.py); a bad model folder is exit code 2."""
+    """A Hugging Face checkpoint (see export.py) of a model trained here or imported; a bad
+    model folder is exit code 2."""
     from .export import ExportError, export_hf
 
     try:
         metrics = json.loads(Path(args.metrics).read_text()) if args.metrics else None
         if metrics is not None and not isinstance(metrics, dict):
             raise ExportError(f"{args.metrics} must hold a JSON object")
-        out = export_hf(args.model, args.output, metrics=metrics)
+        out = export_hf(
+            args.model, args.output, metrics=metrics, progress=phase_progress(args.progress_file)
+        )
     except (ExportError, OSError, json.JSONDecodeError) as exc:
         print(f"export: error: {exc}", file=sys.stderr)
         return 2
@@ -421,13 +437,18 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     export = sub.add_parser(
         "export", help="write a Hugging Face token-classification checkpoint (model card included)"
     )
-    export.add_argument("--model", required=True, help="a model folder saved by train")
+    export.add_argument(
+        "--model", required=True, help="a model folder saved by train, or an imported one"
+    )
     export.add_argument("--format", choices=["hf"], default="hf")
     export.add_argument("--output", required=True, help="a new (or empty) folder")
     export.add_argument(
         "--metrics",
         help="JSON of held-out figures for the model card (an evaluate --output report); "
         "default: the model folder's metrics.json",
+    )
+    export.add_argument(
+        "--progress-file", help="also append each phase as a JSON line here (for a supervisor)"
     )
     export.set_defaults(func=cmd_export)
     return parser

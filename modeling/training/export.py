@@ -1,4 +1,5 @@
-"""Export a saved PRM as a self-contained Hugging Face token-classification checkpoint.
+"""Export a saved PRM as a self-contained Hugging Face token-classification checkpoint; an
+imported one (external.py) is saved again in its own shape (`export_imported`).
 
     python -m modeling.training.cli export --model runs/prm --format hf --output prm-hf
 
@@ -46,20 +47,32 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from .data import SEPARATOR, Solution, start_ids
+from .external import FORMAT as EXTERNAL_FORMAT
+from .external import MANIFEST, STEP_TAG, TOKEN_CLASSIFICATION
 from .model import FORMAT, ProcessRewardModel, three_way
 
 HF_FORMAT = "stepwise-prm-hf/1"
+# An imported model's export in a layout of its own (TRL's, Math-Shepherd's): not HF_FORMAT,
+# which external.py reads in our layout.
+IMPORTED_FORMAT = "stepwise-imported-prm-hf/1"
+STEPWISE_LAYOUT, TRL_LAYOUT, STEP_TAG_LAYOUT = "stepwise", "trl", "math_shepherd"
 ID2LABEL = {0: "-1", 1: "0", 2: "+1"}
 # A 2-class head as TRL trains it (class 1 = a good step), under the names transformers gives
 # TRL's num_labels=2 models, so TRL-style scoring code reads it unchanged.
 ID2LABEL_TWO = {0: "LABEL_0", 1: "LABEL_1"}
+# What vLLM needs to serve a token classifier (docs/training.md; untested here).
+VLLM_TOKEN_CLASSIFICATION = {
+    "runner": "pooling",
+    "convert": "classify",
+    "pooling_task": "token_classify",
+}
 LABEL_AT = "last token of each step's text + step_separator"
 TOLERANCE = 1e-4
 PROBE = Solution(
@@ -152,16 +165,30 @@ def check_same_scores(model: ProcessRewardModel, classifier: Any, tokenizer: Any
         )
 
 
+Progress = Callable[[str], None]  # told each phase as it begins (PHASES)
+PHASES = ("loading", "writing weights", "tokenizer", "card")
+
+
 def export_hf(
-    model_dir: str | Path, out_dir: str | Path, *, metrics: dict[str, Any] | None = None
+    model_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    metrics: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> Path:
-    """Write the layout above to out_dir (new or empty): built in a temporary folder beside it
-    and renamed, so a half-written export never exists. `metrics` (held-out figures: a model
-    version's metrics or an `evaluate` report) go into the model card; without them the
-    model folder's metrics.json, when present."""
+    """Write a Hugging Face checkpoint of the model in `model_dir` to out_dir (new or empty):
+    built in a temporary folder beside it and renamed, so a half-written export never exists.
+    A model trained here (prm.json) gets the layout above; one imported (external.json) is
+    loaded with transformers and saved again (`export_imported`). `metrics` (held-out figures:
+    a model version's metrics or an `evaluate` report) go into the model card; without them the
+    model folder's metrics.json, when present. `progress` is told each phase as it begins."""
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} exists and is not an empty folder: give a new output folder")
+    report = progress or (lambda phase: None)
+    if (Path(model_dir) / MANIFEST).is_file():
+        return export_imported(model_dir, out, metrics=metrics or {}, progress=report)
+    report("loading")
     model = load_saved(model_dir)
     meta = json.loads((Path(model_dir) / "prm.json").read_text())
     if metrics is None and (Path(model_dir) / "metrics.json").is_file():
@@ -177,6 +204,7 @@ def export_hf(
     config.step_separator = model.config.step_separator
     config.stepwise = {
         "format": HF_FORMAT,
+        "layout": STEPWISE_LAYOUT,
         "label_at": LABEL_AT,
         "source_format": meta.get("format", FORMAT),
         "mode": model.config.mode,
@@ -186,19 +214,106 @@ def export_hf(
         "max_length": model.config.max_length,
         "step_score": "P(0) + P(+1)" if model.config.num_labels == 3 else "P(1)",
         "solution_score": "product",
+        "vllm": VLLM_TOKEN_CLASSIFICATION,
     }
+    training = {"config": meta.get("config", {}), "metrics": metrics or {}}
+    return _write(out, classifier, tokenizer, training, report)
+
+
+def export_imported(
+    model_dir: str | Path, out: Path, *, metrics: dict[str, Any], progress: Progress
+) -> Path:
+    """An imported model (external.py's folder) as a checkpoint of its own shape: loaded with
+    transformers (never its own code), given our config fields (step_separator and labels, or
+    the step tag and its tokens) and saved again with save_pretrained in the dtype it came in.
+    The uploaded files themselves are never copied."""
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+
+    folder = Path(model_dir)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"{folder}'s {MANIFEST} cannot be read ({exc})") from exc
+    kind = manifest.get("kind") if isinstance(manifest, dict) else None
+    if manifest.get("format") != EXTERNAL_FORMAT or kind not in (TOKEN_CLASSIFICATION, STEP_TAG):
+        raise ExportError(f"{folder} is not an imported PRM ({EXTERNAL_FORMAT})")
+    progress("loading")
+    auto = AutoModelForCausalLM if kind == STEP_TAG else AutoModelForTokenClassification
+    try:
+        model = auto.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False, dtype="auto"
+        ).eval()
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False
+        )
+    except Exception as exc:  # transformers raises many kinds for files it cannot read
+        raise ExportError(
+            f"the imported model cannot be loaded ({type(exc).__name__}: {exc})"
+        ) from None
+    config = model.config
+    previous = getattr(config, "stepwise", None)
+    stepwise: dict[str, Any] = {**(previous if isinstance(previous, dict) else {})}
+    stepwise.update(imported=True, solution_score="product")
+    if kind == TOKEN_CLASSIFICATION:
+        labels = int(manifest["labels"])
+        id2label = ID2LABEL if labels == 3 else ID2LABEL_TWO
+        config.id2label = dict(id2label)
+        config.label2id = {v: k for k, v in id2label.items()}
+        config.step_separator = manifest["step_separator"]
+        layout = manifest.get("layout") or TRL_LAYOUT
+        # Our own layout keeps our format (external.py reads it so again); TRL's must not.
+        stepwise.update(
+            format=HF_FORMAT if layout == STEPWISE_LAYOUT else IMPORTED_FORMAT,
+            layout=layout,
+            step_score="P(0) + P(+1)" if labels == 3 else "P(1)",
+            vllm=VLLM_TOKEN_CLASSIFICATION,
+        )
+    else:
+        for name in ("step_tag", "good_token", "bad_token"):
+            setattr(config, name, manifest[name])
+            setattr(config, f"{name}_id", int(manifest[f"{name}_id"]))
+        stepwise.update(
+            format=IMPORTED_FORMAT,
+            layout=STEP_TAG_LAYOUT,
+            step_score="softmax over the good and the bad token's logits at the tag: P(good)",
+            vllm=_vllm_step_tag(config),
+        )
+    config.stepwise = stepwise
+    training = {"imported": True, "metrics": metrics}
+    return _write(out, model, tokenizer, training, progress)
+
+
+def _vllm_step_tag(config: Any) -> dict[str, Any]:
+    return {
+        "runner": "pooling",
+        "pooler_config": {
+            "pooling_type": "STEP",
+            "step_tag_id": config.step_tag_id,
+            "returned_token_ids": [config.good_token_id, config.bad_token_id],
+        },
+        "pooling_task": "token_classify",
+    }
+
+
+def _write(
+    out: Path, model: Any, tokenizer: Any, training: dict[str, Any], progress: Progress
+) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        classifier.save_pretrained(tmp, safe_serialization=True)
-        # transformers leaves out labels equal to its defaults (a 2-class head's LABEL_0 and
-        # LABEL_1): written anyway, so that config.json itself says how many classes there are.
-        written = json.loads((tmp / "config.json").read_text())
-        written.setdefault("id2label", {str(k): v for k, v in config.id2label.items()})
-        written.setdefault("label2id", dict(config.label2id))
-        (tmp / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+        progress("writing weights")
+        model.save_pretrained(tmp, safe_serialization=True)
+        if hasattr(model.config, "step_separator"):
+            # transformers leaves out labels equal to its defaults (a 2-class head's LABEL_0 and
+            # LABEL_1): written anyway, so that config.json itself says how many classes there are.
+            written = json.loads((tmp / "config.json").read_text())
+            written.setdefault("id2label", {str(k): v for k, v in model.config.id2label.items()})
+            written.setdefault("label2id", dict(model.config.label2id))
+            (tmp / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+        progress("tokenizer")
         tokenizer.save_pretrained(tmp)
-        (tmp / "README.md").write_text(model_card(meta, config, metrics or {}))
+        progress("card")
+        (tmp / "README.md").write_text(model_card(model.config, training, folder=out.name))
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.rename(tmp, out)
@@ -208,20 +323,74 @@ def export_hf(
     return out
 
 
-HEADS = {
-    3: "3-class head: `id2label` = {}, the step's rating -1 (wrong), 0 (neutral), +1 (right).",
-    2: "2-class head as TRL's PRMTrainer trains it: `id2label` = {}, class 1 a good step, "
-    "class 0 a bad one.",
-}
-STEP_SCORES = {
-    3: "step_scores = probs[:, 1] + probs[:, 2]  # P(0) + P(+1), columns follow id2label",
-    2: "step_scores = probs[:, 1]  # P(good), columns follow id2label",
-}
+# --- the model card --------------------------------------------------------------------------
+
+# Each layout's scoring snippet: plain torch + transformers, giving `cli score`'s probabilities
+# (tests/modeling/training/test_model_card.py runs it from the README in a bare process).
+_TOKEN_SNIPPET = """\
+import torch
+from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+tok = AutoTokenizer.from_pretrained("{folder}")
+model = AutoModelForTokenClassification.from_pretrained("{folder}", dtype=torch.float32).eval()
+sep, enc = model.config.step_separator, lambda text: tok(text, add_special_tokens=False)["input_ids"]
+ids, ends = [tok.bos_token_id] * (tok.bos_token_id is not None) + enc({prompt}), []
+for step in steps:
+    ids += enc({step}) + enc(sep)
+    ends.append(len(ids) - 1)
+with torch.no_grad():
+    probs = model(input_ids=torch.tensor([ids])).logits[0, ends].softmax(-1)
+good = probs[:, 1:].sum(-1)  # P(good step): softmax[1] with 2 labels, P(0) + P(+1) with 3
+"""
+_STEP_TAG_SNIPPET = """\
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tok = AutoTokenizer.from_pretrained("{folder}")  # a fast tokenizer: it gives offsets
+model = AutoModelForCausalLM.from_pretrained("{folder}", dtype=torch.float32).eval()
+c = model.config
+text, tag_ends = problem + " ", []
+for k, step in enumerate(steps):
+    text += step.replace(c.step_tag, "") + " " + c.step_tag
+    tag_ends.append(len(text))
+    text += "\\n" if k < len(steps) - 1 else ""
+enc = tok(text, return_offsets_mapping=True)
+ends = [max(i for i, (a, _) in enumerate(enc["offset_mapping"]) if a < e) for e in tag_ends]
+with torch.no_grad():
+    logits = model(input_ids=torch.tensor([enc["input_ids"]])).logits[0, ends]
+good = logits[:, [c.good_token_id, c.bad_token_id]].softmax(-1)[:, 0]  # P(good step)
+"""
 
 
-def model_card(meta: dict[str, Any], config: Any, metrics: dict[str, Any]) -> str:
-    """README.md: what it is, the data and training config, held-out figures, how to call it."""
+def scoring_snippet(config: Any, folder: str) -> str:
+    """The card's scoring code for this checkpoint's layout; it expects `problem` (a string) and
+    `steps` (a list of strings) and leaves `good`, each step's P(good), and (token
+    classifiers) `probs`, the softmax over the labels."""
+    layout = (getattr(config, "stepwise", None) or {}).get("layout", STEPWISE_LAYOUT)
+    if layout == STEP_TAG_LAYOUT:
+        return _STEP_TAG_SNIPPET.format(folder=folder)
+    if layout == TRL_LAYOUT:  # TRL's tokenize_row: the prompt and the steps as they are
+        return _TOKEN_SNIPPET.format(folder=folder, prompt="problem", step="step")
+    return _TOKEN_SNIPPET.format(folder=folder, prompt="problem.strip() + sep", step="step.strip()")
+
+
+def vllm_command(config: Any, folder: str) -> str:
+    vllm = (getattr(config, "stepwise", None) or {}).get("vllm") or VLLM_TOKEN_CLASSIFICATION
+    command = f"vllm serve {folder} --runner {vllm['runner']}"
+    if "convert" in vllm:
+        command += f" --convert {vllm['convert']}"
+    if "pooler_config" in vllm:
+        command += f" --pooler-config '{json.dumps(vllm['pooler_config'])}'"
+    return command
+
+
+def model_card(config: Any, training: dict[str, Any], *, folder: str = "PATH") -> str:
+    """README.md: what it is, how to score with it (plain transformers; vLLM), its data and
+    training config, held-out figures. `training` holds the model's "config" (a TrainConfig as
+    saved) and "metrics" (held-out figures), or "imported": true."""
     stepwise = config.stepwise
+    metrics = training.get("metrics") or {}
+    layout = stepwise.get("layout", STEPWISE_LAYOUT)
     # A model version's metrics hold them under "held_out", an `evaluate` report under "steps".
     key = next((k for k in ("held_out", "steps") if isinstance(metrics.get(k), dict)), "")
     held_out = metrics.get(key) or {}
@@ -234,29 +403,110 @@ def model_card(meta: dict[str, Any], config: Any, metrics: dict[str, Any]) -> st
         if figures
         else "No held-out figures were saved with this model."
     )
-    training = {
+    scalars = {
         k: v for k, v in metrics.items() if k != key and isinstance(v, str | int | float | None)
     }
     return f"""---
 library_name: transformers
-pipeline_tag: token-classification
+pipeline_tag: {"text-generation" if layout == STEP_TAG_LAYOUT else "token-classification"}
 tags: [process-reward-model, prm, stepwise]
 ---
 
 # Stepwise process reward model
 
-A process reward model (PRM) exported from Stepwise: `{config.architectures[0]}` with
-{config.num_hidden_layers} transformer blocks of `{stepwise["backbone"]}` (trained in
-`{stepwise["mode"]}` mode{", LoRA merged" if stepwise["mode"] == "lora" else ""}) and a
-{HEADS[len(config.id2label)].format(json.dumps({str(k): v for k, v in config.id2label.items()}))}
+{_what_it_is(config, stepwise)}
 
-- Data version (sha256 of the training data): `{stepwise["dataset_version"] or "not recorded"}`
-- Step score: {stepwise["step_score"]}; solution score: the product over steps (min, last, mean also work).
-- Longest input scored in training: {stepwise["max_length"]} tokens.
+- Step score: {stepwise.get("step_score")}; solution score: the product over steps (min, last,
+  mean also work).
 
 ## Input format
 
-`step_separator` (in config.json) is `{json.dumps(config.step_separator)}`. Token ids are
+{_input_format(config, layout)}
+
+## Scoring in plain transformers
+
+With `problem` (a string) and `steps` (a list of strings), this gives each step's probabilities
+exactly as `python -m modeling.training.cli score` does (on a CPU, in float32; on a GPU load it
+in bfloat16 for speed):
+
+```python
+{scoring_snippet(config, folder)}```
+
+## Serving with vLLM
+
+Untested here: vLLM does not run on the machines Stepwise is tested on. From vLLM's pooling
+documentation, the command is
+
+    {vllm_command(config, folder)}
+
+{_vllm_reading(layout)}
+
+## Held-out figures
+
+{held}
+
+## Training
+
+{_training(stepwise, training, scalars)}
+"""
+
+
+HEADS = {
+    3: "3-class head: `id2label` = {}, the step's rating -1 (wrong), 0 (neutral), +1 (right).",
+    2: "2-class head as TRL's PRMTrainer trains it: `id2label` = {}, class 1 a good step, "
+    "class 0 a bad one.",
+}
+
+
+def _what_it_is(config: Any, stepwise: dict[str, Any]) -> str:
+    architecture = config.architectures[0]
+    if stepwise.get("layout") == STEP_TAG_LAYOUT:
+        return (
+            f"A process reward model (PRM) imported into Stepwise and exported again: "
+            f"`{architecture}` read at a step tag (Math-Shepherd's layout). config.json holds "
+            f"`step_tag` {json.dumps(config.step_tag)} and the good and bad tokens "
+            f"({json.dumps(config.good_token)}, {json.dumps(config.bad_token)}) with their ids."
+        )
+    labels = json.dumps({str(k): v for k, v in config.id2label.items()})
+    origin = (
+        "imported into Stepwise and exported again"
+        if stepwise.get("imported")
+        else (
+            f"exported from Stepwise: {config.num_hidden_layers} transformer blocks of "
+            f"`{stepwise.get('backbone')}` (trained in `{stepwise.get('mode')}` mode"
+            f"{', LoRA merged' if stepwise.get('mode') == 'lora' else ''})"
+        )
+    )
+    lines = [
+        f"A process reward model (PRM) {origin}: `{architecture}` with a "
+        f"{HEADS[len(config.id2label)].format(labels)}"
+    ]
+    if not stepwise.get("imported"):
+        lines.append(
+            f"\n- Data version (sha256 of the training data): "
+            f"`{stepwise.get('dataset_version') or 'not recorded'}`\n"
+            f"- Longest input scored in training: {stepwise.get('max_length')} tokens."
+        )
+    return "".join(lines)
+
+
+def _input_format(config: Any, layout: str) -> str:
+    if layout == STEP_TAG_LAYOUT:
+        return (
+            'The text is `problem + " " + step_1 + " " + TAG + "\\n" + step_2 + " " + TAG ...`'
+            " (a tag inside a step is dropped), tokenized whole. At each tag's last token, the\n"
+            "softmax over the logits of the good and the bad token gives P(good)."
+        )
+    sep = json.dumps(config.step_separator)
+    if layout == TRL_LAYOUT:
+        return f"""TRL PRMTrainer's layout, with `step_separator` (in config.json) {sep}. Token ids are
+
+    [bos_token_id] + tok(problem) + tok(step_1) + tok(step_separator)
+                   + tok(step_2) + tok(step_separator) + ...
+
+each piece tokenized on its own with `add_special_tokens=False`; step k's probabilities are the
+softmax of the logits at the last token of `tok(step_separator)` after step k."""
+    return f"""`step_separator` (in config.json) is {sep}. Token ids are
 
     [bos_token_id] + tok(problem.strip() + step_separator)
                    + tok(step_1.strip()) + tok(step_separator)
@@ -265,36 +515,32 @@ A process reward model (PRM) exported from Stepwise: `{config.architectures[0]}`
 each piece tokenized on its own with `add_special_tokens=False` (joined text tokenizes
 differently). Step k's probabilities are the softmax of the logits at the last token of
 `tok(step_separator)` after step k. This is TRL PRMTrainer's layout with
-`prompt = problem.strip() + step_separator` and `step_separator = {json.dumps(config.step_separator)}`.
-Attention is causal: a step's score never depends on later steps.
+`prompt = problem.strip() + step_separator`: a scorer that leaves the separator after the
+problem out, or `pipeline("token-classification")` on the joined text, scores differently.
+Attention is causal: a step's score never depends on later steps."""
 
-```python
-import torch
-from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-tok = AutoTokenizer.from_pretrained("PATH")
-model = AutoModelForTokenClassification.from_pretrained("PATH").eval()
-sep = model.config.step_separator
-enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]
-ids = ([tok.bos_token_id] if tok.bos_token_id is not None else []) + enc(problem.strip() + sep)
-ends = []
-for step in steps:
-    ids += enc(step.strip()) + enc(sep)
-    ends.append(len(ids) - 1)
-with torch.no_grad():
-    probs = model(input_ids=torch.tensor([ids])).logits[0, ends].float().softmax(-1)
-{STEP_SCORES[len(config.id2label)]}
-```
+def _vllm_reading(layout: str) -> str:
+    if layout == STEP_TAG_LAYOUT:
+        return (
+            "STEP pooling returns, at each token equal to `step_tag_id`, the softmax over\n"
+            "`returned_token_ids` (the good token first): its first column is P(good). Send the\n"
+            "text built as in the snippet."
+        )
+    return (
+        "`--convert classify` makes the token classifier a pooling model (its `score` weight\n"
+        'and bias); POST the snippet\'s `ids` to `/pooling` with `"task": "token_classify"`\n'
+        "and read the rows at the snippet's `ends`: each is the softmax over the labels. (STEP\n"
+        "pooling at the separator's token would also read wherever that token occurs inside a\n"
+        "step or after the problem.)"
+    )
 
-## Held-out figures
 
-{held}
-
-## Training
-
-Training metrics: `{json.dumps(training, sort_keys=True)}`
+def _training(stepwise: dict[str, Any], training: dict[str, Any], scalars: dict[str, Any]) -> str:
+    if training.get("imported"):
+        return "Trained elsewhere and imported; its training is not recorded here."
+    return f"""Training metrics: `{json.dumps(scalars, sort_keys=True)}`
 
 ```json
-{json.dumps(meta.get("config", {}), indent=2, sort_keys=True)}
-```
-"""
+{json.dumps(training.get("config", {}), indent=2, sort_keys=True)}
+```"""

@@ -8,17 +8,17 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Exists, OuterRef
 from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from labeling.roles import LEAD, RESEARCHER, require
 from modeling import selectors
 from modeling.forms import EvaluationSetForm, TrainingRunForm
-from modeling.models import EvaluationSet, ModelVersion, TrainingRun
+from modeling.models import EvaluationSet, ModelExport, ModelVersion, TrainingRun
 from modeling.services import evaluation_sets, exporting, runs
 from stepwise.celery import model_tasks_in_thread
 from stepwise.request_types import AuthenticatedRequest
@@ -136,7 +136,33 @@ def run_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
 @login_required
 def model_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    return render(request, "modeling/runs/models.html", {"versions": ModelVersion.objects.all()})
+    ready = ModelExport.objects.filter(version=OuterRef("pk"), status=ModelExport.Status.SUCCEEDED)
+    versions = ModelVersion.objects.annotate(export_ready=Exists(ready))
+    return render(request, "modeling/runs/models.html", {"versions": versions})
+
+
+@login_required
+def model_detail(request: AuthenticatedRequest, version_id: int) -> HttpResponse:
+    """A model version and its Hugging Face export; htmx polls the export's fragment while it
+    waits or runs."""
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
+    version = get_object_or_404(ModelVersion.objects.select_related("run"), pk=version_id)
+    context = {"version": version, "export": exporting.latest_export(version)}
+    template = "modeling/runs/model.html#export" if request.htmx else "modeling/runs/model.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def model_export_start(request: AuthenticatedRequest, version_id: int) -> HttpResponse:
+    """Start the export (or find the one running, or the finished zip); its page follows it."""
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
+    version = get_object_or_404(ModelVersion, pk=version_id)
+    export = exporting.export_start(version=version, user=request.user)
+    if request.htmx:
+        context = {"version": version, "export": export}
+        return render(request, "modeling/runs/model.html#export", context)
+    return redirect("modeling_runs:model", version_id=version.pk)
 
 
 @login_required
@@ -155,16 +181,20 @@ def model_activate(request: AuthenticatedRequest, version_id: int) -> HttpRespon
 
 @login_required
 def model_export(request: AuthenticatedRequest, version_id: int) -> HttpResponseBase:
-    """The version as a Hugging Face checkpoint zip (built on the first download, then kept)."""
+    """The finished export's zip; without one, a plain-text answer that says why (404, 409 while
+    it is built, 410 once its zip is gone), never a page in the zip's place. Builds nothing."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     version = get_object_or_404(ModelVersion, pk=version_id)
     try:
-        archive = exporting.hf_export_archive(version=version)
-    except exporting.ExportFailed as exc:
-        messages.error(request, f"Cannot export {version.name}: {exc}")
-        return redirect("modeling_runs:models")
-    name = f"{slugify(version.name) or 'model'}-{version.pk}-hf.zip"
-    return FileResponse(archive.open("rb"), as_attachment=True, filename=name)
+        archive = exporting.export_archive(version)
+    except exporting.ExportUnavailable as exc:
+        return HttpResponse(f"{exc}\n", status=exc.status, content_type="text/plain; charset=utf-8")
+    return FileResponse(
+        archive.open("rb"),
+        as_attachment=True,
+        filename=archive.name,
+        content_type="application/zip",
+    )
 
 
 def run_report(run: TrainingRun) -> dict[str, Any]:

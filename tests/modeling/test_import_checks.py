@@ -419,7 +419,7 @@ def test_no_loader_runs_a_models_own_code_even_when_asked_and_answered_yes(
 
 
 def test_an_uploaded_file_named_like_the_export_is_never_served_as_it(
-    media, db, prm, client, researcher
+    media, db, prm, client, researcher, eager_tasks
 ):
     planted = b"PK planted by the uploader"
     client.force_login(researcher)
@@ -432,13 +432,22 @@ def test_an_uploaded_file_named_like_the_export_is_never_served_as_it(
     )
     assert response.status_code == 201, response.content
     version = ModelVersion.objects.get()
+    url = reverse("modeling_runs:export", args=[version.pk])
 
-    download = client.get(reverse("modeling_runs:export", args=[version.pk]), follow=True)
+    before = client.get(url)
+    assert before.status_code == 404 and not before.get("Content-Disposition")
+    assert "has not been exported yet" in before.text and planted.decode() not in before.text
 
-    assert download.status_code == 200 and not download.get("Content-Disposition")
-    page = download.content.decode()
-    assert "was imported (from upload prm.zip); only models trained here are exported" in page
-    assert f'id="export-{version.pk}"' not in page and planted.decode() not in page
+    # Exported, the model is saved again by transformers: the download is that zip.
+    with eager_tasks():
+        assert client.post(f"/api/models/{version.pk}/export/").status_code == 202
+    download = client.get(url)
+    assert download.status_code == 200 and download["Content-Type"] == "application/zip"
+    body = b"".join(download.streaming_content)
+    assert planted not in body
+    names = zipfile.ZipFile(io.BytesIO(body)).namelist()
+    assert "hf-export/config.json" in names and "hf-export/model.safetensors" in names
+    assert not [name for name in names if name.endswith(("hf-export.zip", "external.json"))]
 
 
 def test_the_api_and_its_messages_name_no_server_path(

@@ -207,7 +207,7 @@ def test_a_two_class_export_says_so_and_reimports_scoring_alike(two_class, tmp_p
     assert config["id2label"] == {"0": "LABEL_0", "1": "LABEL_1"}
     assert AutoConfig.from_pretrained(export).num_labels == 2
     assert config["stepwise"]["step_score"] == "P(1)"
-    assert "step_scores = probs[:, 1]  # P(good)" in (export / "README.md").read_text()
+    assert "good = probs[:, 1:].sum(-1)  # P(good step)" in (export / "README.md").read_text()
 
     manifest = describe(export)
     assert (manifest["labels"], manifest["step_separator"]) == (2, "\n")
