@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -34,12 +33,12 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from modeling.models import ModelExport, ModelVersion
+from modeling.services import torchrun
 from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit
 from stepwise.paths import shown_path, without_roots
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: `-m modeling.training.cli` from here
 EXPORT_TASK = "modeling.tasks.export_model"
 EXPORT_DIR = "hf-export"  # the folder inside the zip (the model card's snippet names it)
 POLL_S = 2.0  # how often the task reads the child's phase and writes the heartbeat
@@ -202,10 +201,7 @@ def _build(export: ModelExport, version: ModelVersion, work: Path) -> Path:
     metrics = work / "metrics.json"  # the model card's figures: the version's, as gated here
     metrics.write_text(json.dumps({**version.metrics, "dataset_version": version.dataset_version}))
     command = [
-        sys.executable,
-        "-m",
-        "modeling.training.cli",
-        "export",
+        *torchrun.cli_command("export"),
         "--model",
         str(model_dir),
         "--format",
@@ -217,13 +213,9 @@ def _build(export: ModelExport, version: ModelVersion, work: Path) -> Path:
         "--progress-file",
         str(progress),
     ]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
     with open(stderr_path, "w") as stderr:
         child = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            command, cwd=torchrun.ROOT, env=torchrun.cli_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=stderr,
         )  # fmt: skip
         try:

@@ -35,11 +35,9 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import struct
 import subprocess
-import sys
 import tarfile
 import tempfile
 import uuid
@@ -52,7 +50,7 @@ from django.conf import settings
 from django.db import transaction
 
 from modeling.models import ModelVersion
-from modeling.services import evaluation_sets
+from modeling.services import evaluation_sets, torchrun
 from modeling.training.backbones import folder_under
 from modeling.training.external import (
     ADAPTER_CONFIG,
@@ -73,7 +71,6 @@ from stepwise.paths import without_roots
 log = logging.getLogger(__name__)
 
 IMPORTS_DIR = "models"  # under MEDIA_ROOT
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: `-m modeling.training.cli` from here
 MERGE_TIMEOUT_S = 900
 GATE_TASK = "modeling.tasks.gpu_gate_model"
 UNPACK_CHUNK = 2**20
@@ -250,10 +247,7 @@ def archive_stem(filename: str) -> str:
 def _merge(adapter: Adapter, out: Path) -> None:
     """`cli merge-adapter` in a child process: the base and the adapter are loaded there, never
     in this (web or command) process, which keeps no model's memory and never imports torch."""
-    command = [
-        sys.executable,
-        "-m",
-        "modeling.training.cli",
+    command = torchrun.cli_command(
         "merge-adapter",
         "--adapter",
         str(adapter.folder),
@@ -263,18 +257,14 @@ def _merge(adapter: Adapter, out: Path) -> None:
         adapter.task_type,
         "--output",
         str(out),
-    ]
+    )
     if adapter.labels is not None:
         command += ["--labels", str(adapter.labels)]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
     try:
         done = subprocess.run(
             command,
-            cwd=ROOT,
-            env=env,
+            cwd=torchrun.ROOT,
+            env=torchrun.cli_env(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

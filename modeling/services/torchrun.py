@@ -1,5 +1,6 @@
 """The training CLI as a torchrun process group on this machine, launched and watched by the
-gpu worker (`execution.execute_training_run` when STEPWISE_TRAIN_PROCESSES > 1).
+gpu worker (`execution.execute_training_run` when STEPWISE_TRAIN_PROCESSES > 1); and the CLI's
+command line and environment for any child process that does model work (`cli_command`).
 
 No database here: `execution` turns what this module reads (progress lines, exit code, files)
 into rows. torchrun starts each rank in a session of its own, so tearing the group down signals
@@ -51,19 +52,29 @@ def command(
     ]
 
 
+def cli_command(*args: str) -> list[str]:
+    """`python -m modeling.training.cli ARGS` with this interpreter: model work in a child process
+    (an export, an adapter's merge), so the process that asks never loads a model."""
+    return [sys.executable, "-m", "modeling.training.cli", *args]
+
+
+def cli_env() -> dict[str, str]:
+    """This environment with the checkout first on PYTHONPATH: the child imports this code."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+
+
 def launch(argv: Sequence[str], *, cwd: Path, log: Path) -> subprocess.Popen:
     """Start `argv` in its own session (a process group to signal), output appended to `log`.
     On Linux torchrun also gets SIGTERM if this process dies (a SIGKILLed worker), and
     forwards it to the ranks: a killed worker leaves no ranks training on."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
     with log.open("ab") as out:
         return subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=env,
+            env=cli_env(),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
