@@ -333,7 +333,8 @@ from transformers import AutoModelForTokenClassification, AutoTokenizer
 
 tok = AutoTokenizer.from_pretrained("{folder}")
 model = AutoModelForTokenClassification.from_pretrained("{folder}", dtype=torch.float32).eval()
-sep, enc = model.config.step_separator, lambda text: tok(text, add_special_tokens=False)["input_ids"]
+sep = model.config.step_separator
+enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
 ids, ends = [tok.bos_token_id] * (tok.bos_token_id is not None) + enc({prompt}), []
 for step in steps:
     ids += enc({step}) + enc(sep)
