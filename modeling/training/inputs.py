@@ -169,7 +169,7 @@ def _container(path: Path) -> tuple[str, str | None, tuple[str, ...]]:
 def _json_file(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise DataFormatError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(value, dict):
         raise DataFormatError(f"{path}: not a JSON object")
@@ -216,6 +216,8 @@ def _json_rows(path: Path, container: str) -> Iterator[tuple[int, dict[str, Any]
             raise DataFormatError(
                 f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, character {exc.colno})"
             ) from None
+        except RecursionError:
+            raise DataFormatError(f"{path}: JSON nested too deeply to be rows") from None
         if not isinstance(items, list):
             raise DataFormatError(f"{path}: a JSON array of rows was expected")
         for number, item in enumerate(items, 1):
@@ -233,6 +235,8 @@ def _json_rows(path: Path, container: str) -> Iterator[tuple[int, dict[str, Any]
                 raise DataFormatError(
                     f"{path}: row {number}: not valid JSON ({exc.msg} at character {exc.colno})"
                 ) from None
+            except RecursionError:
+                raise DataFormatError(f"{path}: row {number}: JSON nested too deeply") from None
             yield number, _object(item, path, number)
 
 

@@ -349,6 +349,8 @@ def test_a_malformed_file_is_one_line_naming_file_row_and_column(
         ),
         ('["a"]', "row 1: a JSON object was expected, not a string"),
         ("PAR1 but not really", "not readable"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+        ('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "row 1: JSON nested too deeply"),
     ],
 )
 def test_files_no_shape_can_be_read_from_are_one_line_too(tmp_path, content, why):
