@@ -21,6 +21,7 @@ from modeling.forms import EvaluationSetForm, TrainingRunForm
 from modeling.models import EvaluationSet, ModelExport, ModelVersion, TrainingRun
 from modeling.services import evaluation_sets, exporting, runs
 from stepwise.celery import model_tasks_in_thread
+from stepwise.paths import shown_path
 from stepwise.request_types import AuthenticatedRequest
 
 RECENT_RUNS = 50
@@ -227,6 +228,10 @@ def run_report(run: TrainingRun) -> dict[str, Any]:
         and heartbeat_ms > settings.STEPWISE_RUN_STALE_SECONDS * 1000,
         "held_out": held_out,
         "processbench": metrics.get("processbench") or [],
+        # Under their root's setting, as the API shows them: the page names no server path.
+        "processbench_files": [
+            shown_path(path) for path in run.dataset_description.get("processbench") or []
+        ],
         "gate": metrics.get("gate"),
         "on_set": metrics.get("evaluation_set"),
         "best_of_n": best_of_n,

@@ -612,6 +612,8 @@ def test_api_takes_processbench_files_only_under_the_data_root(
     assert response.status_code == 201
     run = TrainingRun.objects.get()
     assert run.dataset_description["processbench"] == [str(tmp_path / "data" / "gsm8k.json")]
+    page = client.get(f"/modeling/runs/{run.pk}/").content.decode()
+    assert "STEPWISE_DATA_ROOT/gsm8k.json" in page and str(tmp_path) not in page
 
 
 def test_api_cancel_and_resume_answer_409_on_the_wrong_state(
