@@ -190,3 +190,22 @@ def test_a_data_file_that_cannot_be_read_fails_the_run_at_freeze_in_one_line(
     page = client.get(reverse("modeling_runs:detail", args=[run.pk])).content.decode()
     assert "STEPWISE_DATA_ROOT/bad.jsonl: row 1" in page and "Traceback" not in page
     assert "none: data files only" in page and '1, <span class="muted">read when' in page
+
+
+def test_train_prm_takes_data_files_beside_or_instead_of_labelings(tmp_path):
+    from django.core.management import CommandError, call_command
+
+    data = tmp_path / "trl.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in TRL_ROWS))
+    with pytest.raises(CommandError, match="it was given neither"):
+        call_command("train_prm", "--no-labelings", "--queue")
+    with pytest.raises(CommandError, match="this run trains on data files only"):
+        call_command("train_prm", "--no-labelings", "--data", str(data), "--batch", "1", "--queue")
+    with pytest.raises(CommandError, match="data file not found"):
+        call_command("train_prm", "--data", str(tmp_path / "none.jsonl"), "--queue")
+    assert not TrainingRun.objects.exists()
+    call_command("train_prm", "--no-labelings", "--data", str(data), "--queue")
+    run = TrainingRun.objects.get()
+    assert run.dataset_description["data_files"] == [str(data.resolve())]
+    assert run.dataset_description["use_labelings"] is False
+    assert run.dataset_description["filters"] == {}

@@ -1,8 +1,9 @@
-"""Train a PRM on the database's labelings, recorded as a TrainingRun (like a run started from
-the page). Runs here with progress bars, or on the gpu worker with --queue."""
+"""Train a PRM on the database's labelings and any data files, recorded as a TrainingRun (like a
+run started from the page). Runs here with progress bars, or on the gpu worker with --queue."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -41,6 +42,19 @@ class Command(BaseCommand):
             "--processbench", action="append", default=[], help="ProcessBench JSON (repeat)."
         )
         parser.add_argument(
+            "--data",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help="Training data of any shape (PRM800K, stepwise-critic, TRL stepwise supervision, "
+            "Math-Shepherd; docs/training.md 'Training data shapes') beside the labelings (repeat).",
+        )
+        parser.add_argument(
+            "--no-labelings",
+            action="store_true",
+            help="Train on the --data files alone, no labelings of this database.",
+        )
+        parser.add_argument(
             "--no-activate", action="store_true", help="Never make it the active model."
         )
         parser.add_argument(
@@ -63,8 +77,15 @@ class Command(BaseCommand):
                     config=config,
                     name=o["name"],
                     holdout_fraction=o["holdout_fraction"],
-                    filters={"batches": o["batch"], "generations": o["generation"]},
+                    # Only the filters given: with --no-labelings any of them is refused.
+                    filters={
+                        name: ids
+                        for name, ids in (("batches", o["batch"]), ("generations", o["generation"]))
+                        if ids
+                    },
                     processbench=o["processbench"],
+                    data_files=[str(Path(path).resolve()) for path in o["data"]],
+                    use_labelings=not o["no_labelings"],
                     activate=not o["no_activate"],
                 )
                 start = runs.start_training_run if o["queue"] else runs.create_training_run
