@@ -7,10 +7,20 @@ class LabelingConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.models import Group, User
-        from django.db.models.signals import m2m_changed, post_delete, post_save
+        from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
         from labeling.access import forget_access
         from labeling.models import Batch
+        from labeling.services.tokens import (
+            note_password_change,
+            revoke_tokens_after_password_change,
+        )
+
+        # A new password revokes the user's API tokens however it was set (admin, a command).
+        pre_save.connect(note_password_change, sender=User, dispatch_uid="password-noted")
+        post_save.connect(
+            revoke_tokens_after_password_change, sender=User, dispatch_uid="password-tokens"
+        )
 
         # What a claim reads from the cache (roles, batches) is forgotten when it changes.
         for model in (Group, Batch):

@@ -26,7 +26,7 @@ from django.utils.crypto import get_random_string
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
-from labeling.models import Labeler
+from labeling.models import ApiToken, Labeler
 from labeling.roles import LABELER
 from labeling.services.errors import LabelingError
 from labeling.services.queue import labelings_release
@@ -153,12 +153,14 @@ def labeler_password_reset(*, user: AbstractBaseUser, method: str) -> Credential
 
 def password_change(*, user: AbstractBaseUser, password: str) -> int:
     """The user's own new password (validated by Django's password forms). Their API tokens are
-    revoked; their other sessions end on their next request, as each carries the old password's
-    hash (the view keeps its own with update_session_auth_hash). Returns how many tokens."""
+    revoked (by the save: `tokens.revoke_tokens_after_password_change`); their other sessions end
+    on their next request, as each carries the old password's hash (the view keeps its own with
+    update_session_auth_hash). Returns how many tokens."""
     with transaction.atomic():
+        tokens = ApiToken.objects.filter(user=user).count()
         user.set_password(password)
         user.save(update_fields=["password"])
-        return tokens_revoke_all(user=user)
+        return tokens
 
 
 def sign_in_link_user(uidb64: str, token: str) -> User | None:

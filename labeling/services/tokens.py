@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -41,3 +42,26 @@ def tokens_revoke_all(*, user: AbstractBaseUser) -> int:
     with transaction.atomic():
         deleted, _ = ApiToken.objects.filter(user=user).delete()
     return deleted
+
+
+def note_password_change(sender: type, instance: AbstractBaseUser, **kwargs: Any) -> None:
+    """pre_save of a user: remember whether this save writes a new password hash (a save that
+    names its fields and leaves the password out, as a sign-in's last_login, reads nothing)."""
+    update_fields = kwargs.get("update_fields")
+    changed = False
+    if instance.pk is not None and (update_fields is None or "password" in update_fields):
+        users = type(instance)._default_manager
+        stored = users.filter(pk=instance.pk).values_list("password", flat=True)
+        changed = stored.first() not in (None, instance.password)
+    instance._stepwise_password_changed = changed  # type: ignore[attr-defined]
+
+
+def revoke_tokens_after_password_change(
+    sender: type, instance: AbstractBaseUser, **kwargs: Any
+) -> None:
+    """post_save of a user: a new password revokes every API token, whoever set it (our pages,
+    Django admin, `manage.py changepassword`, a shell). Sessions need nothing: each carries the
+    old password's hash and ends on its next request."""
+    if getattr(instance, "_stepwise_password_changed", False):
+        instance._stepwise_password_changed = False  # type: ignore[attr-defined]
+        tokens_revoke_all(user=instance)

@@ -412,6 +412,40 @@ def test_the_admins_own_password_change_is_the_page_that_revokes_tokens(client):
     assert 'href="/admin/password_change/"' in admin_page  # the admin's own link goes there too
 
 
+def test_a_password_set_in_the_admin_or_by_command_revokes_the_users_tokens(client, monkeypatch):
+    from django.contrib.auth.models import update_last_login
+    from django.core.management import call_command
+
+    ada = User.objects.create_superuser("ada", password="ada-pw")
+    nina = make_user("nina", "labeler")
+    api = api_client_for(nina)
+    assert api.get("/api/labelings/").status_code == 200
+    client.force_login(ada)
+    nina_page = client.get(f"/admin/auth/user/{nina.pk}/password/")
+    assert nina_page.status_code == 200
+    response = client.post(
+        f"/admin/auth/user/{nina.pk}/password/",
+        {"password1": "a-new-Secret-91", "password2": "a-new-Secret-91", "usable_password": "true"},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert not ApiToken.objects.filter(user=nina).exists()
+    assert api.get("/api/labelings/").status_code == 401
+    # The command line too (it asks twice on the terminal).
+    api = api_client_for(nina)
+    monkeypatch.setattr("getpass.getpass", lambda prompt="": "another-Secret-72")
+    call_command("changepassword", "nina", stdout=open("/dev/null", "w"))
+    assert not ApiToken.objects.filter(user=nina).exists()
+    assert api.get("/api/labelings/").status_code == 401
+    # A save that leaves the password alone (a sign-in's last_login, a new email) keeps them.
+    api = api_client_for(nina)
+    nina.refresh_from_db()
+    nina.email = "nina@example.org"
+    nina.save()
+    update_last_login(None, nina)  # what a sign-in saves
+    assert ApiToken.objects.filter(user=nina).count() == 1
+    assert api.get("/api/labelings/").status_code == 200
+
+
 @pytest.mark.parametrize(
     "username",
     [
