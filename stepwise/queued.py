@@ -175,9 +175,13 @@ class QueuedWork(models.Model):
         return self._written(self._own().update(**values), values)
 
     def _own(self) -> QueuedWorkQuerySet:
-        """This row while it is this worker's to write (WORKER_HAS_LAST_WORD)."""
+        """This row while it is this worker's to write (WORKER_HAS_LAST_WORD): RUNNING under the
+        claim this instance holds (each claim counts an attempt), so a worker whose stale row
+        another took over writes nothing more."""
         row = type(self)._default_manager.filter(pk=self.pk)
-        return row if self.WORKER_HAS_LAST_WORD else row.filter(status=self.RUNNING)
+        if self.WORKER_HAS_LAST_WORD:
+            return row
+        return row.filter(status=self.RUNNING, attempts=self.attempts)
 
     def _written(self, count: int, values: dict[str, Any]) -> bool:
         """Whether the update wrote the row; if so the instance says what it wrote (an

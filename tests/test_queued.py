@@ -90,6 +90,26 @@ def test_a_stale_row_is_taken_over_where_the_model_allows_and_a_live_one_never(m
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    "model",
+    [m for m in MODELS if m.TAKES_OVER_STALE and not m.WORKER_HAS_LAST_WORD],
+    ids=lambda m: m.__name__,
+)
+def test_a_worker_whose_stale_row_was_taken_over_writes_nothing_more(model):
+    first = model.claim(new_row(model).pk)
+    assert first is not None and first.heartbeat()
+    long_ago = timezone.now() - model.stale_after() - timedelta(seconds=1)
+    model.objects.filter(pk=first.pk).update(heartbeat_at=long_ago)  # its worker went quiet
+    second = model.claim(first.pk)
+    assert second is not None and second.attempts == first.attempts + 1
+
+    assert not first.heartbeat() and not first.mark_succeeded() and not first.mark_failed("late")
+    assert second.heartbeat() and second.mark_succeeded()
+    row = model.objects.get(pk=first.pk)
+    assert row.status == model.SUCCEEDED and row.error == ""
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 def test_a_failure_keeps_the_start_of_its_reason_cut_once_to_the_error_column(model):
     assert model._meta.get_field("error").max_length == ERROR_CHARS
