@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -36,6 +37,7 @@ from modeling.models import ModelExport, ModelVersion
 from modeling.services import torchrun
 from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit
 from stepwise.paths import shown_path, without_roots
+from stepwise.queued import QueuedWorkQuerySet
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def export_start(*, version: ModelVersion, user: User | AnonymousUser | None = N
 
 
 def latest_export(version: ModelVersion) -> ModelExport | None:
-    return version.exports.select_related("version").first()
+    return version.exports.first()
 
 
 def reusable_export(version: ModelVersion) -> ModelExport | None:
@@ -94,8 +96,7 @@ def reusable_export(version: ModelVersion) -> ModelExport | None:
 def _send_again_if_lost(export: ModelExport) -> None:
     """An open export whose task will not come (a lost message, a worker or a process that
     died) is sent again; its claim takes a stale one over."""
-    row = ModelExport.objects.filter(pk=export.pk)
-    lost = row.waiting_too_long() | row.stale().filter(sent_at__lt=ModelExport.stale_before())
+    lost = _lost(ModelExport.objects.filter(pk=export.pk))
     if not model_tasks_in_thread():
         resend_rows(lost, EXPORT_TASK)
     elif lost.exists():  # the embedded default's thread died with its process
@@ -110,8 +111,15 @@ def exports_resend(now=None) -> int:
     if model_tasks_in_thread():
         return 0  # no broker: exports run in threads of the process that started them
     now = now or timezone.now()
-    died = ModelExport.objects.stale(now).filter(sent_at__lt=ModelExport.stale_before(now))
-    return resend_rows(ModelExport.objects.waiting_too_long(now) | died, EXPORT_TASK, now=now)
+    return resend_rows(_lost(ModelExport.objects.all(), now), EXPORT_TASK, now=now)
+
+
+def _lost(rows: QueuedWorkQuerySet, now: datetime | None = None) -> QueuedWorkQuerySet:
+    """Exports whose task will not come by itself: waiting too long, or running with no
+    heartbeat for `stale_after` (their worker died) and not sent again since."""
+    return rows.waiting_too_long(now) | rows.stale(now).filter(
+        sent_at__lt=ModelExport.stale_before(now)
+    )
 
 
 def export_archive(version: ModelVersion) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Exists, OuterRef
+from django.db.models import OuterRef, Subquery
 from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -137,9 +137,11 @@ def run_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
 @login_required
 def model_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    ready = ModelExport.objects.filter(version=OuterRef("pk"), status=ModelExport.Status.SUCCEEDED)
-    versions = ModelVersion.objects.annotate(export_ready=Exists(ready))
-    return render(request, "modeling/runs/models.html", {"versions": versions})
+    # The latest export's state: the download serves only the latest (`export_archive`).
+    latest = ModelExport.objects.filter(version=OuterRef("pk")).order_by("-created_at", "-id")
+    versions = ModelVersion.objects.annotate(export_status=Subquery(latest.values("status")[:1]))
+    context = {"versions": versions, "succeeded": ModelExport.Status.SUCCEEDED}
+    return render(request, "modeling/runs/models.html", context)
 
 
 @login_required
@@ -147,7 +149,7 @@ def model_detail(request: AuthenticatedRequest, version_id: int) -> HttpResponse
     """A model version and its Hugging Face export; htmx polls the export's fragment while it
     waits or runs."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    version = get_object_or_404(ModelVersion.objects.select_related("run"), pk=version_id)
+    version = get_object_or_404(ModelVersion, pk=version_id)
     context = {"version": version, "export": exporting.latest_export(version)}
     template = "modeling/runs/model.html#export" if request.htmx else "modeling/runs/model.html"
     return render(request, template, context)

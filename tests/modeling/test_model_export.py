@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import zipfile
 from datetime import timedelta
 
@@ -18,6 +17,7 @@ from modeling.models import ModelExport, ModelVersion
 from modeling.services import exporting
 from tests.helpers.threads import background_threads
 from tests.helpers.tiny_models import save_tiny_llama
+from tests.modeling.test_runs import wait_for
 from tests.modeling.training.test_export import save_model
 
 METRICS = {"auroc": 0.8123, "held_out": {"n": 52, "n_negative": 12, "auroc_negative": 0.8123}}
@@ -315,10 +315,10 @@ def test_a_real_worker_exports_a_trained_and_an_imported_model_to_zips(
     def finished() -> bool:
         return not ModelExport.objects.filter(status__in=ModelExport.OPEN).exists()
 
-    deadline = time.monotonic() + 240
-    while not finished() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    log = (tmp_path / "worker.log").read_text()
+    try:
+        wait_for(finished, 240, "both exports to end")
+    finally:
+        log = (tmp_path / "worker.log").read_text()
     for export in ModelExport.objects.all():
         assert export.status == ModelExport.Status.SUCCEEDED, f"{export.error}\n{log[-3000:]}"
     assert "modeling.tasks.export_model" in log
@@ -330,3 +330,17 @@ def test_a_real_worker_exports_a_trained_and_an_imported_model_to_zips(
     assert config["architectures"] == ["LlamaForTokenClassification"]
     assert config["step_separator"] == "\n" and config["stepwise"]["layout"] == "trl"
     assert "external.json" not in {name.rsplit("/", 1)[-1] for name in archive.namelist()}
+
+
+def test_the_models_list_offers_the_zip_only_when_the_latest_export_made_one(client, lead):
+    version = version_at("/nowhere")
+    listed = lambda: client.get(reverse("modeling_runs:models")).content.decode()  # noqa: E731
+    client.force_login(lead)
+    old = ModelExport.objects.create(version=version, status=ModelExport.Status.SUCCEEDED)
+    assert f'id="export-{version.pk}"' in listed()
+    ModelExport.objects.create(
+        version=version,
+        status=ModelExport.Status.FAILED,
+        created_at=old.created_at + timedelta(seconds=1),
+    )  # the download serves the latest: a failed one has no zip
+    assert f'id="export-{version.pk}"' not in listed()
