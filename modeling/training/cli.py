@@ -41,6 +41,7 @@ from .data import (
     split_by_problem,
     subsample_problems,
 )
+from .external import ADAPTER_TASKS
 from .inputs import CRITIC, PRM800K, DataFormatError, read_many
 
 
@@ -287,13 +288,8 @@ def cmd_merge_adapter(args: argparse.Namespace) -> int:
     """A LoRA adapter merged into its base, saved as a whole model folder: the import's merge,
     run in a process of its own so that the web process that checked the adapter never loads a
     model (modeling.services.importing)."""
-    from .external import ADAPTER_TASKS, Adapter, merge_adapter
+    from .external import Adapter, merge_adapter
 
-    if args.task not in ADAPTER_TASKS:
-        print(
-            f"merge-adapter: error: --task must be one of {sorted(ADAPTER_TASKS)}", file=sys.stderr
-        )
-        return 2
     adapter = Adapter(
         folder=Path(args.adapter),
         base_model=str(args.base),
@@ -429,7 +425,7 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     )
     merge.add_argument("--adapter", required=True, help="the adapter's folder")
     merge.add_argument("--base", required=True, help="the base model's folder")
-    merge.add_argument("--task", required=True, help="TOKEN_CLS or CAUSAL_LM")
+    merge.add_argument("--task", required=True, choices=sorted(ADAPTER_TASKS))
     merge.add_argument("--labels", type=positive_int, default=None, help="TOKEN_CLS: head rows")
     merge.add_argument("--output", required=True, help="a new folder for the merged model")
     merge.set_defaults(func=cmd_merge_adapter)

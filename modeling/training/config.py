@@ -209,8 +209,6 @@ class TrainConfig:
         self._check_labels()
 
     def _check_labels(self) -> None:
-        if self.num_labels not in (2, 3):
-            raise ValueError(f"num_labels must be 2 or 3, not {self.num_labels!r}")
         if self.neutral_as not in NEUTRAL_AS:
             raise ValueError(f"neutral_as must be one of {NEUTRAL_AS}, not {self.neutral_as!r}")
         if self.num_labels == 2 and self.neutral_weight != 1:
@@ -265,6 +263,11 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and not low <= value <= high:
                 raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
+
+    def class_weights(self) -> list[float]:
+        """The loss weight of each class: the neutral one of a 3-class head weighs
+        neutral_weight; a 2-class head's two weigh alike."""
+        return [1.0, self.neutral_weight, 1.0] if self.num_labels == 3 else [1.0, 1.0]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -98,7 +98,7 @@ def train_heads(
     if not len(labels):
         raise ValueError("the model's training data has no rated step to fit an ensemble on")
     classes = prm.config.num_labels
-    weights = torch.tensor([1.0, prm.config.neutral_weight, 1.0] if classes == 3 else [1.0, 1.0])
+    weights = torch.tensor(prm.config.class_weights())
     lr = prm.config.lr or LR_DEFAULTS["head"]
     fitted = []
     for member in range(heads):

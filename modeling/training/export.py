@@ -54,11 +54,17 @@ from typing import Any
 import torch
 
 from .data import SEPARATOR, Solution, start_ids
-from .external import FORMAT as EXTERNAL_FORMAT
-from .external import MANIFEST, STEP_TAG, TOKEN_CLASSIFICATION
+from .external import (
+    MANIFEST,
+    STEP_TAG,
+    STEPWISE_HF_FORMAT,
+    TOKEN_CLASSIFICATION,
+    ExternalModelError,
+    read_manifest,
+)
 from .model import FORMAT, ProcessRewardModel, three_way
 
-HF_FORMAT = "stepwise-prm-hf/1"
+HF_FORMAT = STEPWISE_HF_FORMAT
 # An imported model's export in a layout of its own (TRL's, Math-Shepherd's): not HF_FORMAT,
 # which external.py reads in our layout.
 IMPORTED_FORMAT = "stepwise-imported-prm-hf/1"
@@ -231,12 +237,10 @@ def export_imported(
 
     folder = Path(model_dir)
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
-        raise ExportError(f"{folder}'s {MANIFEST} cannot be read ({exc})") from exc
-    kind = manifest.get("kind") if isinstance(manifest, dict) else None
-    if manifest.get("format") != EXTERNAL_FORMAT or kind not in (TOKEN_CLASSIFICATION, STEP_TAG):
-        raise ExportError(f"{folder} is not an imported PRM ({EXTERNAL_FORMAT})")
+        manifest = read_manifest(folder)
+    except ExternalModelError as exc:
+        raise ExportError(str(exc)) from None
+    kind = manifest["kind"]
     progress("loading")
     auto = AutoModelForCausalLM if kind == STEP_TAG else AutoModelForTokenClassification
     try:

@@ -57,7 +57,6 @@ STEP_TAG = "step_tag"
 KINDS = (TOKEN_CLASSIFICATION, STEP_TAG)
 THREE_LABELS = {"0": "-1", "1": "0", "2": "+1"}  # our own HF export's id2label
 STEPWISE_HF_FORMAT = "stepwise-prm-hf/1"  # export.HF_FORMAT: config.json's stepwise.format
-TRL_SEPARATOR = "\n"  # PRMConfig.step_separator's default: shown as an example, never assumed
 MISSING_SEPARATOR = (
     "config.json has no step_separator and none was given: the scores depend on the text after "
     "each step, and TRL's PRMTrainer keeps the one it trained with only in training_args.bin (a "
@@ -448,14 +447,14 @@ def single_token_id(tokenizer: Any, text: str, name: str) -> int:
     return int(ids[0])
 
 
-def read_config(folder: Path, what: str) -> dict[str, Any]:
-    """config.json of `folder` as a JSON object, else an ExternalModelError naming `what`."""
+def read_config(folder: Path, what: str, name: str = "config.json") -> dict[str, Any]:
+    """`name` in `folder` as a JSON object, else an ExternalModelError naming `what`."""
     try:
-        config = read_json(folder / "config.json")
+        config = read_json(folder / name)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ExternalModelError(f"no readable config.json in {what} ({exc})") from None
+        raise ExternalModelError(f"no readable {name} in {what} ({exc})") from None
     if not isinstance(config, dict):
-        raise ExternalModelError(f"config.json of {what} is not a JSON object")
+        raise ExternalModelError(f"{name} of {what} is not a JSON object")
     return config
 
 
@@ -495,12 +494,7 @@ def read_adapter(
     is a named offline backbone or a model in the local Hugging Face cache, never a folder it
     names. The base is checked as an imported folder is (no code of its own, `check_size`)."""
     folder = Path(folder)
-    try:
-        config = read_json(folder / ADAPTER_CONFIG)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ExternalModelError(f"no readable {ADAPTER_CONFIG} ({exc})") from None
-    if not isinstance(config, dict):
-        raise ExternalModelError(f"{ADAPTER_CONFIG} is not a JSON object")
+    config = read_config(folder, "the adapter folder", ADAPTER_CONFIG)
     peft_type = config.get("peft_type")
     if peft_type != "LORA":
         raise ExternalModelError(
@@ -644,6 +638,21 @@ def is_external(folder: str | Path) -> bool:
     return (Path(folder) / MANIFEST).is_file()
 
 
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """An imported folder's manifest (MANIFEST), checked: a FORMAT object of one of the KINDS."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ExternalModelError(f"{folder}'s {MANIFEST} cannot be read ({exc})") from None
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != FORMAT
+        or manifest.get("kind") not in KINDS
+    ):
+        raise ExternalModelError(f"{folder} is not a {FORMAT} model")
+    return manifest
+
+
 def load_prm(folder: str | Path, device: str = "cpu") -> Any:
     """A saved model of any kind: ours (prm.json) or an imported one (external.json)."""
     if is_external(folder):
@@ -693,9 +702,7 @@ class ExternalPRM:
         from .model import resolve_device
 
         folder = Path(folder)
-        manifest = json.loads((folder / MANIFEST).read_text())
-        if manifest.get("format") != FORMAT or manifest.get("kind") not in KINDS:
-            raise ValueError(f"{folder} is not a {FORMAT} model")
+        manifest = read_manifest(folder)
         target = resolve_device(device)
         dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
         auto = (

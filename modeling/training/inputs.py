@@ -271,7 +271,7 @@ def _arrow_schema(path: Path, container: str, split: str | None) -> Any:
         with pa.memory_map(str(_arrow_files(path, split)[0])) as source:
             return pa.ipc.open_stream(source).schema
     except (pa.ArrowException, OSError) as exc:
-        raise DataFormatError(f"{path}: not readable ({_one_line(exc)})") from None
+        raise DataFormatError(f"{path}: not readable ({one_line(exc)})") from None
 
 
 def _arrow_rows(
@@ -296,12 +296,10 @@ def _arrow_rows(
                         number += 1
                         yield number, row
     except (pa.ArrowException, OSError) as exc:
-        raise DataFormatError(
-            f"{path}: row {number + 1}: not readable ({_one_line(exc)})"
-        ) from None
+        raise DataFormatError(f"{path}: row {number + 1}: not readable ({one_line(exc)})") from None
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 

@@ -172,9 +172,7 @@ def train(
     trained = wrap_for_training(model, config, world, device, cached is not None)
     optimizer = make_optimizer(model, config, device)
     scheduler = lr_scheduler(optimizer, config, total_steps)
-    class_weights = torch.tensor(
-        [1.0, config.neutral_weight, 1.0] if config.num_labels == 3 else [1.0, 1.0], device=device
-    )
+    class_weights = torch.tensor(config.class_weights(), device=device)
     step, loss_curve = 0, list[tuple[int, float]]()
     checkpoint = latest_checkpoint(out)
     if checkpoint is not None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .inputs import one_line
+
 
 class TrlConfigError(ValueError):
     """A TRL config file we cannot read as ours; the message names the file and the field."""
@@ -43,10 +45,6 @@ def _never(value: Any) -> bool:
     return False
 
 
-def _any(value: Any) -> bool:
-    return True
-
-
 def _steps(value: Any, file: dict[str, Any]) -> Any:
     return None if value == -1 else value  # TRL's -1: train num_train_epochs instead
 
@@ -56,7 +54,7 @@ def _batch_tokens(value: Any, file: dict[str, Any]) -> Any:
     padded tokens (our batches hold rows by tokens, not by count)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return value  # TrainConfig refuses it with its own message
-    return value * file.get("max_length", TRL_DEFAULTS["max_length"])
+    return value * file["max_length"]  # always there: TRL_DEFAULTS holds it
 
 
 def _bf16(value: Any, file: dict[str, Any]) -> Any:
@@ -104,12 +102,12 @@ TRL_FIELDS: dict[str, TrlField] = {
     "disable_dropout": TrlField(
         "",
         "ignored: our head has no dropout; a backbone's own stays (0 in Llama, Qwen2, SmolLM2)",
-        accepts=_any,
     ),
     "step_separator": TrlField("step_separator", "step_separator"),
     "train_on_last_step_only": TrlField("train_on_last_step_only", "train_on_last_step_only"),
     "dataset_num_proc": TrlField(
-        "", "ignored: we tokenize in one process (the same rows)", accepts=_any
+        "",
+        "ignored: we tokenize in one process (the same rows)",
     ),
     "num_train_epochs": TrlField("epochs", "epochs"),
     "max_steps": TrlField("max_steps", "max_steps (-1: unset)", convert=_steps),
@@ -154,14 +152,16 @@ TRL_FIELDS: dict[str, TrlField] = {
     "save_steps": TrlField("checkpoint_every", "checkpoint_every (whole steps)", convert=_whole),
     "use_cpu": TrlField("device", "device (true: cpu; false: auto)", convert=_cpu),
     "save_strategy": TrlField(
-        "", "ignored: a run always checkpoints every checkpoint_every steps", accepts=_any
+        "",
+        "ignored: a run always checkpoints every checkpoint_every steps",
     ),
-    "logging_strategy": TrlField("", "ignored: the loss is kept for every step", accepts=_any),
+    "logging_strategy": TrlField("", "ignored: the loss is kept for every step"),
     "report_to": TrlField(
-        "", "ignored: metrics go to metrics.json and the run's page", accepts=_any
+        "",
+        "ignored: metrics go to metrics.json and the run's page",
     ),
-    "logging_dir": TrlField("", "ignored: as report_to", accepts=_any),
-    "run_name": TrlField("", "ignored: name a run on the page or the API", accepts=_any),
+    "logging_dir": TrlField("", "ignored: as report_to"),
+    "run_name": TrlField("", "ignored: name a run on the page or the API"),
     "eval_strategy": TrlField(
         "",
         "refused unless no: hold problems out with --holdout-fraction, then `cli evaluate`",
@@ -219,7 +219,7 @@ def read_trl_file(path: str | Path) -> dict[str, Any]:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise TrlConfigError(f"{path}: not valid YAML ({_one_line(exc)})") from None
+            raise TrlConfigError(f"{path}: not valid YAML ({one_line(exc)})") from None
     else:
         try:
             data = json.loads(text)
@@ -250,7 +250,3 @@ def train_config_fields(path: str | Path) -> dict[str, Any]:
         if rule.ours:
             fields[rule.ours] = rule.convert(value, values) if rule.convert else value
     return fields
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
