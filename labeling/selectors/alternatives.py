@@ -50,7 +50,8 @@ def task_lost(proposal: ProposedSteps, now: datetime) -> bool:
     return proposal.writing and since < now - PROPOSAL_STALE
 
 
-def _steps(labeling: Labeling) -> list[StepLabel]:
+def rated_steps(labeling: Labeling) -> list[StepLabel]:
+    """The labeling's step labels in order, their completions with them."""
     return list(labeling.step_labels.prefetch_related("completions").order_by("index"))
 
 
@@ -58,7 +59,7 @@ def path_of(labeling: Labeling) -> tuple[list[str], StepLabel | None]:
     """The step texts chosen or written so far, and the open step (candidates being rated)."""
     path: list[str] = []
     open_step = None
-    for step in _steps(labeling):
+    for step in rated_steps(labeling):
         completions = {c.index: c for c in step.completions.all()}
         if step.chosen_completion is not None:
             path.append(completions[step.chosen_completion].text)
@@ -154,7 +155,7 @@ def alternatives_panel(labeling: Labeling) -> AlternativesPanel:
     """The path so far and the open step's candidates, as far as they are written."""
     path: list[PathStep] = []
     saved: dict[int, Completion] = {}
-    for step in _steps(labeling):
+    for step in rated_steps(labeling):
         completions = {c.index: c for c in step.completions.all()}
         rated = sum(1 for i, c in completions.items() if i >= 0 and c.rating is not None)
         if step.chosen_completion is not None:

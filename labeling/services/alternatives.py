@@ -56,6 +56,7 @@ from labeling.selectors.alternatives import (
     find_proposal,
     path_of,
     prefix_hash,
+    rated_steps,
 )
 from labeling.services import rating
 from labeling.services.errors import Conflict, LabelingError
@@ -625,7 +626,7 @@ def step_back(*, labeling_id: int, user: User) -> Labeling:
         refusal = rating.revisit_refusal(labeling, now)
         if refusal:
             raise Conflict(refusal)
-        steps = rating.rated_steps(labeling)
+        steps = rated_steps(labeling)
         open_step = next(
             (
                 s

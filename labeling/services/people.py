@@ -145,8 +145,8 @@ def labeler_password_reset(*, user: AbstractBaseUser, method: str) -> Credential
     if not user.is_active:
         raise LabelingError(f"{user.get_username()} is deactivated: reactivate them first.")
     with transaction.atomic():
-        credentials = _credentials(user, method)
-        _signed_out_everywhere(user)
+        credentials = _credentials(user, method)  # its save revokes the API tokens
+        user_sessions_end(user.pk)
         axes_reset(username=user.get_username())
     return credentials
 

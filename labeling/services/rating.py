@@ -72,10 +72,6 @@ def labeling_for_update(labeling_id: int, user: User) -> Labeling:
     return labeling
 
 
-def rated_steps(labeling: Labeling) -> list[StepLabel]:
-    return list(labeling.step_labels.prefetch_related("completions").order_by("index"))
-
-
 def _renew_lease(labeling: Labeling, now) -> None:
     labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
 
