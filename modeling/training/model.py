@@ -88,22 +88,34 @@ def storage_dtype(config: TrainConfig, device: torch.device) -> torch.dtype:
     return getattr(torch, config.dtype)
 
 
+# FlexAttention's CUDA (Triton) kernels tile the head dimension in blocks of 16: a smaller
+# one fails to compile ("NYI: embedding dimension", seen on an H200 with head_dim 8).
+FLEX_MIN_HEAD_DIM = 16
+
+
 def attention_for(config: TrainConfig, device: torch.device, training: bool = True) -> str:
     """config.attention resolved for this backbone and device: "sdpa" or "flex".
 
-    FlexAttention has no backward pass on a CPU (torch refuses it) and no attention dropout
-    (transformers refuses it while training), so an explicit "flex" that would meet either is
-    refused here, before a run starts; "auto" takes sdpa there instead.
+    FlexAttention has no backward pass on a CPU (torch refuses it), no attention dropout
+    (transformers refuses it while training) and no CUDA kernel for heads narrower than 16, so
+    an explicit "flex" that would meet any of them is refused here, before a run starts;
+    "auto" takes sdpa there instead.
     """
     if config.attention == "sdpa":
         return "sdpa"
     trains_backbone = training and config.mode != "head"
-    if trains_backbone and attention_dropout(config.backbone) > 0:
+    backbone = backbone_config(config.backbone)
+    if trains_backbone and attention_dropout(backbone) > 0:
         reason = "the backbone uses attention dropout, which FlexAttention does not support"
     elif trains_backbone and device.type != "cuda":
         reason = "torch has no FlexAttention backward pass on the CPU (head mode works there)"
     elif config.attention == "auto" and device.type != "cuda":
         return "sdpa"  # sdpa is the faster of the two on a CPU
+    elif device.type == "cuda" and head_dim(backbone) < FLEX_MIN_HEAD_DIM:
+        reason = (
+            f"FlexAttention's CUDA kernels need a head dimension of at least {FLEX_MIN_HEAD_DIM}"
+            f" and this backbone's is {head_dim(backbone)}"
+        )
     else:
         return "flex"
     if config.attention == "flex":
@@ -111,17 +123,26 @@ def attention_for(config: TrainConfig, device: torch.device, training: bool = Tr
     return "sdpa"
 
 
-def attention_dropout(name: str) -> float:
-    """The backbone config's attention dropout (Llama/Qwen2 and BERT spell it differently)."""
+def backbone_config(name: str) -> Any:
     from transformers import AutoConfig
 
-    backbone = AutoConfig.from_pretrained(
+    return AutoConfig.from_pretrained(
         resolve_backbone(name), local_files_only=True, trust_remote_code=False
     )
+
+
+def attention_dropout(backbone: Any) -> float:
+    """The backbone config's attention dropout (Llama/Qwen2 and BERT spell it differently)."""
     for key in ("attention_dropout", "attention_probs_dropout_prob"):
         if getattr(backbone, key, None):
             return float(getattr(backbone, key))
     return 0.0
+
+
+def head_dim(backbone: Any) -> int:
+    """Width of one attention head: the config's own (Qwen3, Gemma) or hidden / heads."""
+    explicit = getattr(backbone, "head_dim", None)
+    return int(explicit or backbone.hidden_size // backbone.num_attention_heads)
 
 
 def load_backbone(

@@ -59,16 +59,17 @@ def build_tokenizer(with_bos: bool = True) -> Any:  # a PreTrainedTokenizerFast
     )
 
 
-def save_tiny_llama(folder: Path, dropout: float = 0.0) -> str:
+def save_tiny_llama(folder: Path, dropout: float = 0.0, hidden: int = 32) -> str:
     """A 2-layer random Llama causal LM and its tokenizer, saved in `folder`; returns its path.
+    Four heads: hidden 32 gives heads of 8, hidden 64 heads of 16 (FlexAttention's CUDA floor).
 
-    Built once a process per dropout (seeded: the same weights every time) and copied after."""
-    shutil.copytree(_built_tiny_llama(dropout), folder, dirs_exist_ok=True)
+    Built once a process per shape (seeded: the same weights every time) and copied after."""
+    shutil.copytree(_built_tiny_llama(dropout, hidden), folder, dirs_exist_ok=True)
     return str(folder)
 
 
 @functools.cache
-def _built_tiny_llama(dropout: float) -> Path:
+def _built_tiny_llama(dropout: float, hidden: int) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -77,8 +78,8 @@ def _built_tiny_llama(dropout: float) -> Path:
     tokenizer = build_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,

@@ -17,6 +17,7 @@ from modeling.training.config import TrainConfig
 from modeling.training.data import build_features, examples_from_critic_rows, pack_rows
 from modeling.training.model import ProcessRewardModel, attention_for
 from modeling.training.train import train
+from tests.helpers.tiny_models import save_tiny_llama
 
 TOLERANCE = 1e-4
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention backward: CUDA")
@@ -28,6 +29,13 @@ def trees(critic_rows):
     examples = [e for e in examples_from_critic_rows(critic_rows) if len(e.alternatives) >= 3]
     path_only = dataclasses.replace(examples[0], alternatives=[])
     return [*examples[:3], path_only]
+
+
+@pytest.fixture(scope="module")
+def flex_llama(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny Llama with heads of 16, the narrowest FlexAttention's CUDA kernels take (the
+    shared one's heads of 8 fail to compile there): the same tests run on a CPU and a GPU."""
+    return save_tiny_llama(tmp_path_factory.mktemp("flex-llama"), hidden=64)
 
 
 def tree_batch(tokenizer, trees):
@@ -69,9 +77,9 @@ def flex_copy(model: ProcessRewardModel) -> ProcessRewardModel:
 
 @pytest.mark.parametrize("mode", ["head", "lora", "full"])
 def test_flex_gives_every_steps_logits_of_sdpa_in_every_mode(
-    tiny_llama, make_config, tokenizer, trees, mode
+    flex_llama, make_config, tokenizer, trees, mode
 ):
-    config = make_config(tiny_llama, mode=mode)
+    config = make_config(flex_llama, mode=mode)
     torch.manual_seed(0)
     model = ProcessRewardModel.from_config(config).eval()
     batch = tree_batch(model.tokenizer, trees)
@@ -115,19 +123,19 @@ def assert_same_step(make_config, backbone, trees, tmp_path, **overrides):
 
 @pytest.mark.parametrize("cache_features", [True, False])
 def test_one_head_step_with_flex_has_the_loss_and_update_of_sdpa(
-    tiny_llama, make_config, trees, tmp_path, cache_features
+    flex_llama, make_config, trees, tmp_path, cache_features
 ):
     assert_same_step(
-        make_config, tiny_llama, trees, tmp_path, mode="head", cache_features=cache_features
+        make_config, flex_llama, trees, tmp_path, mode="head", cache_features=cache_features
     )
 
 
 @cuda
 @pytest.mark.parametrize("mode", ["lora", "full"])
 def test_one_backbone_step_with_flex_has_the_loss_and_update_of_sdpa(
-    tiny_llama, make_config, trees, tmp_path, mode
+    flex_llama, make_config, trees, tmp_path, mode
 ):
-    assert_same_step(make_config, tiny_llama, trees, tmp_path, mode=mode)
+    assert_same_step(make_config, flex_llama, trees, tmp_path, mode=mode)
 
 
 @pytest.mark.parametrize("mode", ["lora", "full"])
@@ -140,8 +148,9 @@ def test_flex_refuses_to_train_a_backbone_on_the_cpu(tiny_llama, make_config, mo
     assert attention_for(config.replace(mode="head"), torch.device("cpu")) == "flex"
 
 
-def test_flex_refuses_a_backbone_with_attention_dropout(tiny_llama_dropout, make_config):
-    config = make_config(tiny_llama_dropout, mode="lora", attention="flex")
+def test_flex_refuses_a_backbone_with_attention_dropout(make_config, tmp_path):
+    dropout_llama = save_tiny_llama(tmp_path / "dropout", dropout=0.1, hidden=64)
+    config = make_config(dropout_llama, mode="lora", attention="flex")
     with pytest.raises(ValueError, match="attention dropout"):
         attention_for(config, torch.device("cuda"))
     assert attention_for(config.replace(attention="auto"), torch.device("cuda")) == "sdpa"
@@ -151,3 +160,18 @@ def test_flex_refuses_a_backbone_with_attention_dropout(tiny_llama_dropout, make
 def test_an_unknown_attention_is_refused():
     with pytest.raises(ValueError, match="attention must be one of"):
         TrainConfig(attention="flash")
+
+
+def test_flex_refuses_heads_narrower_than_its_cuda_kernels_take(
+    tiny_llama, flex_llama, make_config
+):
+    narrow = make_config(tiny_llama, mode="lora", attention="flex")  # heads of 8
+    with pytest.raises(ValueError, match="head dimension of at least 16 and this backbone's is 8"):
+        attention_for(narrow, torch.device("cuda"))
+    with pytest.raises(ValueError, match="head dimension"):
+        attention_for(narrow.replace(mode="head"), torch.device("cuda"))
+    assert attention_for(narrow.replace(attention="auto"), torch.device("cuda")) == "sdpa"
+    # On a CPU the narrow heads are no obstacle to head mode's frozen pass.
+    assert attention_for(narrow.replace(mode="head"), torch.device("cpu")) == "flex"
+    wide = make_config(flex_llama, mode="lora", attention="auto")
+    assert attention_for(wide, torch.device("cuda")) == "flex"
