@@ -345,16 +345,13 @@ def pass_at_n(problem: _Judged, n: int) -> float:
     return 1.0 - math.comb(wrong, n) / math.comb(len(problem.correct), n)
 
 
-def _subsets(size: int, n: int, repeats: int) -> np.ndarray | None:
-    """Every N-subset of `size` samples as rows when there are at most `repeats`, else None
-    (the caller draws random ones)."""
-    if math.comb(size, n) > repeats:
-        return None
-    return np.array(list(itertools.combinations(range(size), n)), dtype=np.intp).reshape(-1, n)
-
-
-def _random_subsets(size: int, n: int, repeats: int, rng: np.random.Generator) -> np.ndarray:
-    return np.argsort(rng.random((repeats, size)), axis=1)[:, :n]
+def _subsets(size: int, n: int, repeats: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+    """(N-subsets of `size` samples as rows of indexes, whether they were drawn at random):
+    every one when there are at most `repeats`, else `repeats` random ones."""
+    if math.comb(size, n) <= repeats:
+        every = itertools.combinations(range(size), n)
+        return np.array(list(every), dtype=np.intp).reshape(-1, n), False
+    return np.argsort(rng.random((repeats, size)), axis=1)[:, :n], True
 
 
 def _percentile_interval(
@@ -367,24 +364,27 @@ def _percentile_interval(
     draws P problems with replacement and, for a problem whose figure is a mean over random
     N-subsets (`pools[p]`, (R, M') credits of its first M' methods), redraws those R subsets
     with replacement. A problem whose N-subsets are all enumerated has an exact figure."""
-    methods = accuracy.shape[1]
+    problems, methods = accuracy.shape
     if intervals <= 0:
         return np.full(methods, np.nan), np.full(methods, np.nan)
-    position = np.full(len(accuracy), -1)
-    stacked = np.stack(list(pools.values())) if pools else np.zeros((0, 1, 0))
+    position = np.full(problems, -1)
     position[list(pools)] = np.arange(len(pools))
+    stacked = np.stack(list(pools.values())) if pools else np.zeros((0, 1, 0))
     repeats, redrawn = stacked.shape[1], stacked.shape[2]
     means = np.empty((intervals, methods))
     for b in range(intervals):
-        drawn = rng.integers(0, len(accuracy), len(accuracy))
+        drawn = rng.integers(0, problems, problems)
         values = accuracy[drawn]
         pooled = position[drawn]
         again = pooled >= 0
         if again.any():
-            counts = rng.multinomial(repeats, np.full(repeats, 1 / repeats), size=int(again.sum()))
-            values[again, :redrawn] = (
-                np.einsum("kr,krm->km", counts, stacked[pooled[again]]) / repeats
-            )
+            k = int(again.sum())
+            # How often each of a problem's R subsets is drawn in R draws with replacement
+            # (a multinomial; bincount is many times faster than Generator.multinomial).
+            draws = np.arange(k)[:, None] * repeats + rng.integers(0, repeats, (k, repeats))
+            counts = np.bincount(draws.ravel(), minlength=k * repeats).reshape(k, 1, repeats)
+            redrawn_means = np.matmul(counts.astype(np.float64), stacked[pooled[again]])
+            values[again, :redrawn] = redrawn_means[:, 0, :] / repeats
         means[b] = values.mean(axis=0)
     low, high = np.percentile(means, [2.5, 97.5], axis=0)
     return low, high
@@ -422,13 +422,10 @@ def _curves(
             size = len(problem.correct)
             if size < n:
                 continue
-            subsets = _subsets(size, n, repeats)
-            if subsets is None:
-                subsets = _random_subsets(size, n, repeats, draw)
-                pool = np.column_stack([credit(problem, subsets) for credit in credits.values()])
+            subsets, drawn = _subsets(size, n, repeats, draw)
+            pool = np.column_stack([credit(problem, subsets) for credit in credits.values()])
+            if drawn:
                 pools[len(rows)] = pool
-            else:
-                pool = np.column_stack([credit(problem, subsets) for credit in credits.values()])
             figures = [pool.mean(axis=0), [rule(problem, n) for rule in exact.values()]]
             rows.append(np.concatenate(figures))
         if not rows:
