@@ -130,6 +130,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
 def tqdm_progress() -> Callable[[Any], None]:
     bars: dict[str, tqdm] = {}
 
@@ -586,12 +593,14 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
         "--repeats",
         type=positive_int,
         default=100,
+        metavar="R",
         help="N-subsets per problem: all when there are at most this many, else this many random",
     )
     best.add_argument(
         "--intervals",
-        type=int,
+        type=non_negative_int,
         default=1000,
+        metavar="B",
         help="bootstrap replicates of the 95%% intervals (0: none)",
     )
     best.add_argument("--seed", type=int, default=0, help="seed of the subsets and the intervals")
