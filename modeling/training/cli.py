@@ -324,6 +324,7 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
         compare_best_of_n,
         comparison_summary,
         comparison_table,
+        fill_answers,
         footing,
         overlap,
         plot_best_of_n,
@@ -364,14 +365,7 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
 
     from modeling import grading  # the one answer checker, here only: a GPU box may lack it
 
-    problems = [
-        p._replace(
-            samples=[
-                (steps, answer or grading.extract_answer(steps)) for steps, answer in p.samples
-            ]
-        )
-        for p in problems
-    ]
+    problems = fill_answers(problems, grading.extract_answer)
     solutions = [Solution(p.problem, steps) for p in problems for steps, _ in p.samples]
     scores = {}
     for name, path in zip(names, paths, strict=True):

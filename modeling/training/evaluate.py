@@ -533,6 +533,17 @@ def read_best_of_n(path: str | Path) -> list[SampledProblem]:
     return problems
 
 
+def fill_answers(
+    problems: Sequence[SampledProblem], extract: Callable[[list[str]], str | None]
+) -> list[SampledProblem]:
+    """The problems with each sample's missing answer taken from its steps by `extract` (the
+    answer checker's extraction: `# Answer`, `\\boxed{}`, ...)."""
+    return [
+        p._replace(samples=[(steps, answer or extract(steps)) for steps, answer in p.samples])
+        for p in problems
+    ]
+
+
 def evaluate_best_of_n(
     model: Scorer,
     problems: Sequence[SampledProblem],
@@ -625,6 +636,9 @@ def compare_best_of_n(
                     f"{model} has scores for {len(probs)} of problem {problem.key}'s "
                     f"{len(problem.samples)} samples"
                 )
+    for method in ("majority", "pass@n"):
+        if method in credits:
+            raise ValueError(f"a model is named {method!r}, as a method is: rename its folder")
     credits["majority"] = majority_vote
     judged = []
     for i, problem in enumerate(problems):

@@ -212,6 +212,14 @@ def test_ns_beyond_the_samples_are_left_out_and_bad_scores_refused():
         compare_best_of_n(problems, scores, {"orm": "value"}, equivalent=exact)
     with pytest.raises(ValueError, match="positive whole number, not 0"):
         compare_best_of_n(problems, scores, OBJECTIVES, equivalent=exact, ns=[0])
+    named_like_a_method = {"prm": "process", "majority": "outcome"}
+    with pytest.raises(ValueError, match="a model is named 'majority'"):
+        compare_best_of_n(
+            problems,
+            {"prm": scores["prm"], "majority": scores["orm"]},
+            named_like_a_method,
+            equivalent=exact,
+        )
 
 
 def training(problems: list[str], steps: int = 100) -> dict:
