@@ -349,6 +349,9 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if not problems:
         return fail(f"{args.input} has no problems")
+    smallest = min(args.n or [1])
+    if max(len(p.samples) for p in problems) < smallest:  # before a model loads
+        return fail(f"no problem of {args.input} has {smallest} samples or more")
     objectives = {name: record.get("objective", "process") for name, record in records.items()}
     evaluation_problems = {problem_key(p.problem) for p in problems}
     differences = footing(records) + [
@@ -369,7 +372,10 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
     solutions = [Solution(p.problem, steps) for p in problems for steps, _ in p.samples]
     scores = {}
     for name, path in zip(names, paths, strict=True):
-        model = load_prm(path, device=args.device)
+        try:
+            model = load_prm(path, device=args.device)
+        except (OSError, ValueError) as exc:  # ExternalModelError is a ValueError
+            return fail(f"{path} cannot be loaded: {exc}")
         step_probs = iter(score_solutions(model, solutions, progress=tqdm_counter(name)))
         scores[name] = [[next(step_probs) for _ in p.samples] for p in problems]
         del model  # one model in memory at a time
@@ -387,8 +393,6 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return fail(str(exc))
-    if not report["ns"]:
-        return fail(f"no problem of {args.input} has {min(args.n)} samples")
     report = {
         "file": str(args.input),
         "models": {
@@ -406,10 +410,13 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
         "seed": args.seed,
         **report,
     }
-    if args.json:
-        Path(args.json).write_text(report_json(report) + "\n")
-    if args.png:
-        plot_best_of_n(report, args.png)
+    try:
+        if args.json:
+            Path(args.json).write_text(report_json(report) + "\n")
+        if args.png:
+            plot_best_of_n(report, args.png)
+    except OSError as exc:
+        return fail(str(exc))
     print(comparison_table(report))
     print(comparison_summary(report, objectives))
     return 0

@@ -382,3 +382,8 @@ def test_best_of_n_bad_input_is_one_line(models, tmp_path, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"best-of-n: error: {tmp_path} is not a saved model") and "\n" not in err
+    too_few = ["best-of-n", "--models", models["prm"], "--input", str(SAMPLES_FILE), "--n", "8"]
+    assert cli.main(too_few) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"best-of-n: error: no problem of {SAMPLES_FILE} has 8 samples or more"
+    )
