@@ -387,3 +387,24 @@ def test_best_of_n_bad_input_is_one_line(models, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         f"best-of-n: error: no problem of {SAMPLES_FILE} has 8 samples or more"
     )
+
+
+def test_an_imported_model_has_no_training_record_and_compares_only_when_allowed(
+    models, tmp_path, capsys
+):
+    from modeling.training.export import export_hf
+    from modeling.training.external import describe, write_manifest
+
+    imported = export_hf(models["prm"], tmp_path / "imported")  # a Hugging Face folder
+    write_manifest(imported, describe(imported))  # as importing it makes it
+    capsys.readouterr()
+    argv = ["best-of-n", "--models", f"{imported},{models['orm']}", "--input", str(SAMPLES_FILE)]
+    assert cli.main([*argv, "--intervals", "0"]) == 2
+    assert (
+        "imported was trained before Stepwise recorded its problems (no training record)"
+        in capsys.readouterr().err
+    )
+    assert cli.main([*argv, "--intervals", "0", "--allow-mismatch"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("comparing despite: imported was trained before Stepwise")
+    assert out[-1] == LAST_LINE  # the export scores as the model it came from
