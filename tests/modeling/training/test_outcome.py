@@ -1,0 +1,331 @@
+"""Outcome supervision (an ORM): the config rule, graded data in each shape, training in every
+mode, the held-out solution AUROC, and the export as a plain transformers sequence classifier."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from modeling.training import cli
+from modeling.training.config import TrainConfig
+from modeling.training.data import (
+    GradedSolution,
+    LabeledSolution,
+    outcome_examples,
+    pack_solution,
+    problem_key,
+    split_by_problem,
+)
+from modeling.training.inputs import DataFormatError, read_graded, read_graded_data
+from tests.helpers.paths import SHARED_DATA
+from tests.helpers.tiny_models import SAMPLES
+
+PROCESSBENCH_GSM8K = SHARED_DATA / "processbench" / "gsm8k.json"
+
+
+def marker_task(problems: int = 24) -> list[GradedSolution]:
+    """A learnable outcome: a solution is correct iff its last step ends in "indeed" (the other
+    ends in "perhaps"); two solutions a problem, one of each."""
+    graded = []
+    for k in range(problems):
+        for correct in (True, False):
+            last = f"So the answer is {2 * k} {'indeed' if correct else 'perhaps'}"
+            steps = [f"We add {k} and {k}.", last]
+            graded.append(GradedSolution(f"What is {k} + {k}?", steps, correct))
+    return graded
+
+
+def write_graded(path: Path, graded: list[GradedSolution]) -> Path:
+    lines = [
+        json.dumps({"problem": g.problem, "steps": g.steps, "correct": g.correct}) for g in graded
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# --- the config ---------------------------------------------------------------------------------
+
+
+def test_outcome_takes_a_two_class_head_and_refuses_an_explicit_three():
+    assert TrainConfig(objective="outcome").num_labels == 2
+    assert TrainConfig().objective == "process" and TrainConfig().num_labels == 3
+    assert TrainConfig(objective="outcome", num_labels=2).num_labels == 2
+    with pytest.raises(ValueError, match="objective outcome trains a 2-class head") as refused:
+        TrainConfig(objective="outcome", num_labels=3)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ValueError, match="objective must be one of"):
+        TrainConfig(objective="reward")
+
+
+def test_a_saved_config_round_trips_and_replacing_the_objective_takes_its_head():
+    outcome = TrainConfig(objective="outcome")
+    assert TrainConfig.from_dict(outcome.to_dict()) == outcome
+    assert TrainConfig().replace(objective="outcome").num_labels == 2
+    assert outcome.replace(objective="process").num_labels == 3
+    # A config saved before objectives existed reads as process.
+    old = TrainConfig().to_dict()
+    del old["objective"]
+    assert TrainConfig.from_dict(old).objective == "process"
+
+
+def test_objective_is_a_train_flag_with_its_default():
+    args = cli.build_parser().parse_args(["train", "--objective", "outcome"])
+    assert args.objective == "outcome" and args.num_labels is None
+    assert cli.build_parser().parse_args(["train"]).objective == "process"
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+    assert "--objective" in help_text and "(default: process)" in help_text
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def test_problem_key_strips_and_collapses_whitespace():
+    key = problem_key("  What is\n\n1 +  1?  ")
+    assert key == hashlib.sha256(b"What is 1 + 1?").hexdigest()[:16]
+    assert key == problem_key("What is 1 + 1?") and len(key) == 16
+
+
+def test_outcome_examples_rate_the_last_step_alone(tokenizer):
+    correct, wrong = outcome_examples(
+        [
+            GradedSolution("p", ["a", "b", "c"], True),
+            GradedSolution("q", ["x"], False),
+        ]
+    )
+    assert correct == LabeledSolution("p", ["a", "b", "c"], [None, None, 1])
+    assert wrong == LabeledSolution("q", ["x"], [-1])
+    # Outcome targets keep only the last step's label, whatever the solution carries.
+    from modeling.training.data import Targets
+
+    rated = LabeledSolution("p", ["a", "b", "c"], [1, -1, 1])
+    (row,) = pack_solution(rated, tokenizer, 512, targets=Targets(2, outcome=True))
+    assert [lab for lab in row.labels if lab != -100] == [1]
+    assert row.ends[-1] == len(row) - 1  # the last token: the separator after the last step
+
+
+# --- graded readers -----------------------------------------------------------------------------
+
+
+def test_graded_jsonl_reads_and_each_bad_row_is_one_line(tmp_path):
+    good = write_graded(tmp_path / "graded.jsonl", marker_task(2))
+    assert read_graded(good) == marker_task(2)
+    first = {"problem": "p", "steps": ["a"], "correct": True}
+    bad_rows = {
+        "missing": ({"problem": "p", "steps": ["a"]}, "row 2, column 'correct': missing"),
+        "string": (
+            {"problem": "p", "steps": ["a"], "correct": "yes"},
+            "row 2, column 'correct': true or false was expected, not a string",
+        ),
+        "empty": ({"problem": "p", "steps": [], "correct": True}, "column 'steps': no steps"),
+    }
+    for name, (row, message) in bad_rows.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps(first) + "\n" + json.dumps(row) + "\n")
+        with pytest.raises(DataFormatError) as refused:
+            read_graded(path)
+        assert message in str(refused.value) and "\n" not in str(refused.value)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"prompt": "p", "completions": ["a"], "labels": [True]}) + "\n")
+    with pytest.raises(DataFormatError, match="match no graded shape"):
+        read_graded(other)
+
+
+def test_processbench_reads_final_answer_correct(shared_data):
+    items = json.loads(PROCESSBENCH_GSM8K.read_text())
+    graded = read_graded(PROCESSBENCH_GSM8K)
+    assert len(graded) == len(items) == 400
+    assert [g.correct for g in graded] == [item["final_answer_correct"] for item in items]
+    assert graded[0].steps == items[0]["steps"] and graded[0].problem == items[0]["problem"]
+
+
+def test_prm800k_lines_with_a_ground_truth_are_graded_by_their_final_steps_answer(shared_data):
+    asked = []
+
+    def grade(steps, answer, truth):
+        asked.append((list(steps), answer, truth))
+        return truth in steps[-1]
+
+    data = read_graded_data(SAMPLES, grade)
+    records = [json.loads(line) for line in SAMPLES.read_text().splitlines()]
+    finished = [
+        r
+        for r in records
+        if r["label"]["finish_reason"] == "solution"
+        and r["question"].get("ground_truth_answer") is not None
+    ]
+    assert len(data.solutions) == len(finished) == 3 and len(asked) == 3
+    for (steps, answer, truth), record in zip(asked, finished, strict=True):
+        assert answer is None and truth == record["question"]["ground_truth_answer"]
+        assert len(steps) == 1 and "# Answer" in steps[0]  # the final step alone
+    assert [g.problem for g in data.solutions] == [r["question"]["problem"] for r in finished]
+    assert len(data.notes) == 3  # found_error, give_up, no ground truth: each said
+    with pytest.raises(DataFormatError, match="no answer checker"):
+        read_graded(SAMPLES)
+
+
+def test_best_of_n_samples_are_graded_with_the_callers_checker(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    line = {
+        "problem": "What is 1 + 1?",
+        "answer": "2",
+        "samples": [
+            {"steps": ["1 + 1 = 2.", "# Answer\n\n2"], "answer": "2"},
+            {"steps": ["1 + 1 = 3.", "# Answer\n\n3"]},
+        ],
+    }
+    path.write_text(json.dumps(line) + "\n")
+    graded = read_graded(path, lambda steps, answer, truth: (answer or steps[-1][-1]) == truth)
+    assert [g.correct for g in graded] == [True, False] and graded[1].steps[0] == "1 + 1 = 3."
+    line["samples"][1]["steps"] = []
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(DataFormatError, match=r"row 1, column 'samples\[1\].steps': no steps"):
+        read_graded(path, lambda *args: True)
+
+
+# --- training -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["head", "lora", "full"])
+def test_an_orm_trains_in_each_mode_with_its_training_record(mode, tiny_llama, make_config):
+    from modeling.training.train import train
+
+    graded = marker_task(6)
+    config = make_config(tiny_llama, mode=mode, objective="outcome", max_steps=3)
+    result = train(config, outcome_examples(graded))
+    assert result.step == 3 and all(np.isfinite(loss) for _, loss in result.loss_curve)
+    assert result.metrics["labels"] == len(graded)  # one label a solution
+    out = Path(result.output_dir)
+    meta = json.loads((out / "prm.json").read_text())
+    assert meta["objective"] == "outcome" and meta["config"]["num_labels"] == 2
+    assert meta["layout"]["classes"] == ["wrong", "correct"]
+    keys = sorted({problem_key(g.problem) for g in graded})
+    assert meta["training"] == {
+        "problems": keys,
+        "problems_digest": hashlib.sha256("\n".join(keys).encode()).hexdigest(),
+        "optimizer_steps": 3,
+        "examples": len(graded),
+    }
+    head = load_file(out / "head.safetensors")
+    assert set(head) == {"weight"} and head["weight"].shape[0] == 2  # 2-class, no bias
+
+
+def test_a_process_model_records_its_objective_and_training_problems(
+    tiny_llama, make_config, samples
+):
+    from modeling.training.train import train
+
+    result = train(make_config(tiny_llama, max_steps=1), samples)
+    meta = json.loads((Path(result.output_dir) / "prm.json").read_text())
+    assert meta["objective"] == "process" and meta["config"]["num_labels"] == 3
+    assert meta["training"]["optimizer_steps"] == 1
+    assert meta["training"]["examples"] == len(samples)
+    assert meta["training"]["problems"] == sorted({problem_key(s.problem) for s in samples})
+
+
+def test_the_orm_learns_a_marker_and_ranks_held_out_solutions(tiny_llama, make_config):
+    from modeling.training.evaluate import evaluate_outcome
+    from modeling.training.model import ProcessRewardModel
+    from modeling.training.train import train
+
+    train_graded, held_out = split_by_problem(marker_task(24), 0.25, seed=0)
+    config = make_config(tiny_llama, mode="full", objective="outcome", max_steps=30, lr=3e-3)
+    result = train(config, outcome_examples(train_graded))
+    model = ProcessRewardModel.load(result.output_dir)
+    report = evaluate_outcome(model, held_out)
+    assert report["solutions"] == len(held_out) == 12 and report["correct"] == 6
+    assert report["solution_auroc"] > 0.8, report
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+
+def test_cli_trains_an_orm_on_graded_jsonl_and_evaluates_its_held_out_problems(
+    tiny_llama, tmp_path, capsys
+):
+    data = write_graded(tmp_path / "graded.jsonl", marker_task(8))
+    out = tmp_path / "orm"
+    argv = [
+        "train", "--objective", "outcome", "--data", str(data), "--backbone", tiny_llama,
+        "--mode", "head", "--max-steps", "2", "--device", "cpu", "--output-dir", str(out),
+        "--holdout-fraction", "0.25",
+    ]  # fmt: skip
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out[captured.out.index("{") :])
+    assert summary["held_out"]["solutions"] == 4 and "solution_auroc" in summary["held_out"]
+    assert "graded solutions" in captured.err
+    meta = json.loads((out / "prm.json").read_text())
+    assert meta["objective"] == "outcome" and meta["training"]["examples"] == 12
+    split = json.loads((out / "split.json").read_text())
+    assert not set(split["test_problems"]) & set(meta["training"]["problems"])
+    assert json.loads((out / "metrics.json").read_text())["held_out"] == summary["held_out"]
+
+    assert cli.main(["evaluate", "--model", str(out), "--data", str(data), "--device", "cpu"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["objective"] == "outcome" and report["solutions"]["solutions"] == 4
+
+
+def test_cli_outcome_training_refuses_a_bad_graded_file_in_one_line(tiny_llama, tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"problem": "p", "steps": ["a"], "correct": 1}) + "\n")
+    argv = ["train", "--objective", "outcome", "--data", str(bad), "--backbone", tiny_llama]
+    assert cli.main([*argv, "--output-dir", str(tmp_path / "orm")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"train: error: {bad}: row 1, column 'correct': true or false was expected, "
+                   "not an integer"]  # fmt: skip
+    assert not (tmp_path / "orm" / "prm.json").exists()
+    assert cli.main([*argv[:-2], "--num-labels", "3", "--backbone", tiny_llama]) == 2
+    assert "objective outcome trains a 2-class head" in capsys.readouterr().err
+
+
+# --- export -------------------------------------------------------------------------------------
+
+
+def saved_orm(backbone: str, mode: str, folder: Path) -> str:
+    """A saved ORM whose trained parts are random (LoRA's B too, which peft starts at 0)."""
+    from modeling.training.model import ProcessRewardModel
+
+    torch.manual_seed(1)
+    config = TrainConfig(backbone=backbone, mode=mode, device="cpu", objective="outcome")
+    model = ProcessRewardModel.from_config(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.requires_grad:
+                param.normal_(0, 0.3 if "lora_" in name or "head" in name else 0.02)
+    model.save(folder / "model")
+    return str(folder / "model")
+
+
+@pytest.mark.parametrize("mode", ["head", "lora", "full"])
+def test_an_orm_exports_as_a_sequence_classifier_with_equal_scores(mode, tiny_llama, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    from modeling.training.model import ProcessRewardModel
+    from modeling.training.score import score_solutions, solution_score
+
+    model_dir = saved_orm(tiny_llama, mode, tmp_path)
+    out = tmp_path / "hf"
+    assert cli.main(["export", "--model", model_dir, "--output", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForSequenceClassification"]
+    assert config["id2label"] == {"0": "wrong", "1": "correct"} and config["pad_token_id"] == 0
+    assert config["stepwise"]["objective"] == "outcome"
+
+    graded = marker_task(2)
+    ours = ProcessRewardModel.load(model_dir)
+    expected = [solution_score(p, "last") for p in score_solutions(ours, graded)]
+    classifier = AutoModelForSequenceClassification.from_pretrained(out, dtype=torch.float32)
+    assert classifier.config.num_labels == 2
+    card = (out / "README.md").read_text()
+    snippet = card.split("```python\n", 1)[1].split("```", 1)[0].replace('"hf"', repr(str(out)))
+    for g, want in zip(graded, expected, strict=True):
+        scope = {"problem": g.problem, "steps": g.steps}
+        exec(snippet, scope)  # the card's own code: plain torch + transformers
+        assert abs(scope["correct"] - want) < 1e-4
+    assert "LlamaForSequenceClassification" in card and "outcome reward model" in card
