@@ -505,7 +505,10 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     )
     train.set_defaults(func=cmd_train, **(train_defaults or {}))
 
-    evaluate = sub.add_parser("evaluate", help="step metrics on held-out data, ProcessBench")
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="step metrics on held-out data, ProcessBench (an outcome model: solution AUROC)",
+    )
     evaluate.add_argument("--model", required=True)
     evaluate.add_argument("--data", action="append", default=[], help=DATA_HELP, metavar="PATH")
     evaluate.add_argument("--prm800k", action="append", default=[])
@@ -551,7 +554,9 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     merge.set_defaults(func=cmd_merge_adapter)
 
     export = sub.add_parser(
-        "export", help="write a Hugging Face token-classification checkpoint (model card included)"
+        "export",
+        help="write a Hugging Face token-classification checkpoint (an outcome model: a "
+        "sequence classifier; model card included)",
     )
     export.add_argument(
         "--model", required=True, help="a model folder saved by train, or an imported one"
