@@ -341,3 +341,25 @@ def test_an_orm_exports_as_a_sequence_classifier_with_equal_scores(mode, tiny_ll
         exec(snippet, scope)  # the card's own code: plain torch + transformers
         assert abs(scope["correct"] - want) < 1e-4
     assert "LlamaForSequenceClassification" in card and "outcome reward model" in card
+
+
+def test_two_processes_under_torchrun_train_an_orm_like_one(tiny_llama, make_config, tmp_path):
+    from modeling.training.train import train
+    from tests.modeling.training.test_distributed import assert_curves_match, torchrun
+
+    graded = marker_task(6)
+    data = write_graded(tmp_path / "graded.jsonl", graded)
+    settings = dict(
+        mode="lora", objective="outcome", max_steps=3, batch_tokens=256, lora_dropout=0.0
+    )
+    one = train(
+        make_config(tiny_llama, grad_accum=2, output_dir=str(tmp_path / "one"), **settings),
+        outcome_examples(graded),
+    )
+    two = make_config(tiny_llama, grad_accum=1, output_dir=str(tmp_path / "two"), **settings)
+    torchrun("-m", "modeling.training.cli", "train", "--data", str(data), *cli.config_flags(two))
+    saved = json.loads((tmp_path / "two" / "prm.json").read_text())
+    assert saved["world_size"] == 2 and saved["objective"] == "outcome"
+    assert saved["training"] == json.loads((tmp_path / "one" / "prm.json").read_text())["training"]
+    meta = json.loads(next((tmp_path / "two" / "checkpoints").glob("step-*/meta.json")).read_text())
+    assert_curves_match(meta["loss_curve"], one.loss_curve)
