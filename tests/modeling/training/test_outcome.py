@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -316,7 +319,7 @@ def saved_orm(backbone: str, mode: str, folder: Path) -> str:
 
 @pytest.mark.parametrize("mode", ["head", "lora", "full"])
 def test_an_orm_exports_as_a_sequence_classifier_with_equal_scores(mode, tiny_llama, tmp_path):
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from modeling.training.model import ProcessRewardModel
     from modeling.training.score import score_solutions, solution_score
@@ -334,13 +337,45 @@ def test_an_orm_exports_as_a_sequence_classifier_with_equal_scores(mode, tiny_ll
     expected = [solution_score(p, "last") for p in score_solutions(ours, graded)]
     classifier = AutoModelForSequenceClassification.from_pretrained(out, dtype=torch.float32)
     assert classifier.config.num_labels == 2
-    card = (out / "README.md").read_text()
-    snippet = card.split("```python\n", 1)[1].split("```", 1)[0].replace('"hf"', repr(str(out)))
+    sep = classifier.config.step_separator
+    tok = AutoTokenizer.from_pretrained(out)
     for g, want in zip(graded, expected, strict=True):
-        scope = {"problem": g.problem, "steps": g.steps}
-        exec(snippet, scope)  # the card's own code: plain torch + transformers
-        assert abs(scope["correct"] - want) < 1e-4
+        ids = [tok.bos_token_id] + tok(g.problem + sep, add_special_tokens=False)["input_ids"]
+        for step in g.steps:
+            ids += tok(step, add_special_tokens=False)["input_ids"]
+            ids += tok(sep, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = classifier(input_ids=torch.tensor([ids])).logits[0]
+        assert abs(float(logits.softmax(-1)[1]) - want) < 1e-4
+    card = (out / "README.md").read_text()
     assert "LlamaForSequenceClassification" in card and "outcome reward model" in card
+    if mode == "lora":  # the card's own snippet, in a process that has no Stepwise
+        assert card_scores(card, out, graded, tmp_path) == pytest.approx(expected, abs=1e-4)
+
+
+def card_scores(card: str, export: Path, graded: list[GradedSolution], tmp_path: Path) -> list:
+    snippet = card.split("```python\n", 1)[1].split("```", 1)[0]
+    script = (
+        "import json, sys\nout = []\n"
+        "for problem, steps in json.load(open(sys.argv[1])):\n"
+        + "".join(f"    {line}\n" for line in snippet.splitlines())
+        + "    out.append(correct)\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('modeling', 'labeling')]\n"
+        "print(json.dumps(out))\n"
+    )
+    (tmp_path / "solutions.json").write_text(json.dumps([[g.problem, g.steps] for g in graded]))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["HF_HUB_OFFLINE"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "solutions.json")],
+        cwd=export.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def test_two_processes_under_torchrun_train_an_orm_like_one(tiny_llama, make_config, tmp_path):
@@ -363,3 +398,27 @@ def test_two_processes_under_torchrun_train_an_orm_like_one(tiny_llama, make_con
     assert saved["training"] == json.loads((tmp_path / "one" / "prm.json").read_text())["training"]
     meta = json.loads(next((tmp_path / "two" / "checkpoints").glob("step-*/meta.json")).read_text())
     assert_curves_match(meta["loss_curve"], one.loss_curve)
+
+
+def test_an_encoder_orm_export_is_refused_in_one_line_and_writes_nothing(
+    tokenizer, tmp_path, capsys
+):
+    from transformers import BertConfig, BertModel
+
+    bert = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+    BertModel(bert).save_pretrained(tmp_path / "bert")
+    tokenizer.save_pretrained(tmp_path / "bert")
+    model_dir = saved_orm(str(tmp_path / "bert"), "head", tmp_path)
+    assert cli.main(["export", "--model", model_dir, "--output", str(tmp_path / "hf")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("export: error: ")
+    assert "an outcome model exports from a decoder backbone only" in errors[0]
+    assert not (tmp_path / "hf").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".hf")] == []
