@@ -1,4 +1,4 @@
-"""Command line: train, evaluate, score, export.
+"""Command line: train, evaluate, score, best-of-n, export.
 
     python -m modeling.training.cli train --parquet phase1.parquet --holdout-fraction 0.1 \\
         --output-dir runs/prm --mode head
@@ -6,6 +6,7 @@
     python -m modeling.training.cli evaluate --model runs/prm --parquet phase1.parquet \\
         --processbench processbench/gsm8k.json
     python -m modeling.training.cli score --model runs/prm --input solutions.jsonl
+    python -m modeling.training.cli best-of-n --models runs/prm,runs/orm --input samples.jsonl
     python -m modeling.training.cli export --model runs/prm --format hf --output prm-hf
 
 `--data` takes any shape `inputs.py` reads (PRM800K, stepwise-critic, TRL stepwise supervision,
@@ -184,6 +185,13 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
     return value
 
 
@@ -400,6 +408,136 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def model_names(paths: Sequence[str]) -> list[str]:
+    """Each model's name in a comparison: its folder's name, or the path as given where two
+    folders share a name."""
+    names = [Path(path).name or path for path in paths]
+    return [
+        name if names.count(name) == 1 else path for name, path in zip(names, paths, strict=True)
+    ]
+
+
+def model_record(folder: str) -> dict[str, Any]:
+    """A saved model's record: ours its prm.json, an imported one its manifest (which has no
+    training record). A folder that is neither raises ValueError."""
+    from .external import MANIFEST, is_external
+
+    path = Path(folder)
+    record_file = path / (MANIFEST if is_external(path) else "prm.json")
+    try:
+        record = json.loads(record_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{folder} is not a saved model ({record_file.name}: {exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{record_file} holds no JSON object")
+    return record
+
+
+def cmd_best_of_n(args: argparse.Namespace) -> int:
+    """Best-of-N of several models side by side on one samples file (evaluate.compare_best_of_n),
+    refused when the models are not on equal footing unless --allow-mismatch."""
+    from .evaluate import (
+        compare_best_of_n,
+        comparison_summary,
+        comparison_table,
+        fill_answers,
+        footing,
+        overlap,
+        plot_best_of_n,
+        read_best_of_n,
+        report_json,
+    )
+    from .external import load_prm
+    from .score import score_solutions
+
+    def fail(reason: str) -> int:
+        print(f"best-of-n: error: {reason}", file=sys.stderr)
+        return 2
+
+    paths = [path.strip() for path in args.models.split(",") if path.strip()]
+    if not paths:
+        return fail("--models names no model")
+    names = model_names(paths)
+    try:
+        records = {name: model_record(path) for name, path in zip(names, paths, strict=True)}
+        problems = read_best_of_n(args.input)
+    except (OSError, ValueError) as exc:
+        return fail(str(exc))
+    if not problems:
+        return fail(f"{args.input} has no problems")
+    smallest = min(args.n or [1])
+    if max(len(p.samples) for p in problems) < smallest:  # before a model loads
+        return fail(f"no problem of {args.input} has {smallest} samples or more")
+    objectives = {name: record.get("objective", "process") for name, record in records.items()}
+    evaluation_problems = {problem_key(p.problem) for p in problems}
+    differences = footing(records) + [
+        f"{name} trained on {count} of the {len(evaluation_problems)} evaluation problems"
+        for name, count in overlap(records, evaluation_problems).items()
+        if count
+    ]
+    if differences and not args.allow_mismatch:
+        return fail(
+            f"not on equal footing: {'; '.join(differences)} (--allow-mismatch compares anyway)"
+        )
+    if differences:
+        print(f"comparing despite: {'; '.join(differences)}")
+
+    from modeling import grading  # the one answer checker, here only: a GPU box may lack it
+
+    problems = fill_answers(problems, grading.extract_answer)
+    solutions = [Solution(p.problem, steps) for p in problems for steps, _ in p.samples]
+    scores = {}
+    for name, path in zip(names, paths, strict=True):
+        try:
+            model = load_prm(path, device=args.device)
+        except (OSError, ValueError) as exc:  # ExternalModelError is a ValueError
+            return fail(f"{path} cannot be loaded: {exc}")
+        step_probs = iter(score_solutions(model, solutions, progress=tqdm_counter(name)))
+        scores[name] = [[next(step_probs) for _ in p.samples] for p in problems]
+        del model  # one model in memory at a time
+    try:
+        report = compare_best_of_n(
+            problems,
+            scores,
+            objectives,
+            equivalent=grading.is_equivalent,
+            key=grading.normalise_answer,
+            ns=args.n,
+            repeats=args.repeats,
+            intervals=args.intervals,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        return fail(str(exc))
+    report = {
+        "file": str(args.input),
+        "models": {
+            name: {
+                "path": path,
+                "objective": objectives[name],
+                "backbone": records[name].get("backbone"),
+            }
+            for name, path in zip(names, paths, strict=True)
+        },
+        "footing": differences,
+        "allowed_mismatch": bool(args.allow_mismatch),
+        "repeats": args.repeats,
+        "intervals": args.intervals,
+        "seed": args.seed,
+        **report,
+    }
+    try:
+        if args.json:
+            Path(args.json).write_text(report_json(report) + "\n")
+        if args.png:
+            plot_best_of_n(report, args.png)
+    except OSError as exc:
+        return fail(str(exc))
+    print(comparison_table(report))
+    print(comparison_summary(report, objectives))
+    return 0
+
+
 def cmd_merge_adapter(args: argparse.Namespace) -> int:
     """A LoRA adapter merged into its base, saved as a whole model folder: the import's merge,
     run in a process of its own so that the web process that checked the adapter never loads a
@@ -542,6 +680,56 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     score.add_argument("--output", help="JSONL out (default stdout)")
     score.add_argument("--device", default="auto")
     score.set_defaults(func=cmd_score)
+
+    best = sub.add_parser(
+        "best-of-n",
+        help="best-of-N of process and outcome models, majority and pass@N side by side",
+    )
+    best.add_argument(
+        "--models",
+        required=True,
+        metavar="PATH[,PATH...]",
+        help="saved model folders, comma-separated (ours or imported); the first process and "
+        "the first outcome model are the last line's prm and orm",
+    )
+    best.add_argument(
+        "--input",
+        required=True,
+        metavar="FILE",
+        help="best-of-N samples (JSONL, docs/training.md 'Best of N')",
+    )
+    best.add_argument(
+        "--n",
+        type=positive_int,
+        action="append",
+        default=None,
+        help="an N to measure (repeat; default 1, 2, 4, ... up to the most samples a problem has)",
+    )
+    best.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare models trained on different problems, backbones or step counts, or on "
+        "evaluation problems (and say so) instead of refusing",
+    )
+    best.add_argument("--json", metavar="OUT", help="write the report here")
+    best.add_argument("--png", metavar="OUT", help="write the curves here")
+    best.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=100,
+        metavar="R",
+        help="N-subsets per problem: all when there are at most this many, else this many random",
+    )
+    best.add_argument(
+        "--intervals",
+        type=non_negative_int,
+        default=1000,
+        metavar="B",
+        help="bootstrap replicates of the 95%% intervals (0: none)",
+    )
+    best.add_argument("--seed", type=int, default=0, help="seed of the subsets and the intervals")
+    best.add_argument("--device", default="auto")
+    best.set_defaults(func=cmd_best_of_n)
 
     merge = sub.add_parser(
         "merge-adapter", help="merge a LoRA adapter into its base (the import's merge)"
