@@ -422,3 +422,44 @@ def test_an_encoder_orm_export_is_refused_in_one_line_and_writes_nothing(
     assert "an outcome model exports from a decoder backbone only" in errors[0]
     assert not (tmp_path / "hf").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".hf")] == []
+
+
+def test_a_prm_and_an_orm_trained_here_on_the_same_problems_compare_on_equal_footing(
+    tiny_llama, make_config, tmp_path, capsys
+):
+    """The training record both objectives write is what best-of-n's footing reads: trained
+    alike, they compare without --allow-mismatch; trained for other steps, they do not."""
+    from modeling.training.train import train
+
+    graded = marker_task(4)
+    steps = [LabeledSolution(g.problem, g.steps, [1, 1 if g.correct else -1]) for g in graded]
+    runs = {
+        "prm": (make_config(tiny_llama, max_steps=2, output_dir=str(tmp_path / "prm")), steps),
+        "orm": (
+            make_config(
+                tiny_llama, objective="outcome", max_steps=2, output_dir=str(tmp_path / "orm")
+            ),
+            outcome_examples(graded),
+        ),
+    }
+    for config, examples in runs.values():
+        train(config, examples)
+    samples = tmp_path / "samples.jsonl"
+    line = {
+        "problem": "What is 50 + 50?",
+        "answer": "100",
+        "samples": [
+            {"steps": ["We add 50 and 50.", "# Answer\n\n100"]},
+            {"steps": ["We add 50 and 50.", "# Answer\n\n90"]},
+        ],
+    }
+    samples.write_text(json.dumps(line) + "\n")
+    models = f"{tmp_path / 'prm'},{tmp_path / 'orm'}"
+    argv = ["best-of-n", "--models", models, "--input", str(samples), "--intervals", "10"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("best-of-N at N=2: prm ")
+
+    train(runs["orm"][0].replace(max_steps=3, output_dir=str(tmp_path / "orm3")), runs["orm"][1])
+    argv[2] = f"{tmp_path / 'prm'},{tmp_path / 'orm3'}"
+    assert cli.main(argv) == 2
+    assert "different optimizer steps: 2 (" in capsys.readouterr().err
