@@ -14,7 +14,9 @@ segment** (the one that carries the terminator), i.e. where the model has read t
 whole step and knows it ended. All other positions are ignored (-100). Targets
 (`Targets`): 3 classes, index = rating + 1 (-1 -> 0, 0 -> 1, +1 -> 2), or TRL's 2 (1 = good:
 +1, and 0 where neutral_as is "good"; 0 = bad), optionally only the last rated path step
-labelled (train_on_last_step_only).
+labelled (train_on_last_step_only). An outcome model (objective "outcome") has one label per
+solution, at its last step's end: `outcome_examples` turns `GradedSolution`s (final-answer
+correctness) into records rated there alone.
 
 Packing: one row holds a solution's chosen path (labelled at every rated step end)
 followed by its rated alternatives. An alternative to step k is placed after the path
