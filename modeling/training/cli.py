@@ -16,6 +16,13 @@ line, `train: error: ...`, and exit code 2.
 
 `train` writes split.json (the held-out problems) next to the model; `evaluate` given the
 same data files scores only those problems, so nothing it reports was trained on.
+
+`train --objective outcome` trains an outcome model (ORM) on graded solutions: `--data` (and
+`--prm800k`) read as `inputs.read_graded` reads them (graded JSONL, ProcessBench, best-of-N
+samples, PRM800K lines with ground_truth_answer), answers graded by modeling.grading where the
+file gives only answers; its held-out solution AUROC goes to metrics.json ("held_out").
+`evaluate` of an outcome model reports solution AUROC on graded data and ProcessBench's
+final_answer_correct.
 """
 
 from __future__ import annotations
@@ -35,15 +42,18 @@ from tqdm import tqdm
 
 from .config import TrainConfig
 from .data import (
+    GradedSolution,
     LabeledSolution,
     Solution,
+    outcome_examples,
     problem_key,
     read_jsonl,
+    shuffle_key,
     split_by_problem,
     subsample_problems,
 )
 from .external import ADAPTER_TASKS
-from .inputs import CRITIC, PRM800K, DataFormatError, read_many
+from .inputs import CRITIC, PRM800K, DataFormatError, read_graded_many, read_many
 
 
 def load_examples(
@@ -61,6 +71,54 @@ def load_examples(
         *read_many(parquet, CRITIC, report),
         *read_many(data, None, report),
     ]
+
+
+def grade_answer(steps: Sequence[str], answer: str | None, ground_truth: str) -> bool:
+    """The answer checker graded data files need (inputs.Grade): the given answer, else the one
+    modeling.grading extracts from the steps, against the ground truth. Imported here, only
+    when an answer is graded: a GPU machine without math_verify trains on graded files."""
+    from modeling.grading import extract_answer, is_equivalent
+
+    found = answer if answer is not None else extract_answer(list(steps))
+    return found is not None and is_equivalent(found, ground_truth)
+
+
+def load_graded(
+    prm800k: Sequence[str], data: Sequence[str], *, quiet: bool = False
+) -> list[GradedSolution]:
+    """An outcome model's data: every file's graded solutions (inputs.read_graded), each
+    file's summary line to stderr unless `quiet`. A file that cannot be read raises
+    DataFormatError."""
+
+    def report(line: str) -> None:
+        if not quiet:
+            print(line, file=sys.stderr)
+
+    return read_graded_many([*prm800k, *data], grade_answer, report)
+
+
+def held_out_only(items: Sequence[Any], model_dir: str) -> list[Any]:
+    """The items whose problem the model's split.json held out (all of them without one). A
+    split.json written before problem_key normalised whitespace lists the older key."""
+    split_file = Path(model_dir) / "split.json"
+    if not split_file.exists():
+        return list(items)
+    held_out = set(json.loads(split_file.read_text())["test_problems"])
+    return [
+        e for e in items if problem_key(e.problem) in held_out or shuffle_key(e.problem) in held_out
+    ]
+
+
+def model_objective(model_dir: str) -> str:
+    """A saved model's objective (prm.json; a model saved before objectives, or an imported
+    one: process)."""
+    meta = Path(model_dir) / "prm.json"
+    if not meta.is_file():
+        return "process"
+    try:
+        return str(json.loads(meta.read_text()).get("objective", "process"))
+    except (ValueError, AttributeError):
+        return "process"
 
 
 def files_sha256(paths: Sequence[str]) -> str:
@@ -194,13 +252,28 @@ def cmd_train(args: argparse.Namespace) -> int:
 def train_command(args: argparse.Namespace, config: TrainConfig, *, main: bool) -> int:
     from .train import train
 
-    examples = load_examples(args.prm800k, args.parquet, args.data, quiet=not main)
+    outcome = config.objective == "outcome"
+    if outcome and args.parquet:
+        raise DataFormatError(
+            "--parquet: stepwise-critic rows rate steps and grade no final answer; objective "
+            "outcome reads graded solutions (--data)"
+        )
+    graded: list[GradedSolution] = []
+    examples: list[LabeledSolution] = []
+    if outcome:
+        graded = load_graded(args.prm800k, args.data, quiet=not main)
+    else:
+        examples = load_examples(args.prm800k, args.parquet, args.data, quiet=not main)
     if not config.dataset_version:  # after reading: a missing file is a DataFormatError
         paths = [*args.prm800k, *args.parquet, *args.data]
         config = config.replace(dataset_version=files_sha256(paths))
     if args.max_problems:
         examples = subsample_problems(examples, args.max_problems, config.seed)
+        graded = subsample_problems(graded, args.max_problems, config.seed)
+    train_graded, test_graded = split_by_problem(graded, args.holdout_fraction, config.seed)
     train_set, test_set = split_by_problem(examples, args.holdout_fraction, config.seed)
+    if outcome:
+        train_set, test_set = outcome_examples(train_graded), outcome_examples(test_graded)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not main:  # rank 0 writes the split and talks; the others only train
@@ -228,44 +301,87 @@ def train_command(args: argparse.Namespace, config: TrainConfig, *, main: bool) 
             report(p)
 
     result = train(config, train_set, progress=progress, should_stop=stop_file(args.stop_file))
-    print(
-        json.dumps(
-            {"output_dir": result.output_dir, "stopped": result.stopped, **result.metrics}, indent=2
-        )
-    )
+    summary: dict[str, Any] = {
+        "output_dir": result.output_dir,
+        "stopped": result.stopped,
+        **result.metrics,
+    }
+    if outcome and test_graded and not result.stopped:
+        summary["held_out"] = outcome_held_out(out, test_graded)
+    print(json.dumps(summary, indent=2))
     return 0
 
 
+def outcome_held_out(out: Path, held_out: Sequence[GradedSolution]) -> dict[str, Any]:
+    """The trained outcome model's solution AUROC on the held-out problems, also kept in
+    metrics.json under "held_out" (the export's model card shows it)."""
+    from .evaluate import evaluate_outcome, finite
+    from .model import ProcessRewardModel
+
+    model = ProcessRewardModel.load(out, device="cpu")
+    figures = finite(evaluate_outcome(model, held_out))
+    metrics_file = out / "metrics.json"
+    metrics = json.loads(metrics_file.read_text())
+    metrics["held_out"] = figures
+    metrics_file.write_text(json.dumps(metrics, indent=2) + "\n")
+    return figures
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import dropped_labels_note, evaluate_processbench, evaluate_steps, report_json
+    from .evaluate import (
+        dropped_labels_note,
+        evaluate_outcome,
+        evaluate_processbench,
+        evaluate_steps,
+        report_json,
+    )
     from .external import load_prm
+    from .inputs import read_graded
 
     started = time.perf_counter()
+    outcome = model_objective(args.model) == "outcome"
     try:  # before the model loads: a bad file fails at once
-        examples = load_examples(args.prm800k, args.parquet, args.data)
+        if outcome:
+            if args.parquet:
+                raise DataFormatError("--parquet: an outcome model is evaluated on graded data")
+            graded = load_graded(args.prm800k, args.data)
+            benches = [read_graded(path) for path in args.processbench]
+        else:
+            examples = load_examples(args.prm800k, args.parquet, args.data)
     except DataFormatError as exc:
         print(f"evaluate: error: {exc}", file=sys.stderr)
         return 2
     model = load_prm(args.model, device=args.device)
     report: dict[str, Any] = {"model": args.model}
-    if args.prm800k or args.parquet or args.data:
-        split_file = Path(args.model) / "split.json"
-        if not args.all and split_file.exists():
-            held_out = set(json.loads(split_file.read_text())["test_problems"])
-            examples = [e for e in examples if problem_key(e.problem) in held_out]
-        report["steps"] = evaluate_steps(
-            model,
-            examples,
-            batch_tokens=args.batch_tokens,
-            max_length=args.max_length,
-            progress=tqdm_counter("steps"),
-        )
-        report["steps"]["solutions"] = len(examples)
-        print(dropped_labels_note(report["steps"]), file=sys.stderr)
-    report["processbench"] = [
-        evaluate_processbench(model, path, args.threshold, progress=tqdm_counter(Path(path).stem))
-        for path in args.processbench
-    ]
+    if outcome:
+        # Solution level: final-answer correctness against P(correct) at the last step.
+        report["objective"] = "outcome"
+        if args.prm800k or args.data:
+            held = graded if args.all else held_out_only(graded, args.model)
+            report["solutions"] = evaluate_outcome(model, held, progress=tqdm_counter("solutions"))
+        report["processbench"] = [
+            {"subset": Path(path).stem, **evaluate_outcome(model, items)}
+            for path, items in zip(args.processbench, benches, strict=True)
+        ]
+    else:
+        if args.prm800k or args.parquet or args.data:
+            if not args.all:
+                examples = held_out_only(examples, args.model)
+            report["steps"] = evaluate_steps(
+                model,
+                examples,
+                batch_tokens=args.batch_tokens,
+                max_length=args.max_length,
+                progress=tqdm_counter("steps"),
+            )
+            report["steps"]["solutions"] = len(examples)
+            print(dropped_labels_note(report["steps"]), file=sys.stderr)
+        report["processbench"] = [
+            evaluate_processbench(
+                model, path, args.threshold, progress=tqdm_counter(Path(path).stem)
+            )
+            for path in args.processbench
+        ]
     report["seconds"] = round(time.perf_counter() - started, 1)
     text = report_json(report)
     if args.output:
@@ -474,7 +590,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 DATA_HELP = (
     "training data of any shape, detected from its content: PRM800K, stepwise-critic, TRL "
     "stepwise supervision or Math-Shepherd, as JSONL, Parquet or a datasets save_to_disk "
-    "folder (repeat; docs/training.md 'Training data shapes')"
+    "folder (repeat; docs/training.md 'Training data shapes'); with --objective outcome: "
+    "graded solutions (graded JSONL, ProcessBench, best-of-N samples, PRM800K lines with "
+    "ground_truth_answer; docs/training.md 'Outcome supervision (ORM)')"
 )
 
 
@@ -484,7 +602,9 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     parser = argparse.ArgumentParser(prog="python -m modeling.training.cli")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train a PRM", parents=[config_parser()])
+    train = sub.add_parser(
+        "train", help="train a PRM (or, --objective outcome, an ORM)", parents=[config_parser()]
+    )
     train.add_argument(
         "--trl-config",
         metavar="FILE",
@@ -523,7 +643,10 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     )
     train.set_defaults(func=cmd_train, **(train_defaults or {}))
 
-    evaluate = sub.add_parser("evaluate", help="step metrics on held-out data, ProcessBench")
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="step metrics on held-out data, ProcessBench (an outcome model: solution AUROC)",
+    )
     evaluate.add_argument("--model", required=True)
     evaluate.add_argument("--data", action="append", default=[], help=DATA_HELP, metavar="PATH")
     evaluate.add_argument("--prm800k", action="append", default=[])
@@ -619,7 +742,9 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     merge.set_defaults(func=cmd_merge_adapter)
 
     export = sub.add_parser(
-        "export", help="write a Hugging Face token-classification checkpoint (model card included)"
+        "export",
+        help="write a Hugging Face token-classification checkpoint (an outcome model: a "
+        "sequence classifier; model card included)",
     )
     export.add_argument(
         "--model", required=True, help="a model folder saved by train, or an imported one"

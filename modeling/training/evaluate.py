@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import roc_auc_score
 
-from .data import LabeledSolution, Solution
+from .data import GradedSolution, LabeledSolution, Solution
 from .score import Scorer, predict_labelled, score_solutions, solution_score
 
 # ------------------------------------------------------------------ step level
@@ -130,6 +130,40 @@ def dropped_labels_note(steps: Mapping[str, Any]) -> str:
         f"{dropped:,} of {labels:,} step labels{share} dropped: past max_length "
         f"{steps['max_length']:,} tokens (--max-length to change it)"
     )
+
+
+# ------------------------------------------------------------- solution level
+
+
+def evaluate_outcome(
+    model: Scorer,
+    graded: Sequence[GradedSolution],
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """An outcome model (ORM) against final-answer correctness: solution_auroc (its score,
+    P(correct) at the last step: solution_score "last", against `correct`), accuracy at 0.5,
+    and how many solutions (and correct ones) there were. A solution whose last step lies past
+    the model's max_length has no score: counted in `unscored`, left out of both figures."""
+    solutions = [Solution(g.problem, list(g.steps)) for g in graded]
+    step_probs = score_solutions(model, solutions, progress=progress) if solutions else []
+    # P(correct) where the label was trained: the last step's end (not an earlier step's when
+    # the last lies past max_length, as solution_score's NaN skipping would give).
+    scores = np.array(
+        [solution_score(p[-1:], "last") if len(p) else np.nan for p in step_probs],
+        dtype=np.float64,
+    )
+    correct = np.array([g.correct for g in graded], dtype=bool)
+    scored = ~np.isnan(scores)
+    return {
+        "solution_auroc": auroc(scores[scored], correct[scored]),
+        "accuracy": float(((scores[scored] >= 0.5) == correct[scored]).mean())
+        if scored.any()
+        else float("nan"),
+        "solutions": len(graded),
+        "correct": int(correct.sum()),
+        "unscored": int((~scored).sum()),
+    }
 
 
 # ---------------------------------------------------------------- ProcessBench
