@@ -21,6 +21,7 @@ from labeling.models import (
     Completion,
     FinishReason,
     Labeling,
+    PreLabel,
     Problem,
     Snapshot,
     Solution,
@@ -225,8 +226,21 @@ class BatchSerializer(serializers.ModelSerializer):
             "protocol",
             "alternatives_k",
             "alternatives_after_error",
+            "prelabel_mode",
+            "prelabel_judge",
             "created_at",
         ]
+
+
+class BatchPrelabelSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=Batch.PrelabelMode.choices)
+    judge = serializers.ChoiceField(
+        choices=[("", "none"), *PreLabel.Kind.choices],
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The judge kind whose latest pre-labels a suggest batch shows.",
+    )
 
 
 class BatchProblemsSerializer(serializers.Serializer):

@@ -140,3 +140,25 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         sampling_run=sampling_run,
         generation=generation,
     )
+
+
+def make_prelabel(
+    solution: Solution,
+    *,
+    labels: list[int | None],
+    scores: list[float | None] | None = None,
+    kind: str = "prm",
+    judge: str = "prm: v1 (run 1)",
+    run_id: int | None = None,
+) -> lm.PreLabel:
+    """A judge's pre-label for the solution (as the judges' runs write them)."""
+    first_error = labels.index(-1) if -1 in labels else None
+    return lm.PreLabel.objects.create(
+        solution=solution,
+        kind=kind,
+        judge=judge,
+        run_id=run_id if run_id is not None else next(_counter),
+        labels=labels,
+        scores=scores if scores is not None else [None if v is None else 0.9 for v in labels],
+        first_error=first_error,
+    )

@@ -1,0 +1,298 @@
+"""Suggest mode (issue 46): the labeling page shows a suggest batch's judge label for the step
+being rated, a rating says which suggestion it saw, and the server stores the provenance it
+checked against the PreLabel, never the client's word for the label or the score."""
+
+import pytest
+from django.urls import reverse
+
+from labeling.models import Batch, StepLabel
+from labeling.selectors import latest_prelabel, prelabels_for_solutions
+from tests.factories import make_batch, make_prelabel, make_solution
+from tests.labeling.helpers import next_labeling
+
+pytestmark = pytest.mark.django_db
+
+STEPS = ["Let $x = 2$.", "Then $x^2 = 4$.", "So $x^3 = 9$.", "# Answer\n\n9"]
+
+
+def suggest_batch(**extra) -> Batch:
+    return make_batch(prelabel_mode=Batch.PrelabelMode.SUGGEST, prelabel_judge="prm", **extra)
+
+
+@pytest.fixture
+def suggested(labeler):
+    solution = make_solution(suggest_batch(), steps=STEPS)
+    prelabel = make_prelabel(
+        solution, labels=[1, 1, -1, None], scores=[0.92, 0.61, 0.8, None], judge="prm: v3"
+    )
+    return next_labeling(labeler), prelabel
+
+
+def rate(client, labeling, data):
+    url = reverse("labeling:rate", args=[labeling.pk])
+    return client.post(url, data, HTTP_HX_REQUEST="true")
+
+
+def test_the_latest_prelabel_of_a_kind_and_all_of_some_solutions(db):
+    solution, other = make_solution(), make_solution()
+    old = make_prelabel(solution, labels=[1, 1, 1])
+    new = make_prelabel(solution, labels=[1, -1, None])
+    llm = make_prelabel(solution, labels=[1, 1, 1], kind="llm", judge="llm: critic")
+    assert latest_prelabel(solution.pk, "prm") == new
+    assert latest_prelabel(solution.pk, "llm") == llm
+    assert latest_prelabel(solution.pk, "mc") is None
+    assert latest_prelabel(other.pk, "prm") is None
+    found = prelabels_for_solutions([solution.pk, other.pk])
+    assert set(found) == {solution.pk} and set(found[solution.pk]) == {old, new, llm}
+
+
+def test_the_page_shows_the_judges_label_name_and_confidence_for_the_step_to_rate(
+    client, suggested
+):
+    labeling, prelabel = suggested
+    client.force_login(labeling.labeler)
+    body = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert f'data-suggestion="{prelabel.pk}" data-suggestion-label="1"' in body
+    assert "prm: v3" in body and "confidence 92%" in body
+    assert f'"rating": 1, "suggestion": {prelabel.pk}, "accepted": 1' in body
+    assert 'data-key-action="accept"' in body and "accept the judge" in body  # the key help
+    # Accepted: the next step comes (as a fragment) with its own suggestion, read by the rating.
+    answer = rate(
+        client, labeling, {"step_index": 0, "rating": 1, "suggestion": prelabel.pk, "accepted": 1}
+    )
+    assert answer.status_code == 200 and answer["HX-Reswap"] == "none"
+    fragment = answer.content.decode()
+    assert 'data-suggestion-label="1"' in fragment and "confidence 61%" in fragment
+    step = StepLabel.objects.get(labeling=labeling)
+    assert (
+        step.suggestion_shown,
+        step.suggestion_judge,
+        step.suggestion_label,
+        step.suggestion_score,
+        step.suggestion_accepted,
+    ) == (True, "prm: v3", 1, 0.92, True)
+
+
+def test_an_override_keeps_what_was_shown_and_a_step_without_a_label_shows_none(client, suggested):
+    labeling, prelabel = suggested
+    client.force_login(labeling.labeler)
+    rate(client, labeling, {"step_index": 0, "rating": 1, "suggestion": prelabel.pk})
+    rate(client, labeling, {"step_index": 1, "rating": 0, "suggestion": prelabel.pk})
+    rate(client, labeling, {"step_index": 2, "rating": 1, "suggestion": prelabel.pk})
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert 'id="suggestion"' not in page  # step 4: the judge gave no label after its −1
+    refused = rate(client, labeling, {"step_index": 3, "rating": 1, "suggestion": prelabel.pk})
+    assert refused.status_code == 400
+    rate(client, labeling, {"step_index": 3, "rating": 1})
+    rows = list(
+        StepLabel.objects.filter(labeling=labeling)
+        .order_by("index")
+        .values_list("suggestion_shown", "suggestion_label", "suggestion_accepted")
+    )
+    assert rows == [(True, 1, False), (True, 1, False), (True, -1, False), (False, None, None)]
+
+
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        ({"rating": 1, "suggestion": 999_999}, "is not the one shown"),
+        ({"rating": 0, "suggestion": "PREV", "accepted": 1}, "with the judge"),
+        ({"rating": 1, "accepted": 1}, "Only a suggestion shown"),
+        ({"rating": 1, "suggestion": "nan"}, "must be an integer"),
+        ({"rating": 1, "suggestion": "1e999"}, "must be an integer"),
+        ({"rating": 1, "suggestion": str(2**40)}, "suggestion:"),
+    ],
+)
+def test_a_rating_claiming_a_suggestion_that_was_not_shown_is_refused_and_writes_nothing(
+    client, suggested, data, why
+):
+    labeling, prelabel = suggested
+    if data.get("suggestion") == "PREV":
+        data = {**data, "suggestion": prelabel.pk}
+    client.force_login(labeling.labeler)
+    answer = rate(client, labeling, {"step_index": 0, **data})
+    assert answer.status_code == 400 and why in answer.content.decode()
+    assert not StepLabel.objects.filter(labeling=labeling).exists()
+
+
+def test_another_solutions_prelabel_or_an_older_one_is_not_the_one_shown(client, suggested):
+    labeling, prelabel = suggested
+    elsewhere = make_prelabel(make_solution(suggest_batch()), labels=[1, 1, 1])
+    newer = make_prelabel(labeling.solution, labels=[0, 1, 1, 1], judge="prm: v4")
+    client.force_login(labeling.labeler)
+    for claimed in (elsewhere.pk, prelabel.pk):
+        answer = rate(client, labeling, {"step_index": 0, "rating": 1, "suggestion": claimed})
+        assert answer.status_code == 400
+        # The refusal answers with the panel as saved: it shows the suggestion that stands.
+        assert f'data-suggestion="{newer.pk}"' in answer.content.decode()
+    assert not StepLabel.objects.filter(labeling=labeling).exists()
+
+
+def test_another_users_labeling_is_refused_with_its_suggestion(client, suggested, labeler2):
+    labeling, prelabel = suggested
+    client.force_login(labeler2)
+    data = {"step_index": 0, "rating": 1, "suggestion": prelabel.pk, "accepted": 1}
+    assert rate(client, labeling, data).status_code in (403, 404)
+    assert not StepLabel.objects.filter(labeling=labeling).exists()
+
+
+@pytest.mark.parametrize("mode", ["off", "blind"])
+def test_batches_not_in_suggest_mode_never_show_their_prelabels(client, labeler, mode):
+    batch = make_batch(prelabel_mode=mode, prelabel_judge="prm")
+    prelabel = make_prelabel(make_solution(batch, steps=STEPS), labels=[1, 1, 1, 1])
+    labeling = next_labeling(labeler)
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert 'id="suggestion"' not in page and 'data-key-action="accept"' not in page
+    answer = rate(client, labeling, {"step_index": 0, "rating": 1, "suggestion": prelabel.pk})
+    assert answer.status_code == 400
+    assert not StepLabel.objects.filter(labeling=labeling).exists()
+
+
+def test_another_judge_kind_than_the_batchs_is_not_shown(client, labeler):
+    solution = make_solution(suggest_batch(), steps=STEPS)
+    make_prelabel(solution, labels=[1, 1, 1, 1], kind="llm", judge="llm: critic")
+    labeling = next_labeling(labeler)
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert 'id="suggestion"' not in page
+
+
+@pytest.mark.parametrize("flag", ["is_quality_control", "is_screening"])
+def test_gold_and_screening_items_never_show_a_suggestion(client, labeler, flag):
+    solution = make_solution(suggest_batch(gold_rate=0), steps=STEPS)
+    prelabel = make_prelabel(solution, labels=[1, 1, 1, 1])
+    labeling = next_labeling(labeler)
+    # Marked after the claim: the page and the rating read the flag, not the queue.
+    type(solution).objects.filter(pk=solution.pk).update(**{flag: True})
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert 'id="suggestion"' not in page
+    answer = rate(client, labeling, {"step_index": 0, "rating": 1, "suggestion": prelabel.pk})
+    assert answer.status_code == 400
+    assert not StepLabel.objects.filter(labeling=labeling).exists()
+
+
+def batch_form_data(batch: Batch, **changes) -> dict:
+    data = {
+        "name": batch.name,
+        "generation": batch.generation or "",
+        "overlap": batch.overlap,
+        "priority": batch.priority,
+        "is_active": "on",
+        "protocol": batch.protocol,
+        "alternatives_k": batch.alternatives_k,
+    }
+    return {**data, **changes}
+
+
+def test_a_lead_switches_a_batch_to_suggest_on_its_form(client, lead):
+    batch = make_batch()
+    client.force_login(lead)
+    url = reverse("labeling:batch_edit", args=[batch.pk])
+    assert "Machine pre-labels" in client.get(url).content.decode()
+    answer = client.post(url, batch_form_data(batch, prelabel_mode="suggest", prelabel_judge="prm"))
+    assert answer.status_code == 302
+    batch.refresh_from_db()
+    assert (batch.prelabel_mode, batch.prelabel_judge) == ("suggest", "prm")
+    # A form that leaves the fields out (an older client) keeps them.
+    client.post(url, batch_form_data(batch, priority=3))
+    batch.refresh_from_db()
+    assert (batch.prelabel_mode, batch.prelabel_judge, batch.priority) == ("suggest", "prm", 3)
+
+
+@pytest.mark.parametrize(
+    "mode, judge, why",
+    [
+        ("suggest", "", "names the judge"),
+        ("suggest", "gpt", "not one of the available choices"),
+        ("loud", "prm", "not one of the available choices"),
+        ("suggest", "prm\x00", "<html"),  # the site's 400 page: NUL is refused before the form
+    ],
+)
+def test_the_batch_form_refuses_a_bad_mode_or_judge_and_saves_nothing(
+    client, lead, mode, judge, why
+):
+    batch = make_batch()
+    client.force_login(lead)
+    url = reverse("labeling:batch_edit", args=[batch.pk])
+    answer = client.post(url, batch_form_data(batch, prelabel_mode=mode, prelabel_judge=judge))
+    assert answer.status_code in (200, 400) and why in answer.content.decode()
+    batch.refresh_from_db()
+    assert (batch.prelabel_mode, batch.prelabel_judge) == ("off", "")
+
+
+def test_the_api_switches_a_batch_and_shows_its_mode(lead):
+    from tests.helpers.users import api_client_for
+
+    batch = make_batch()
+    api = api_client_for(lead)
+    answer = api.post(
+        f"/api/batches/{batch.pk}/prelabel/", {"mode": "suggest", "judge": "mc"}, format="json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["prelabel_mode"], answer.json()["prelabel_judge"]) == ("suggest", "mc")
+    assert api.get(f"/api/batches/{batch.pk}/").json()["prelabel_mode"] == "suggest"
+    batch.refresh_from_db()
+    assert (batch.prelabel_mode, batch.prelabel_judge) == ("suggest", "mc")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"mode": "suggest"},
+        {"mode": "suggest", "judge": "gpt"},
+        '{"mode": NaN, "judge": "prm"}',
+        '{"mode": "suggest", "judge": "prm", "judge": 1e999}',
+        {"mode": "blind", "judge": 10**30},
+        {"mode": ["suggest"], "judge": "prm"},
+        {},
+    ],
+)
+def test_the_api_refuses_bad_values_and_writes_nothing(lead, body):
+    from tests.helpers.users import api_client_for
+
+    batch = make_batch()
+    url = f"/api/batches/{batch.pk}/prelabel/"
+    api = api_client_for(lead)
+    if isinstance(body, str):  # JSON no json.dumps writes
+        answer = api.post(url, body, content_type="application/json")
+    else:
+        answer = api.post(url, body, format="json")
+    assert answer.status_code == 400, answer.content
+    batch.refresh_from_db()
+    assert (batch.prelabel_mode, batch.prelabel_judge) == ("off", "")
+
+
+def test_a_batch_of_another_lead_is_refused_to_a_researcher_and_unknown_ids_are_404(
+    lead, researcher, labeler
+):
+    from tests.helpers.users import api_client_for
+
+    theirs = make_batch(created_by=lead)
+    body = {"mode": "suggest", "judge": "prm"}
+    answer = api_client_for(researcher).post(
+        f"/api/batches/{theirs.pk}/prelabel/", body, format="json"
+    )
+    assert answer.status_code == 403
+    assert (
+        api_client_for(labeler)
+        .post(f"/api/batches/{theirs.pk}/prelabel/", body, format="json")
+        .status_code
+        == 403
+    )
+    assert (
+        api_client_for(lead)
+        .post(f"/api/batches/{2**31 + 5}/prelabel/", body, format="json")
+        .status_code
+        == 404
+    )
+    theirs.refresh_from_db()
+    assert theirs.prelabel_mode == "off"
+    own = make_batch(created_by=researcher)
+    assert (
+        api_client_for(researcher)
+        .post(f"/api/batches/{own.pk}/prelabel/", body, format="json")
+        .status_code
+        == 200
+    )
