@@ -37,7 +37,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.bounds import ROW_ID
-from labeling.models import Batch, Completion, Labeling, Problem, Snapshot, Solution, StepLabel
+from labeling.models import (
+    Batch,
+    Completion,
+    Labeling,
+    PreLabel,
+    Problem,
+    Snapshot,
+    Solution,
+    StepLabel,
+)
 from labeling.roles import (
     ADMIN,
     LABELER,
@@ -248,7 +257,9 @@ def _import_response(upload: Callable[[], importing.ImportReport]) -> Response:
 class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
     """Solutions (step lists) and bulk imports of generator samples and PRM800K label lines."""
 
-    queryset = Solution.objects.all()
+    queryset = Solution.objects.prefetch_related(
+        Prefetch("prelabels", PreLabel.objects.order_by("-created_at", "-pk"))
+    )
     serializer_class = SolutionSerializer
     permission_classes = [HasRole]
     required_roles, role_message = STAFF_READERS, STAFF_ONLY

@@ -93,6 +93,9 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         solution=solution, labeling=labeling, step_index=0, author=lena, text="Why +1."
     )
     lm.GoldLabel.objects.create(solution=solution, ratings=[1, 1, 1])
+    lm.PreLabel.objects.create(
+        solution=solution, kind="prm", judge="prm: v1", run_id=1, labels=[1, 1, 1], scores=[1, 1, 1]
+    )
     lm.GoldResult.objects.create(labeling=labeling, labeler=lena, solution=solution)
     lm.BatchLabelerStats.objects.create(batch=batch, labeler=lena, labelings=1)
     lm.BatchHourStats.objects.create(batch=batch, hour=timezone.now(), labelings=1)

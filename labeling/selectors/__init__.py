@@ -101,6 +101,13 @@ from labeling.selectors.notes import (
     solution_notes,
     unread_replies,
 )
+from labeling.selectors.prelabel_agreement import (
+    AnchoringRow,
+    JudgeAgreement,
+    anchoring_check,
+    judge_agreement,
+    kappa_and_confusion,
+)
 from labeling.selectors.prelabels import (
     StepSuggestion,
     Suggestion,
@@ -135,6 +142,11 @@ from labeling.selectors.ratings import (
 from labeling.selectors.tokens import api_tokens
 
 __all__ = [
+    "AnchoringRow",
+    "JudgeAgreement",
+    "anchoring_check",
+    "judge_agreement",
+    "kappa_and_confusion",
     "StepSuggestion",
     "Suggestion",
     "latest_prelabel",

@@ -296,3 +296,218 @@ def test_a_batch_of_another_lead_is_refused_to_a_researcher_and_unknown_ids_are_
         .status_code
         == 200
     )
+
+
+# --- provenance out ---------------------------------------------------------------------------
+
+
+def _export(fmt: str) -> bytes:
+    import io
+
+    from labeling.services.exporting import (
+        ExportFilters,
+        StepwiseOptions,
+        select_labelings,
+        write_export,
+    )
+
+    out = io.BytesIO()
+    write_export(out, fmt, select_labelings(ExportFilters()), options=StepwiseOptions())
+    return out.getvalue()
+
+
+def rate_through_the_page(client, labeling, prelabel, ratings: list[tuple[int, bool]]) -> None:
+    """(rating, accepted) per step, each posted as the page's buttons post it."""
+    client.force_login(labeling.labeler)
+    for index, (value, accepted) in enumerate(ratings):
+        data = {"step_index": index, "rating": value, "suggestion": prelabel.pk}
+        if accepted:
+            data["accepted"] = 1
+        assert rate(client, labeling, data).status_code == 200
+
+
+def test_stepwise_exports_and_the_api_carry_provenance_and_prm800k_stays_as_it_was(
+    client, labeler, researcher
+):
+    import io
+    import json
+
+    import pyarrow.parquet as pq
+
+    from labeling.models import Labeling
+    from tests.helpers.users import api_client_for
+
+    steps = ["Let $x = 2$.", "Then $x^2 = 4$.", "# Answer\n\n4"]
+    plain = make_solution(make_batch(), steps=steps)
+    plain_labeling = next_labeling(labeler)
+    assert plain_labeling.solution == plain
+    client.force_login(labeler)
+    for index in range(3):
+        rate(client, plain_labeling, {"step_index": index, "rating": 1})
+    prm800k_before = _export("prm800k")
+
+    solution = make_solution(suggest_batch(), steps=steps)
+    prelabel = make_prelabel(solution, labels=[1, 0, 1], scores=[0.9, 0.55, 0.8], judge="prm: v3")
+    labeling = next_labeling(labeler)
+    rate_through_the_page(client, labeling, prelabel, [(1, True), (1, False), (1, True)])
+    labeling.refresh_from_db()
+    assert labeling.status == Labeling.Status.COMPLETED
+
+    # PRM800K: the release's fields only; the plain labeling's line is as it was, byte for byte.
+    prm800k = _export("prm800k")
+    assert prm800k.startswith(prm800k_before) and b"suggestion" not in prm800k
+    rows = [json.loads(line) for line in _export("stepwise_jsonl").splitlines()]
+    by_labeling = {row["labeling_id"]: row for row in rows}
+    assert by_labeling[plain_labeling.pk]["provenance"][0]["suggestion_shown"] is False
+    assert by_labeling[labeling.pk]["provenance"] == [
+        {
+            "step": 0,
+            "suggestion_shown": True,
+            "suggestion_judge": "prm: v3",
+            "suggestion_label": 1,
+            "suggestion_score": 0.9,
+            "suggestion_accepted": True,
+        },
+        {
+            "step": 1,
+            "suggestion_shown": True,
+            "suggestion_judge": "prm: v3",
+            "suggestion_label": 0,
+            "suggestion_score": 0.55,
+            "suggestion_accepted": False,
+        },
+        {
+            "step": 2,
+            "suggestion_shown": True,
+            "suggestion_judge": "prm: v3",
+            "suggestion_label": 1,
+            "suggestion_score": 0.8,
+            "suggestion_accepted": True,
+        },
+    ]
+    table = pq.read_table(io.BytesIO(_export("stepwise_parquet"))).to_pylist()
+    parquet = {row["labeling_id"]: row["provenance"] for row in table}
+    assert parquet[labeling.pk] == by_labeling[labeling.pk]["provenance"]
+
+    api = api_client_for(researcher)
+    detail = api.get(f"/api/labelings/{labeling.pk}/").json()
+    assert [
+        (s["suggestion_shown"], s["suggestion_label"], s["suggestion_accepted"])
+        for s in detail["step_labels"]
+    ] == [(True, 1, True), (True, 0, False), (True, 1, True)]
+    shown = api.get(f"/api/solutions/{solution.pk}/").json()["prelabels"]
+    assert [(p["id"], p["kind"], p["judge"], p["labels"], p["scores"]) for p in shown] == [
+        (prelabel.pk, "prm", "prm: v3", [1, 0, 1], [0.9, 0.55, 0.8])
+    ]
+    assert api.get(f"/api/solutions/{plain.pk}/").json()["prelabels"] == []
+
+
+def test_the_solutions_list_reads_prelabels_in_one_query_for_the_page(
+    researcher, django_assert_max_num_queries
+):
+    from tests.helpers.users import api_client_for
+
+    for _ in range(5):
+        make_prelabel(make_solution(), labels=[1, 1, 1])
+    api = api_client_for(researcher)
+    api.get("/api/solutions/")  # warm: the token's own reads
+    with django_assert_max_num_queries(6):
+        listed = api.get("/api/solutions/").json()["results"]
+    assert len(listed) == 5 and all(len(row["prelabels"]) == 1 for row in listed)
+
+
+# --- agreement on the lead's pages ------------------------------------------------------------
+
+
+def test_kappa_and_its_confusion_matrix_match_a_hand_computed_case():
+    from labeling.selectors import kappa_and_confusion
+
+    # Agreement 3/4; chance (2·1 + 1·2 + 1·1)/16 = 5/16: κ = (3/4 − 5/16)/(1 − 5/16) = 7/11.
+    kappa, confusion = kappa_and_confusion([1, 1, 0, -1], [1, 0, 0, -1])
+    assert kappa == pytest.approx(7 / 11)
+    assert confusion == [[1, 0, 0], [0, 1, 0], [0, 1, 1]]  # rows: human −1, 0, +1
+    assert kappa_and_confusion([1, 1], [1, 1])[0] is None  # one label everywhere: undefined
+    assert kappa_and_confusion([], [])[0] is None
+
+
+def test_the_batch_page_shows_kappa_alpha_and_the_anchoring_check_as_computed_by_hand(
+    client, lead, labeler, labeler2
+):
+    """Two labelers on one suggest solution: A rates +1 0 0, B rates +1 0 +1; the judge says
+    +1 0 +1. Steps as units, alpha (ordinal; two values, so nominal's): coincidences o(1,1) = 2,
+    o(0,0) = 2, o(0,1) = o(1,0) = 1, n = 6; D_o = 2/6, D_e = (3·3 + 3·3)/(6·5) = 3/5:
+    α = 1 − (1/3)/(3/5) = 4/9. The judge against the six human ratings: agreement 5/6, chance
+    (3·4 + 3·2)/36 = 1/2: κ = (5/6 − 1/2)/(1/2) = 2/3."""
+    batch = suggest_batch(overlap=2, gold_rate=0)
+    steps = ["Let $x = 2$.", "Then $x^2 = 4$.", "# Answer\n\n4"]
+    solution = make_solution(batch, steps=steps)
+    prelabel = make_prelabel(solution, labels=[1, 0, 1], scores=[0.9, 0.6, 0.7], judge="prm: v3")
+    first, second = next_labeling(labeler), next_labeling(labeler2)
+    rate_through_the_page(client, first, prelabel, [(1, True), (0, True), (0, False)])
+    rate_through_the_page(client, second, prelabel, [(1, True), (0, True), (1, True)])
+
+    client.force_login(lead)
+    page = client.get(reverse("labeling:batch_dashboard", args=[batch.pk])).content.decode()
+    assert "α 0.44" in page  # 4/9
+    assert '<strong class="kappa">κ 0.667</strong> over 6 steps' in page
+    assert "6 rated with its suggestion shown" in page
+    assert 'id="anchoring"' in page and "Anchoring check" in page
+    # The confusion matrix: humans −1, 0, +1 (rows) against the judge (columns).
+    from labeling.selectors import anchoring_check, judge_agreement
+
+    (agreement,) = judge_agreement(batch)
+    assert agreement.confusion == [[0, 0, 0], [0, 2, 1], [0, 0, 3]]
+    rows = {row.username: row for row in anchoring_check(batch)}
+    assert rows[labeler.username].accepted_share == pytest.approx(2 / 3)
+    assert rows[labeler2.username].accepted_share == 1.0
+    # A batch page polled (htmx) computes none of it: only the counters.
+    url = reverse("labeling:batch_dashboard", args=[batch.pk])
+    polled = client.get(url, HTTP_HX_REQUEST="true")
+    assert "Machine pre-labels" not in polled.content.decode()
+
+
+def test_the_anchoring_check_compares_suggest_work_with_work_without(client, labeler):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from labeling.models import GoldResult, Labeling
+    from labeling.selectors import anchoring_check
+
+    plain = make_solution(make_batch(gold_rate=0), steps=STEPS[:2])
+    plain_labeling = next_labeling(labeler)
+    assert plain_labeling.solution == plain
+    client.force_login(labeler)
+    for index in range(2):
+        rate(client, plain_labeling, {"step_index": index, "rating": 1, "elapsed_ms": 4000})
+    batch = suggest_batch(gold_rate=0)
+    solution = make_solution(batch, steps=STEPS[:2])
+    prelabel = make_prelabel(solution, labels=[1, 1])
+    labeling = next_labeling(labeler)
+    for index in range(2):
+        data = {"step_index": index, "rating": 1, "suggestion": prelabel.pk, "accepted": 1}
+        rate(client, labeling, {**data, "elapsed_ms": 1000})
+    # Gold results: one during the plain work (3 of 4 steps right), one during the suggest work.
+    now = timezone.now()
+    Labeling.objects.filter(pk=plain_labeling.pk).update(started_at=now - timedelta(hours=2))
+    Labeling.objects.filter(pk=labeling.pk).update(started_at=now - timedelta(hours=1))
+    for minutes, (compared, exact) in ((90, (4, 3)), (30, (4, 1))):
+        gold = make_solution(make_batch(), steps=STEPS)
+        gold_labeling = Labeling.objects.create(
+            solution=gold,
+            labeler=labeler,
+            status=Labeling.Status.COMPLETED,
+            started_at=now - timedelta(minutes=minutes),
+        )
+        type(gold).objects.filter(pk=gold.pk).update(is_quality_control=True)
+        GoldResult.objects.create(
+            labeling=gold_labeling,
+            labeler=labeler,
+            solution=gold,
+            steps_compared=compared,
+            steps_exact=exact,
+        )
+    (row,) = anchoring_check(batch)
+    assert (row.gold_with, row.gold_without) == (0.25, 0.75)
+    assert (row.seconds_with, row.seconds_without) == (1.0, 4.0)
+    assert row.accepted_share == 1.0
