@@ -511,3 +511,43 @@ def test_the_anchoring_check_compares_suggest_work_with_work_without(client, lab
     assert (row.gold_with, row.gold_without) == (0.25, 0.75)
     assert (row.seconds_with, row.seconds_without) == (1.0, 4.0)
     assert row.accepted_share == 1.0
+
+
+# --- the demo ---------------------------------------------------------------------------------
+
+
+def test_the_demo_has_an_inactive_suggest_batch_with_prelabels_a_lead_opens_to_labelers(
+    client, labeler
+):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from labeling.models import PreLabel
+    from labeling.services.demo import SUGGEST_BATCH, SUGGEST_SOLUTIONS
+
+    out = StringIO()
+    call_command("setup_demo", stdout=out)
+    assert f"{SUGGEST_BATCH!r} (suggest mode, judge prm" in out.getvalue()
+    batch = Batch.objects.get(name=SUGGEST_BATCH)
+    assert (batch.prelabel_mode, batch.prelabel_judge, batch.is_active) == ("suggest", "prm", False)
+    solutions = batch.solutions.all()
+    assert solutions.count() == SUGGEST_SOLUTIONS
+    prelabels = PreLabel.objects.filter(solution__batch=batch, kind="prm")
+    assert prelabels.count() == SUGGEST_SOLUTIONS
+    assert all(len(p.labels) == len(p.solution.steps) for p in prelabels.select_related("solution"))
+    call_command("setup_demo", stdout=StringIO())  # a re-run adds nothing
+    assert batch.solutions.count() == SUGGEST_SOLUTIONS and prelabels.count() == SUGGEST_SOLUTIONS
+    # The lead activates it alone: the labeler's next solution shows the judge's label.
+    Batch.objects.exclude(pk=batch.pk).update(is_active=False)
+    Batch.objects.filter(pk=batch.pk).update(is_active=True, gold_rate=0)
+    from labeling.models import Labeler
+    from labeling.services.queue import ensure_labeler
+
+    ensure_labeler(labeler)  # past screening: the demo has screening gold for newcomers
+    Labeler.objects.filter(user=labeler).update(state=Labeler.State.ACTIVE)
+    labeling = next_labeling(labeler)
+    assert labeling.solution.batch_id == batch.pk
+    client.force_login(labeler)
+    page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
+    assert 'id="suggestion"' in page and "stand-in: graded answer" in page
