@@ -616,9 +616,11 @@ def edit_rating(*, labeling_id: int, user: User, step_index: int, rating: int) -
         labeling = Labeling.objects.select_for_update().filter(pk=labeling_id).first()
         if labeling is None or (labeling.labeler_id != user.pk and not has_role(user, LEAD)):
             raise LabelingError("This labeling is not yours.")
-        completion = Completion.objects.filter(
-            step__labeling=labeling, step__index=step_index, index=0
-        ).first()
+        completion = (
+            Completion.objects.filter(step__labeling=labeling, step__index=step_index, index=0)
+            .select_related("step")
+            .first()
+        )
         if completion is None:
             raise LabelingError(f"Step {step_index + 1} is not rated.")
         if completion.rating == -1:
@@ -628,6 +630,11 @@ def edit_rating(*, labeling_id: int, user: User, step_index: int, rating: int) -
         old = completion.rating
         completion.rating = rating
         completion.save(update_fields=["rating"])
+        step = completion.step
+        if step.suggestion_accepted and rating != step.suggestion_label:
+            # Provenance: the rating is no longer the judge's label it was accepted as.
+            step.suggestion_accepted = False
+            step.save(update_fields=["suggestion_accepted"])
         RatingEvent.objects.create(
             labeling=labeling,
             step_index=step_index,

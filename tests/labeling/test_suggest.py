@@ -551,3 +551,22 @@ def test_the_demo_has_an_inactive_suggest_batch_with_prelabels_a_lead_opens_to_l
     client.force_login(labeler)
     page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
     assert 'id="suggestion"' in page and "stand-in: graded answer" in page
+
+
+def test_changing_an_accepted_rating_while_revisiting_it_marks_it_no_longer_accepted(
+    client, suggested
+):
+    labeling, prelabel = suggested
+    client.force_login(labeling.labeler)
+    data = {"step_index": 0, "rating": 1, "suggestion": prelabel.pk, "accepted": 1}
+    rate(client, labeling, data)
+    revise = reverse("labeling:revise", args=[labeling.pk])
+    answer = client.post(revise, {"step_index": 0, "rating": 0}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    step = StepLabel.objects.get(labeling=labeling)
+    assert (step.suggestion_shown, step.suggestion_label, step.suggestion_accepted) == (
+        True,
+        1,
+        False,
+    )
+    assert step.completions.get().rating == 0
