@@ -570,3 +570,17 @@ def test_changing_an_accepted_rating_while_revisiting_it_marks_it_no_longer_acce
         False,
     )
     assert step.completions.get().rating == 0
+
+
+def test_the_admin_form_refuses_suggest_mode_without_a_known_judge(db):
+    from django.forms.models import model_to_dict
+
+    from labeling.admin import BatchAdminForm
+
+    batch = make_batch()
+    data = {k: v for k, v in model_to_dict(batch).items() if v is not None}
+    for judge, valid in (("", False), ("gpt", False), ("llm", True)):
+        form = BatchAdminForm(
+            {**data, "prelabel_mode": "suggest", "prelabel_judge": judge}, instance=batch
+        )
+        assert form.is_valid() is valid, form.errors
