@@ -70,6 +70,7 @@ SQLITE_FILES = {
         "labeling/test_quality.py",
         "labeling/test_revisit.py",
         "labeling/test_snapshots.py",
+        "labeling/test_suggest.py",
         "labeling/test_tokens.py",
         "labeling/test_views.py",
         "modeling/test_best_of_n.py",

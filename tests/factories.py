@@ -93,6 +93,9 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         solution=solution, labeling=labeling, step_index=0, author=lena, text="Why +1."
     )
     lm.GoldLabel.objects.create(solution=solution, ratings=[1, 1, 1])
+    lm.PreLabel.objects.create(
+        solution=solution, kind="prm", judge="prm: v1", run_id=1, labels=[1, 1, 1], scores=[1, 1, 1]
+    )
     lm.GoldResult.objects.create(labeling=labeling, labeler=lena, solution=solution)
     lm.BatchLabelerStats.objects.create(batch=batch, labeler=lena, labelings=1)
     lm.BatchHourStats.objects.create(batch=batch, hour=timezone.now(), labelings=1)
@@ -139,4 +142,26 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         evaluation_set=evaluation_set,
         sampling_run=sampling_run,
         generation=generation,
+    )
+
+
+def make_prelabel(
+    solution: Solution,
+    *,
+    labels: list[int | None],
+    scores: list[float | None] | None = None,
+    kind: str = "prm",
+    judge: str = "prm: v1 (run 1)",
+    run_id: int | None = None,
+) -> lm.PreLabel:
+    """A judge's pre-label for the solution (as the judges' runs write them)."""
+    first_error = labels.index(-1) if -1 in labels else None
+    return lm.PreLabel.objects.create(
+        solution=solution,
+        kind=kind,
+        judge=judge,
+        run_id=run_id if run_id is not None else next(_counter),
+        labels=labels,
+        scores=scores if scores is not None else [None if v is None else 0.9 for v in labels],
+        first_error=first_error,
     )
