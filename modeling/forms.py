@@ -73,6 +73,7 @@ class TrainingRunForm(forms.Form):
             ("outcome", "outcome: final-answer correctness (an ORM)"),
         ],
         initial="process",
+        required=False,  # empty: process, as before the field existed
         help_text="An outcome run trains on the graded solutions Stepwise holds (the pool, "
         "sampling runs, imported samples): the labels and data files below are a PRM's.",
     )
@@ -203,6 +204,9 @@ class TrainingRunForm(forms.Form):
         if named["lr"] is None:  # empty: "other settings" or the mode's default
             del named["lr"]
         return {**data["extra"], **named, "objective": data["objective"]}
+
+    def clean_objective(self) -> str:
+        return self.cleaned_data["objective"] or "process"
 
     def is_outcome(self) -> bool:
         return self.cleaned_data["objective"] == "outcome"
