@@ -185,8 +185,10 @@ def execute_training_run(
         data_path, dataset_version, lines = freeze_dataset(run)
         train_set, held_out = load_split(run)
         if not train_set:
-            what = "graded solutions" if run.objective == Objective.OUTCOME else "labelings"
-            raise RunError(f"no {what} to train on ({lines} selected, all held out or unrated)")
+            what = (
+                "graded solutions" if run.objective == Objective.OUTCOME else "completed labelings"
+            )
+            raise RunError(f"no {what} to train on ({lines} selected)")
         folder = run_dir(run)
         config = train_config(
             {
@@ -216,7 +218,7 @@ def execute_training_run(
             "data_file": str(data_path),
         }
         TrainingRun.objects.filter(pk=run.pk).update(
-            config={**config.to_dict(), "objective": run.objective},
+            config=stored_config(config, run.objective),
             dataset_version=dataset_version,
             dataset_description=description,
             output_dir=str(folder),
@@ -265,6 +267,15 @@ def execute_training_run(
     except Exception as exc:
         _fail(run, exc)
         return None
+
+
+def stored_config(config: TrainConfig, objective: str) -> dict[str, Any]:
+    """The effective config as the row keeps it: what prm.json saves, and the objective where
+    the TrainConfig does not carry it itself (a process run's default goes unsaid)."""
+    stored = config.to_dict()
+    if objective != Objective.PROCESS:
+        stored.setdefault("objective", objective)
+    return stored
 
 
 def train_processes() -> int:
