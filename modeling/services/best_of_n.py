@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ MAX_MODELS = 8
 MAX_N = 4096  # samples per problem a comparison may ask for (more is never sampled here)
 MAX_NS = 16
 PNG_NAME = "best-of-n.png"
+BEAT_S = 10.0  # how often scoring writes the heartbeat (well inside stale_after)
 EXTERNAL_MANIFEST = "external.json"
 
 
@@ -138,11 +141,16 @@ def visible_comparisons(user: User | AnonymousUser) -> QuerySet[BestOfNCompariso
 
 
 def comparisons_resend(now=None) -> int:
-    """The sweeper: send again the comparisons whose task will not come by itself."""
+    """The sweeper: send again the comparisons whose task will not come by itself, and the
+    running ones whose worker died (their claim takes them over, starting afresh)."""
     if model_tasks_in_thread():
         return 0
     now = now or timezone.now()
-    return resend_rows(BestOfNComparison.objects.waiting_too_long(now), COMPARE_TASK, now=now)
+    rows = BestOfNComparison.objects.all()
+    lost = rows.waiting_too_long(now) | rows.stale(now).filter(
+        sent_at__lt=BestOfNComparison.stale_before(now)
+    )  # waiting too long, or running with no heartbeat (its worker died): taken over
+    return resend_rows(lost, COMPARE_TASK, now=now)
 
 
 def comparison_models(comparison: BestOfNComparison) -> list[ModelVersion]:
@@ -167,6 +175,10 @@ def comparison_table(report: dict[str, Any]) -> list[dict[str, Any]]:
 # --- the worker -------------------------------------------------------------------------------
 
 
+class _TakenOver(Exception):
+    """The row is no longer this worker's (taken over as stale): stop, write nothing."""
+
+
 class Refused(Exception):
     """The comparison may not be made (unequal footing, nothing to compare): its one line."""
 
@@ -186,6 +198,8 @@ def comparison_run(comparison_id: int) -> BestOfNComparison:
         png = plot_best_of_n(report, folder / PNG_NAME)
         relative = png.relative_to(Path(settings.MEDIA_ROOT)).as_posix()
         comparison.mark_succeeded(report=report, png_path=relative, phase="done")
+    except _TakenOver:
+        log.warning("best-of-N comparison %s changed hands; leaving it", comparison_id)
     except Refused as exc:
         comparison.mark_failed(str(exc))
     except Exception as exc:
@@ -209,7 +223,7 @@ def _compare(comparison: BestOfNComparison) -> dict[str, Any]:
         raise Refused("a model version of this comparison was deleted; start a new one")
     names = _method_names(versions)
     metas = {names[v.pk]: _model_meta(v) for v in versions}
-    comparison.heartbeat(phase="reading samples")
+    _beat(comparison, "reading samples")(0, 0)
     problems = _problems(comparison, grading)
     if not problems:
         raise Refused("no problems with a ground-truth answer and sampled solutions to compare on")
@@ -223,10 +237,12 @@ def _compare(comparison: BestOfNComparison) -> dict[str, Any]:
     samples = [Sample(p.problem, list(steps)) for p in problems for steps, _ in p.samples]
     scores: dict[str, list[list[Any]]] = {}
     for version in versions:
-        comparison.heartbeat(phase=f"scoring #{version.pk}"[:32])
-        flat = iter(score_solutions(load_model_dir(version.artifact_path), samples))
+        beat = _beat(comparison, f"scoring #{version.pk}")
+        beat(0, 0)
+        model = load_model_dir(version.artifact_path)
+        flat = iter(score_solutions(model, samples, progress=beat))
         scores[names[version.pk]] = [[next(flat) for _ in p.samples] for p in problems]
-    comparison.heartbeat(phase="comparing")
+    _beat(comparison, "comparing")(0, 0)
     report = compare_best_of_n(
         problems,
         scores,
@@ -261,6 +277,23 @@ def _compare(comparison: BestOfNComparison) -> dict[str, Any]:
             ),
         }
     )
+
+
+def _beat(comparison: BestOfNComparison, phase: str) -> Any:
+    """A progress callback that writes the phase and the heartbeat at most every BEAT_S
+    seconds (and at once the first time); raises _TakenOver once the row is another
+    worker's."""
+    last = [-math.inf]
+
+    def beat(done: int, total: int) -> None:
+        if time.monotonic() - last[0] < BEAT_S:
+            return
+        last[0] = time.monotonic()
+        shown = f"{phase} {done}/{total}" if total else phase
+        if not comparison.heartbeat(phase=shown[:32]):
+            raise _TakenOver
+
+    return beat
 
 
 def _method_names(versions: list[ModelVersion]) -> dict[int, str]:

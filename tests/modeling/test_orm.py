@@ -208,7 +208,7 @@ def test_an_outcome_run_with_no_graded_solution_fails_at_start_with_the_reason(b
 
 @pytest.mark.django_db
 def test_an_outcome_run_trains_an_orm_gated_on_the_sets_graded_solutions_never_activated(
-    backbone, settings
+    backbone, settings, client, researcher
 ):
     settings.STEPWISE_ORM_EVAL_MIN_AUROC = 0.0
     sampled_pool(problems=4, per_problem=2)
@@ -230,6 +230,13 @@ def test_an_outcome_run_trains_an_orm_gated_on_the_sets_graded_solutions_never_a
     assert version.metrics["gate"]["metric"] == "solution_auroc" and version.passed_evaluation
     with pytest.raises(runs.RunError, match="compared by best-of-N, not activated"):
         runs.activate_model_version(version)
+    client.force_login(researcher)
+    page = client.get(reverse("modeling_runs:detail", args=[run.pk]))
+    assert page.status_code == 200 and "outcome" in page.text
+    model_page = client.get(reverse("modeling_runs:model", args=[version.pk])).text
+    assert (
+        "Evaluation set solution AUROC" in model_page and "on v1's 2 graded solutions" in model_page
+    )
 
 
 @pytest.mark.django_db
@@ -474,3 +481,66 @@ def test_the_embedded_default_compares_in_a_thread_and_the_page_shows_the_curves
     assert (
         client.get(reverse("modeling_runs:best_of_n_png", args=[comparison.pk])).status_code == 200
     )
+
+
+@pytest.mark.django_db
+def test_a_comparison_whose_worker_died_is_sent_again_and_taken_over(
+    backbone, tmp_path, eager_tasks, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    prm, orm = prm_and_orm(backbone, tmp_path)
+    sampling = sampled_pool(problems=1, per_problem=2)
+    with django_capture_on_commit_callbacks():
+        comparison = best_of_n.comparison_start(model_ids=[prm.pk, orm.pk], sampling_run=sampling)
+    assert BestOfNComparison.claim(comparison.pk) is not None  # the worker that is then killed
+    assert best_of_n.comparison_run(comparison.pk).attempts == 1  # a redelivery finds it held
+    with eager_tasks() as sent:
+        assert best_of_n.comparisons_resend() == 0
+    assert sent == []
+
+    long_ago = timezone.now() - BestOfNComparison.stale_after() - timedelta(seconds=1)
+    BestOfNComparison.objects.filter(pk=comparison.pk).update(
+        heartbeat_at=long_ago, sent_at=long_ago
+    )
+    with eager_tasks() as sent:
+        assert best_of_n.comparisons_resend() == 1
+    comparison.refresh_from_db()
+    assert comparison.status == BestOfNComparison.Status.SUCCEEDED, comparison.error
+    assert comparison.attempts == 2 and comparison.png is not None
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_real_worker_compares_a_prm_and_an_orm_through_the_api(
+    client, researcher, backbone, tmp_path, settings, celery_worker_process, celery_live
+):
+    """Through Redis to a real worker on the gpu queue: the API's comparison, its report and
+    its PNG, as the page then serves them."""
+    settings.MEDIA_ROOT = tmp_path / "media"  # the worker's (its STEPWISE_VAR_DIR is tmp_path)
+    prm, orm = prm_and_orm(backbone, tmp_path)
+    sampling = sampled_pool(problems=2, per_problem=2)
+    client.force_login(researcher)
+    answer = client.post(
+        "/api/best-of-n/",
+        {"models": [prm.pk, orm.pk], "sampling_run": sampling.pk, "ns": [1, 2]},
+        content_type="application/json",
+    )
+    assert answer.status_code == 201, answer.content
+    comparison_id = answer.json()["id"]
+
+    def finished() -> bool:
+        return not BestOfNComparison.objects.get(pk=comparison_id).is_open
+
+    try:
+        wait_for(finished, 240, "the comparison to end")
+    finally:
+        log = (tmp_path / "worker.log").read_text()
+    body = client.get(f"/api/best-of-n/{comparison_id}/").json()
+    assert body["status"] == "succeeded", f"{body['error']}\n{log[-3000:]}"
+    assert "modeling.tasks.gpu_compare_best_of_n" in log
+    assert [row["n"] for row in body["report"]["methods"]["orm"]] == [1, 2]
+    png = client.get(body["png_url"])
+    assert png.status_code == 200 and b"".join(png.streaming_content)[:4] == b"\x89PNG"
