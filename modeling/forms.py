@@ -371,6 +371,7 @@ class BestOfNForm(forms.Form):
         label="Or a best-of-N file",
         help_text="Under the data root (STEPWISE_DATA_ROOT), as read_best_of_n reads it.",
     )
+    file = forms.FileField(required=False, label="Or upload a best-of-N file")
     ns = forms.CharField(
         max_length=200, required=False, label="N", help_text="Empty: 1, 2, 4, ... (e.g. 1,4,16)."
     )
@@ -378,6 +379,13 @@ class BestOfNForm(forms.Form):
         required=False,
         label="Compare even if the models are not on equal footing",
     )
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        if data.get("file") is not None and (data.get("input") or "").strip():
+            self.add_error("file", "Upload a file or name one under the data root, not both.")
+        return data
 
     def clean_models(self) -> list[str]:
         return [part.strip() for part in self.cleaned_data["models"].split(",") if part.strip()]

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -81,6 +82,17 @@ class StartComparisonSerializer(serializers.Serializer):
         max_length=1000,
         help_text="A best-of-N samples file (read_best_of_n's JSONL) under STEPWISE_DATA_ROOT.",
     )
+    file = serializers.FileField(
+        required=False,
+        help_text="Or upload the best-of-N file (multipart): it is kept under "
+        "STEPWISE_DATA_ROOT/best-of-n-uploads/ and compared on.",
+    )
+
+    def validate(self, data: dict) -> dict:
+        if data.get("file") is not None and data.get("input"):
+            raise serializers.ValidationError("send either a file or an input path, not both")
+        return data
+
     ns = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=best_of_n.MAX_N),
         default=list,
@@ -102,6 +114,7 @@ class BestOfNComparisonViewSet(
     required_roles = (LEAD, RESEARCHER)
     role_message = "You do not have permission to perform this action."
     pagination_class = IdCursorPagination
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[BestOfNComparison]:
         return best_of_n.visible_comparisons(self.request.user)
@@ -112,10 +125,15 @@ class BestOfNComparisonViewSet(
         start.is_valid(raise_exception=True)
         data = start.validated_data
         try:
+            best_of_n.checked_model_ids(data["models"])  # before an upload is kept
+            upload = data.get("file")
+            input_path = (
+                best_of_n.store_upload(upload, upload.size) if upload is not None else data["input"]
+            )
             comparison = best_of_n.comparison_start(
                 model_ids=data["models"],
                 sampling_run=data["sampling_run"],
-                input_path=data["input"],
+                input_path=input_path,
                 ns=data["ns"],
                 allow_mismatch=data["allow_mismatch"],
                 user=request.user,

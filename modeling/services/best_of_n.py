@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
@@ -87,6 +89,29 @@ def comparison_start(
         if send:
             start_on_commit(COMPARE_TASK, comparison.pk, row=BestOfNComparison)
     return comparison
+
+
+UPLOADS = "best-of-n-uploads"  # under STEPWISE_DATA_ROOT
+MAX_UPLOAD_BYTES = 256 * 2**20
+
+
+def store_upload(upload: IO[bytes], size: int) -> str:
+    """An uploaded best-of-N file, kept under the data root (`UPLOADS`) where a comparison
+    reads it: its name there (relative to the root). Its rows are read by the worker, which
+    fails the comparison with the reader's one line if they are not best-of-N rows."""
+    if size > MAX_UPLOAD_BYTES:
+        raise ComparisonError(
+            f"the file is {size:,} bytes; a best-of-N upload may have at most {MAX_UPLOAD_BYTES:,}"
+        )
+    folder = Path(settings.STEPWISE_DATA_ROOT) / UPLOADS
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{UPLOADS}/upload-{uuid.uuid4().hex[:16]}.jsonl"
+    target = Path(settings.STEPWISE_DATA_ROOT) / name
+    partial = target.with_suffix(".partial")
+    with partial.open("wb") as out:
+        shutil.copyfileobj(upload, out)
+    partial.replace(target)
+    return name
 
 
 def checked_model_ids(model_ids: Sequence[Any]) -> list[int]:

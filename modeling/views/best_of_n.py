@@ -24,7 +24,7 @@ RECENT = 50
 @login_required
 def comparison_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    form = BestOfNForm(request.POST or None)
+    form = BestOfNForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         sampling_run = None
@@ -34,10 +34,17 @@ def comparison_list(request: AuthenticatedRequest) -> HttpResponse:
                 form.add_error("sampling_run", f"No sampling run {data['sampling_run']}.")
         if not form.errors:
             try:
+                best_of_n.checked_model_ids(data["models"])  # before an upload is kept
+                upload = data["file"]
+                input_path = (
+                    best_of_n.store_upload(upload, upload.size)
+                    if upload is not None
+                    else data["input"].strip()
+                )
                 comparison = best_of_n.comparison_start(
                     model_ids=data["models"],
                     sampling_run=sampling_run,
-                    input_path=data["input"].strip(),
+                    input_path=input_path,
                     ns=data["ns"],
                     allow_mismatch=data["allow_mismatch"],
                     user=request.user,

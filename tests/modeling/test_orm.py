@@ -544,3 +544,53 @@ def test_a_real_worker_compares_a_prm_and_an_orm_through_the_api(
     assert [row["n"] for row in body["report"]["methods"]["orm"]] == [1, 2]
     png = client.get(body["png_url"])
     assert png.status_code == 200 and b"".join(png.streaming_content)[:4] == b"\x89PNG"
+
+
+@pytest.mark.django_db
+def test_an_uploaded_best_of_n_file_is_kept_under_the_data_root_and_compared_on(
+    client, researcher, backbone, tmp_path, settings, eager_tasks
+):
+    settings.STEPWISE_DATA_ROOT = tmp_path / "data"
+    prm, orm = prm_and_orm(backbone, tmp_path)
+    samples = Path(__file__).parent / "data" / "best_of_n_samples.jsonl"
+    client.force_login(researcher)
+    with eager_tasks(), samples.open("rb") as upload:
+        answer = client.post(
+            "/api/best-of-n/",
+            {"models": [prm.pk, orm.pk], "file": upload, "allow_mismatch": "true"},
+        )
+    assert answer.status_code == 201, answer.content
+    comparison = BestOfNComparison.objects.get()
+    kept = Path(comparison.input_path)
+    assert kept.parent == settings.STEPWISE_DATA_ROOT / best_of_n.UPLOADS
+    assert kept.read_bytes() == samples.read_bytes()
+    assert comparison.status == BestOfNComparison.Status.SUCCEEDED, comparison.error
+    assert comparison.report["problems"] == 3 and comparison.report["input"]["file"].startswith(
+        "STEPWISE_DATA_ROOT/"
+    )
+    body = client.get(f"/api/best-of-n/{comparison.pk}/").json()
+    assert str(tmp_path) not in json.dumps(body)  # paths under their root's setting
+
+    with samples.open("rb") as upload:  # an unknown model: refused before the file is kept
+        refused = client.post("/api/best-of-n/", {"models": [424242], "file": upload})
+    assert refused.status_code == 400 and "no model version 424242" in refused.json()["detail"]
+    assert len(list(kept.parent.iterdir())) == 1
+
+
+@pytest.mark.django_db
+def test_the_run_form_starts_an_outcome_run_on_every_graded_solution(
+    client, researcher, backbone, settings, django_capture_on_commit_callbacks
+):
+    settings.STEPWISE_MODELS_ROOT = str(Path(backbone).parent)
+    client.force_login(researcher)
+    form = {
+        "objective": "outcome", "backbone": backbone, "mode": "head", "epochs": 1,
+        "batch_tokens": 4096, "max_length": 512, "data": "all", "holdout_fraction": 0.2,
+        "extra": '{"device": "cpu"}',
+    }  # fmt: skip
+    with django_capture_on_commit_callbacks():
+        answer = client.post(reverse("modeling_runs:list"), form)
+    run = TrainingRun.objects.get()
+    assert answer.status_code == 302, answer.content.decode()[-2000:]
+    assert run.objective == "outcome" and run.config["num_labels"] == 2
+    assert run.dataset_description["graded"] == {"sampling_run": None}
