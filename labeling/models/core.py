@@ -90,6 +90,25 @@ class Batch(models.Model):
         "to the wrong step, as in PRM800K phase 2.",
     )
 
+    class PrelabelMode(models.TextChoices):
+        OFF = "off", "off: no machine pre-labels"
+        BLIND = "blind", "blind: judges run, labelers never see them"
+        SUGGEST = "suggest", "suggest: the labeling page shows the judge's label for each step"
+
+    prelabel_mode = models.CharField(
+        max_length=8,
+        choices=PrelabelMode.choices,
+        default=PrelabelMode.OFF,
+        db_default=PrelabelMode.OFF,  # the bulk paths insert rows in SQL of their own
+    )
+    prelabel_judge = models.CharField(
+        max_length=8,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="suggest mode: the judge kind (prm, llm, mc) whose latest pre-labels are shown.",
+    )
+
     class Meta:
         verbose_name_plural = "batches"
 
@@ -299,7 +318,8 @@ class Labeling(models.Model):
 
 
 class StepLabel(models.Model):
-    """What happened at one step of a labeling (a PRM800K `label.steps[i]`)."""
+    """What happened at one step of a labeling (a PRM800K `label.steps[i]`), and, where a
+    judge's suggestion was shown for it, which (provenance: written with the rating itself)."""
 
     labeling = models.ForeignKey(Labeling, on_delete=models.CASCADE, related_name="step_labels")
     index = models.PositiveSmallIntegerField()
@@ -308,12 +328,68 @@ class StepLabel(models.Model):
     has_completions = models.BooleanField(default=True)
     time_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # db_default: the import and snapshot paths insert step labels in SQL of their own.
+    suggestion_shown = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="A judge's label for this step was on the page when it was rated.",
+    )
+    suggestion_judge = models.CharField(
+        max_length=200, blank=True, default="", db_default="", help_text="PreLabel.judge."
+    )
+    suggestion_label = models.SmallIntegerField(
+        choices=Rating.choices, null=True, blank=True, help_text="The judge's label shown."
+    )
+    suggestion_score = models.FloatField(
+        null=True, blank=True, help_text="The judge's confidence in that label (0 to 1)."
+    )
+    suggestion_accepted = models.BooleanField(
+        null=True, blank=True, help_text="Rated with the accept key (the rating is the label)."
+    )
 
     class Meta:
         ordering = ["labeling", "index"]
         constraints = [
             models.UniqueConstraint(fields=["labeling", "index"], name="one_step_label_per_index"),
         ]
+
+
+class PreLabel(models.Model):
+    """A judge's labels for one solution's steps (machine pre-labels: issue 46).
+
+    `labels[i]` is -1, 0, +1, or None: no label (after the first -1, as PRM800K stops there,
+    or where the judge could not say); `scores[i]` the judge's confidence in labels[i] (0 to 1,
+    None with no label). One row per solution and judge run; `run_id` is the modeling app's
+    PreLabelRun (a plain id: labeling never imports modeling).
+    """
+
+    class Kind(models.TextChoices):
+        PRM = "prm", "a PRM model version"
+        LLM = "llm", "an LLM critic"
+        MC = "mc", "Monte-Carlo rollouts (Math-Shepherd)"
+
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="prelabels")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    judge = models.CharField(max_length=200, help_text='What judged, e.g. "prm: v3 (run 12)".')
+    run_id = models.PositiveIntegerField(db_index=True)
+    labels = models.JSONField(help_text="Per step: -1, 0, +1 or null (no label).")
+    scores = models.JSONField(help_text="Per step: the judge's confidence in its label, or null.")
+    soft_scores = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="mc: per step the share of rollouts reaching a right answer.",
+    )
+    first_error = models.SmallIntegerField(
+        null=True, blank=True, help_text="Index of the first -1; null when none."
+    )
+    raw = models.TextField(blank=True, help_text="llm: the critic's answer as it came.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["solution", "run_id"], name="one_prelabel_per_run"),
+        ]
+        indexes = [models.Index(fields=["solution", "kind", "-created_at"])]
 
 
 class Completion(models.Model):
