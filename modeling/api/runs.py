@@ -26,7 +26,7 @@ from labeling.api import IdCursorPagination
 from labeling.roles import LEAD, RESEARCHER, HasRole
 from modeling.models import EvaluationSet, ModelExport, ModelVersion, SamplingRun, TrainingRun
 from modeling.services import exporting, importing, runs
-from modeling.services.standins import OBJECTIVES
+from modeling.training.config import OBJECTIVES
 from modeling.training.external import MATH_SHEPHERD
 from stepwise.paths import shown_path, shown_paths_in
 

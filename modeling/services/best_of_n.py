@@ -218,7 +218,7 @@ def comparison_run(comparison_id: int) -> BestOfNComparison:
         report = _compare(comparison)
         folder = comparison.folder
         folder.mkdir(parents=True, exist_ok=True)
-        from modeling.services.standins import plot_best_of_n
+        from modeling.training.evaluate import plot_best_of_n
 
         png = plot_best_of_n(report, folder / PNG_NAME)
         relative = png.relative_to(Path(settings.MEDIA_ROOT)).as_posix()
@@ -237,10 +237,9 @@ def _compare(comparison: BestOfNComparison) -> dict[str, Any]:
     # Scoring loads torch and scikit-learn: on the gpu worker, not where pages import this.
     from modeling import grading
     from modeling.services.scoring import load_model_dir
-    from modeling.services.standins import compare_best_of_n, footing, overlap
     from modeling.training.data import Solution as Sample
     from modeling.training.data import problem_key
-    from modeling.training.evaluate import finite
+    from modeling.training.evaluate import compare_best_of_n, finite, footing, overlap
     from modeling.training.score import score_solutions
 
     versions = comparison_models(comparison)
@@ -344,7 +343,7 @@ def _model_meta(version: ModelVersion) -> dict[str, Any]:
 
 def _problems(comparison: BestOfNComparison, grading: Any) -> list[Any]:
     """SampledProblem per problem of the input, answers read from the steps where missing."""
-    from modeling.training.evaluate import SampledProblem, read_best_of_n
+    from modeling.training.evaluate import SampledProblem, fill_answers, read_best_of_n
 
     if comparison.input_path:
         problems = read_best_of_n(comparison.input_path)
@@ -370,12 +369,4 @@ def _problems(comparison: BestOfNComparison, grading: Any) -> list[Any]:
             )
             problem.samples.append((list(steps), answer))
         problems = list(by_problem.values())
-    return [
-        p._replace(
-            samples=[
-                (steps, answer or grading.extract_answer(steps)) for steps, answer in p.samples
-            ]
-        )
-        for p in problems
-        if p.samples
-    ]
+    return fill_answers([p for p in problems if p.samples], grading.extract_answer)

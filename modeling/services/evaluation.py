@@ -16,10 +16,10 @@ from modeling import grading
 from modeling.models import EvaluationSet, ModelVersion
 from modeling.services.run_data import DATA_FILE, load_split, run_dir, sha256_and_lines
 from modeling.services.scoring import load_model_dir
-from modeling.services.standins import GradedSolution, evaluate_outcome
-from modeling.training.data import examples_from_prm800k, read_jsonl
+from modeling.training.data import GradedSolution, examples_from_prm800k, read_jsonl
 from modeling.training.evaluate import (
     evaluate_best_of_n,
+    evaluate_outcome,
     evaluate_processbench,
     evaluate_steps,
     fill_answers,

@@ -55,7 +55,6 @@ from modeling.services.evaluation import (
 from modeling.services.run_data import DATA_FILE, freeze_dataset, load_split, run_dir
 from modeling.services.runs import RunError
 from modeling.services.scoring import release_cached_models
-from modeling.services.standins import train_config
 from modeling.training.backbones import check_available
 from modeling.training.cli import config_flags
 from modeling.training.config import TrainConfig
@@ -190,7 +189,7 @@ def execute_training_run(
             )
             raise RunError(f"no {what} to train on ({lines} selected)")
         folder = run_dir(run)
-        config = train_config(
+        config = TrainConfig.from_dict(
             {
                 **run.config,
                 "output_dir": str(folder / MODEL_DIR),
@@ -218,7 +217,7 @@ def execute_training_run(
             "data_file": str(data_path),
         }
         TrainingRun.objects.filter(pk=run.pk).update(
-            config=stored_config(config, run.objective),
+            config=config.to_dict(),
             dataset_version=dataset_version,
             dataset_description=description,
             output_dir=str(folder),
@@ -267,15 +266,6 @@ def execute_training_run(
     except Exception as exc:
         _fail(run, exc)
         return None
-
-
-def stored_config(config: TrainConfig, objective: str) -> dict[str, Any]:
-    """The effective config as the row keeps it: what prm.json saves, and the objective where
-    the TrainConfig does not carry it itself (a process run's default goes unsaid)."""
-    stored = config.to_dict()
-    if objective != Objective.PROCESS:
-        stored.setdefault("objective", objective)
-    return stored
 
 
 def train_processes() -> int:

@@ -29,14 +29,19 @@ from labeling.models import Labeling, Problem, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import Objective, TrainingRun
 from modeling.services import evaluation_sets
-from modeling.services.standins import outcome_examples, read_graded
 from modeling.training.data import (
     LabeledSolution,
     examples_from_prm800k,
+    outcome_examples,
     read_jsonl,
     split_by_problem,
 )
-from modeling.training.inputs import DataFormatError, prm800k_record, read_training_data
+from modeling.training.inputs import (
+    DataFormatError,
+    prm800k_record,
+    read_graded,
+    read_training_data,
+)
 from stepwise.paths import shown_path, without_roots
 
 DATA_FILE = TrainingRun.DATA_FILE

@@ -23,8 +23,8 @@ from labeling.serializers import ExportRequestSerializer
 from labeling.services.exporting import ExportFilters
 from modeling import selectors
 from modeling.models import ModelVersion, Objective, SamplingRun, TrainingRun
-from modeling.services.standins import effective_config
 from modeling.training.backbones import NAMED_BACKBONES, check_available, folder_under, in_hf_cache
+from modeling.training.config import TrainConfig
 from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit
 
 TRAIN_TASK = "modeling.tasks.gpu_train_run"
@@ -119,7 +119,7 @@ def create_training_run(
     samples), or on one `sampling_run`'s; labelings, their filters and data files are a PRM's.
     """
     try:
-        effective = effective_config(config)
+        effective = TrainConfig.from_dict(dict(config)).to_dict()
     except (TypeError, ValueError) as exc:
         raise RunError(f"invalid training config: {exc}") from exc
     outcome = effective["objective"] == Objective.OUTCOME
@@ -190,7 +190,7 @@ def allowed_config(config: Any) -> dict[str, Any]:
             raise RunError("invalid training config: backbone must be a string")
         config["backbone"] = allowed_backbone(config["backbone"])
     try:
-        effective_config(config)
+        TrainConfig.from_dict(dict(config))
     except (TypeError, ValueError) as exc:
         raise RunError(f"invalid training config: {exc}") from exc
     return config

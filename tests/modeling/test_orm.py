@@ -1,7 +1,7 @@
 """Issue 48 on the Django side: an outcome run (ORM) on the graded solutions Stepwise holds, its
 gate (solution AUROC of correctness), and best-of-N comparisons as queued work with a page, a
-PNG, the API and a command. The training core's new names come from
-modeling/services/standins.py until orm-core and bestofn merge."""
+PNG, the API and a command, on the training core's outcome objective and best-of-N comparison
+(modeling/training: config, data, inputs, evaluate)."""
 
 from __future__ import annotations
 
@@ -134,8 +134,8 @@ def test_outcome_config_is_two_classes_and_bad_objectives_are_refused_in_one_lin
     assert run.dataset_description["graded"] == {"sampling_run": None}
     assert runs.create_training_run(config=tiny(backbone)).objective == "process"
     for config, said in (
-        (tiny(backbone, objective="outcom"), "objective must be one of process, outcome"),
-        (tiny(backbone, objective="outcome", num_labels=3), "num_labels must be 2"),
+        (tiny(backbone, objective="outcom"), "objective must be one of"),
+        (tiny(backbone, objective="outcome", num_labels=3), "trains a 2-class head"),
     ):
         with pytest.raises(runs.RunError, match=said):
             runs.create_training_run(config=config)

@@ -1,7 +1,6 @@
 """Train a PRM on the database's labelings and any data files, recorded as a TrainingRun (like a
 run started from the page). Runs here with progress bars, or on the gpu worker with --queue."""
 
-import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -10,7 +9,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from modeling.models import SamplingRun, TrainingRun
 from modeling.services import execution, runs
-from modeling.services.standins import OBJECTIVES
 from modeling.training.cli import config_parser, tqdm_counter, tqdm_progress
 from modeling.training.config import TrainConfig
 
@@ -28,16 +26,6 @@ class Command(BaseCommand):
         return super().create_parser(prog_name, subcommand, parents=[config_parser()], **kwargs)
 
     def add_arguments(self, parser):
-        try:
-            parser.add_argument(
-                "--objective",
-                choices=OBJECTIVES,
-                default="process",
-                help="process: step labels (a PRM, the default); outcome: final-answer "
-                "correctness of graded solutions (an ORM).",
-            )
-        except argparse.ArgumentError:  # TrainConfig's own flag, once it has the field
-            pass
         parser.add_argument(
             "--sampling-run",
             type=int,
@@ -92,7 +80,6 @@ class Command(BaseCommand):
             else:
                 config = {f.name: o[f.name] for f in dataclasses.fields(TrainConfig)}
                 config["backbone"] = runs.allowed_backbone(config["backbone"])
-                config.setdefault("objective", o["objective"])
                 sampling_run = None
                 if o["sampling_run"] is not None:
                     sampling_run = SamplingRun.objects.filter(pk=o["sampling_run"]).first()
