@@ -232,7 +232,7 @@ def test_an_outcome_run_trains_an_orm_gated_on_the_sets_graded_solutions_never_a
         runs.activate_model_version(version)
     client.force_login(researcher)
     page = client.get(reverse("modeling_runs:detail", args=[run.pk]))
-    assert page.status_code == 200 and "outcome" in page.text
+    assert page.status_code == 200 and "on evaluation set v1's 2 graded solutions" in page.text
     model_page = client.get(reverse("modeling_runs:model", args=[version.pk])).text
     assert (
         "Evaluation set solution AUROC" in model_page and "on v1's 2 graded solutions" in model_page
