@@ -56,6 +56,11 @@ run_patterns = [
         best_of_n_views.comparison_png,
         name="best_of_n_png",
     ),
+    path(
+        "modeling/best-of-n/<int:comparison_id>/anyway/",
+        best_of_n_views.comparison_anyway,
+        name="best_of_n_anyway",
+    ),
     path("modeling/orm/train/", best_of_n_views.train_orm, name="train_orm"),
     path("api/", include(run_router.urls)),
 ]

@@ -114,6 +114,23 @@ def store_upload(upload: IO[bytes], size: int) -> str:
     return name
 
 
+def comparison_anyway(
+    comparison: BestOfNComparison, *, user: User | AnonymousUser | None = None
+) -> BestOfNComparison:
+    """The same comparison again, asked explicitly to compare models not on equal footing
+    (its page then says what differed)."""
+    return comparison_start(
+        model_ids=comparison.model_ids,
+        sampling_run=comparison.sampling_run,
+        input_path=str(Path(comparison.input_path).relative_to(settings.STEPWISE_DATA_ROOT))
+        if comparison.input_path
+        else "",
+        ns=comparison.ns,
+        allow_mismatch=True,
+        user=user,
+    )
+
+
 def checked_model_ids(model_ids: Sequence[Any]) -> list[int]:
     """Distinct model versions that exist, 1 to MAX_MODELS of them, in the order given."""
     ids: list[int] = []

@@ -95,6 +95,20 @@ def comparison_png(request: AuthenticatedRequest, comparison_id: int) -> HttpRes
 
 @login_required
 @require_POST
+def comparison_anyway(request: AuthenticatedRequest, comparison_id: int) -> HttpResponse:
+    """A comparison refused for unequal footing, started again with the mismatch allowed."""
+    require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
+    comparison = get_object_or_404(best_of_n.visible_comparisons(request.user), pk=comparison_id)
+    try:
+        again = best_of_n.comparison_anyway(comparison, user=request.user)
+    except best_of_n.ComparisonError as exc:
+        messages.error(request, str(exc))
+        return redirect("modeling_runs:best_of_n", comparison_id=comparison.pk)
+    return redirect("modeling_runs:best_of_n", comparison_id=again.pk)
+
+
+@login_required
+@require_POST
 def compare_sampling_run(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     """The sampling page's "Compare best-of-N": the active PRM and the latest ORM on it."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)

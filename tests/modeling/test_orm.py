@@ -278,7 +278,7 @@ def test_the_comparison_scores_both_kinds_and_stores_a_report_and_a_png(backbone
 
 @pytest.mark.django_db
 def test_a_mismatched_pair_is_refused_with_the_reason_unless_allowed(
-    backbone, tmp_path, client, researcher
+    backbone, tmp_path, client, researcher, django_capture_on_commit_callbacks
 ):
     other = {**EQUAL, "problems_digest": "d2", "optimizer_steps": 9}
     prm, orm = prm_and_orm(backbone, tmp_path, orm_training=other)
@@ -293,7 +293,13 @@ def test_a_mismatched_pair_is_refused_with_the_reason_unless_allowed(
     assert "different optimizer steps" in refused.error and refused.png is None
     client.force_login(researcher)
     page = client.get(reverse("modeling_runs:best_of_n", args=[refused.pk])).text
-    assert "not on equal footing" in page
+    assert "not on equal footing" in page and 'id="compare-anyway"' in page
+    with django_capture_on_commit_callbacks():
+        again = client.post(reverse("modeling_runs:best_of_n_anyway", args=[refused.pk]))
+    anyway = BestOfNComparison.objects.get(allow_mismatch=True)
+    assert again["Location"] == reverse("modeling_runs:best_of_n", args=[anyway.pk])
+    assert anyway.model_ids == [prm.pk, orm.pk] and anyway.sampling_run == sampling
+    anyway.delete()
 
     allowed = best_of_n.comparison_run(
         best_of_n.comparison_start(
