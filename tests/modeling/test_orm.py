@@ -576,11 +576,14 @@ def test_an_uploaded_best_of_n_file_is_kept_under_the_data_root_and_compared_on(
     )
     body = client.get(f"/api/best-of-n/{comparison.pk}/").json()
     assert str(tmp_path) not in json.dumps(body)  # paths under their root's setting
+    with eager_tasks():
+        again = best_of_n.comparison_anyway(comparison, user=researcher)
+    assert again.pk != comparison.pk and again.input_path == comparison.input_path
 
     with samples.open("rb") as upload:  # an unknown model: refused before the file is kept
         refused = client.post("/api/best-of-n/", {"models": [424242], "file": upload})
     assert refused.status_code == 400 and "no model version 424242" in refused.json()["detail"]
-    assert len(list(kept.parent.iterdir())) == 1
+    assert len(list(kept.parent.iterdir())) == 1  # the one upload, compared twice
 
 
 @pytest.mark.django_db
