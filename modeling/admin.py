@@ -7,6 +7,7 @@ from django.contrib import admin
 
 from labeling.admin import ReadOnlyAdmin
 from modeling.models import (
+    BestOfNComparison,
     EvaluationSet,
     GenerationRun,
     ModelExport,
@@ -31,6 +32,21 @@ class ModelVersionAdmin(ReadOnlyAdmin):
     list_display = ("id", "name", "backbone", "passed_evaluation", "is_active", "created_at")
     list_filter = ("is_active", "passed_evaluation")
     search_fields = ("name", "backbone")
+
+
+@admin.register(BestOfNComparison)
+class BestOfNComparisonAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "model_ids",
+        "sampling_run",
+        "status",
+        "phase",
+        "created_by",
+        "created_at",
+    )
+    list_filter = ("status",)
+    list_select_related = ("created_by",)
 
 
 @admin.register(ModelExport)

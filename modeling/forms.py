@@ -67,6 +67,16 @@ class TrainingRunForm(forms.Form):
     name = forms.CharField(
         max_length=200, required=False, help_text="Shown in lists; the model is named after it."
     )
+    objective = forms.ChoiceField(
+        choices=[
+            ("process", "process: step labels (a PRM)"),
+            ("outcome", "outcome: final-answer correctness (an ORM)"),
+        ],
+        initial="process",
+        required=False,  # empty: process, as before the field existed
+        help_text="An outcome run trains on the graded solutions Stepwise holds (the pool, "
+        "sampling runs, imported samples): the labels and data files below are a PRM's.",
+    )
     backbone = forms.CharField(
         max_length=runs.MAX_BACKBONE_CHARS,
         initial=_DEFAULTS.backbone,
@@ -193,11 +203,19 @@ class TrainingRunForm(forms.Form):
         named = {name: data[name] for name in CONFIG_FIELDS}
         if named["lr"] is None:  # empty: "other settings" or the mode's default
             del named["lr"]
-        return {**data["extra"], **named}
+        return {**data["extra"], **named, "objective": data["objective"]}
+
+    def clean_objective(self) -> str:
+        return self.cleaned_data["objective"] or "process"
+
+    def is_outcome(self) -> bool:
+        return self.cleaned_data["objective"] == "outcome"
 
     def filters(self) -> dict[str, Any]:
         """ExportFilters fields for the chosen labels, the number as sent: the service checks
-        them as it does the API's."""
+        them as it does the API's. An outcome run has none (it trains on graded solutions)."""
+        if self.is_outcome():
+            return {}
         kind, _, value = self.cleaned_data["data"].partition(":")
         return {DATA_KINDS[kind]: [value]} if kind in DATA_KINDS else {}
 
@@ -336,3 +354,44 @@ class SamplingForm(forms.Form):
             "temperature": data.get("temperature"),
             "seed": data.get("seed"),
         }
+
+
+class BestOfNForm(forms.Form):
+    """A best-of-N comparison as a researcher types it; the service checks the ids and paths."""
+
+    models = forms.CharField(
+        max_length=200,
+        label="Model versions",
+        help_text="Ids, comma-separated (e.g. the active PRM's and an ORM's).",
+    )
+    sampling_run = forms.IntegerField(validators=[ROW_ID], required=False, label="Sampling run")
+    input = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="Or a best-of-N file",
+        help_text="Under the data root (STEPWISE_DATA_ROOT), as read_best_of_n reads it.",
+    )
+    file = forms.FileField(required=False, label="Or upload a best-of-N file")
+    ns = forms.CharField(
+        max_length=200, required=False, label="N", help_text="Empty: 1, 2, 4, ... (e.g. 1,4,16)."
+    )
+    allow_mismatch = forms.BooleanField(
+        required=False,
+        label="Compare even if the models are not on equal footing",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        if data.get("file") is not None and (data.get("input") or "").strip():
+            self.add_error("file", "Upload a file or name one under the data root, not both.")
+        return data
+
+    def clean_models(self) -> list[str]:
+        return [part.strip() for part in self.cleaned_data["models"].split(",") if part.strip()]
+
+    def clean_ns(self) -> list[int]:
+        parts = [p.strip() for p in self.cleaned_data["ns"].split(",") if p.strip()]
+        if not all(p.isdigit() and len(p) <= 9 for p in parts):
+            raise forms.ValidationError("Whole numbers, comma-separated.")
+        return [int(p) for p in parts]

@@ -98,12 +98,27 @@ class TrainingRun(QueuedWork):
         """Where its frozen data (`DATA_FILE`), model and checkpoints live."""
         return Path(settings.MEDIA_ROOT) / "runs" / f"run-{self.pk}"
 
+    @property
+    def objective(self) -> str:
+        """process (a PRM, the default) or outcome (an ORM), from its effective config."""
+        return str((self.config or {}).get("objective") or Objective.PROCESS)
+
     def mark_cancelled(self) -> bool:
         """Its worker stopped at a user's request (`cancel_requested`): CANCELLED, no error."""
         return self._end(self.Status.CANCELLED, "", {})
 
 
+class Objective(models.TextChoices):
+    """What a model learns (TrainConfig.objective): step ratings, or a solution's final-answer
+    correctness read at its last token."""
+
+    PROCESS = "process", "process (PRM)"
+    OUTCOME = "outcome", "outcome (ORM)"
+
+
 class ModelVersion(models.Model):
+    Objective = Objective
+
     class Kind(models.TextChoices):
         """Trained here (prm.json), or imported from elsewhere (`import_prm`: external.json)."""
 
@@ -118,6 +133,12 @@ class ModelVersion(models.Model):
     backbone = models.CharField(max_length=300)
     artifact_path = models.CharField(max_length=500)
     kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.TRAINED)
+    objective = models.CharField(
+        max_length=16,
+        choices=Objective.choices,
+        default=Objective.PROCESS,
+        help_text="What it learned: step ratings (a PRM) or final-answer correctness (an ORM).",
+    )
     source = models.CharField(
         max_length=500, blank=True, help_text="Where an imported model was imported from."
     )
@@ -143,8 +164,18 @@ class ModelVersion(models.Model):
     def active(cls) -> ModelVersion | None:
         return cls.objects.filter(is_active=True).first()
 
+    @property
+    def is_outcome(self) -> bool:
+        return self.objective == Objective.OUTCOME
+
     def activate(self) -> None:
-        """Make this the active model; refused unless it passed its evaluation."""
+        """Make this the active model; refused unless it passed its evaluation. An ORM is
+        compared, never activated: the loop selects and scores with a PRM's step scores."""
+        if self.is_outcome:
+            raise ValueError(
+                f"{self} is an outcome model (ORM): it is compared by best-of-N, not activated; "
+                "the active model is a PRM"
+            )
         if not self.passed_evaluation:
             raise ValueError(f"{self} did not pass its evaluation and cannot become active")
         with transaction.atomic():
@@ -519,3 +550,55 @@ class SelectionReason(models.Model):
     def score_label(self) -> str:
         """What `score` measures for this pick's rule."""
         return "ensemble disagreement" if self.rule == "uncertainty" else "PRM score"
+
+
+class BestOfNComparison(QueuedWork):
+    """Best-of-N accuracy of two or more model versions side by side (PRM aggregates, the ORM,
+    majority, PRM-weighted majority, pass@N), on a sampling run's solutions or a best-of-N file
+    under STEPWISE_DATA_ROOT, computed by a gpu task (`modeling.services.best_of_n`). Models
+    not on equal footing (different backbone, training problems or steps) are refused unless
+    `allow_mismatch`, and then the report says what differed."""
+
+    Status = QueuedStatus
+    OPEN = (QueuedStatus.QUEUED, QueuedStatus.RUNNING)
+
+    model_ids = models.JSONField(help_text="The model versions compared, in order.")
+    sampling_run = models.ForeignKey(
+        SamplingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    input_path = models.CharField(
+        max_length=500, blank=True, help_text="A best-of-N samples file under the data root."
+    )
+    ns = models.JSONField(default=list, blank=True, help_text="The Ns asked for; empty: 1, 2, 4…")
+    allow_mismatch = models.BooleanField(default=False)
+    phase = models.CharField(max_length=32, blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    png_path = models.CharField(
+        max_length=500, blank=True, help_text="The curves' PNG, relative to MEDIA_ROOT."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "best-of-N comparison"
+
+    def __str__(self) -> str:
+        return f"best-of-N comparison {self.pk}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN
+
+    @property
+    def folder(self) -> Path:
+        return Path(settings.MEDIA_ROOT) / "best-of-n" / f"comparison-{self.pk}"
+
+    @property
+    def png(self) -> Path | None:
+        """The curves' PNG, if it is on disk."""
+        if not self.png_path:
+            return None
+        path = Path(settings.MEDIA_ROOT) / self.png_path
+        return path if path.is_file() else None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from modeling.services import exporting, importing, loop, pipeline, runs, sampling
+from modeling.services import best_of_n, exporting, importing, loop, pipeline, runs, sampling
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
@@ -67,6 +67,7 @@ def resend_runs() -> int:
         + loop.generations_resend()
         + sampling.sampling_runs_resend()
         + exporting.exports_resend()
+        + best_of_n.comparisons_resend()
     )
 
 
@@ -88,6 +89,19 @@ def export_model(export_id: int) -> str:
     a child process (`cli export`), so this worker never loads torch, and a training run on the
     gpu worker never holds it up."""
     return exporting.export_run(export_id).status
+
+
+@shared_task(
+    name="modeling.tasks.gpu_compare_best_of_n",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=MODEL_LIMIT_S,
+    soft_time_limit=MODEL_LIMIT_S - 60,
+)
+def gpu_compare_best_of_n(comparison_id: int) -> str:
+    """A best-of-N comparison: every sample scored by every model, on the gpu queue (its
+    service imports the scorer when it runs)."""
+    return best_of_n.comparison_run(comparison_id).status
 
 
 # --- the active-learning loop ------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The modeling app's pages and API, under three namespaces (the templates reverse them):
 
-- `modeling_runs`: training pages under /modeling/, the API under /api/runs/, /api/models/ and
-  /api/evaluation-sets/;
+- `modeling_runs`: training pages under /modeling/ (best-of-N comparisons under
+  /modeling/best-of-n/), the API under /api/runs/, /api/models/, /api/evaluation-sets/ and
+  /api/best-of-n/;
 - `modeling_loop`: generation pages under /generations/ and sampling runs under
   /pool/sampling/, the API under /api/generations/ and /api/sampling-runs/;
 - `modeling_review`: model-assisted review under /modeling/review/.
@@ -10,8 +11,10 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
+from modeling.api import best_of_n as best_of_n_api
 from modeling.api import loop as loop_api
 from modeling.api import runs as runs_api
+from modeling.views import best_of_n as best_of_n_views
 from modeling.views import loop as loop_views
 from modeling.views import review as review_views
 from modeling.views import runs as runs_views
@@ -21,6 +24,7 @@ run_router.include_root_view = False
 run_router.register("runs", runs_api.TrainingRunViewSet, basename="run-api")
 run_router.register("models", runs_api.ModelVersionViewSet, basename="model-api")
 run_router.register("evaluation-sets", runs_api.EvaluationSetViewSet, basename="evaluation-set-api")
+run_router.register("best-of-n", best_of_n_api.BestOfNComparisonViewSet, basename="best-of-n-api")
 
 run_patterns = [
     path("modeling/runs/", runs_views.run_list, name="list"),
@@ -41,6 +45,23 @@ run_patterns = [
         name="export_start",
     ),
     path("modeling/models/<int:version_id>/export.zip", runs_views.model_export, name="export"),
+    path("modeling/best-of-n/", best_of_n_views.comparison_list, name="best_of_n_list"),
+    path(
+        "modeling/best-of-n/<int:comparison_id>/",
+        best_of_n_views.comparison_detail,
+        name="best_of_n",
+    ),
+    path(
+        "modeling/best-of-n/<int:comparison_id>/curves.png",
+        best_of_n_views.comparison_png,
+        name="best_of_n_png",
+    ),
+    path(
+        "modeling/best-of-n/<int:comparison_id>/anyway/",
+        best_of_n_views.comparison_anyway,
+        name="best_of_n_anyway",
+    ),
+    path("modeling/orm/train/", best_of_n_views.train_orm, name="train_orm"),
     path("api/", include(run_router.urls)),
 ]
 
@@ -58,6 +79,11 @@ loop_patterns = [
     path("pool/sampling/estimate/", loop_views.sampling_estimate, name="sampling_estimate"),
     path("pool/sampling/<int:run_id>/resume/", loop_views.sampling_resume, name="sampling_resume"),
     path("pool/sampling/<int:run_id>/cancel/", loop_views.sampling_cancel, name="sampling_cancel"),
+    path(
+        "pool/sampling/<int:run_id>/compare/",
+        best_of_n_views.compare_sampling_run,
+        name="sampling_compare",
+    ),
     path("api/", include(loop_router.urls)),
 ]
 

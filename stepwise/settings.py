@@ -307,6 +307,7 @@ TASK_QUEUES = {
     "modeling.tasks.gpu_gate_model": "gpu",
     "modeling.tasks.gpu_generation_step": "gpu",
     "modeling.tasks.gpu_score_for_review": "gpu",
+    "modeling.tasks.gpu_compare_best_of_n": "gpu",
     "modeling.tasks.generate_pool_run": "generate",
     "modeling.tasks.generate_proposal": "generate",
     "labeling.tasks.generate_proposal": "generate",  # generate_proposal's old name, one release
@@ -497,6 +498,9 @@ STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES = env_int("STEPWISE_MODEL_ARCHIVE_MAX_ENTRIES
 STEPWISE_MODEL_ARCHIVE_MAX_RATIO = env_float("STEPWISE_MODEL_ARCHIVE_MAX_RATIO", 100.0)
 STEPWISE_PRM_EVAL_MIN_AUROC = env_float("STEPWISE_PRM_EVAL_MIN_AUROC", 0.6)
 STEPWISE_PRM_EVAL_MAX_REGRESSION = env_float("STEPWISE_PRM_EVAL_MAX_REGRESSION", 0.02)
+# An outcome model (ORM) passes with solution-level AUROC of correctness at least this on the
+# evaluation set's graded solutions (0 turns its gate off); it is never activated.
+STEPWISE_ORM_EVAL_MIN_AUROC = env_float("STEPWISE_ORM_EVAL_MIN_AUROC", 0.6)
 # The gate compares models only on a frozen evaluation set: with none current, a run (and
 # setup_demo) first draws one of this many problems no run has used, when twice as many are
 # there. 0: none is made by itself.

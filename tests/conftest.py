@@ -105,6 +105,7 @@ SQLITE_TESTS = {
     "tests/modeling/test_demo.py::test_setup_demo_loads_the_graded_pool_once",
     "tests/modeling/test_import_checks.py::test_an_archive_bomb_is_refused_by_what_it_declares_and_leaves_nothing",
     "tests/modeling/test_model_export.py::test_the_embedded_default_exports_in_a_thread_and_the_page_answers_at_once",
+    "tests/modeling/test_orm.py::test_the_embedded_default_compares_in_a_thread_and_the_page_shows_the_curves",
     "tests/modeling/test_run_data_files.py::test_a_run_started_with_a_data_file_trains_on_it_and_its_labelings_end_to_end",
     "tests/modeling/test_runs.py::test_the_embedded_default_trains_one_run_at_a_time_and_a_cancel_stops_it_in_seconds",
     "tests/modeling/test_runs.py::test_cancel_a_running_run_then_resume_it_from_its_checkpoint",

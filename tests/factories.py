@@ -74,6 +74,7 @@ class OneOfEach:
     evaluation_set: mm.EvaluationSet
     sampling_run: mm.SamplingRun
     generation: mm.GenerationRun
+    comparison: mm.BestOfNComparison
 
 
 def make_one_of_each(*, lead: Any) -> OneOfEach:
@@ -126,6 +127,10 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         samples=2, sampling={}, problem_ids=[solution.problem_id]
     )
     generation = mm.GenerationRun.objects.create(generation=1, batch=batch)
+    comparison = mm.BestOfNComparison.objects.create(
+        model_ids=[model.pk], sampling_run=sampling_run, created_by=lead, status="failed",
+        error="refused: the models are not on equal footing",
+    )  # fmt: skip
     mm.SelectionReason.objects.create(
         generation_run=generation, solution=solution, score=0.5, rank=1, rule="convincing_wrong"
     )
@@ -142,6 +147,7 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         evaluation_set=evaluation_set,
         sampling_run=sampling_run,
         generation=generation,
+        comparison=comparison,
     )
 
 

@@ -76,6 +76,7 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
             "generation": rows.generation.generation,
             "run_id": rows.run.pk,
             "version_id": rows.model.pk,
+            "comparison_id": rows.comparison.pk,
             "app_label": "labeling",
         },
         "route_kwargs": {
@@ -83,6 +84,7 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
             "admin:auth_user_password_change": {"id": admin.pk},
             "modeling_loop:sampling_resume": {"run_id": rows.sampling_run.pk},
             "modeling_loop:sampling_cancel": {"run_id": rows.sampling_run.pk},
+            "modeling_loop:sampling_compare": {"run_id": rows.sampling_run.pk},
             "modeling_runs:evaluation-set-api-detail": {"version": rows.evaluation_set.version},
         },
         "api_pks": {
@@ -94,6 +96,7 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
             "sampling-run-api": rows.sampling_run.pk,
             "run-api": rows.run.pk,
             "model-api": rows.model.pk,
+            "best-of-n-api": rows.comparison.pk,
         },
     }
     (tmp_path / "plan.json").write_text(json.dumps(plan))

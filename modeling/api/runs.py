@@ -24,8 +24,9 @@ from rest_framework.response import Response
 
 from labeling.api import IdCursorPagination
 from labeling.roles import LEAD, RESEARCHER, HasRole
-from modeling.models import EvaluationSet, ModelExport, ModelVersion, TrainingRun
+from modeling.models import EvaluationSet, ModelExport, ModelVersion, SamplingRun, TrainingRun
 from modeling.services import exporting, importing, runs
+from modeling.training.config import OBJECTIVES
 from modeling.training.external import MATH_SHEPHERD
 from stepwise.paths import shown_path, shown_paths_in
 
@@ -87,6 +88,20 @@ class TrainingRunDetailSerializer(TrainingRunSerializer):
 
 class StartRunSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    objective = serializers.ChoiceField(
+        choices=OBJECTIVES,
+        default="process",
+        help_text="process: step labels (a PRM); outcome: final-answer correctness of the graded "
+        "solutions Stepwise holds (an ORM: no labelings, filters or data files). Also accepted "
+        "as config.objective.",
+    )
+    sampling_run = serializers.PrimaryKeyRelatedField(
+        queryset=SamplingRun.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="objective outcome: train on this sampling run's graded solutions only.",
+    )
     config = serializers.DictField(
         default=dict, help_text="TrainConfig fields; the rest keep their defaults."
     )
@@ -142,6 +157,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "backbone",
             "artifact_path",
             "kind",
+            "objective",
             "source",
             "dataset_version",
             "metrics",
@@ -318,7 +334,8 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         try:
             # Checked here, not only where the run is built: the backbone must be one a request
             # may name (runs.allowed_backbone), not any folder on the server.
-            data["config"] = runs.allowed_config(data["config"])
+            objective = data.pop("objective")
+            data["config"] = runs.allowed_config({"objective": objective, **data["config"]})
             run = runs.start_training_run(created_by=request.user, **data)
         except runs.RunError as exc:  # a bad config or filter: the request's fault
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

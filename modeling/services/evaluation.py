@@ -11,13 +11,15 @@ from typing import Any
 
 from django.conf import settings
 
+from labeling.models import Solution
 from modeling import grading
 from modeling.models import EvaluationSet, ModelVersion
 from modeling.services.run_data import DATA_FILE, load_split, run_dir, sha256_and_lines
 from modeling.services.scoring import load_model_dir
-from modeling.training.data import examples_from_prm800k, read_jsonl
+from modeling.training.data import GradedSolution, examples_from_prm800k, read_jsonl
 from modeling.training.evaluate import (
     evaluate_best_of_n,
+    evaluate_outcome,
     evaluate_processbench,
     evaluate_steps,
     fill_answers,
@@ -242,3 +244,71 @@ def evaluate_model_version(
         version.metrics = {**(version.metrics or {}), "evaluation": report}
         version.save(update_fields=["metrics"])
     return report
+
+
+# --- an outcome model (ORM): solution-level AUROC of correctness ------------------------------
+
+
+def evaluate_outcome_held_out(model_dir: str, held_out: Sequence) -> dict[str, Any]:
+    """An ORM on its run's held-out problems' graded solutions (their one label, the last)."""
+    graded = [GradedSolution(e.problem, list(e.steps), e.ratings[-1] == 1) for e in held_out]
+    if not graded:
+        return {"held_out": None}
+    measured = finite(evaluate_outcome(load_model_dir(model_dir), graded))
+    return {"held_out": measured, "solution_auroc": measured["solution_auroc"]}
+
+
+def evaluation_set_graded(evaluation_set: EvaluationSet) -> list[GradedSolution]:
+    """The graded solutions Stepwise holds of the set's problems: what an ORM is gated on."""
+    rows = (
+        Solution.objects.filter(
+            problem_id__in=evaluation_set.problem_ids, answer_correct__isnull=False
+        )
+        .order_by("pk")
+        .values_list("problem__text", "steps", "answer_correct")
+    )
+    return [
+        GradedSolution(problem, list(steps), bool(right)) for problem, steps, right in rows if steps
+    ]
+
+
+def evaluate_outcome_on_evaluation_set(recorded: dict[str, Any], model_dir: str) -> dict[str, Any]:
+    """Solution AUROC of correctness of the ORM on the recorded set's problems' graded
+    solutions; a set that is gone is an `error` that fails the gate."""
+    evaluation_set = EvaluationSet.objects.filter(pk=recorded.get("id") or 0).first()
+    report: dict[str, Any] = {**recorded, "solution_auroc": None}
+    if evaluation_set is None:
+        return {**report, "error": f"evaluation set v{recorded['version']} is gone"}
+    graded = evaluation_set_graded(evaluation_set)
+    if not graded:
+        return {**report, "solutions": 0, "correct": 0}
+    return {**report, **finite(evaluate_outcome(load_model_dir(model_dir), graded))}
+
+
+def outcome_gate(metrics: dict[str, Any], *, missing: str = NO_SET) -> dict[str, Any]:
+    """Whether an ORM passed: solution AUROC of correctness at least STEPWISE_ORM_EVAL_MIN_AUROC
+    on the evaluation set's graded solutions (without a set: on its own held-out problems).
+    An ORM is never compared with the active model (a PRM, another measure) nor activated."""
+    floor = settings.STEPWISE_ORM_EVAL_MIN_AUROC
+    on_set = metrics.get("evaluation_set")
+    gate: dict[str, Any] = {"metric": "solution_auroc", "min_auroc": floor}
+    if on_set is None:
+        auroc = metrics.get("solution_auroc")
+        gate.update(evaluation_set=None, auroc=auroc, missing=missing)
+        where = f"this run's held-out problems ({missing})"
+    else:
+        auroc = on_set.get("solution_auroc")
+        gate.update(evaluation_set=on_set["version"], evaluation_set_id=on_set.get("id"))
+        gate["auroc"] = auroc
+        where = f"evaluation set v{on_set['version']}'s graded solutions"
+        if on_set.get("error"):
+            return {**gate, "passed": False, "reason": on_set["error"]}
+    if floor <= 0:
+        return {**gate, "passed": True, "reason": "not gated: the ORM gate is off (floor 0)"}
+    if auroc is None:
+        reason = f"no correct and wrong solutions to measure solution AUROC on in {where}"
+        return {**gate, "passed": False, "reason": reason}
+    if auroc < floor:
+        reason = f"solution AUROC {auroc:.3f} on {where} is under {floor:.3f}"
+        return {**gate, "passed": False, "reason": reason}
+    return {**gate, "passed": True, "reason": f"solution AUROC {auroc:.3f} on {where}"}

@@ -58,7 +58,8 @@ def _problems_of(path: Path) -> Iterator[str]:
     with path.open(encoding="utf-8") as lines:
         for line in lines:
             if line.strip():
-                yield json.loads(line)["question"]["problem"]
+                row = json.loads(line)  # PRM800K lines; an outcome run's graded JSONL
+                yield row["problem"] if "problem" in row else row["question"]["problem"]
 
 
 def create_evaluation_set(

@@ -39,15 +39,18 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from modeling.models import ModelVersion, TrainingRun
+from modeling.models import ModelVersion, Objective, TrainingRun
 from modeling.services import torchrun
 from modeling.services.evaluation import (
     NO_SET,
     PhaseProgress,
     evaluate_held_out,
     evaluate_on_evaluation_set,
+    evaluate_outcome_held_out,
+    evaluate_outcome_on_evaluation_set,
     evaluate_processbench_files,
     evaluation_gate,
+    outcome_gate,
 )
 from modeling.services.run_data import DATA_FILE, freeze_dataset, load_split, run_dir
 from modeling.services.runs import RunError
@@ -181,7 +184,10 @@ def execute_training_run(
         data_path, dataset_version, lines = freeze_dataset(run)
         train_set, held_out = load_split(run)
         if not train_set:
-            raise RunError(f"no completed labelings to train on ({lines} selected)")
+            what = (
+                "graded solutions" if run.objective == Objective.OUTCOME else "completed labelings"
+            )
+            raise RunError(f"no {what} to train on ({lines} selected)")
         folder = run_dir(run)
         config = TrainConfig.from_dict(
             {
@@ -238,6 +244,8 @@ def execute_training_run(
             step=result.step,
             total_steps=result.total_steps,
         )
+        if run.objective == Objective.OUTCOME:
+            return _finish_outcome(run, config, result, dataset_version, held_out, description)
         metrics = {**result.metrics, **evaluate_held_out(result.output_dir, held_out, count)}
         metrics.update(
             evaluate_processbench_files(result.output_dir, description["processbench"], count)
@@ -387,6 +395,37 @@ def _stop(run: TrainingRun, reporter: RunReporter) -> None:
         run.mark_cancelled()
     else:
         run.mark_failed("Stopped before the end (worker shutting down); resume to continue.")
+
+
+def _finish_outcome(
+    run: TrainingRun,
+    config: Any,
+    result: TrainResult,
+    dataset_version: str,
+    held_out: Sequence,
+    description: dict[str, Any],
+) -> ModelVersion:
+    """An ORM's end: solution AUROC of correctness on held-out problems and on the evaluation
+    set's graded solutions, its own gate (`outcome_gate`); recorded, never activated."""
+    metrics = {**result.metrics, **evaluate_outcome_held_out(result.output_dir, held_out)}
+    recorded = description.get("evaluation_set")
+    if recorded:
+        metrics["evaluation_set"] = evaluate_outcome_on_evaluation_set(recorded, result.output_dir)
+    gate = outcome_gate(metrics, missing=description.get("evaluation_set_missing") or NO_SET)
+    metrics = {**metrics, "gate": gate}
+    with transaction.atomic():
+        version = ModelVersion.objects.create(
+            run=run,
+            name=f"{run.name or 'ORM'} #{run.pk}",
+            backbone=config.backbone,
+            artifact_path=result.output_dir,
+            objective=Objective.OUTCOME,
+            dataset_version=dataset_version,
+            metrics=metrics,
+            passed_evaluation=gate["passed"],
+        )
+        run.mark_succeeded(metrics=metrics, phase="done", heartbeat_at=timezone.now())
+    return version
 
 
 def _finish(

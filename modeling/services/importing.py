@@ -199,6 +199,7 @@ def import_model_version(
                 backbone=manifest["architecture"][:300],
                 artifact_path=str(target),
                 kind=kind or ModelVersion.Kind.TOKEN_CLASSIFICATION,
+                objective=imported_objective(manifest),
                 source=(source or str(folder))[:500],
                 metrics={"imported": manifest},
             )
@@ -206,6 +207,17 @@ def import_model_version(
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(target, ignore_errors=True)
         raise
+
+
+def imported_objective(manifest: dict[str, Any]) -> str:
+    """An imported model is a PRM unless its layout says it classifies whole sequences (an
+    ORM's Hugging Face export: one score per solution)."""
+    layout = str(manifest.get("layout") or manifest.get("kind") or "")
+    if "sequence_classification" in layout or "ForSequenceClassification" in str(
+        manifest.get("architecture") or ""
+    ):
+        return ModelVersion.Objective.OUTCOME
+    return ModelVersion.Objective.PROCESS
 
 
 def _version_name(given: str, default: str) -> str:

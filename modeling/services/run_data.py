@@ -7,6 +7,10 @@ their solutions appended to that file as PRM800K lines (`inputs.prm800k_record`,
 as the same solutions): the version, the split and a resume treat them as the labelings. A file
 that cannot be read fails the run there, with the reader's one line.
 
+An outcome run (an ORM) freezes graded JSONL instead: one line per graded solution Stepwise
+holds (`graded_solutions`), {"problem", "steps", "correct", "id", "answer"}, read back by
+`read_graded` and trained on as one label per solution (`outcome_examples`).
+
 A run that freezes its data with no current evaluation set makes one first when it can; it
 leaves the set's problems out and records the set (or why there is none), so its gate scores
 the new and the active model on that set.
@@ -21,17 +25,23 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from labeling.models import Labeling, Problem
+from labeling.models import Labeling, Problem, Solution
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
-from modeling.models import TrainingRun
+from modeling.models import Objective, TrainingRun
 from modeling.services import evaluation_sets
 from modeling.training.data import (
     LabeledSolution,
     examples_from_prm800k,
+    outcome_examples,
     read_jsonl,
     split_by_problem,
 )
-from modeling.training.inputs import DataFormatError, prm800k_record, read_training_data
+from modeling.training.inputs import (
+    DataFormatError,
+    prm800k_record,
+    read_graded,
+    read_training_data,
+)
 from stepwise.paths import shown_path, without_roots
 
 DATA_FILE = TrainingRun.DATA_FILE
@@ -66,6 +76,8 @@ def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
     folder = run_dir(run)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / DATA_FILE
+    if run.objective == Objective.OUTCOME:
+        return _freeze_graded(run, path)
     if not path.exists():
         labelings = run_labelings(run)
         evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
@@ -94,6 +106,69 @@ def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
     digest, lines = sha256_and_lines(path)
     from_files = sum(f["solutions"] for f in run.dataset_description.get("data_files_read", []))
     return path, digest, lines - from_files
+
+
+class NoGradedSolutions(ValueError):
+    """An outcome run with nothing to learn from: the same data would fail it again."""
+
+
+def graded_solutions(*, sampling_run_id: int | None = None) -> QuerySet[Solution]:
+    """The solutions whose final answer Stepwise graded (the candidate pool with its sampling
+    runs' solutions, imported samples), or one sampling run's; oldest first."""
+    query = Solution.objects.filter(answer_correct__isnull=False)
+    if sampling_run_id is not None:
+        query = query.filter(pool_entry__sampling_run_id=sampling_run_id)
+    return query.order_by("pk")
+
+
+def _freeze_graded(run: TrainingRun, path: Path) -> tuple[Path, str, int]:
+    """An outcome run's graded JSONL, written once; the current evaluation set's problems never
+    in it. Raises NoGradedSolutions when nothing graded is left to train on."""
+    if not path.exists():
+        chosen = (run.dataset_description.get("graded") or {}).get("sampling_run")
+        solutions = graded_solutions(sampling_run_id=chosen)
+        evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
+        left_out = 0
+        if evaluation_set is not None:
+            on_set = solutions.filter(problem_id__in=evaluation_set.problem_ids)
+            left_out = on_set.count()
+            solutions = solutions.exclude(problem_id__in=evaluation_set.problem_ids)
+        rows = solutions.values_list(
+            "pk", "problem__text", "steps", "answer_correct", "final_answer"
+        )
+        partial = path.with_suffix(".partial")
+        written = correct = 0
+        with partial.open("w", encoding="utf-8") as out:
+            for pk, problem, steps, right, answer in rows.iterator(chunk_size=2000):
+                if not steps:
+                    continue
+                line = {"problem": problem, "steps": steps, "correct": right, "id": pk}
+                out.write(json.dumps({**line, "answer": answer}) + "\n")
+                written += 1
+                correct += bool(right)
+        whose = f"sampling run {chosen}'s" if chosen else "Stepwise's"
+        if not written:
+            partial.unlink()
+            on = f" ({left_out} are on the evaluation set, never trained on)" if left_out else ""
+            raise NoGradedSolutions(
+                f"no graded solutions to train the outcome model on: {whose} solutions have "
+                f"none whose final answer was graded{on}; import or sample graded solutions first"
+            )
+        run.dataset_description = {
+            **run.dataset_description,
+            "graded": {
+                "sampling_run": chosen,
+                "solutions": written,
+                "correct": correct,
+                "left_out": left_out,  # on the evaluation set
+            },
+            "evaluation_set": evaluation_set.reference() if evaluation_set else None,
+            "evaluation_set_missing": missing,
+        }
+        TrainingRun.objects.filter(pk=run.pk).update(dataset_description=run.dataset_description)
+        partial.replace(path)
+    digest, lines = sha256_and_lines(path)
+    return path, digest, lines
 
 
 def _problem_keys(problem_ids: list[int]) -> set[str]:
@@ -139,7 +214,12 @@ def sha256_and_lines(path: Path) -> tuple[str, int]:
 
 
 def load_split(run: TrainingRun) -> tuple[list, list]:
-    """(train, held-out) examples of the run's frozen data, split by problem."""
-    examples = examples_from_prm800k(read_jsonl(run_dir(run) / DATA_FILE))
+    """(train, held-out) examples of the run's frozen data, split by problem (an outcome run's:
+    one label per solution, on its last step)."""
+    path = run_dir(run) / DATA_FILE
+    if run.objective == Objective.OUTCOME:
+        examples = outcome_examples(read_graded(path))
+    else:
+        examples = examples_from_prm800k(read_jsonl(path))
     holdout = float(run.dataset_description.get("holdout_fraction", 0.0))
     return split_by_problem(examples, holdout, int(run.config.get("seed", 0)))

@@ -22,7 +22,7 @@ from labeling.models import Batch, Labeling
 from labeling.serializers import ExportRequestSerializer
 from labeling.services.exporting import ExportFilters
 from modeling import selectors
-from modeling.models import ModelVersion, TrainingRun
+from modeling.models import ModelVersion, Objective, SamplingRun, TrainingRun
 from modeling.training.backbones import NAMED_BACKBONES, check_available, folder_under, in_hf_cache
 from modeling.training.config import TrainConfig
 from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit
@@ -103,6 +103,7 @@ def create_training_run(
     labelings: QuerySet[Labeling] | None = None,
     data_files: Sequence[str] = (),
     use_labelings: bool = True,
+    sampling_run: SamplingRun | None = None,
 ) -> TrainingRun:
     """A QUEUED run with its effective config; nothing is trained until a worker executes it.
 
@@ -112,16 +113,30 @@ def create_training_run(
     take them under the data root, `data_root_path`) add every solution they hold, in any
     shape `modeling.training.inputs` reads, read when the run freezes its data;
     `use_labelings=False` trains on the files alone. A run with neither is refused.
+
+    An outcome run (config objective "outcome": an ORM) trains on the graded solutions Stepwise
+    holds (`run_data.graded_solutions`: the pool with its sampling runs' solutions, and imported
+    samples), or on one `sampling_run`'s; labelings, their filters and data files are a PRM's.
     """
-    if not use_labelings:
-        if not data_files:
-            raise RunError("a run trains on labelings, data files or both: it was given neither")
-        if filters or labelings is not None:
-            raise RunError("data filters select labelings: this run trains on data files only")
     try:
         effective = TrainConfig.from_dict(dict(config)).to_dict()
     except (TypeError, ValueError) as exc:
         raise RunError(f"invalid training config: {exc}") from exc
+    outcome = effective["objective"] == Objective.OUTCOME
+    if outcome:
+        if filters or labelings is not None or data_files:
+            raise RunError(
+                "an outcome run trains on the graded solutions Stepwise holds (all, or one "
+                "sampling run's): labelings, data filters and data files are for process runs"
+            )
+        use_labelings = False
+    elif sampling_run is not None:
+        raise RunError("a process run trains on labelings: a sampling run is for outcome runs")
+    if not use_labelings and not outcome:
+        if not data_files:
+            raise RunError("a run trains on labelings, data files or both: it was given neither")
+        if filters or labelings is not None:
+            raise RunError("data filters select labelings: this run trains on data files only")
     try:
         check_available(effective["backbone"])
     except FileNotFoundError as exc:
@@ -153,7 +168,10 @@ def create_training_run(
         "processbench": list(processbench),
         "activate": activate,
     }
-    if data_files or not use_labelings:  # a labelings-only run's description stays as it was
+    if outcome:
+        description["use_labelings"] = False
+        description["graded"] = {"sampling_run": sampling_run.pk if sampling_run else None}
+    elif data_files or not use_labelings:  # a labelings-only run's description stays as it was
         description["data_files"] = list(data_files)
         description["use_labelings"] = use_labelings
     return TrainingRun.objects.create(
@@ -307,6 +325,38 @@ def fail_stale_runs(now=None) -> int:
         "The worker stopped reporting (killed or lost). Nothing was activated; "
         "resume the run to continue from its last checkpoint.",
         finished_at=now,
+    )
+
+
+# --- the researcher's "Train the ORM" ---------------------------------------------------------
+
+# What an ORM does not take over from the PRM's run: its own, or a PRM's head.
+NOT_SHARED_WITH_ORM = {"output_dir", "dataset_version", "objective", "num_labels"}
+NOT_SHARED_WITH_ORM |= {"neutral_as", "neutral_weight", "train_on_last_step_only"}
+
+
+def outcome_config_like(prm: ModelVersion | None) -> dict[str, Any]:
+    """An ORM's config on equal footing with the active PRM: its run's backbone and settings,
+    and as many optimizer steps as it took (max_steps). Without a PRM run: the defaults."""
+    config: dict[str, Any] = {"objective": Objective.OUTCOME}
+    run = prm.run if prm is not None else None
+    if run is None:
+        return config
+    shared = {k: v for k, v in (run.config or {}).items() if k not in NOT_SHARED_WITH_ORM}
+    steps = run.step or run.total_steps
+    return {**shared, **config, **({"max_steps": steps} if steps else {})}
+
+
+def start_orm_training(*, sampling_run: SamplingRun | None = None, created_by=None) -> TrainingRun:
+    """The researcher's button: an outcome run on the graded solutions (all, or a sampling
+    run's), with the active PRM's backbone and steps. Never activated (an ORM is compared)."""
+    where = f"sampling run {sampling_run.pk}" if sampling_run else "the pool"
+    return start_training_run(
+        config=outcome_config_like(ModelVersion.active()),
+        created_by=created_by,
+        name=f"ORM on {where}",
+        sampling_run=sampling_run,
+        activate=False,
     )
 
 

@@ -50,7 +50,7 @@ def run_list(request: AuthenticatedRequest) -> HttpResponse:
                 created_by=request.user,
                 name=data["name"],
                 filters=form.filters(),
-                data_files=data["data_files"],
+                data_files=[] if form.is_outcome() else data["data_files"],
                 use_labelings=form.use_labelings(),
                 holdout_fraction=data["holdout_fraction"],
                 activate=data["activate"],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from modeling.models import TrainingRun
+from modeling.models import SamplingRun, TrainingRun
 from modeling.services import execution, runs
 from modeling.training.cli import config_parser, tqdm_counter, tqdm_progress
 from modeling.training.config import TrainConfig
@@ -18,13 +18,20 @@ class Command(BaseCommand):
         "Train a process reward model on completed labelings (all, or --batch / --generation), "
         "evaluate it on held-out problems and activate it if it passes the gate. Every "
         "TrainConfig field is a flag. For files instead of the database: python -m "
-        "modeling.training.cli train."
+        "modeling.training.cli train. --objective outcome trains an outcome model (ORM) on the "
+        "graded solutions Stepwise holds (or one --sampling-run's)."
     )
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         return super().create_parser(prog_name, subcommand, parents=[config_parser()], **kwargs)
 
     def add_arguments(self, parser):
+        parser.add_argument(
+            "--sampling-run",
+            type=int,
+            metavar="ID",
+            help="--objective outcome: train on this sampling run's graded solutions only.",
+        )
         parser.add_argument("--name", default="", help="A name for the run.")
         parser.add_argument(
             "--batch", type=int, action="append", default=[], help="Batch id (repeat)."
@@ -73,6 +80,11 @@ class Command(BaseCommand):
             else:
                 config = {f.name: o[f.name] for f in dataclasses.fields(TrainConfig)}
                 config["backbone"] = runs.allowed_backbone(config["backbone"])
+                sampling_run = None
+                if o["sampling_run"] is not None:
+                    sampling_run = SamplingRun.objects.filter(pk=o["sampling_run"]).first()
+                    if sampling_run is None:
+                        raise runs.RunError(f"no sampling run {o['sampling_run']}")
                 kwargs = dict(
                     config=config,
                     name=o["name"],
@@ -87,6 +99,7 @@ class Command(BaseCommand):
                     data_files=[str(Path(path).resolve()) for path in o["data"]],
                     use_labelings=not o["no_labelings"],
                     activate=not o["no_activate"],
+                    sampling_run=sampling_run,
                 )
                 start = runs.start_training_run if o["queue"] else runs.create_training_run
                 run = start(**kwargs)
@@ -108,7 +121,9 @@ class Command(BaseCommand):
             "active": version.is_active,
             "dataset_version": run.dataset_version,
             "final_loss": run.metrics.get("final_loss"),
+            "objective": run.objective,
             "held_out_auroc": run.metrics.get("auroc"),
+            "held_out_solution_auroc": run.metrics.get("solution_auroc"),
             "gate": gate,
         }
         self.stdout.write(json.dumps(summary, indent=2))
