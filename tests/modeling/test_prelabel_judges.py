@@ -183,9 +183,11 @@ def test_the_prm_judge_labels_a_tiny_model_s_steps(tiny_llama, tmp_path):
 def test_mc_soft_is_the_share_correct_and_hard_is_any_correct_until_the_first_wrong():
     # After step 0, 1 of 4 completions reaches 5; after step 1 (which says 6), none does.
     def answer(prompt, n):
-        return ["# Answer\n\n5"] + ["# Answer\n\n6"] * (n - 1) if "So it is 6" not in prompt else [
-            "# Answer\n\n6"
-        ] * n
+        return (
+            ["# Answer\n\n5"] + ["# Answer\n\n6"] * (n - 1)
+            if "So it is 6" not in prompt
+            else ["# Answer\n\n6"] * n
+        )
 
     generator = Scripted(answer)
     judge = MCJudge(generator, k=4, max_steps=10)
