@@ -113,7 +113,7 @@ class Thresholds:
             if not (isinstance(value, int | float) and math.isfinite(value) and 0 < value <= 1):
                 raise ValueError(f"a threshold must be a number in (0, 1], not {value!r}")
 
-    def label(self, probs: Sequence[float]) -> tuple[int, float]:
+    def label(self, probs: Sequence[float] | np.ndarray) -> tuple[int, float]:
         """The label for one step's [P(-1), P(0), P(+1)] and the probability of that label."""
         p_neg, p_neutral, p_pos = (float(p) for p in probs)
         if p_neg >= self.neg:
@@ -269,8 +269,8 @@ def critic_judgement(answer: str, n_steps: int) -> Judgement:
     index = parse_critic(answer, n_steps)
     if index is None:
         return no_label(n_steps, raw=answer)
-    labels: list[int | None] = [1] * n_steps if index == -1 else [1] * index + [-1]
-    labels += [None] * (n_steps - len(labels))
+    named = [1] * n_steps if index == -1 else [1] * index + [-1]
+    labels: list[int | None] = [*named, *([None] * (n_steps - len(named)))]
     return stopped(labels, [None] * n_steps, raw=answer)
 
 

@@ -6,65 +6,156 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('labeling', '0017_queued_work'),
+        ("labeling", "0017_queued_work"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='batch',
-            name='prelabel_judge',
-            field=models.CharField(blank=True, db_default='', default='', help_text='suggest mode: the judge kind (prm, llm, mc) whose latest pre-labels are shown.', max_length=8),
+            model_name="batch",
+            name="prelabel_judge",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                default="",
+                help_text="suggest mode: the judge kind (prm, llm, mc) whose latest pre-labels are shown.",
+                max_length=8,
+            ),
         ),
         migrations.AddField(
-            model_name='batch',
-            name='prelabel_mode',
-            field=models.CharField(choices=[('off', 'off: no machine pre-labels'), ('blind', 'blind: judges run, labelers never see them'), ('suggest', "suggest: the labeling page shows the judge's label for each step")], db_default='off', default='off', max_length=8),
+            model_name="batch",
+            name="prelabel_mode",
+            field=models.CharField(
+                choices=[
+                    ("off", "off: no machine pre-labels"),
+                    ("blind", "blind: judges run, labelers never see them"),
+                    ("suggest", "suggest: the labeling page shows the judge's label for each step"),
+                ],
+                db_default="off",
+                default="off",
+                max_length=8,
+            ),
         ),
         migrations.AddField(
-            model_name='steplabel',
-            name='suggestion_accepted',
-            field=models.BooleanField(blank=True, help_text='Rated with the accept key (the rating is the label).', null=True),
+            model_name="steplabel",
+            name="suggestion_accepted",
+            field=models.BooleanField(
+                blank=True,
+                help_text="Rated with the accept key (the rating is the label).",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='steplabel',
-            name='suggestion_judge',
-            field=models.CharField(blank=True, db_default='', default='', help_text='PreLabel.judge.', max_length=200),
+            model_name="steplabel",
+            name="suggestion_judge",
+            field=models.CharField(
+                blank=True, db_default="", default="", help_text="PreLabel.judge.", max_length=200
+            ),
         ),
         migrations.AddField(
-            model_name='steplabel',
-            name='suggestion_label',
-            field=models.SmallIntegerField(blank=True, choices=[(1, '+1 correct, moves forward'), (0, '0 correct but unhelpful or ambiguous'), (-1, '-1 wrong, unverifiable or a dead end')], help_text="The judge's label shown.", null=True),
+            model_name="steplabel",
+            name="suggestion_label",
+            field=models.SmallIntegerField(
+                blank=True,
+                choices=[
+                    (1, "+1 correct, moves forward"),
+                    (0, "0 correct but unhelpful or ambiguous"),
+                    (-1, "-1 wrong, unverifiable or a dead end"),
+                ],
+                help_text="The judge's label shown.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='steplabel',
-            name='suggestion_score',
-            field=models.FloatField(blank=True, help_text="The judge's confidence in that label (0 to 1).", null=True),
+            model_name="steplabel",
+            name="suggestion_score",
+            field=models.FloatField(
+                blank=True, help_text="The judge's confidence in that label (0 to 1).", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='steplabel',
-            name='suggestion_shown',
-            field=models.BooleanField(db_default=False, default=False, help_text="A judge's label for this step was on the page when it was rated."),
+            model_name="steplabel",
+            name="suggestion_shown",
+            field=models.BooleanField(
+                db_default=False,
+                default=False,
+                help_text="A judge's label for this step was on the page when it was rated.",
+            ),
         ),
         migrations.CreateModel(
-            name='PreLabel',
+            name="PreLabel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('prm', 'a PRM model version'), ('llm', 'an LLM critic'), ('mc', 'Monte-Carlo rollouts (Math-Shepherd)')], max_length=8)),
-                ('judge', models.CharField(help_text='What judged, e.g. "prm: v3 (run 12)".', max_length=200)),
-                ('run_id', models.PositiveIntegerField(db_index=True)),
-                ('labels', models.JSONField(help_text='Per step: -1, 0, +1 or null (no label).')),
-                ('scores', models.JSONField(help_text="Per step: the judge's confidence in its label, or null.")),
-                ('soft_scores', models.JSONField(blank=True, help_text='mc: per step the share of rollouts reaching a right answer.', null=True)),
-                ('first_error', models.SmallIntegerField(blank=True, help_text='Index of the first -1; null when none.', null=True)),
-                ('raw', models.TextField(blank=True, help_text="llm: the critic's answer as it came.")),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('solution', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='prelabels', to='labeling.solution')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("prm", "a PRM model version"),
+                            ("llm", "an LLM critic"),
+                            ("mc", "Monte-Carlo rollouts (Math-Shepherd)"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "judge",
+                    models.CharField(
+                        help_text='What judged, e.g. "prm: v3 (run 12)".', max_length=200
+                    ),
+                ),
+                ("run_id", models.PositiveIntegerField(db_index=True)),
+                ("labels", models.JSONField(help_text="Per step: -1, 0, +1 or null (no label).")),
+                (
+                    "scores",
+                    models.JSONField(
+                        help_text="Per step: the judge's confidence in its label, or null."
+                    ),
+                ),
+                (
+                    "soft_scores",
+                    models.JSONField(
+                        blank=True,
+                        help_text="mc: per step the share of rollouts reaching a right answer.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "first_error",
+                    models.SmallIntegerField(
+                        blank=True, help_text="Index of the first -1; null when none.", null=True
+                    ),
+                ),
+                (
+                    "raw",
+                    models.TextField(blank=True, help_text="llm: the critic's answer as it came."),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "solution",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="prelabels",
+                        to="labeling.solution",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['solution', 'kind', '-created_at'], name='labeling_pr_solutio_f876eb_idx')],
-                'constraints': [models.UniqueConstraint(fields=('solution', 'run_id'), name='one_prelabel_per_run')],
+                "indexes": [
+                    models.Index(
+                        fields=["solution", "kind", "-created_at"],
+                        name="labeling_pr_solutio_f876eb_idx",
+                    )
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("solution", "run_id"), name="one_prelabel_per_run"
+                    )
+                ],
             },
         ),
     ]
