@@ -18,6 +18,7 @@ from modeling.generator import GeneratorError
 from modeling.models import PreLabelRun
 from modeling.services import prelabeling, sampling
 from tests.factories import make_batch, make_problem, make_solution
+from tests.helpers.threads import background_threads
 from tests.helpers.users import api_client_for
 from tests.modeling.test_prelabel_judges import Scripted
 from tests.modeling.test_runs import wait_for
@@ -355,6 +356,29 @@ def test_the_command_refuses_bad_arguments_and_writes_nothing(batch, arguments, 
     assert not PreLabelRun.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_default_prelabels_in_a_thread_and_the_api_answers_at_once(
+    settings, lead, scripted
+):
+    settings.STEPWISE_MODEL_TASKS_IN_THREAD = True  # what the demo does (no broker, no worker)
+    threads = background_threads()
+    batch = make_batch("embedded")
+    problem = make_problem("What is $2 + 3$?", answer="5")
+    for steps in (RIGHT, WRONG):
+        make_solution(batch, steps=steps, problem=problem)
+    answer = api_client_for(lead).post(
+        "/api/prelabel-runs/", {"batch": batch.pk, "judge": "mc", "k": 2}, format="json"
+    )
+    assert answer.status_code == 201 and answer.json()["status"] == "queued"
+    [thread] = threads
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    run = PreLabelRun.objects.get()
+    assert run.status == PreLabelRun.Status.SUCCEEDED, run.error
+    labels = {p.solution.steps[0]: p.labels for p in PreLabel.objects.select_related("solution")}
+    assert labels == {RIGHT[0]: [1, 1], WRONG[0]: [-1, None]}
+
+
 # --- real processes -----------------------------------------------------------------------------
 
 
@@ -366,12 +390,12 @@ def test_an_llm_run_against_the_served_local_model(batch, settings, generator_se
     sampling.generator_from_settings.cache_clear()
     try:
         written = prelabeling.prelabel_solutions_now(
-            batch=batch, judge="llm", options={"max_tokens": 24}
+            batch=batch, judge="llm", options={"max_tokens": 8, "max_solutions": 2}
         )
     finally:
         sampling.generator_from_settings.cache_clear()
     run = PreLabelRun.objects.get()
-    assert written == 3 and run.status == PreLabelRun.Status.SUCCEEDED
+    assert written == 2 and run.status == PreLabelRun.Status.SUCCEEDED
     assert run.judge.startswith("llm: ")
     for row in prelabels(run).values():
         assert row.raw  # the critic's answer as it came
