@@ -25,15 +25,14 @@ from benchmarks._setup import shared_data
 
 def sample_items(count: int):
     from modeling.judges import JudgeItem
-    from modeling.training.data import read_jsonl
+    from modeling.training.data import example_from_prm800k, read_jsonl
 
     items = []
     for record in read_jsonl(shared_data() / "prm800k" / "samples.jsonl"):
-        steps = [step["completions"][0]["text"] for step in record["label"]["steps"]]
-        steps = [s for s in steps if s]
-        if steps:
-            question = record["question"]
-            items.append(JudgeItem(question["problem"], steps, question.get("ground_truth_answer")))
+        example = example_from_prm800k(record)  # the chosen path, as a labeler rated it
+        if example is not None and example.steps:
+            truth = record["question"].get("ground_truth_answer")
+            items.append(JudgeItem(example.problem, list(example.steps), truth))
         if len(items) == count:
             break
     return items
