@@ -126,6 +126,19 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
     mm.SelectionReason.objects.create(
         generation_run=generation, solution=solution, score=0.5, rank=1, rule="convincing_wrong"
     )
+    prelabel_run = mm.PreLabelRun.objects.create(
+        batch=batch, kind="mc", options={"k": 2}, solution_ids=[solution.pk], total=1, done=1
+    )
+    lm.PreLabel.objects.create(
+        solution=solution,
+        kind="mc",
+        judge="mc: local k=2",
+        run_id=prelabel_run.pk,
+        labels=[1, -1, None],
+        scores=[0.5, 1.0, None],
+        soft_scores=[0.5, 0.0, None],
+        first_error=1,
+    )
     return OneOfEach(
         batch=batch,
         solution=solution,
