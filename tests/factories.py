@@ -74,6 +74,7 @@ class OneOfEach:
     evaluation_set: mm.EvaluationSet
     sampling_run: mm.SamplingRun
     generation: mm.GenerationRun
+    prelabel_run: mm.PreLabelRun
 
 
 def make_one_of_each(*, lead: Any) -> OneOfEach:
@@ -152,4 +153,5 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         evaluation_set=evaluation_set,
         sampling_run=sampling_run,
         generation=generation,
+        prelabel_run=prelabel_run,
     )

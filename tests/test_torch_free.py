@@ -83,6 +83,8 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
             "admin:auth_user_password_change": {"id": admin.pk},
             "modeling_loop:sampling_resume": {"run_id": rows.sampling_run.pk},
             "modeling_loop:sampling_cancel": {"run_id": rows.sampling_run.pk},
+            "modeling_prelabel:cancel": {"run_id": rows.prelabel_run.pk},
+            "modeling_prelabel:resume": {"run_id": rows.prelabel_run.pk},
             "modeling_runs:evaluation-set-api-detail": {"version": rows.evaluation_set.version},
         },
         "api_pks": {
@@ -94,6 +96,7 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
             "sampling-run-api": rows.sampling_run.pk,
             "run-api": rows.run.pk,
             "model-api": rows.model.pk,
+            "prelabel-api": rows.prelabel_run.pk,
         },
     }
     (tmp_path / "plan.json").write_text(json.dumps(plan))

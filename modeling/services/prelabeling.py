@@ -220,10 +220,16 @@ def resume_prelabel_run(run: PreLabelRun) -> PreLabelRun:
 
 def prelabel_runs_resend(now=None) -> int:
     """The sweeper: send again the runs whose task will not come by itself (UNSENT, or sent
-    long ago and never taken); a duplicate is harmless (the claim)."""
+    long ago and never taken) and the running ones whose worker died (no heartbeat for
+    `stale_after`, not sent again since): their claim takes them over and skips what was
+    judged. A duplicate is harmless (the claim)."""
     if model_tasks_in_thread():
         return 0
-    due = PreLabelRun.objects.waiting_too_long(now)
+    now = now or timezone.now()
+    rows = PreLabelRun.objects.all()
+    due = rows.waiting_too_long(now) | rows.stale(now).filter(
+        sent_at__lt=PreLabelRun.stale_before(now)
+    )
     return resend_rows(due, _task_of, now=now)
 
 

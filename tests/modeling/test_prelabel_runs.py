@@ -187,6 +187,31 @@ def test_a_prm_run_labels_with_a_tiny_model_and_stores_its_thresholds(batch, tmp
             ] * (1 - row.first_error)
 
 
+@pytest.mark.django_db
+def test_the_sweeper_sends_again_a_run_whose_task_never_came_and_one_whose_worker_died(
+    batch, scripted, eager_tasks
+):
+    lost = prelabeling.start_prelabel_run(
+        batch=batch, judge="mc", created_by=None, options={"k": 1}, send=False
+    )
+    long_ago = timezone.now() - timedelta(days=1)
+    PreLabelRun.objects.filter(pk=lost.pk).update(created_at=long_ago)
+    with eager_tasks():  # the task sent on commit runs here
+        assert prelabeling.prelabel_runs_resend() == 1
+    lost.refresh_from_db()
+    assert lost.status == PreLabelRun.Status.SUCCEEDED and lost.done == 3
+    assert prelabeling.prelabel_runs_resend() == 0  # nothing left to send
+    dead = prelabeling.start_prelabel_run(
+        batch=batch, judge="mc", created_by=None, options={"k": 1}, send=False
+    )
+    PreLabelRun.claim(dead.pk)
+    PreLabelRun.objects.filter(pk=dead.pk).update(heartbeat_at=long_ago, sent_at=long_ago)
+    with eager_tasks():
+        assert prelabeling.prelabel_runs_resend() == 1
+    dead.refresh_from_db()
+    assert dead.status == PreLabelRun.Status.SUCCEEDED and dead.attempts == 2
+
+
 def test_the_tasks_go_to_the_generate_queue_for_llm_and_mc_and_the_gpu_queue_for_prm(settings):
     queues = {kind: settings.TASK_QUEUES[task] for kind, task in prelabeling.TASKS.items()}
     assert queues == {"prm": "gpu", "llm": "generate", "mc": "generate"}
