@@ -212,6 +212,35 @@ def test_the_sweeper_sends_again_a_run_whose_task_never_came_and_one_whose_worke
     assert dead.status == PreLabelRun.Status.SUCCEEDED and dead.attempts == 2
 
 
+@pytest.mark.django_db
+def test_prm_thresholds_are_chosen_on_the_current_evaluation_set_s_human_labels(
+    batch, tmp_path, settings, shared_data
+):
+    from modeling.judges import choose_thresholds
+    from modeling.models import EvaluationSet
+    from modeling.services.scoring import load_model
+    from modeling.training.data import examples_from_prm800k, read_jsonl
+    from modeling.training.score import predict_labelled
+    from tests.modeling.test_model_export import trained_version
+
+    lines = (shared_data / "prm800k" / "samples.jsonl").read_text().splitlines()[:6]
+    (settings.MEDIA_ROOT).mkdir(parents=True, exist_ok=True)
+    (settings.MEDIA_ROOT / "eval.jsonl").write_text("\n".join(lines) + "\n")
+    EvaluationSet.objects.create(
+        version=4, file_path="eval.jsonl", sha256="0" * 64, is_current=True
+    )
+    version = trained_version(tmp_path)
+    prelabeling.prelabel_solutions_now(
+        batch=batch, judge="prm", options={"model_version": version.pk}
+    )
+    stored = PreLabelRun.objects.get().options["thresholds"]
+    examples = examples_from_prm800k(read_jsonl(settings.MEDIA_ROOT / "eval.jsonl"))
+    probs, ratings = predict_labelled(load_model(version), examples)
+    assert len(ratings) > 0
+    assert stored == {**choose_thresholds(probs, ratings.tolist()), "source": "evaluation set v4"}
+    assert stored["steps"] == len(ratings)
+
+
 def test_the_tasks_go_to_the_generate_queue_for_llm_and_mc_and_the_gpu_queue_for_prm(settings):
     queues = {kind: settings.TASK_QUEUES[task] for kind, task in prelabeling.TASKS.items()}
     assert queues == {"prm": "gpu", "llm": "generate", "mc": "generate"}
