@@ -37,9 +37,9 @@ from modeling.training.config import TrainConfig
 from modeling.training.data import (
     LabeledSolution,
     problem_fold_of,
-    problem_key,
     rating_to_class,
     read_critic_parquet,
+    shuffle_key,
     split_by_problem,
     subsample_problems,
 )
@@ -55,10 +55,10 @@ NEGATIVE = 0  # class of rating -1
 def ordered_problems(examples: list[LabeledSolution], seed: int) -> list[LabeledSolution]:
     """Examples sorted by the seeded problem order of `subsample_problems`, so that any
     prefix of the pass covers whole problems of `subsample_problems(n, seed)`."""
-    keys = sorted({problem_key(e.problem) for e in examples})
+    keys = sorted({shuffle_key(e.problem) for e in examples})
     random.Random(seed + 1).shuffle(keys)
     rank = {key: n for n, key in enumerate(keys)}
-    return sorted(examples, key=lambda e: rank[problem_key(e.problem)])
+    return sorted(examples, key=lambda e: rank[shuffle_key(e.problem)])
 
 
 @dataclass
@@ -98,11 +98,11 @@ def rated_steps(args: argparse.Namespace) -> tuple[Steps, list[int], list[str], 
     )
     complete: dict[str, bool] = {}
     for example, features in zip(examples, found, strict=True):
-        key = problem_key(example.problem)
+        key = shuffle_key(example.problem)
         complete[key] = complete.get(key, True) and features is not None
     xs, ys, lengths, problems = [], [], [], []
     for example, features in zip(examples, found, strict=True):
-        key = problem_key(example.problem)
+        key = shuffle_key(example.problem)
         if features is None or not complete[key]:
             continue
         for slot, rating in enumerate(example.slot_ratings()):
@@ -232,8 +232,8 @@ def lora_row(args: argparse.Namespace) -> None:
         read_critic_parquet(shared_data() / PARQUET), args.problems, args.seed
     )
     train_set, test_set = split_by_problem(examples, 0.2, args.seed)
-    keep = set(list(dict.fromkeys(problem_key(e.problem) for e in train_set))[: args.lora_problems])
-    some = [e for e in train_set if problem_key(e.problem) in keep]
+    keep = set(list(dict.fromkeys(shuffle_key(e.problem) for e in train_set))[: args.lora_problems])
+    some = [e for e in train_set if shuffle_key(e.problem) in keep]
     with tempfile.TemporaryDirectory() as out:
         config = TrainConfig(
             backbone_layers=args.layers,

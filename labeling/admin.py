@@ -6,6 +6,7 @@ configuration and stay editable, but for the fields imports match on."""
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
@@ -24,6 +25,7 @@ from labeling.models import (
     Labeling,
     Note,
     PairAgreement,
+    PreLabel,
     Problem,
     ProposedSteps,
     RatingEvent,
@@ -32,6 +34,7 @@ from labeling.models import (
     SolutionAgreement,
     StepLabel,
 )
+from labeling.services.batches import prelabel_refusal
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -58,8 +61,28 @@ class ProblemAdmin(admin.ModelAdmin):
     readonly_fields = ("text", "text_sha256", "unique_id", "created_at")
 
 
+class BatchAdminForm(forms.ModelForm):
+    prelabel_judge = forms.ChoiceField(
+        choices=[("", "none"), *PreLabel.Kind.choices], required=False, label="Pre-label judge"
+    )
+
+    class Meta:
+        model = Batch
+        exclude: list[str] = []  # every field, as the admin's own form
+
+    def clean(self):
+        data = super().clean()
+        refusal = prelabel_refusal(
+            data.get("prelabel_mode") or "", data.get("prelabel_judge") or ""
+        )
+        if refusal:
+            self.add_error("prelabel_judge", refusal)
+        return data
+
+
 @admin.register(Batch)
 class BatchAdmin(admin.ModelAdmin):
+    form = BatchAdminForm
     list_display = (
         "name",
         "generation",
@@ -67,12 +90,20 @@ class BatchAdmin(admin.ModelAdmin):
         "priority",
         "is_active",
         "origin",
+        "prelabel_mode",
+        "prelabel_judge",
         "created_at",
     )
-    list_filter = ("is_active", "origin", "protocol")
+    list_filter = ("is_active", "origin", "protocol", "prelabel_mode")
     filter_horizontal = ("labelers",)
     # The protocol is set on the batch form, which keeps it once the batch has solutions.
     readonly_fields = ("origin", "protocol", "created_by", "created_at")
+
+
+@admin.register(PreLabel)
+class PreLabelAdmin(ReadOnlyAdmin):
+    list_display = ("id", "solution_id", "kind", "judge", "run_id", "first_error", "created_at")
+    list_filter = ("kind",)
 
 
 @admin.register(Solution)

@@ -37,7 +37,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling.bounds import ROW_ID
-from labeling.models import Batch, Completion, Labeling, Problem, Snapshot, Solution, StepLabel
+from labeling.models import (
+    Batch,
+    Completion,
+    Labeling,
+    PreLabel,
+    Problem,
+    Snapshot,
+    Solution,
+    StepLabel,
+)
 from labeling.roles import (
     ADMIN,
     LABELER,
@@ -48,6 +57,7 @@ from labeling.roles import (
     require_batch_writer,
 )
 from labeling.serializers import (
+    BatchPrelabelSerializer,
     BatchProblemsSerializer,
     BatchSerializer,
     ExportRequestSerializer,
@@ -170,6 +180,34 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response({"added": added})
 
+    @extend_schema(
+        request=BatchPrelabelSerializer,
+        responses={
+            200: BatchSerializer,
+            400: OpenApiResponse(description="An unknown mode or judge, or suggest without one."),
+            403: OpenApiResponse(description="Neither a lead nor the batch's creator."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def prelabel(self, request: Request, pk: str | None = None) -> Response:
+        """Switch the batch's machine pre-labels: `off`, `blind` (judges run, labelers never
+        see them) or `suggest` (the labeling page shows `judge`'s latest label for each step).
+        Leads switch any batch, others only a batch they created."""
+        batch = self.get_object()
+        require_batch_writer(request.user, batch)
+        form = BatchPrelabelSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            batches.batch_prelabel_set(
+                batch=batch,
+                user=request.user,
+                mode=form.validated_data["mode"],
+                judge=form.validated_data["judge"],
+            )
+        except LabelingError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(BatchSerializer(batch).data)
+
 
 class SolutionFilter(filters.FilterSet):
     class Meta:
@@ -219,7 +257,9 @@ def _import_response(upload: Callable[[], importing.ImportReport]) -> Response:
 class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
     """Solutions (step lists) and bulk imports of generator samples and PRM800K label lines."""
 
-    queryset = Solution.objects.all()
+    queryset = Solution.objects.prefetch_related(
+        Prefetch("prelabels", PreLabel.objects.order_by("-created_at", "-pk"))
+    )
     serializer_class = SolutionSerializer
     permission_classes = [HasRole]
     required_roles, role_message = STAFF_READERS, STAFF_ONLY

@@ -13,9 +13,10 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from labeling.bounds import COUNT, ROW_ID
-from labeling.models import Batch, FinishReason, Guidelines, Labeling
+from labeling.models import Batch, FinishReason, Guidelines, Labeling, PreLabel
 from labeling.roles import LABELER
 from labeling.selectors import ItemFilters, ItemState
+from labeling.services.batches import prelabel_refusal
 
 
 class IdsChoiceField(forms.ModelMultipleChoiceField):
@@ -77,6 +78,13 @@ class BatchForm(forms.ModelForm):
         required=False,
         label="Or upload generator samples (JSONL, as `import_samples`)",
     )
+    prelabel_judge = forms.ChoiceField(
+        choices=[("", "none"), *PreLabel.Kind.choices],
+        required=False,
+        label="Pre-label judge",
+        help_text="Suggest mode shows this judge's latest labels (run it first: "
+        "`manage.py prelabel`).",
+    )
     problems = forms.CharField(
         required=False,
         label="Problems to label step by step (alternatives protocol)",
@@ -99,6 +107,8 @@ class BatchForm(forms.ModelForm):
             "protocol",
             "alternatives_k",
             "alternatives_after_error",
+            "prelabel_mode",
+            "prelabel_judge",
             "labelers",
         ]
         help_texts = {
@@ -120,6 +130,7 @@ class BatchForm(forms.ModelForm):
         # Left out of a form (older clients, scripts): the batch keeps what it has.
         self.fields["protocol"].required = False
         self.fields["alternatives_k"].required = False
+        self.fields["prelabel_mode"].required = False
         # A step-by-step batch's problems, listed in its field; the lead adds ids to the list.
         self.held_problems: set[int] = set()
         if self.instance.pk and self.instance.protocol == Batch.Protocol.ALTERNATIVES:
@@ -151,6 +162,14 @@ class BatchForm(forms.ModelForm):
             )
         return sorted(set(ids) - self.held_problems)
 
+    def clean_prelabel_mode(self) -> str:
+        return self.cleaned_data.get("prelabel_mode") or self.instance.prelabel_mode
+
+    def clean_prelabel_judge(self) -> str:
+        if "prelabel_judge" not in self.data:  # left out (a script): kept as it is
+            return self.instance.prelabel_judge
+        return self.cleaned_data.get("prelabel_judge") or ""
+
     def clean_protocol(self) -> str:
         return self.cleaned_data.get("protocol") or self.instance.protocol
 
@@ -174,6 +193,11 @@ class BatchForm(forms.ModelForm):
             self.add_error(
                 "problems", "Only a batch with the alternatives protocol takes problems."
             )
+        refusal = prelabel_refusal(
+            data.get("prelabel_mode") or "", data.get("prelabel_judge") or ""
+        )
+        if refusal and "prelabel_mode" not in self.errors:
+            self.add_error("prelabel_judge", refusal)
         # The instance still has its saved values here (the form writes them after clean).
         changed = self.instance.pk and data.get("protocol") != self.instance.protocol
         if changed and self.instance.solutions.exists():

@@ -21,6 +21,7 @@ from labeling.models import (
     Completion,
     FinishReason,
     Labeling,
+    PreLabel,
     Problem,
     Snapshot,
     Solution,
@@ -225,8 +226,21 @@ class BatchSerializer(serializers.ModelSerializer):
             "protocol",
             "alternatives_k",
             "alternatives_after_error",
+            "prelabel_mode",
+            "prelabel_judge",
             "created_at",
         ]
+
+
+class BatchPrelabelSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=Batch.PrelabelMode.choices)
+    judge = serializers.ChoiceField(
+        choices=[("", "none"), *PreLabel.Kind.choices],
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The judge kind whose latest pre-labels a suggest batch shows.",
+    )
 
 
 class BatchProblemsSerializer(serializers.Serializer):
@@ -238,7 +252,27 @@ class BatchProblemsSerializer(serializers.Serializer):
     )
 
 
+class PreLabelSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PreLabel
+        fields = [
+            "id",
+            "kind",
+            "judge",
+            "run_id",
+            "labels",
+            "scores",
+            "soft_scores",
+            "first_error",
+            "raw",
+            "created_at",
+        ]
+
+
 class SolutionSerializer(serializers.ModelSerializer):
+    # Machine pre-labels (issue 46), newest first: prefetched by the view, no query per row.
+    prelabels = PreLabelSerializer(many=True, read_only=True)
+
     class Meta:
         model = Solution
         fields = [
@@ -257,6 +291,7 @@ class SolutionSerializer(serializers.ModelSerializer):
             "answer_correct",
             "completed_count",
             "created_at",
+            "prelabels",
         ]
 
 
@@ -271,7 +306,19 @@ class StepLabelSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = StepLabel
-        fields = ["index", "chosen_completion", "has_completions", "time_ms", "completions"]
+        fields = [
+            "index",
+            "chosen_completion",
+            "has_completions",
+            "time_ms",
+            "completions",
+            # Provenance (issue 46): the judge's suggestion on the page when it was rated.
+            "suggestion_shown",
+            "suggestion_judge",
+            "suggestion_label",
+            "suggestion_score",
+            "suggestion_accepted",
+        ]
 
 
 class LabelingSerializer(serializers.ModelSerializer):

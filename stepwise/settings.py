@@ -417,6 +417,9 @@ SPECTACULAR_SETTINGS = {
         "LabelingStatusEnum": "labeling.models.Labeling.Status",
         "IncludeExcludeOnlyEnum": "labeling.serializers.THREE_WAY",
         "RunStatusEnum": "modeling.models.RunStatus",  # TrainingRun's and GenerationRun's
+        "PrelabelModeEnum": "labeling.models.Batch.PrelabelMode",
+        "PrelabelKindEnum": "labeling.models.PreLabel.Kind",
+        "RatingEnum": "labeling.models.Rating",  # a completion's rating, a suggestion's label
     },
 }
 

@@ -94,6 +94,9 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         solution=solution, labeling=labeling, step_index=0, author=lena, text="Why +1."
     )
     lm.GoldLabel.objects.create(solution=solution, ratings=[1, 1, 1])
+    lm.PreLabel.objects.create(
+        solution=solution, kind="prm", judge="prm: v1", run_id=1, labels=[1, 1, 1], scores=[1, 1, 1]
+    )
     lm.GoldResult.objects.create(labeling=labeling, labeler=lena, solution=solution)
     lm.BatchLabelerStats.objects.create(batch=batch, labeler=lena, labelings=1)
     lm.BatchHourStats.objects.create(batch=batch, hour=timezone.now(), labelings=1)
@@ -130,16 +133,6 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
     prelabel_run = mm.PreLabelRun.objects.create(
         batch=batch, kind="mc", options={"k": 2}, solution_ids=[solution.pk], total=1, done=1
     )
-    lm.PreLabel.objects.create(
-        solution=solution,
-        kind="mc",
-        judge="mc: local k=2",
-        run_id=prelabel_run.pk,
-        labels=[1, -1, None],
-        scores=[0.5, 1.0, None],
-        soft_scores=[0.5, 0.0, None],
-        first_error=1,
-    )
     return OneOfEach(
         batch=batch,
         solution=solution,
@@ -154,4 +147,26 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         sampling_run=sampling_run,
         generation=generation,
         prelabel_run=prelabel_run,
+    )
+
+
+def make_prelabel(
+    solution: Solution,
+    *,
+    labels: list[int | None],
+    scores: list[float | None] | None = None,
+    kind: str = "prm",
+    judge: str = "prm: v1 (run 1)",
+    run_id: int | None = None,
+) -> lm.PreLabel:
+    """A judge's pre-label for the solution (as the judges' runs write them)."""
+    first_error = labels.index(-1) if -1 in labels else None
+    return lm.PreLabel.objects.create(
+        solution=solution,
+        kind=kind,
+        judge=judge,
+        run_id=run_id if run_id is not None else next(_counter),
+        labels=labels,
+        scores=scores if scores is not None else [None if v is None else 0.9 for v in labels],
+        first_error=first_error,
     )

@@ -138,6 +138,9 @@ BODIES = [
     ("lead", "/api/sampling-runs/", '{"limit": 1180591620717411303424}'),
     ("lead", "/api/batches/{batch}/problems/", '{"problems": [1180591620717411303424]}'),
     ("lead", "/api/generations/", '{"per_problem_k": 1180591620717411303424}'),
+    ("lead", "/api/batches/{batch}/prelabel/", DEEP),
+    ("lead", "/api/batches/{batch}/prelabel/", '{"mode": "suggest", "judge": NaN}'),
+    ("lead", "/api/batches/{batch}/prelabel/", '{"mode": 1' + "0" * 5000 + ', "judge": "prm"}'),
 ]
 
 

@@ -92,6 +92,7 @@ from labeling.selectors.labeling_page import (
     labeling_ratings,
     labelings_for_page,
     step_views,
+    with_step_suggestion,
 )
 from labeling.selectors.notes import (
     UnreadReplies,
@@ -99,6 +100,21 @@ from labeling.selectors.notes import (
     notes_by_step,
     solution_notes,
     unread_replies,
+)
+from labeling.selectors.prelabel_agreement import (
+    AnchoringRow,
+    JudgeAgreement,
+    anchoring_check,
+    judge_agreement,
+    kappa_and_confusion,
+)
+from labeling.selectors.prelabels import (
+    StepSuggestion,
+    Suggestion,
+    latest_prelabel,
+    prelabels_for_solutions,
+    suggestion_of,
+    with_suggestion,
 )
 from labeling.selectors.progress import (
     PACE_HOURS,
@@ -126,6 +142,18 @@ from labeling.selectors.ratings import (
 from labeling.selectors.tokens import api_tokens
 
 __all__ = [
+    "AnchoringRow",
+    "JudgeAgreement",
+    "anchoring_check",
+    "judge_agreement",
+    "kappa_and_confusion",
+    "StepSuggestion",
+    "Suggestion",
+    "latest_prelabel",
+    "prelabels_for_solutions",
+    "suggestion_of",
+    "with_suggestion",
+    "with_step_suggestion",
     "adjudication_queue",
     "adjudication_view",
     "AdjudicationStep",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
@@ -10,6 +10,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from labeling.models import Completion, Labeling
+from labeling.selectors.prelabels import StepSuggestion, suggestion_of, with_suggestion
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class StepView:
     flagged: bool | None
     # Ratings that "rate again from here" at this step takes back (this one and later ones).
     taken_back: int = 0
+    # A suggest batch's judge label for this step, shown while it is the one to rate.
+    suggestion: StepSuggestion | None = None
 
     @property
     def number(self) -> int:
@@ -59,9 +62,17 @@ def labelings_for_page() -> QuerySet[Labeling]:
         .annotate(n=Count("pk"))
         .values("n")
     )
-    return Labeling.objects.select_related("solution__problem", "solution__batch").annotate(
+    page = Labeling.objects.select_related("solution__problem", "solution__batch").annotate(
         earlier_today=Coalesce(Subquery(earlier_today, output_field=IntegerField()), 0)
     )
+    return with_suggestion(page)  # a suggest batch's judge labels, in the same statement
+
+
+def with_step_suggestion(step: StepView, labeling: Labeling) -> StepView:
+    """The step to rate with the suggestion the labeling's read brought for it, if any."""
+    suggestion = suggestion_of(labeling)
+    at = None if suggestion is None else suggestion.at(step.index)
+    return step if at is None else replace(step, suggestion=at)
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,7 @@ def labeling_panel(labeling: Labeling) -> LabelingPanel:
     current = None
     still_open = labeling.status in (Labeling.Status.IN_PROGRESS, Labeling.Status.EXPIRED)
     if still_open and len(rated) < len(steps):
-        current = steps[len(rated)]
+        current = with_step_suggestion(steps[len(rated)], labeling)
     earlier = getattr(labeling, "earlier_today", None)
     if earlier is None:  # loaded some other way: one more query
         earlier = cast(Any, labelings_for_page().get(pk=labeling.pk)).earlier_today

@@ -13,6 +13,7 @@ from labeling.models import (
     Batch,
     Guidelines,
     Labeling,
+    PreLabel,
     Solution,
 )
 from labeling.roles import require_batch_writer
@@ -54,6 +55,31 @@ def batch_samples_upload(
         return importing.samples_upload(
             uploaded, batch_name=batch.name, overlap=overlap, generation=generation
         )
+
+
+def prelabel_refusal(mode: str, judge: str) -> str | None:
+    """Why a batch may not take this pre-label mode and judge; None when it may."""
+    if mode not in Batch.PrelabelMode.values:
+        return f"The pre-label mode is one of {', '.join(Batch.PrelabelMode.values)}."
+    if judge and judge not in PreLabel.Kind.values:
+        return f"The judge is one of {', '.join(PreLabel.Kind.values)}."
+    if mode == Batch.PrelabelMode.SUGGEST and not judge:
+        return "A batch in suggest mode names the judge whose labels it shows."
+    return None
+
+
+def batch_prelabel_set(*, batch: Batch, user: Any, mode: str, judge: str) -> Batch:
+    """Switch a batch's machine pre-labels (off, blind, suggest) and the judge a suggest batch
+    shows; by a user who may write to it (`roles.may_add_to_batch`). Ratings already made keep
+    the provenance they were made with."""
+    require_batch_writer(user, batch)
+    refusal = prelabel_refusal(mode, judge)
+    if refusal:
+        raise LabelingError(refusal)
+    batch.prelabel_mode = mode
+    batch.prelabel_judge = judge
+    batch.save(update_fields=["prelabel_mode", "prelabel_judge"])
+    return batch
 
 
 def guidelines_save(*, text: str, user: User) -> Guidelines:

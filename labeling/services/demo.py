@@ -1,5 +1,6 @@
 """The demo: the project's own sample problems and solutions, and one account per role."""
 
+import hashlib
 import json
 import tempfile
 from collections.abc import Callable, Sequence
@@ -183,6 +184,54 @@ def load_alternatives_batch() -> str:
         f"{ALTERNATIVES_BATCH!r} (inactive; a lead activates it): "
         f"{f'{made} problems to label step by step' if made else 'nothing new'}"
     )
+
+
+SUGGEST_BATCH = "Demo suggest mode"
+SUGGEST_SOLUTIONS = 8  # copies of the demo batch's first regular solutions
+
+
+def load_suggest_batch() -> tuple[Batch, str]:
+    """A batch in suggest mode (judge prm; inactive: a lead activates it) holding copies of the
+    demo batch's first regular solutions; a re-run finds them present. Its pre-labels are
+    written by the judge `setup_demo` runs on it (modeling's part of the demo)."""
+    batch, _ = Batch.objects.get_or_create(
+        name=SUGGEST_BATCH,
+        defaults={
+            "overlap": 2,
+            "generation": 1,
+            "is_active": False,
+            "origin": Batch.Origin.MANUAL,
+            "prelabel_mode": Batch.PrelabelMode.SUGGEST,
+            "prelabel_judge": "prm",
+        },
+    )
+    originals = Solution.objects.filter(
+        batch__name=DEMO_BATCH, is_quality_control=False, is_screening=False
+    ).order_by("pk")[:SUGGEST_SOLUTIONS]
+    made = 0
+    for original in originals:
+        # Its own identity: the same steps in another batch are another solution to label.
+        digest = hashlib.sha256(f"{SUGGEST_BATCH}:{original.content_sha256}".encode()).hexdigest()
+        _, created = Solution.objects.get_or_create(
+            content_sha256=digest,
+            defaults={
+                "problem_id": original.problem_id,
+                "batch": batch,
+                "steps": original.steps,
+                "final_answer": original.final_answer,
+                "verifier_score": original.verifier_score,
+                "generator": original.generator,
+                "source_id": f"suggest-{original.source_id}",
+                "generation": batch.generation,
+                "answer_correct": original.answer_correct,
+            },
+        )
+        made += created
+    line = (
+        f"{SUGGEST_BATCH!r} (suggest mode, judge prm; inactive: a lead activates it): "
+        f"{f'{made} solutions' if made else 'nothing new'}"
+    )
+    return batch, line
 
 
 def _sample_unique_ids() -> list[str]:

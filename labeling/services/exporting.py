@@ -419,18 +419,52 @@ def _note_record(note: Note) -> dict[str, Any]:
     }
 
 
+def provenance_records(labeling_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """Per labeling, each rated step's provenance (issue 46), one query for a chunk: whether a
+    judge's suggestion was on the page when it was rated, which judge, its label and score, and
+    whether the labeler accepted it with the accept key (null where none was shown)."""
+    rows = (
+        StepLabel.objects.filter(labeling_id__in=labeling_ids)
+        .order_by("labeling_id", "index")
+        .values_list(
+            "labeling_id",
+            "index",
+            "suggestion_shown",
+            "suggestion_judge",
+            "suggestion_label",
+            "suggestion_score",
+            "suggestion_accepted",
+        )
+    )
+    records: dict[int, list[dict[str, Any]]] = {}
+    for labeling_id, index, shown, judge, label, score, accepted in rows:
+        records.setdefault(labeling_id, []).append(
+            {
+                "step": index,
+                "suggestion_shown": shown,
+                "suggestion_judge": judge or None,
+                "suggestion_label": label,
+                "suggestion_score": score,
+                "suggestion_accepted": accepted,
+            }
+        )
+    return records
+
+
 def iter_stepwise_rows(
     items: Iterable[ExportItem],
     options: StepwiseOptions,
     finals: dict[int, list[dict[str, Any]]] | None = None,
 ) -> Iterator[tuple[ExportItem, list[dict[str, Any]]]]:
-    """Per labeling, its stepwise rows (possibly none), with split, provenance and `notes`
-    columns (`note_records`). `finals` (from `final_rows`) replaces the rows of labelings of
+    """Per labeling, its stepwise rows (possibly none), with split, provenance, `notes`
+    (`note_records`) and the labeling's per-step suggestion `provenance`
+    (`provenance_records`) columns. `finals` (from `final_rows`) replaces the rows of labelings of
     solutions with a verdict."""
     finals = finals or {}
     source = iter(items)
     while chunk := list(itertools.islice(source, CHUNK)):
         notes = note_records([item.labeling_id for item in chunk], finals)
+        provenance = provenance_records([item.labeling_id for item in chunk])
         for item in chunk:
             split = split_of(item.problem_sha256, options.test_fraction, options.seed)
             if item.labeling_id in finals:
@@ -444,6 +478,7 @@ def iter_stepwise_rows(
                 row["problem_sha256"] = item.problem_sha256
                 row["labeling_id"] = item.labeling_id
                 row["notes"] = notes.get(item.labeling_id, [])
+                row["provenance"] = provenance.get(item.labeling_id, [])
             yield item, rows
 
 
@@ -506,6 +541,21 @@ def _stepwise_schema():
                             ("role", pa.string()),
                             ("author", pa.string()),
                             ("created_at", pa.string()),
+                        ]
+                    )
+                ),
+            ),
+            (
+                "provenance",
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("step", pa.int32()),
+                            ("suggestion_shown", pa.bool_()),
+                            ("suggestion_judge", pa.string()),
+                            ("suggestion_label", pa.int8()),
+                            ("suggestion_score", pa.float64()),
+                            ("suggestion_accepted", pa.bool_()),
                         ]
                     )
                 ),

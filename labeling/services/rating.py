@@ -85,9 +85,10 @@ def _locked_rating_read(labeling_id: int) -> QuerySet[Labeling]:
         .annotate(n=Count("pk"))
         .values("n")
     )
+    # A suggest batch's judge labels: the rating checks the one it claims was shown.
+    locked = selectors.with_suggestion(Labeling.objects.select_for_update(of=("self",)))
     return (
-        Labeling.objects.select_for_update(of=("self",))
-        .select_related("solution__batch", "solution__problem")
+        locked.select_related("solution__batch", "solution__problem")
         .annotate(rated_count=Coalesce(Subquery(rated_count, output_field=IntegerField()), 0))
         .annotate(labeler_state=labeler_state_of())
         # For the release line, should this rating finish the labeling.
@@ -162,8 +163,15 @@ def rate_step(
     rating: int,
     flagged: bool = False,
     elapsed_ms: int | None = None,
+    suggestion_id: int | None = None,
+    accepted: bool = False,
 ) -> RatedStep:
     """Save one step's rating as it is made. Re-sending the same rating is a no-op.
+
+    `suggestion_id` is the PreLabel whose label the page showed for the step (suggest mode),
+    `accepted` that the labeler rated with the accept key. Both are checked against what the
+    locked read found (the batch's latest pre-label for the step): the judge, label and score
+    stored with the rating are the server's, never the client's.
 
     A rating in the middle of a solution is four queries: the locked read and three inserts
     (the step, its completion, the audit event). The labeling row itself is written only when
@@ -199,6 +207,7 @@ def rate_step(
             renew = True
         if step_index != rated:
             raise Conflict(f"Rate step {rated + 1} first (the page was out of date).")
+        shown = _shown_suggestion(labeling, step_index, suggestion_id, rating, accepted)
         step_time = None if elapsed_ms is None else max(0, min(int(elapsed_ms), MAX_STEP_TIME_MS))
         step = StepLabel(
             labeling=labeling,
@@ -207,6 +216,11 @@ def rate_step(
             chosen_completion=None if rating == -1 else 0,
             time_ms=step_time,
             created_at=now,
+            suggestion_shown=shown is not None,
+            suggestion_judge="" if shown is None else shown.judge,
+            suggestion_label=None if shown is None else shown.label,
+            suggestion_score=None if shown is None else shown.score,
+            suggestion_accepted=None if shown is None else accepted,
         )
         completion = Completion(index=0, text=steps[step_index], rating=rating, flagged=flagged)
         event = RatingEvent(
@@ -229,6 +243,27 @@ def rate_step(
             _renew_lease(labeling, now)
             labeling.save(update_fields=["lease_expires_at", "updated_at"])
         return RatedStep(labeling, rated + 1)
+
+
+def _shown_suggestion(
+    labeling: Labeling, step_index: int, suggestion_id: int | None, rating: int, accepted: bool
+) -> selectors.StepSuggestion | None:
+    """The suggestion the rating says was shown, checked against the one the page shows now;
+    refused (nothing written) where it was not shown or an accept is not its label."""
+    if suggestion_id is None:
+        if accepted:
+            raise LabelingError("Only a suggestion shown for the step can be accepted.")
+        return None
+    suggestion = selectors.suggestion_of(labeling)
+    shown = None if suggestion is None else suggestion.at(step_index)
+    if shown is None or shown.prelabel_id != suggestion_id:
+        raise LabelingError(
+            f"Suggestion {suggestion_id} is not the one shown for step {step_index + 1}: "
+            "reload the page; nothing was saved."
+        )
+    if accepted and rating != shown.label:
+        raise LabelingError("An accepted suggestion is rated with the judge's own label.")
+    return shown
 
 
 def _insert_rating(
@@ -581,9 +616,11 @@ def edit_rating(*, labeling_id: int, user: User, step_index: int, rating: int) -
         labeling = Labeling.objects.select_for_update().filter(pk=labeling_id).first()
         if labeling is None or (labeling.labeler_id != user.pk and not has_role(user, LEAD)):
             raise LabelingError("This labeling is not yours.")
-        completion = Completion.objects.filter(
-            step__labeling=labeling, step__index=step_index, index=0
-        ).first()
+        completion = (
+            Completion.objects.filter(step__labeling=labeling, step__index=step_index, index=0)
+            .select_related("step")
+            .first()
+        )
         if completion is None:
             raise LabelingError(f"Step {step_index + 1} is not rated.")
         if completion.rating == -1:
@@ -593,6 +630,11 @@ def edit_rating(*, labeling_id: int, user: User, step_index: int, rating: int) -
         old = completion.rating
         completion.rating = rating
         completion.save(update_fields=["rating"])
+        step = completion.step
+        if step.suggestion_accepted and rating != step.suggestion_label:
+            # Provenance: the rating is no longer the judge's label it was accepted as.
+            step.suggestion_accepted = False
+            step.save(update_fields=["suggestion_accepted"])
         RatingEvent.objects.create(
             labeling=labeling,
             step_index=step_index,

@@ -190,6 +190,7 @@ LABELING_KEYS = [
     Key(("1", "+", "="), "rate-pos", ("1",), "+1: correct, moves forward (selected step: make +1)"),
     Key(("0",), "rate-neu", ("0",), "0: correct but unhelpful or ambiguous (selected: make 0)"),
     Key(("-", "_"), "rate-neg", ("-",), "\u22121: wrong, unverifiable or a dead end (ends it)"),
+    Key(("y",), "accept", ("Y",), "suggest batches: accept the judge's label for this step"),
     Key(("f",), "flag", ("F",), "flag the current step as unsure"),
     Key(("u", "Backspace"), "undo", ("U", "Backspace"), "undo the last rating"),
     Key(("g",), "give-up", ("G",), "give up on this solution"),
@@ -249,6 +250,8 @@ def rate(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
             rating=value,
             flagged=flagged,
             elapsed_ms=int_param(request, "elapsed_ms", required=False),
+            suggestion_id=int_param(request, "suggestion", required=False),
+            accepted=request.POST.get("accepted") in ("1", "on", "true"),
         )
         if _alternatives_follow(rated.labeling):  # asked for at the −1, not by showing them
             alternatives_service.request_alternatives_after_error(rated.labeling)
@@ -303,7 +306,8 @@ def rated_fragment(
         context.update(request=request, csrf_token=get_token(request))
         template = "labeling/_finished.html"
     else:
-        context["current"] = selectors.StepView(next_index, steps[next_index], None, None)
+        upcoming = selectors.StepView(next_index, steps[next_index], None, None)
+        context["current"] = selectors.with_step_suggestion(upcoming, labeling)
         template = "labeling/_rated.html"
     # Rendered without the request: the context processors (roles: a query) are not needed.
     # The answer is all out of band: the panel itself stays.

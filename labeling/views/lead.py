@@ -51,6 +51,10 @@ def batch_dashboard(request: AuthenticatedRequest, batch_id: int) -> HttpRespons
         "summary": selectors.batch_summary(batch),
         "rows": selectors.batch_labeler_rows(batch),
     }
+    if not request.htmx:  # the full page only: the 5 s poll refreshes the counters alone
+        context["judges"] = selectors.judge_agreement(batch)
+        if batch.prelabel_mode == Batch.PrelabelMode.SUGGEST:
+            context["anchoring"] = selectors.anchoring_check(batch)
     template = "labeling/lead/batch.html#live" if request.htmx else "labeling/lead/batch.html"
     return render(request, template, context)
 

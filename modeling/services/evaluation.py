@@ -20,6 +20,7 @@ from modeling.training.evaluate import (
     evaluate_best_of_n,
     evaluate_processbench,
     evaluate_steps,
+    fill_answers,
     finite,
     read_best_of_n,
 )
@@ -76,14 +77,7 @@ def evaluate_best_of_n_file(
 ) -> dict[str, Any]:
     """Best-of-N accuracy on a samples file (format: training.evaluate.read_best_of_n), each
     answer judged by modeling.grading, the one answer checker."""
-    problems = [
-        p._replace(
-            samples=[
-                (steps, answer or grading.extract_answer(steps)) for steps, answer in p.samples
-            ]
-        )
-        for p in read_best_of_n(path)
-    ]
+    problems = fill_answers(read_best_of_n(path), grading.extract_answer)
     if not problems:
         raise ValueError(f"{path} has no problems")
     report = evaluate_best_of_n(

@@ -1,4 +1,4 @@
-"""Command line: train, evaluate, score, export.
+"""Command line: train, evaluate, score, best-of-n, export.
 
     python -m modeling.training.cli train --parquet phase1.parquet --holdout-fraction 0.1 \\
         --output-dir runs/prm --mode head
@@ -6,6 +6,7 @@
     python -m modeling.training.cli evaluate --model runs/prm --parquet phase1.parquet \\
         --processbench processbench/gsm8k.json
     python -m modeling.training.cli score --model runs/prm --input solutions.jsonl
+    python -m modeling.training.cli best-of-n --models runs/prm,runs/orm --input samples.jsonl
     python -m modeling.training.cli export --model runs/prm --format hf --output prm-hf
 
 `--data` takes any shape `inputs.py` reads (PRM800K, stepwise-critic, TRL stepwise supervision,
@@ -15,6 +16,13 @@ line, `train: error: ...`, and exit code 2.
 
 `train` writes split.json (the held-out problems) next to the model; `evaluate` given the
 same data files scores only those problems, so nothing it reports was trained on.
+
+`train --objective outcome` trains an outcome model (ORM) on graded solutions: `--data` (and
+`--prm800k`) read as `inputs.read_graded` reads them (graded JSONL, ProcessBench, best-of-N
+samples, PRM800K lines with ground_truth_answer), answers graded by modeling.grading where the
+file gives only answers; its held-out solution AUROC goes to metrics.json ("held_out").
+`evaluate` of an outcome model reports solution AUROC on graded data and ProcessBench's
+final_answer_correct.
 """
 
 from __future__ import annotations
@@ -34,15 +42,18 @@ from tqdm import tqdm
 
 from .config import TrainConfig
 from .data import (
+    GradedSolution,
     LabeledSolution,
     Solution,
+    outcome_examples,
     problem_key,
     read_jsonl,
+    shuffle_key,
     split_by_problem,
     subsample_problems,
 )
 from .external import ADAPTER_TASKS
-from .inputs import CRITIC, PRM800K, DataFormatError, read_many
+from .inputs import CRITIC, PRM800K, DataFormatError, read_graded_many, read_many
 
 
 def load_examples(
@@ -60,6 +71,54 @@ def load_examples(
         *read_many(parquet, CRITIC, report),
         *read_many(data, None, report),
     ]
+
+
+def grade_answer(steps: Sequence[str], answer: str | None, ground_truth: str) -> bool:
+    """The answer checker graded data files need (inputs.Grade): the given answer, else the one
+    modeling.grading extracts from the steps, against the ground truth. Imported here, only
+    when an answer is graded: a GPU machine without math_verify trains on graded files."""
+    from modeling.grading import extract_answer, is_equivalent
+
+    found = answer if answer is not None else extract_answer(list(steps))
+    return found is not None and is_equivalent(found, ground_truth)
+
+
+def load_graded(
+    prm800k: Sequence[str], data: Sequence[str], *, quiet: bool = False
+) -> list[GradedSolution]:
+    """An outcome model's data: every file's graded solutions (inputs.read_graded), each
+    file's summary line to stderr unless `quiet`. A file that cannot be read raises
+    DataFormatError."""
+
+    def report(line: str) -> None:
+        if not quiet:
+            print(line, file=sys.stderr)
+
+    return read_graded_many([*prm800k, *data], grade_answer, report)
+
+
+def held_out_only(items: Sequence[Any], model_dir: str) -> list[Any]:
+    """The items whose problem the model's split.json held out (all of them without one). A
+    split.json written before problem_key normalised whitespace lists the older key."""
+    split_file = Path(model_dir) / "split.json"
+    if not split_file.exists():
+        return list(items)
+    held_out = set(json.loads(split_file.read_text())["test_problems"])
+    return [
+        e for e in items if problem_key(e.problem) in held_out or shuffle_key(e.problem) in held_out
+    ]
+
+
+def model_objective(model_dir: str) -> str:
+    """A saved model's objective (prm.json; a model saved before objectives, or an imported
+    one: process)."""
+    meta = Path(model_dir) / "prm.json"
+    if not meta.is_file():
+        return "process"
+    try:
+        return str(json.loads(meta.read_text()).get("objective", "process"))
+    except (ValueError, AttributeError):
+        return "process"
 
 
 def files_sha256(paths: Sequence[str]) -> str:
@@ -129,6 +188,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
 def tqdm_progress() -> Callable[[Any], None]:
     bars: dict[str, tqdm] = {}
 
@@ -186,13 +252,28 @@ def cmd_train(args: argparse.Namespace) -> int:
 def train_command(args: argparse.Namespace, config: TrainConfig, *, main: bool) -> int:
     from .train import train
 
-    examples = load_examples(args.prm800k, args.parquet, args.data, quiet=not main)
+    outcome = config.objective == "outcome"
+    if outcome and args.parquet:
+        raise DataFormatError(
+            "--parquet: stepwise-critic rows rate steps and grade no final answer; objective "
+            "outcome reads graded solutions (--data)"
+        )
+    graded: list[GradedSolution] = []
+    examples: list[LabeledSolution] = []
+    if outcome:
+        graded = load_graded(args.prm800k, args.data, quiet=not main)
+    else:
+        examples = load_examples(args.prm800k, args.parquet, args.data, quiet=not main)
     if not config.dataset_version:  # after reading: a missing file is a DataFormatError
         paths = [*args.prm800k, *args.parquet, *args.data]
         config = config.replace(dataset_version=files_sha256(paths))
     if args.max_problems:
         examples = subsample_problems(examples, args.max_problems, config.seed)
+        graded = subsample_problems(graded, args.max_problems, config.seed)
+    train_graded, test_graded = split_by_problem(graded, args.holdout_fraction, config.seed)
     train_set, test_set = split_by_problem(examples, args.holdout_fraction, config.seed)
+    if outcome:
+        train_set, test_set = outcome_examples(train_graded), outcome_examples(test_graded)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not main:  # rank 0 writes the split and talks; the others only train
@@ -220,44 +301,87 @@ def train_command(args: argparse.Namespace, config: TrainConfig, *, main: bool) 
             report(p)
 
     result = train(config, train_set, progress=progress, should_stop=stop_file(args.stop_file))
-    print(
-        json.dumps(
-            {"output_dir": result.output_dir, "stopped": result.stopped, **result.metrics}, indent=2
-        )
-    )
+    summary: dict[str, Any] = {
+        "output_dir": result.output_dir,
+        "stopped": result.stopped,
+        **result.metrics,
+    }
+    if outcome and test_graded and not result.stopped:
+        summary["held_out"] = outcome_held_out(out, test_graded)
+    print(json.dumps(summary, indent=2))
     return 0
 
 
+def outcome_held_out(out: Path, held_out: Sequence[GradedSolution]) -> dict[str, Any]:
+    """The trained outcome model's solution AUROC on the held-out problems, also kept in
+    metrics.json under "held_out" (the export's model card shows it)."""
+    from .evaluate import evaluate_outcome, finite
+    from .model import ProcessRewardModel
+
+    model = ProcessRewardModel.load(out, device="cpu")
+    figures = finite(evaluate_outcome(model, held_out))
+    metrics_file = out / "metrics.json"
+    metrics = json.loads(metrics_file.read_text())
+    metrics["held_out"] = figures
+    metrics_file.write_text(json.dumps(metrics, indent=2) + "\n")
+    return figures
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import dropped_labels_note, evaluate_processbench, evaluate_steps, report_json
+    from .evaluate import (
+        dropped_labels_note,
+        evaluate_outcome,
+        evaluate_processbench,
+        evaluate_steps,
+        report_json,
+    )
     from .external import load_prm
+    from .inputs import read_graded
 
     started = time.perf_counter()
+    outcome = model_objective(args.model) == "outcome"
     try:  # before the model loads: a bad file fails at once
-        examples = load_examples(args.prm800k, args.parquet, args.data)
+        if outcome:
+            if args.parquet:
+                raise DataFormatError("--parquet: an outcome model is evaluated on graded data")
+            graded = load_graded(args.prm800k, args.data)
+            benches = [read_graded(path) for path in args.processbench]
+        else:
+            examples = load_examples(args.prm800k, args.parquet, args.data)
     except DataFormatError as exc:
         print(f"evaluate: error: {exc}", file=sys.stderr)
         return 2
     model = load_prm(args.model, device=args.device)
     report: dict[str, Any] = {"model": args.model}
-    if args.prm800k or args.parquet or args.data:
-        split_file = Path(args.model) / "split.json"
-        if not args.all and split_file.exists():
-            held_out = set(json.loads(split_file.read_text())["test_problems"])
-            examples = [e for e in examples if problem_key(e.problem) in held_out]
-        report["steps"] = evaluate_steps(
-            model,
-            examples,
-            batch_tokens=args.batch_tokens,
-            max_length=args.max_length,
-            progress=tqdm_counter("steps"),
-        )
-        report["steps"]["solutions"] = len(examples)
-        print(dropped_labels_note(report["steps"]), file=sys.stderr)
-    report["processbench"] = [
-        evaluate_processbench(model, path, args.threshold, progress=tqdm_counter(Path(path).stem))
-        for path in args.processbench
-    ]
+    if outcome:
+        # Solution level: final-answer correctness against P(correct) at the last step.
+        report["objective"] = "outcome"
+        if args.prm800k or args.data:
+            held = graded if args.all else held_out_only(graded, args.model)
+            report["solutions"] = evaluate_outcome(model, held, progress=tqdm_counter("solutions"))
+        report["processbench"] = [
+            {"subset": Path(path).stem, **evaluate_outcome(model, items)}
+            for path, items in zip(args.processbench, benches, strict=True)
+        ]
+    else:
+        if args.prm800k or args.parquet or args.data:
+            if not args.all:
+                examples = held_out_only(examples, args.model)
+            report["steps"] = evaluate_steps(
+                model,
+                examples,
+                batch_tokens=args.batch_tokens,
+                max_length=args.max_length,
+                progress=tqdm_counter("steps"),
+            )
+            report["steps"]["solutions"] = len(examples)
+            print(dropped_labels_note(report["steps"]), file=sys.stderr)
+        report["processbench"] = [
+            evaluate_processbench(
+                model, path, args.threshold, progress=tqdm_counter(Path(path).stem)
+            )
+            for path in args.processbench
+        ]
     report["seconds"] = round(time.perf_counter() - started, 1)
     text = report_json(report)
     if args.output:
@@ -281,6 +405,136 @@ def cmd_score(args: argparse.Namespace) -> int:
         out.write(json.dumps(line) + "\n")
     if out is not sys.stdout:
         out.close()
+    return 0
+
+
+def model_names(paths: Sequence[str]) -> list[str]:
+    """Each model's name in a comparison: its folder's name, or the path as given where two
+    folders share a name."""
+    names = [Path(path).name or path for path in paths]
+    return [
+        name if names.count(name) == 1 else path for name, path in zip(names, paths, strict=True)
+    ]
+
+
+def model_record(folder: str) -> dict[str, Any]:
+    """A saved model's record: ours its prm.json, an imported one its manifest (which has no
+    training record). A folder that is neither raises ValueError."""
+    from .external import MANIFEST, is_external
+
+    path = Path(folder)
+    record_file = path / (MANIFEST if is_external(path) else "prm.json")
+    try:
+        record = json.loads(record_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{folder} is not a saved model ({record_file.name}: {exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{record_file} holds no JSON object")
+    return record
+
+
+def cmd_best_of_n(args: argparse.Namespace) -> int:
+    """Best-of-N of several models side by side on one samples file (evaluate.compare_best_of_n),
+    refused when the models are not on equal footing unless --allow-mismatch."""
+    from .evaluate import (
+        compare_best_of_n,
+        comparison_summary,
+        comparison_table,
+        fill_answers,
+        footing,
+        overlap,
+        plot_best_of_n,
+        read_best_of_n,
+        report_json,
+    )
+    from .external import load_prm
+    from .score import score_solutions
+
+    def fail(reason: str) -> int:
+        print(f"best-of-n: error: {reason}", file=sys.stderr)
+        return 2
+
+    paths = [path.strip() for path in args.models.split(",") if path.strip()]
+    if not paths:
+        return fail("--models names no model")
+    names = model_names(paths)
+    try:
+        records = {name: model_record(path) for name, path in zip(names, paths, strict=True)}
+        problems = read_best_of_n(args.input)
+    except (OSError, ValueError) as exc:
+        return fail(str(exc))
+    if not problems:
+        return fail(f"{args.input} has no problems")
+    smallest = min(args.n or [1])
+    if max(len(p.samples) for p in problems) < smallest:  # before a model loads
+        return fail(f"no problem of {args.input} has {smallest} samples or more")
+    objectives = {name: record.get("objective", "process") for name, record in records.items()}
+    evaluation_problems = {problem_key(p.problem) for p in problems}
+    differences = footing(records) + [
+        f"{name} trained on {count} of the {len(evaluation_problems)} evaluation problems"
+        for name, count in overlap(records, evaluation_problems).items()
+        if count
+    ]
+    if differences and not args.allow_mismatch:
+        return fail(
+            f"not on equal footing: {'; '.join(differences)} (--allow-mismatch compares anyway)"
+        )
+    if differences:
+        print(f"comparing despite: {'; '.join(differences)}")
+
+    from modeling import grading  # the one answer checker, here only: a GPU box may lack it
+
+    problems = fill_answers(problems, grading.extract_answer)
+    solutions = [Solution(p.problem, steps) for p in problems for steps, _ in p.samples]
+    scores = {}
+    for name, path in zip(names, paths, strict=True):
+        try:
+            model = load_prm(path, device=args.device)
+        except (OSError, ValueError) as exc:  # ExternalModelError is a ValueError
+            return fail(f"{path} cannot be loaded: {exc}")
+        step_probs = iter(score_solutions(model, solutions, progress=tqdm_counter(name)))
+        scores[name] = [[next(step_probs) for _ in p.samples] for p in problems]
+        del model  # one model in memory at a time
+    try:
+        report = compare_best_of_n(
+            problems,
+            scores,
+            objectives,
+            equivalent=grading.is_equivalent,
+            key=grading.normalise_answer,
+            ns=args.n,
+            repeats=args.repeats,
+            intervals=args.intervals,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        return fail(str(exc))
+    report = {
+        "file": str(args.input),
+        "models": {
+            name: {
+                "path": path,
+                "objective": objectives[name],
+                "backbone": records[name].get("backbone"),
+            }
+            for name, path in zip(names, paths, strict=True)
+        },
+        "footing": differences,
+        "allowed_mismatch": bool(args.allow_mismatch),
+        "repeats": args.repeats,
+        "intervals": args.intervals,
+        "seed": args.seed,
+        **report,
+    }
+    try:
+        if args.json:
+            Path(args.json).write_text(report_json(report) + "\n")
+        if args.png:
+            plot_best_of_n(report, args.png)
+    except OSError as exc:
+        return fail(str(exc))
+    print(comparison_table(report))
+    print(comparison_summary(report, objectives))
     return 0
 
 
@@ -336,7 +590,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 DATA_HELP = (
     "training data of any shape, detected from its content: PRM800K, stepwise-critic, TRL "
     "stepwise supervision or Math-Shepherd, as JSONL, Parquet or a datasets save_to_disk "
-    "folder (repeat; docs/training.md 'Training data shapes')"
+    "folder (repeat; docs/training.md 'Training data shapes'); with --objective outcome: "
+    "graded solutions (graded JSONL, ProcessBench, best-of-N samples, PRM800K lines with "
+    "ground_truth_answer; docs/training.md 'Outcome supervision (ORM)')"
 )
 
 
@@ -346,7 +602,9 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     parser = argparse.ArgumentParser(prog="python -m modeling.training.cli")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train a PRM", parents=[config_parser()])
+    train = sub.add_parser(
+        "train", help="train a PRM (or, --objective outcome, an ORM)", parents=[config_parser()]
+    )
     train.add_argument(
         "--trl-config",
         metavar="FILE",
@@ -385,7 +643,10 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     )
     train.set_defaults(func=cmd_train, **(train_defaults or {}))
 
-    evaluate = sub.add_parser("evaluate", help="step metrics on held-out data, ProcessBench")
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="step metrics on held-out data, ProcessBench (an outcome model: solution AUROC)",
+    )
     evaluate.add_argument("--model", required=True)
     evaluate.add_argument("--data", action="append", default=[], help=DATA_HELP, metavar="PATH")
     evaluate.add_argument("--prm800k", action="append", default=[])
@@ -420,6 +681,56 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     score.add_argument("--device", default="auto")
     score.set_defaults(func=cmd_score)
 
+    best = sub.add_parser(
+        "best-of-n",
+        help="best-of-N of process and outcome models, majority and pass@N side by side",
+    )
+    best.add_argument(
+        "--models",
+        required=True,
+        metavar="PATH[,PATH...]",
+        help="saved model folders, comma-separated (ours or imported); the first process and "
+        "the first outcome model are the last line's prm and orm",
+    )
+    best.add_argument(
+        "--input",
+        required=True,
+        metavar="FILE",
+        help="best-of-N samples (JSONL, docs/training.md 'Best of N')",
+    )
+    best.add_argument(
+        "--n",
+        type=positive_int,
+        action="append",
+        default=None,
+        help="an N to measure (repeat; default 1, 2, 4, ... up to the most samples a problem has)",
+    )
+    best.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare models trained on different problems, backbones or step counts, or on "
+        "evaluation problems (and say so) instead of refusing",
+    )
+    best.add_argument("--json", metavar="OUT", help="write the report here")
+    best.add_argument("--png", metavar="OUT", help="write the curves here")
+    best.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=100,
+        metavar="R",
+        help="N-subsets per problem: all when there are at most this many, else this many random",
+    )
+    best.add_argument(
+        "--intervals",
+        type=non_negative_int,
+        default=1000,
+        metavar="B",
+        help="bootstrap replicates of the 95%% intervals (0: none)",
+    )
+    best.add_argument("--seed", type=int, default=0, help="seed of the subsets and the intervals")
+    best.add_argument("--device", default="auto")
+    best.set_defaults(func=cmd_best_of_n)
+
     merge = sub.add_parser(
         "merge-adapter", help="merge a LoRA adapter into its base (the import's merge)"
     )
@@ -431,7 +742,9 @@ def build_parser(train_defaults: dict[str, Any] | None = None) -> argparse.Argum
     merge.set_defaults(func=cmd_merge_adapter)
 
     export = sub.add_parser(
-        "export", help="write a Hugging Face token-classification checkpoint (model card included)"
+        "export",
+        help="write a Hugging Face token-classification checkpoint (an outcome model: a "
+        "sequence classifier; model card included)",
     )
     export.add_argument(
         "--model", required=True, help="a model folder saved by train, or an imported one"

@@ -11,6 +11,11 @@ from .backbones import DEFAULT_BACKBONE
 from .data import NEUTRAL_AS, SEPARATOR
 
 MODES = ("full", "lora", "head")
+# process: a label at every rated step (a PRM); outcome: one label per solution, final-answer
+# correctness at its last step's end (an ORM, the paper's outcome-supervised baseline).
+OBJECTIVES = ("process", "outcome")
+# The head's classes when num_labels is left unset: each objective's own.
+NUM_LABELS_DEFAULTS = {"process": 3, "outcome": 2}
 # Peak learning rate when none is given: a fresh linear head takes large steps, adapters
 # smaller, and full fine-tuning of a pretrained backbone small ones (TRL/PEFT's usual ranges).
 LR_DEFAULTS = {"head": 1e-3, "lora": 2e-4, "full": 2e-5}
@@ -29,7 +34,7 @@ BOUNDS: dict[str, tuple[type | tuple[type, ...], float, float]] = {
     "grad_clip": ((int, float), 0, 1e6),
     "max_length": (int, 1, 2**20),
     "neutral_weight": ((int, float), 0, 1e3),
-    "num_labels": (int, 2, 3),
+    "num_labels": (int, 2, 3),  # set from the objective in __post_init__ when None
     "seed": (int, 0, 2**32 - 1),
     "lora_r": (int, 1, 4_096),
     "lora_alpha": (int, 1, 65_536),
@@ -94,11 +99,18 @@ class TrainConfig:
     neutral_weight: float = _opt(
         1.0, "Loss weight of the neutral (0) class; -1 and +1 weigh 1 (num_labels 3 only)."
     )
+    objective: str = _opt(
+        "process",
+        "process: a label at every rated step (a PRM); outcome: one label per solution, whether "
+        "its final answer is correct, at its last step's end (an ORM; a 2-class head, class 1 = "
+        "correct).",
+    )
     num_labels: int = _opt(
-        3,
+        None,
         "Classes of the head: 3 (a step's rating -1, 0, +1 is its class 0, 1, 2) or 2 (TRL "
         "PRMTrainer's recipe: class 1 = a good step, 0 = a bad one; neutral_as says where a 0 "
-        "rating goes). A 2-class model scores as [1 - P(good), 0, P(good)].",
+        "rating goes). A 2-class model scores as [1 - P(good), 0, P(good)]. Unset: 3 for "
+        "objective process, 2 for outcome (which takes no other).",
     )
     neutral_as: str = _opt(
         "good",
@@ -175,6 +187,10 @@ class TrainConfig:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
         if self.lr is None:
             self.lr = LR_DEFAULTS[self.mode]
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, not {self.objective!r}")
+        if self.num_labels is None:
+            self.num_labels = NUM_LABELS_DEFAULTS[self.objective]
         self._check_types()
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, not {self.dtype!r}")
@@ -209,6 +225,11 @@ class TrainConfig:
         self._check_labels()
 
     def _check_labels(self) -> None:
+        if self.objective == "outcome" and self.num_labels != 2:
+            raise ValueError(
+                f"objective outcome trains a 2-class head (class 1 = a correct final answer), "
+                f"not num_labels {self.num_labels}: leave num_labels unset or give 2"
+            )
         if self.neutral_as not in NEUTRAL_AS:
             raise ValueError(f"neutral_as must be one of {NEUTRAL_AS}, not {self.neutral_as!r}")
         if self.num_labels == 2 and self.neutral_weight != 1:
@@ -237,6 +258,7 @@ class TrainConfig:
         for name in (
             "backbone",
             "mode",
+            "objective",
             "decay",
             "output_dir",
             "device",
@@ -284,4 +306,11 @@ class TrainConfig:
         mode = changes.get("mode", self.mode)
         if mode != self.mode and "lr" not in changes and self.lr == LR_DEFAULTS.get(self.mode):
             changes["lr"] = None  # the new mode's default, not the old one's
+        objective = changes.get("objective", self.objective)
+        if (
+            objective != self.objective
+            and "num_labels" not in changes
+            and self.num_labels == NUM_LABELS_DEFAULTS.get(self.objective)
+        ):
+            changes["num_labels"] = None  # the new objective's head, not the old one's
         return dataclasses.replace(self, **changes)

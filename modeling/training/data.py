@@ -14,7 +14,9 @@ segment** (the one that carries the terminator), i.e. where the model has read t
 whole step and knows it ended. All other positions are ignored (-100). Targets
 (`Targets`): 3 classes, index = rating + 1 (-1 -> 0, 0 -> 1, +1 -> 2), or TRL's 2 (1 = good:
 +1, and 0 where neutral_as is "good"; 0 = bad), optionally only the last rated path step
-labelled (train_on_last_step_only).
+labelled (train_on_last_step_only). An outcome model (objective "outcome") has one label per
+solution, at its last step's end: `outcome_examples` turns `GradedSolution`s (final-answer
+correctness) into records rated there alone.
 
 Packing: one row holds a solution's chosen path (labelled at every rated step end)
 followed by its rated alternatives. An alternative to step k is placed after the path
@@ -42,7 +44,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 IGNORE = -100
 SEPARATOR = "\n\n"  # the default step separator (TrainConfig.step_separator)
@@ -62,10 +64,16 @@ class Targets:
     num_labels: int = NUM_CLASSES
     neutral_as: str = "good"
     last_step_only: bool = False
+    outcome: bool = False  # objective outcome: the last step's label alone, no alternatives
 
     @classmethod
     def of_config(cls, config: Any) -> Targets:
-        return cls(config.num_labels, config.neutral_as, config.train_on_last_step_only)
+        return cls(
+            config.num_labels,
+            config.neutral_as,
+            config.train_on_last_step_only,
+            getattr(config, "objective", "process") == "outcome",
+        )
 
     def label(self, rating: int) -> int:
         """3 classes: rating + 1. 2 classes (TRL's): 1 good (+1; 0 when neutral_as is "good"),
@@ -115,6 +123,28 @@ class LabeledSolution:
     def slot_ratings(self) -> list[int | None]:
         """Ratings by slot: path steps first, then alternatives in order."""
         return list(self.ratings) + [a.rating for a in self.alternatives]
+
+
+@dataclass(frozen=True)
+class GradedSolution:
+    """A whole solution and whether its final answer is correct: an outcome model's data."""
+
+    problem: str
+    steps: list[str]
+    correct: bool
+
+
+def outcome_examples(graded: Iterable[GradedSolution]) -> list[LabeledSolution]:
+    """Graded solutions as an outcome model trains on them: one rating, at the last step (+1
+    correct, -1 wrong), every other step unrated, no alternatives. A solution without steps
+    has nowhere to carry its label and is left out."""
+    return [
+        LabeledSolution(
+            g.problem, list(g.steps), [None] * (len(g.steps) - 1) + [1 if g.correct else -1]
+        )
+        for g in graded
+        if g.steps
+    ]
 
 
 # ---------------------------------------------------------------- PRM800K records
@@ -262,23 +292,52 @@ def _critic_solutions(
 # ------------------------------------------------------------------ splitting
 
 
-def problem_key(problem: str) -> str:
+def problem_key(text: str) -> str:
+    """A problem's identity across models and evaluation sets (split.json, prm.json's training
+    record): sha256 of its text, stripped, runs of whitespace as one space; 16 hex digits."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
+
+
+def shuffle_key(problem: str) -> str:
+    """What seeded splits shuffle problems by: sha256 of the stripped text (the key before
+    problem_key normalised whitespace), so a seed holds out the same problems it always did."""
     return hashlib.sha256(problem.strip().encode("utf-8")).hexdigest()[:16]
 
 
+class HasProblem(Protocol):
+    @property
+    def problem(self) -> str: ...
+
+
+P = TypeVar("P", bound=HasProblem)
+
+
 def split_by_problem(
-    examples: Sequence[LabeledSolution], holdout_fraction: float, seed: int
-) -> tuple[list[LabeledSolution], list[LabeledSolution]]:
+    examples: Sequence[P], holdout_fraction: float, seed: int
+) -> tuple[list[P], list[P]]:
     """(train, held out): every solution of a problem lands on the same side."""
-    keys = sorted({problem_key(e.problem) for e in examples})
+    keys = sorted({shuffle_key(e.problem) for e in examples})
     random.Random(seed).shuffle(keys)
     n_test = round(len(keys) * holdout_fraction)
     if holdout_fraction > 0 and n_test == 0 and len(keys) > 1:
         n_test = 1
     test_keys = set(keys[:n_test])
-    train = [e for e in examples if problem_key(e.problem) not in test_keys]
-    test = [e for e in examples if problem_key(e.problem) in test_keys]
+    train = [e for e in examples if shuffle_key(e.problem) not in test_keys]
+    test = [e for e in examples if shuffle_key(e.problem) in test_keys]
     return train, test
+
+
+def training_record(problems: Iterable[str], optimizer_steps: int, examples: int) -> dict[str, Any]:
+    """prm.json's "training": the problems trained on (problem_key, sorted, unique), a digest
+    of them, the optimizer steps taken and the solutions trained on: what tells whether two
+    models were trained on equal footing."""
+    keys = sorted({problem_key(p) for p in problems})
+    return {
+        "problems": keys,
+        "problems_digest": hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest(),
+        "optimizer_steps": int(optimizer_steps),
+        "examples": int(examples),
+    }
 
 
 def problem_fold_of(problems: Sequence[str], k: int, seed: int) -> dict[str, int]:
@@ -296,23 +355,21 @@ def problem_folds(
 ) -> list[tuple[list[LabeledSolution], list[LabeledSolution]]]:
     """k (train, held out) pairs split by problem (`problem_fold_of`): each problem is held
     out in exactly one fold and never trained on in that fold."""
-    fold = problem_fold_of([problem_key(e.problem) for e in examples], k, seed)
+    fold = problem_fold_of([shuffle_key(e.problem) for e in examples], k, seed)
     return [
         (
-            [e for e in examples if fold[problem_key(e.problem)] != held_out],
-            [e for e in examples if fold[problem_key(e.problem)] == held_out],
+            [e for e in examples if fold[shuffle_key(e.problem)] != held_out],
+            [e for e in examples if fold[shuffle_key(e.problem)] == held_out],
         )
         for held_out in range(k)
     ]
 
 
-def subsample_problems(
-    examples: Sequence[LabeledSolution], max_problems: int, seed: int
-) -> list[LabeledSolution]:
-    keys = sorted({problem_key(e.problem) for e in examples})
+def subsample_problems(examples: Sequence[P], max_problems: int, seed: int) -> list[P]:
+    keys = sorted({shuffle_key(e.problem) for e in examples})
     random.Random(seed + 1).shuffle(keys)
     kept = set(keys[:max_problems])
-    return [e for e in examples if problem_key(e.problem) in kept]
+    return [e for e in examples if shuffle_key(e.problem) in kept]
 
 
 # --------------------------------------------------------------- tokenization
@@ -376,10 +433,15 @@ def pack_solution(
 ) -> list[Row]:
     """Token rows for one solution; see the module docstring for the layout. With
     `targets.last_step_only` the path keeps only its last rated step's label (whether or not
-    it fits max_length, as TRL picks it before truncating); alternatives keep theirs."""
+    it fits max_length, as TRL picks it before truncating); alternatives keep theirs. With
+    `targets.outcome` only the last step's end keeps its label (the solution's outcome) and
+    alternatives are dropped."""
     steps = list(solution.steps)
     alternatives = list(getattr(solution, "alternatives", []))
     ratings = list(getattr(solution, "ratings", [None] * len(steps)))
+    if targets.outcome:
+        ratings = [None] * (len(ratings) - 1) + ratings[-1:]
+        alternatives = []
     if targets.last_step_only:
         rated = [k for k, r in enumerate(ratings) if r is not None]
         ratings = [r if rated and k == rated[-1] else None for k, r in enumerate(ratings)]

@@ -30,6 +30,14 @@ Layout written to OUT (what `import_prm` reads back)::
     OUT/tokenizer files    the training tokenizer; an encoder's [CLS] is also its bos_token
     OUT/README.md          model card: data version, training config, held-out figures, input
 
+An outcome model (TrainConfig.objective "outcome", an ORM) exports as a sequence classifier
+instead (`export_outcome`): architectures ["<Family>ForSequenceClassification"], id2label
+{"0": "wrong", "1": "correct"}, pad_token_id set, stepwise.format "stepwise-orm-hf/1"; the same
+token layout, whose softmax[1] at the last token (the separator's after the last step, where
+transformers' sequence classifiers read) is `score.solution_score(step_probs, "last")`, checked
+within 1e-4 before anything is written. Decoder backbones only: an encoder's sequence classifier
+reads its [CLS] token through a pooler.
+
 Input format (TRL PRMTrainer's layout, with step_separator "\\n\\n"): token ids =
 [bos] + tok(problem.strip() + "\\n\\n") + for each step (tok(step.strip()) + tok("\\n\\n")),
 every piece tokenized on its own without special tokens. Step k's probabilities are the
@@ -63,6 +71,7 @@ from .external import (
     read_manifest,
 )
 from .model import FORMAT, ProcessRewardModel, three_way
+from .score import solution_score
 
 HF_FORMAT = STEPWISE_HF_FORMAT
 # An imported model's export in a layout of its own (TRL's, Math-Shepherd's): not HF_FORMAT,
@@ -80,6 +89,12 @@ VLLM_TOKEN_CLASSIFICATION = {
     "pooling_task": "token_classify",
 }
 LABEL_AT = "last token of each step's text + step_separator"
+# An outcome model's export: a sequence classifier in a format of its own (external.py's
+# imports read HF_FORMAT as a token classifier).
+OUTCOME_FORMAT = "stepwise-orm-hf/1"
+OUTCOME_LAYOUT = "stepwise_outcome"
+ID2LABEL_OUTCOME = {0: "wrong", 1: "correct"}
+OUTCOME_LABEL_AT = "last token: the step_separator's after the last step"
 TOLERANCE = 1e-4
 PROBE = Solution(
     "What is 12 + 30, divided by 6?",
@@ -125,9 +140,7 @@ def token_classifier(model: ProcessRewardModel) -> Any:
     """An AutoModelForTokenClassification with the model's (merged) backbone and head."""
     from transformers import AutoModelForTokenClassification
 
-    backbone: Any = model.backbone
-    if model.config.mode == "lora":
-        backbone = copy.deepcopy(backbone).merge_and_unload()  # a copy: `model` stays to compare
+    backbone = _merged_backbone(model)
     config = copy.deepcopy(backbone.config)
     config.id2label = dict(ID2LABEL if model.config.num_labels == 3 else ID2LABEL_TWO)
     config.label2id = {v: k for k, v in config.id2label.items()}
@@ -171,6 +184,64 @@ def check_same_scores(model: ProcessRewardModel, classifier: Any, tokenizer: Any
         )
 
 
+def _merged_backbone(model: ProcessRewardModel) -> Any:
+    backbone: Any = model.backbone
+    if model.config.mode == "lora":
+        backbone = copy.deepcopy(backbone).merge_and_unload()  # a copy: `model` stays to compare
+    return backbone
+
+
+def sequence_classifier(model: ProcessRewardModel) -> Any:
+    """An AutoModelForSequenceClassification with an outcome model's (merged) backbone and its
+    bias-free head as `score`, read at the last non-pad token as the model reads its label."""
+    from transformers import AutoModelForSequenceClassification
+
+    backbone = _merged_backbone(model)
+    config = copy.deepcopy(backbone.config)
+    config.id2label = dict(ID2LABEL_OUTCOME)
+    config.label2id = {v: k for k, v in config.id2label.items()}
+    config.pad_token_id = model.pad_id
+    classifier = AutoModelForSequenceClassification.from_config(
+        config, dtype=torch.float32, attn_implementation=backbone.config._attn_implementation
+    ).eval()
+    head = getattr(classifier, "score", None)
+    if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+        raise ExportError(
+            f"{type(classifier).__name__} does not read the last token with a `score` Linear "
+            "(an encoder's sequence classifier reads [CLS]): an outcome model exports from a "
+            "decoder backbone only"
+        )
+    base = getattr(classifier, classifier.base_model_prefix)
+    missing, unexpected = base.load_state_dict(backbone.state_dict(), strict=False)
+    if missing or unexpected:
+        raise ExportError(
+            f"{type(classifier).__name__} does not take the backbone's weights "
+            f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+        )
+    head.load_state_dict(model.head.state_dict())
+    return classifier.float()
+
+
+@torch.no_grad()
+def check_same_outcome_scores(model: ProcessRewardModel, classifier: Any, tokenizer: Any) -> None:
+    """Raise ExportError unless the exported classifier's softmax[1] is the outcome model's
+    score (P(correct) at the last step's end) on a probe solution."""
+    from .score import score_solutions
+
+    ids, _ = step_inputs(tokenizer, PROBE.problem, PROBE.steps, model.config.step_separator)
+    if len(ids) > model.config.max_length:
+        return  # a model that scores nothing this long: nothing to compare
+    expected = solution_score(score_solutions(model, [PROBE])[0][-1:], "last")
+    logits = classifier(input_ids=torch.tensor([ids])).logits[0].float()
+    got = float(torch.softmax(logits, dim=-1)[1])
+    if not abs(got - expected) <= TOLERANCE:
+        raise ExportError(
+            f"the exported sequence classifier's P(correct) differs from `cli score`'s by "
+            f"{abs(got - expected):.2e} (this tokenizer may not split the step separator off a "
+            "step's end, or the pad token occurs in the text)"
+        )
+
+
 Progress = Callable[[str], None]  # told each phase as it begins (PHASES)
 PHASES = ("loading", "writing weights", "tokenizer", "card")
 
@@ -203,6 +274,8 @@ def export_hf(
     if tokenizer.bos_token is None and tokenizer.cls_token is not None:
         # TRL and most scripts prepend bos_token when there is one: an encoder's start is [CLS].
         tokenizer.bos_token = tokenizer.cls_token
+    if model.config.objective == "outcome":
+        return export_outcome(model, meta, metrics, tokenizer, out, report)
     classifier = token_classifier(model)
     check_same_scores(model, classifier, tokenizer)
 
@@ -224,6 +297,37 @@ def export_hf(
     }
     training = {"config": meta.get("config", {}), "metrics": metrics or {}}
     return _write(out, classifier, tokenizer, training, report)
+
+
+def export_outcome(
+    model: ProcessRewardModel,
+    meta: dict[str, Any],
+    metrics: dict[str, Any] | None,
+    tokenizer: Any,
+    out: Path,
+    progress: Progress,
+) -> Path:
+    """An outcome model as a sequence classifier (the module docstring), checked to score
+    alike before it is written."""
+    classifier = sequence_classifier(model)
+    check_same_outcome_scores(model, classifier, tokenizer)
+    config = classifier.config
+    config.step_separator = model.config.step_separator
+    config.stepwise = {
+        "format": OUTCOME_FORMAT,
+        "layout": OUTCOME_LAYOUT,
+        "objective": "outcome",
+        "label_at": OUTCOME_LABEL_AT,
+        "source_format": meta.get("format", FORMAT),
+        "mode": model.config.mode,
+        "backbone": model.config.backbone,
+        "backbone_layers": config.num_hidden_layers,
+        "dataset_version": model.config.dataset_version,
+        "max_length": model.config.max_length,
+        "solution_score": "softmax[1]: P(the final answer is correct)",
+    }
+    training = {"config": meta.get("config", {}), "metrics": metrics or {}}
+    return _write(out, classifier, tokenizer, training, progress)
 
 
 def export_imported(
@@ -394,23 +498,10 @@ def model_card(config: Any, training: dict[str, Any], *, folder: str = "PATH") -
     training config, held-out figures. `training` holds the model's "config" (a TrainConfig as
     saved) and "metrics" (held-out figures), or "imported": true."""
     stepwise = config.stepwise
-    metrics = training.get("metrics") or {}
     layout = stepwise.get("layout", STEPWISE_LAYOUT)
-    # A model version's metrics hold them under "held_out", an `evaluate` report under "steps".
-    key = next((k for k in ("held_out", "steps") if isinstance(metrics.get(k), dict)), "")
-    held_out = metrics.get(key) or {}
-    figures = {k: v for k, v in held_out.items() if isinstance(v, int | float)}
-    if isinstance(metrics.get("auroc"), int | float):
-        figures.setdefault("auroc", metrics["auroc"])
-    rows = "\n".join(f"| {k} | {v:.4g} |" for k, v in sorted(figures.items()))
-    held = (
-        f"| figure | value |\n|---|---|\n{rows}"
-        if figures
-        else "No held-out figures were saved with this model."
-    )
-    scalars = {
-        k: v for k, v in metrics.items() if k != key and isinstance(v, str | int | float | None)
-    }
+    held, scalars = _held_out(training.get("metrics") or {})
+    if layout == OUTCOME_LAYOUT:
+        return _outcome_card(config, stepwise, training, held, scalars, folder)
     return f"""---
 library_name: transformers
 pipeline_tag: {"text-generation" if layout == STEP_TAG_LAYOUT else "token-classification"}
@@ -445,6 +536,104 @@ documentation, the command is
     {vllm_command(config, folder)}
 
 {_vllm_reading(layout)}
+
+## Held-out figures
+
+{held}
+
+## Training
+
+{_training(stepwise, training, scalars)}
+"""
+
+
+def _held_out(metrics: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The card's held-out table and the metrics' other scalars."""
+    # A model version's metrics hold them under "held_out", an `evaluate` report under "steps"
+    # (an outcome model's under "solutions").
+    key = next(
+        (k for k in ("held_out", "steps", "solutions") if isinstance(metrics.get(k), dict)), ""
+    )
+    held_out = metrics.get(key) or {}
+    figures = {k: v for k, v in held_out.items() if isinstance(v, int | float)}
+    if isinstance(metrics.get("auroc"), int | float):
+        figures.setdefault("auroc", metrics["auroc"])
+    rows = "\n".join(f"| {k} | {v:.4g} |" for k, v in sorted(figures.items()))
+    held = (
+        f"| figure | value |\n|---|---|\n{rows}"
+        if figures
+        else "No held-out figures were saved with this model."
+    )
+    scalars = {
+        k: v for k, v in metrics.items() if k != key and isinstance(v, str | int | float | None)
+    }
+    return held, scalars
+
+
+# An outcome model's scoring code: plain torch + transformers, giving P(correct) as `cli score`'s
+# "last" rule does (tests/modeling/training/test_outcome.py runs it).
+_OUTCOME_SNIPPET = """\
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+tok = AutoTokenizer.from_pretrained("{folder}")
+model = AutoModelForSequenceClassification.from_pretrained("{folder}", dtype=torch.float32).eval()
+sep = model.config.step_separator
+enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+ids = [tok.bos_token_id] * (tok.bos_token_id is not None) + enc(problem.strip() + sep)
+for step in steps:
+    ids += enc(step.strip()) + enc(sep)
+with torch.no_grad():
+    correct = model(input_ids=torch.tensor([ids])).logits[0].softmax(-1)[1].item()
+"""
+
+
+def _outcome_card(
+    config: Any,
+    stepwise: dict[str, Any],
+    training: dict[str, Any],
+    held: str,
+    scalars: dict[str, Any],
+    folder: str,
+) -> str:
+    sep = json.dumps(config.step_separator)
+    lora = ", LoRA merged" if stepwise.get("mode") == "lora" else ""
+    return f"""---
+library_name: transformers
+pipeline_tag: text-classification
+tags: [outcome-reward-model, orm, stepwise]
+---
+
+# Stepwise outcome reward model
+
+An outcome reward model (ORM) exported from Stepwise: {config.num_hidden_layers} transformer
+blocks of `{stepwise.get("backbone")}` (trained in `{stepwise.get("mode")}` mode{lora}) as
+`{config.architectures[0]}`, `id2label` = {{"0": "wrong", "1": "correct"}}. It was trained on
+one label per solution, whether its final answer is correct, read at the solution's last token.
+
+- Solution score: softmax[1], P(the final answer is correct).
+- Data version (sha256 of the training data): `{stepwise.get("dataset_version") or "not recorded"}`
+- Longest input scored in training: {stepwise.get("max_length")} tokens.
+
+## Input format
+
+`step_separator` (in config.json) is {sep}. Token ids are
+
+    [bos_token_id] + tok(problem.strip() + step_separator)
+                   + tok(step_1.strip()) + tok(step_separator)
+                   + tok(step_2.strip()) + tok(step_separator) + ...
+
+each piece tokenized on its own with `add_special_tokens=False` (joined text tokenizes
+differently), ending with the separator after the last step: the classifier reads the last
+token that is not `pad_token_id`, where the label was trained.
+
+## Scoring in plain transformers
+
+With `problem` (a string) and `steps` (a list of strings), this gives the solution's
+P(correct) exactly as `python -m modeling.training.cli score` does (its `last` score):
+
+```python
+{_OUTCOME_SNIPPET.format(folder=folder)}```
 
 ## Held-out figures
 

@@ -18,6 +18,11 @@ problem that repeat a longer row's steps and labels and differ only in their las
 tree (the longer row's path, the other last steps its alternatives), as Stepwise's own TRL export
 writes a labeling's alternatives; each distinct label is trained on once.
 
+An outcome model's data, graded solutions (`read_graded`), comes in its own shapes, detected the
+same way: graded JSONL (`problem`, `steps`, `correct`), ProcessBench (`final_answer_correct`), a
+best-of-N samples file (`problem`, `answer`, `samples`) and PRM800K lines with the problem's
+`ground_truth_answer`; the last two graded by an answer checker the caller passes.
+
 Anything else is a `DataFormatError`: one line naming the file, the row (1-based; a JSONL file's
 line number) and the column. pyarrow is loaded only to read Parquet or a datasets folder.
 """
@@ -26,12 +31,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .data import Alternative, LabeledSolution, example_from_prm800k, examples_from_critic_rows
+from .data import (
+    Alternative,
+    GradedSolution,
+    LabeledSolution,
+    example_from_prm800k,
+    examples_from_critic_rows,
+)
 
 STEP_TAG = "ки"  # Math-Shepherd's end-of-step tag
 
@@ -39,11 +50,17 @@ PRM800K = "prm800k"
 CRITIC = "critic"
 TRL = "trl"
 MATH_SHEPHERD = "math-shepherd"
+GRADED = "graded"
+PROCESSBENCH = "processbench"
+BEST_OF_N = "best-of-n"
 SHAPE_NAMES = {
     PRM800K: "PRM800K",
     CRITIC: "stepwise-critic",
     TRL: "TRL stepwise supervision",
     MATH_SHEPHERD: "Math-Shepherd",
+    GRADED: "graded solutions",
+    PROCESSBENCH: "ProcessBench",
+    BEST_OF_N: "best-of-N samples",
 }
 SHAPE_COLUMNS = {
     TRL: ("prompt", "completions", "labels"),
@@ -612,3 +629,167 @@ def prm800k_record(solution: LabeledSolution) -> dict[str, Any]:
                 {"completions": completions, "chosen_completion": None, "human_completion": None}
             )
     return {"question": {"problem": solution.problem}, "label": {"steps": steps}}
+
+
+# --- graded solutions: an outcome model's data ------------------------------------------------
+
+# Shapes of graded data, told apart by their columns as above (first match wins).
+GRADED_SHAPE_COLUMNS = {
+    GRADED: ("problem", "steps", "correct"),
+    PROCESSBENCH: ("problem", "steps", "final_answer_correct"),
+    BEST_OF_N: ("problem", "answer", "samples"),
+    PRM800K: ("question", "label"),
+}
+# The answer checker a caller passes where answers must be graded (best-of-N samples, PRM800K
+# lines): (the solution's steps, its answer where the file gives one, the ground truth) ->
+# whether the final answer is correct. The CLI's wraps modeling.grading.
+Grade = Callable[[Sequence[str], str | None, str], bool]
+
+
+@dataclass
+class GradedData:
+    """What one graded file gave: its solutions, and the counts the summary line reports."""
+
+    path: str
+    format: DataFormat
+    rows: int
+    solutions: list[GradedSolution]
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        correct = sum(s.correct for s in self.solutions)
+        return (
+            f"{self.path}: read as {self.format} ({self.rows:,} rows -> "
+            f"{len(self.solutions):,} graded solutions, {correct:,} correct)"
+        )
+
+
+def read_graded(path: str | Path, grade: Grade | None = None) -> list[GradedSolution]:
+    """Every graded solution a file holds, its shape detected from the content: graded JSONL
+    (`problem`, `steps`, `correct`), ProcessBench (`final_answer_correct`), a best-of-N samples
+    file (evaluate.read_best_of_n's: `problem`, `answer`, `samples`) or PRM800K label lines
+    whose `question.ground_truth_answer` is present. The last two need `grade`, the answer
+    checker. A file that cannot be read raises DataFormatError (one line)."""
+    return read_graded_data(path, grade).solutions
+
+
+def read_graded_data(path: str | Path, grade: Grade | None = None) -> GradedData:
+    path = Path(path)
+    container, split, others = _container(path)
+    columns, where = _columns(path, container, split)
+    shape = next(
+        (s for s, needed in GRADED_SHAPE_COLUMNS.items() if set(needed) <= set(columns)), None
+    )
+    if shape is None:
+        known = "; ".join(
+            f"{SHAPE_NAMES[s]}: {', '.join(c)}" for s, c in GRADED_SHAPE_COLUMNS.items()
+        )
+        raise DataFormatError(
+            f"{where}: columns {', '.join(columns) or 'none'} match no graded shape ({known})"
+        )
+    if shape in (BEST_OF_N, PRM800K) and grade is None:
+        raise DataFormatError(
+            f"{path}: {SHAPE_NAMES[shape]} answers must be graded, and no answer checker was given"
+        )
+    fmt = DataFormat(shape, container, split, others)
+    solutions: list[GradedSolution] = []
+    rows = 0
+    skipped: dict[str, int] = {}
+    for number, row in _rows(path, fmt):
+        rows += 1
+        here = _Where(path, number)
+        if shape == GRADED:
+            solutions.append(_graded_row(row, here, "correct"))
+        elif shape == PROCESSBENCH:
+            solutions.append(_graded_row(row, here, "final_answer_correct"))
+        elif shape == BEST_OF_N:
+            assert grade is not None
+            solutions += _best_of_n_row(row, here, grade)
+        else:
+            assert grade is not None
+            graded, reason = _prm800k_graded(row, here, grade)
+            if graded is None:
+                skipped[reason] = skipped.get(reason, 0) + 1
+            else:
+                solutions.append(graded)
+    if not rows:
+        raise DataFormatError(f"{path}: no rows")
+    notes = [f"{path}: {n:,} lines left out: {reason}" for reason, n in sorted(skipped.items())]
+    return GradedData(str(path), fmt, rows, solutions, notes)
+
+
+def read_graded_many(
+    paths: Iterable[str | Path],
+    grade: Grade | None = None,
+    report: Callable[[str], None] | None = None,
+) -> list[GradedSolution]:
+    """The graded solutions of several files, in order; `report` gets each file's summary."""
+    solutions: list[GradedSolution] = []
+    for path in paths:
+        data = read_graded_data(path, grade)
+        if report is not None:
+            for line in (data.summary(), *data.notes):
+                report(line)
+        solutions += data.solutions
+    return solutions
+
+
+def _steps(value: Any, where: _Where, column: str) -> list[str]:
+    steps = _strings(value, where, column)
+    if not steps:
+        raise where.error(
+            column, "no steps: a graded solution needs one (its last carries the label)"
+        )
+    return steps
+
+
+def _boolean(value: Any, where: _Where, column: str) -> bool:
+    if not isinstance(value, bool):
+        raise where.error(column, f"true or false was expected, not {_type_name(value)}")
+    return value
+
+
+def _graded_row(row: dict[str, Any], where: _Where, correct: str) -> GradedSolution:
+    problem = _string(_field(row, "problem", where), where, "problem")
+    steps = _steps(_field(row, "steps", where), where, "steps")
+    return GradedSolution(problem, steps, _boolean(_field(row, correct, where), where, correct))
+
+
+def _best_of_n_row(row: dict[str, Any], where: _Where, grade: Grade) -> list[GradedSolution]:
+    problem = _string(_field(row, "problem", where), where, "problem")
+    truth = _string(_field(row, "answer", where), where, "answer")
+    samples = _field(row, "samples", where)
+    if not isinstance(samples, list):
+        raise where.error("samples", f"a list was expected, not {_type_name(samples)}")
+    graded = []
+    for i, sample in enumerate(samples):
+        column = f"samples[{i}]"
+        if not isinstance(sample, dict):
+            raise where.error(column, f"an object was expected, not {_type_name(sample)}")
+        if "steps" not in sample:
+            raise where.error(f"{column}.steps", "missing")
+        steps = _steps(sample["steps"], where, f"{column}.steps")
+        answer = sample.get("answer")
+        if answer is not None:
+            _string(answer, where, f"{column}.answer")
+        graded.append(GradedSolution(problem, steps, bool(grade(steps, answer, truth))))
+    return graded
+
+
+def _prm800k_graded(
+    row: dict[str, Any], where: _Where, grade: Grade
+) -> tuple[GradedSolution | None, str]:
+    """A PRM800K line's path graded by its final step's answer against the problem's
+    ground_truth_answer; (None, why) for a line that has no final answer to grade."""
+    example = _prm800k_example(row, where)  # checks every field it reads
+    truth = row["question"].get("ground_truth_answer")
+    if truth is None:
+        return None, "no question.ground_truth_answer"
+    truth = _string(truth, where, "question.ground_truth_answer")
+    finish = row["label"].get("finish_reason")
+    if finish != "solution":
+        return None, f"finish_reason {finish!r}, not 'solution' (no final answer reached)"
+    if example is None or not example.steps:
+        return None, "no steps"
+    steps = example.steps
+    return GradedSolution(example.problem, steps, bool(grade(steps[-1:], None, truth))), ""

@@ -9,9 +9,11 @@ encoder then runs with a mask it was not pre-trained with: weaker features, no l
 
 Saved layout (safetensors throughout, nothing fetched on load)::
 
-    out/prm.json            effective TrainConfig, dataset_version, backbone, layout (the step
-                            separator and classes: what scoring reads back), and the
-                            world_size and global batch it was trained with
+    out/prm.json            effective TrainConfig, objective (process or outcome; missing in
+                            older models: process), dataset_version, backbone, layout (the step
+                            separator and classes: what scoring reads back), the world_size
+                            and global batch it was trained with, and "training" (the problems,
+                            optimizer steps and solutions trained on; missing: unknown)
     out/head.safetensors    the head
     out/backbone/           mode "full": the whole fine-tuned backbone
     out/adapter/            mode "lora": the peft adapter
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 FORMAT = "stepwise-prm/1"
 # What each head's classes mean, in prm.json's layout: ratings, or TRL's bad/good.
 CLASSES: dict[int, list[Any]] = {3: [-1, 0, 1], 2: ["bad", "good"]}
+# An outcome model's two classes: the final answer is wrong, or correct.
+OUTCOME_CLASSES = ["wrong", "correct"]
 # Not cuDNN attention (PyTorch's pick on Hopper for a masked SDPA): it builds a graph for
 # every new (batch, length) shape, and length-bucketed batches rarely repeat one. On an H100
 # that made head mode's feature pass 4x and LoRA's first epoch 5x slower than these.
@@ -249,7 +253,11 @@ class ProcessRewardModel(nn.Module):
         self.backbone = backbone
         self.tokenizer = tokenizer  # not a module: travels with the model for scoring
         self.config = config
-        self.head = nn.Linear(backbone.config.hidden_size, config.num_labels)
+        # An outcome head has no bias, as transformers' sequence classifiers' `score` has none:
+        # so the export (AutoModelForSequenceClassification) scores exactly alike.
+        self.head = nn.Linear(
+            backbone.config.hidden_size, config.num_labels, bias=config.objective != "outcome"
+        )
         if config.mode == "head":
             self.backbone.requires_grad_(False)
 
@@ -347,13 +355,18 @@ class ProcessRewardModel(nn.Module):
         self.tokenizer.save_pretrained(out / "tokenizer")
         meta = {
             "format": FORMAT,
+            "objective": self.config.objective,
             "mode": self.config.mode,
             "backbone": self.config.backbone,
             "dataset_version": self.config.dataset_version,
             "layout": {
                 "separator": self.config.step_separator,
-                "classes": CLASSES[self.config.num_labels],
-                "label_at": "step end",
+                "classes": (
+                    OUTCOME_CLASSES
+                    if self.config.objective == "outcome"
+                    else CLASSES[self.config.num_labels]
+                ),
+                "label_at": "solution end" if self.config.objective == "outcome" else "step end",
             },
             "config": self.config.to_dict(),
             **(run or {}),

@@ -44,6 +44,7 @@ from .data import (
     length_batches,
     pack_length,
     pack_rows,
+    training_record,
 )
 from .distributed import World, all_sum, any_rank, barrier, current_world, rank_device
 from .model import ProcessRewardModel, resolve_device, transformer_blocks
@@ -59,6 +60,7 @@ SETTINGS_BEFORE_THEY_EXISTED = {
     "neutral_as": "good",
     "step_separator": SEPARATOR,
     "train_on_last_step_only": False,
+    "objective": "process",
 }
 
 # Changing these between an interrupted run and its resume does not change the result.
@@ -281,7 +283,11 @@ def train(
     if feature_tokens and feature_s:
         metrics["feature_tokens_per_s"] = round(feature_tokens / feature_s, 1)
     if not stopped:
-        save_model(model, config, out, world)
+        # The solutions a label of which was trained on (not those whose labels all lie past
+        # max_length): their problems are the model's training problems.
+        used = sorted({row.example for row in rows})
+        training = training_record([examples[i].problem for i in used], step, len(used))
+        save_model(model, config, out, world, training)
         if world.main:
             (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     barrier(world)
@@ -525,16 +531,25 @@ def features_for(
     return features, True
 
 
-def save_model(model: ProcessRewardModel, config: TrainConfig, out: Path, world: World) -> None:
+def save_model(
+    model: ProcessRewardModel,
+    config: TrainConfig,
+    out: Path,
+    world: World,
+    training: dict[str, Any] | None = None,
+) -> None:
     """The trained model as model.save lays it out, written by rank 0; with the number of
-    processes and the global batch it was trained with in prm.json."""
-    run = {
+    processes and the global batch it was trained with in prm.json, and `training`
+    (data.training_record: the problems, optimizer steps and solutions trained on)."""
+    run: dict[str, Any] = {
         "world_size": world.size,
         "global_batch": {
             "micro_batches": config.grad_accum * world.size,
             "batch_tokens": config.batch_tokens,
         },
     }
+    if training is not None:
+        run["training"] = training
     if world.distributed and config.mode == "full":
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,

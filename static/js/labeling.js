@@ -6,7 +6,7 @@
   // labeling/views/labeler.py), so the help and these handlers cannot drift apart.
   var KEYS = JSON.parse(document.currentScript.dataset.keys || "{}");
   // Acting on the selected step, when one is selected: its own buttons, not the current step's.
-  var STEP_ACTIONS = { "rate-pos": true, "rate-neu": true, "rate-neg": true, "again": true };
+  var STEP_ACTIONS = { "rate-pos": true, "rate-neu": true, "rate-neg": true, "again": true, "accept": true };
   var shownAt = performance.now();
   var keepStepTime = false;
   var pending = [];

@@ -39,8 +39,8 @@ def test_setup_demo_reports_what_it_holds_and_a_rerun_adds_nothing():
     )
     rows = _rows()
     # 126 in the two labeled batches, 3 problems to label step by step (alternatives), 63 in the
-    # candidate pool (tests/modeling/test_demo.py)
-    assert (rows["Problem"], rows["Solution"], rows["Batch"], rows["Labeling"]) == (21, 192, 3, 63)
+    # candidate pool (tests/modeling/test_demo.py), 8 in the suggest-mode batch (test_suggest.py)
+    assert (rows["Problem"], rows["Solution"], rows["Batch"], rows["Labeling"]) == (21, 200, 4, 63)
     step_by_step = Batch.objects.get(protocol=Batch.Protocol.ALTERNATIVES)
     assert not step_by_step.is_active and step_by_step.solutions.count() == 3
     assert rows["GoldLabel"] == 18

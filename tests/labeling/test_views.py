@@ -181,6 +181,51 @@ def test_the_rating_that_ends_a_solution_is_ten_statements(client, labeling):
     assert BatchHourStats.objects.get().fin_solution == 1
 
 
+def test_a_suggest_mode_page_and_its_ratings_cost_the_statements_of_plain_ones(
+    client, labeler, django_assert_max_num_queries
+):
+    """Suggest mode (issue 46): the judge's labels come with the page's read and the rating's
+    locked read (subqueries), and the provenance with the step's insert: the page's bound, the
+    middle rating's four statements and the ending rating's ten are those of a plain batch."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from labeling.models import Batch
+    from tests.factories import make_prelabel
+
+    batch = make_batch(prelabel_mode=Batch.PrelabelMode.SUGGEST, prelabel_judge="prm")
+    solution = make_solution(batch, steps=["Let $x = 2$.", "Then $x^2 = 5$.", "# Answer\n\n5"])
+    prelabel = make_prelabel(solution, labels=[1, -1, None], scores=[0.9, 0.7, None])
+    labeling = next_labeling(labeler)
+    client.force_login(labeler)
+    with django_assert_max_num_queries(7):
+        page = client.get(reverse("labeling:labeling", args=[labeling.pk]))
+    assert f'data-suggestion="{prelabel.pk}"' in page.content.decode()
+    url = reverse("labeling:rate", args=[labeling.pk])
+    accept = {"step_index": 0, "rating": 1, "suggestion": prelabel.pk, "accepted": 1}
+    with CaptureQueriesContext(connection) as captured:
+        middle = htmx_post(client, url, accept)
+    assert middle.status_code == 200 and 'data-suggestion-label="-1"' in middle.content.decode()
+    own, _auth = _own_statements(captured)
+    assert written_together(own) == ["SELECT", "INSERT", "INSERT", "INSERT"], "\n".join(own)
+    override = {"step_index": 1, "rating": 0, "suggestion": prelabel.pk}
+    with CaptureQueriesContext(connection) as captured:
+        htmx_post(client, url, override)
+    own, _auth = _own_statements(captured)
+    assert written_together(own) == ["SELECT", "INSERT", "INSERT", "INSERT"], "\n".join(own)
+    with CaptureQueriesContext(connection) as captured:
+        last = htmx_post(client, url, {"step_index": 2, "rating": 1})
+    assert last.status_code == 200
+    own, _auth = _own_statements(captured)
+    assert len(own) == (9 if connection.vendor == "postgresql" else 10), "\n".join(own)
+    shown = list(
+        labeling.step_labels.order_by("index").values_list(
+            "suggestion_shown", "suggestion_label", "suggestion_score", "suggestion_accepted"
+        )
+    )
+    assert shown == [(True, 1, 0.9, True), (True, -1, 0.7, False), (False, None, None, None)]
+
+
 def test_agreement_is_computed_by_the_finish_that_brings_the_nth_labeling_only(
     client, labeler, labeler2
 ):

@@ -485,4 +485,4 @@ def test_a_run_through_a_real_worker_writes_prelabels_and_the_page_shows_progres
     client.force_login(lead)
     html = client.get(reverse("modeling_prelabel:list")).content.decode()
     assert '<span class="progress-count">2/2</span>' in html
-    assert json.loads(json.dumps(run.options)) == {"max_tokens": 8}
+    assert run.options == {"max_tokens": 8} and run.judge.startswith("llm: ")
