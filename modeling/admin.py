@@ -13,6 +13,7 @@ from modeling.models import (
     ModelExport,
     ModelVersion,
     PoolEntry,
+    PreLabelRun,
     SamplingRun,
     SelectionReason,
     SolutionScore,
@@ -91,3 +92,10 @@ class PoolEntryAdmin(admin.ModelAdmin):
 class SamplingRunAdmin(ReadOnlyAdmin):
     list_display = ("id", "status", "samples", "generator", "next_index", "added", "created_at")
     list_filter = ("status",)
+
+
+@admin.register(PreLabelRun)
+class PreLabelRunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "batch", "kind", "status", "done", "total", "no_label", "created_at")
+    list_filter = ("status", "kind")
+    list_select_related = ("batch",)

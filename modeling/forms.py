@@ -11,7 +11,8 @@ from django.conf import settings
 
 from labeling.bounds import COUNT, INT32, ROW_ID, SEED
 from labeling.models import Batch
-from modeling.services import loop, runs
+from modeling import judges
+from modeling.services import loop, prelabeling, runs
 from modeling.training.backbones import SUGGESTED_SETTINGS
 from modeling.training.config import LR_DEFAULTS, MODES, TrainConfig
 from modeling.training.selection import MIX_RULES
@@ -395,3 +396,54 @@ class BestOfNForm(forms.Form):
         if not all(p.isdigit() and len(p) <= 9 for p in parts):
             raise forms.ValidationError("Whole numbers, comma-separated.")
         return [int(p) for p in parts]
+
+
+class PrelabelForm(forms.Form):
+    """A pre-label run from the page: a judge over a batch, with its budget. The llm critic's
+    template is a lead's to edit (stored with the run); it is refused without its placeholders."""
+
+    batch = forms.ModelChoiceField(queryset=Batch.objects.order_by("name"), label="Batch")
+    judge = forms.ChoiceField(choices=[(kind, kind) for kind in judges.KINDS], label="Judge")
+    model_version = forms.IntegerField(
+        validators=[ROW_ID], required=False, label="prm: model version id (default: active)"
+    )
+    k = forms.IntegerField(min_value=1, max_value=64, required=False, label="mc: k per step")
+    max_steps = forms.IntegerField(
+        min_value=1, max_value=200, required=False, label="mc: max steps per solution"
+    )
+    max_solutions = forms.IntegerField(
+        min_value=1, max_value=100_000, required=False, label="Max solutions"
+    )
+    template = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8}),
+        required=False,
+        max_length=judges.MAX_TEMPLATE_CHARS,
+        initial=judges.CRITIC_TEMPLATE,
+        label="llm: critic template ({problem} and {steps} required; leads only)",
+    )
+
+    def __init__(self, *args: Any, may_edit_template: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.may_edit_template = may_edit_template
+
+    def clean_template(self) -> str:
+        template = self.cleaned_data.get("template") or ""
+        if not template.strip() or template.replace("\r\n", "\n") == judges.CRITIC_TEMPLATE:
+            return ""  # the default
+        template = template.replace("\r\n", "\n")
+        if not self.may_edit_template:
+            raise forms.ValidationError("Only a lead may change the critic template.")
+        try:
+            return judges.check_template(template)
+        except judges.TemplateError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def options(self) -> dict[str, Any]:
+        """What the chosen judge takes of the form (the others' fields ignored)."""
+        data = self.cleaned_data
+        taken = prelabeling.OPTIONS[data["judge"]]
+        return {
+            name: data.get(name)
+            for name in ("model_version", "k", "max_steps", "max_solutions", "template")
+            if name in taken and data.get(name) not in (None, "")
+        }

@@ -602,3 +602,51 @@ class BestOfNComparison(QueuedWork):
             return None
         path = Path(settings.MEDIA_ROOT) / self.png_path
         return path if path.is_file() else None
+
+
+class PreLabelRun(QueuedWork):
+    """A judge's pass over a batch's solutions (issue 46): one labeling.PreLabel per solution,
+    written one solution per transaction, so a killed worker loses at most one solution's work
+    and a resumed or redelivered run skips the solutions this run has judged.
+
+    `options` holds what the judge was run with: prm's model version and thresholds (chosen on
+    the current evaluation set when the run starts, with their kappa), llm's critic template,
+    mc's k and max_steps; max_solutions for all. `estimate` is what the product showed before
+    it started (mc: completions and tokens at most)."""
+
+    Status = QueuedStatus
+    OPEN = (QueuedStatus.QUEUED, QueuedStatus.RUNNING)
+
+    class Kind(models.TextChoices):
+        PRM = "prm", "prm (a PRM model version)"
+        LLM = "llm", "llm (a critic prompt)"
+        MC = "mc", "mc (Monte-Carlo rollouts)"
+
+    batch = models.ForeignKey("labeling.Batch", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    judge = models.CharField(max_length=200, blank=True, help_text="Filled when it starts.")
+    options = models.JSONField(default=dict, blank=True)
+    solution_ids = models.JSONField(default=list, help_text="The solutions to judge, in order.")
+    done = models.PositiveIntegerField(default=0, help_text="Solutions judged.")
+    total = models.PositiveIntegerField(default=0)
+    no_label = models.PositiveIntegerField(
+        default=0, help_text="Solutions the judge could not label (timeout, garbage, bad step)."
+    )
+    estimate = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"pre-label run {self.pk}"
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else 100
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN

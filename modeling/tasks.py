@@ -19,13 +19,23 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from modeling.services import best_of_n, exporting, importing, loop, pipeline, runs, sampling
+from modeling.services import (
+    best_of_n,
+    exporting,
+    importing,
+    loop,
+    pipeline,
+    prelabeling,
+    runs,
+    sampling,
+)
 
 RUN_LIMIT_S = settings.STEPWISE_TRAINING_TIME_LIMIT_S
 STEP_LIMIT_S = 6 * 3600
 MODEL_LIMIT_S = 6 * 3600  # gating, scoring for review
 SAMPLING_LIMIT_S = settings.CELERY_TASK_TIME_LIMIT
 EXPORT_LIMIT_S = 2 * 3600  # loading and saving a 7 B model on a CPU takes minutes, not hours
+PRELABEL_LIMIT_S = SAMPLING_LIMIT_S
 
 
 # --- training runs -----------------------------------------------------------------------------
@@ -60,14 +70,15 @@ def gpu_gate_model(version_id: int, activate: bool = False) -> bool:
 
 @shared_task(name="modeling.tasks.resend_runs", time_limit=60)
 def resend_runs() -> int:
-    """Periodic (beat): send again queued training runs, generations, sampling runs and exports
-    whose task never reached a worker, and exports whose worker died."""
+    """Periodic (beat): send again queued training runs, generations, sampling runs, pre-label
+    runs and exports whose task never reached a worker, and exports whose worker died."""
     return (
         runs.runs_resend()
         + loop.generations_resend()
         + sampling.sampling_runs_resend()
         + exporting.exports_resend()
         + best_of_n.comparisons_resend()
+        + prelabeling.prelabel_runs_resend()
     )
 
 
@@ -184,3 +195,32 @@ generate_proposal = shared_task(name="modeling.tasks.generate_proposal", **PROPO
 generate_proposal_old_name = shared_task(
     name="labeling.tasks.generate_proposal", **PROPOSAL_LIMITS
 )(_generate_proposal)
+
+
+# --- pre-label runs (judges) -----------------------------------------------------------------
+
+
+@shared_task(
+    name="modeling.tasks.prelabel_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=PRELABEL_LIMIT_S,
+    soft_time_limit=PRELABEL_LIMIT_S - 60,
+)
+def prelabel_run(run_id: int) -> int | None:
+    """An llm or mc pre-label run, on the `generate` queue (the generator's)."""
+    run = prelabeling.execute_prelabel_run(run_id)
+    return None if run is None else run.done
+
+
+@shared_task(
+    name="modeling.tasks.gpu_prelabel_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=PRELABEL_LIMIT_S,
+    soft_time_limit=PRELABEL_LIMIT_S - 60,
+)
+def gpu_prelabel_run(run_id: int) -> int | None:
+    """A prm pre-label run, on the `gpu` queue: the judge loads the model (torch) when it runs."""
+    run = prelabeling.execute_prelabel_run(run_id)
+    return None if run is None else run.done

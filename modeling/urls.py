@@ -5,7 +5,9 @@
   /api/best-of-n/;
 - `modeling_loop`: generation pages under /generations/ and sampling runs under
   /pool/sampling/, the API under /api/generations/ and /api/sampling-runs/;
-- `modeling_review`: model-assisted review under /modeling/review/.
+- `modeling_review`: model-assisted review under /modeling/review/;
+- `modeling_prelabel`: pre-label runs (judges) under /modeling/prelabel-runs/, the API under
+  /api/prelabel-runs/.
 """
 
 from django.urls import include, path
@@ -13,9 +15,11 @@ from rest_framework.routers import DefaultRouter
 
 from modeling.api import best_of_n as best_of_n_api
 from modeling.api import loop as loop_api
+from modeling.api import prelabel as prelabel_api
 from modeling.api import runs as runs_api
 from modeling.views import best_of_n as best_of_n_views
 from modeling.views import loop as loop_views
+from modeling.views import prelabel as prelabel_views
 from modeling.views import review as review_views
 from modeling.views import runs as runs_views
 
@@ -97,8 +101,28 @@ review_patterns = [
     ),
 ]
 
+prelabel_router = DefaultRouter(trailing_slash=True)
+prelabel_router.include_root_view = False
+prelabel_router.register("prelabel-runs", prelabel_api.PreLabelRunViewSet, basename="prelabel-api")
+
+prelabel_patterns = [
+    path("modeling/prelabel-runs/", prelabel_views.prelabel_list, name="list"),
+    path(
+        "modeling/prelabel-runs/<int:run_id>/cancel/",
+        prelabel_views.prelabel_cancel,
+        name="cancel",
+    ),
+    path(
+        "modeling/prelabel-runs/<int:run_id>/resume/",
+        prelabel_views.prelabel_resume,
+        name="resume",
+    ),
+    path("api/", include(prelabel_router.urls)),
+]
+
 urlpatterns = [
     path("", include((loop_patterns, "modeling_loop"))),
     path("", include((run_patterns, "modeling_runs"))),
     path("", include((review_patterns, "modeling_review"))),
+    path("", include((prelabel_patterns, "modeling_prelabel"))),
 ]

@@ -310,6 +310,8 @@ TASK_QUEUES = {
     "modeling.tasks.gpu_compare_best_of_n": "gpu",
     "modeling.tasks.generate_pool_run": "generate",
     "modeling.tasks.generate_proposal": "generate",
+    "modeling.tasks.prelabel_run": "generate",  # llm and mc judges: the generator
+    "modeling.tasks.gpu_prelabel_run": "gpu",  # the prm judge: a model version
     "labeling.tasks.generate_proposal": "generate",  # generate_proposal's old name, one release
 }
 CELERY_TASK_ROUTES = {name: {"queue": queue} for name, queue in TASK_QUEUES.items()}

@@ -110,6 +110,8 @@ SQLITE_TESTS = {
     "tests/modeling/test_runs.py::test_the_embedded_default_trains_one_run_at_a_time_and_a_cancel_stops_it_in_seconds",
     "tests/modeling/test_runs.py::test_cancel_a_running_run_then_resume_it_from_its_checkpoint",
     "tests/modeling/test_sampling.py::test_the_embedded_default_samples_in_a_thread_and_answers_at_once",
+    "tests/modeling/test_prelabel_runs.py::test_the_embedded_default_prelabels_in_a_thread_and_the_api_answers_at_once",
+    "tests/modeling/test_prelabel_runs.py::test_an_mc_run_writes_one_prelabel_per_solution_with_soft_and_hard_labels",
     "tests/modeling/training/test_best_of_n_compare.py::test_best_of_n_on_equal_footing_prints_the_table_and_the_hand_computed_last_line",
     "tests/modeling/training/test_outcome.py::test_cli_trains_an_orm_on_graded_jsonl_and_evaluates_its_held_out_problems",
 }

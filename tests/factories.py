@@ -75,6 +75,7 @@ class OneOfEach:
     sampling_run: mm.SamplingRun
     generation: mm.GenerationRun
     comparison: mm.BestOfNComparison
+    prelabel_run: mm.PreLabelRun
 
 
 def make_one_of_each(*, lead: Any) -> OneOfEach:
@@ -134,6 +135,9 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
     mm.SelectionReason.objects.create(
         generation_run=generation, solution=solution, score=0.5, rank=1, rule="convincing_wrong"
     )
+    prelabel_run = mm.PreLabelRun.objects.create(
+        batch=batch, kind="mc", options={"k": 2}, solution_ids=[solution.pk], total=1, done=1
+    )
     return OneOfEach(
         batch=batch,
         solution=solution,
@@ -148,6 +152,7 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
         sampling_run=sampling_run,
         generation=generation,
         comparison=comparison,
+        prelabel_run=prelabel_run,
     )
 
 

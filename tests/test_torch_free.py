@@ -85,6 +85,8 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
             "modeling_loop:sampling_resume": {"run_id": rows.sampling_run.pk},
             "modeling_loop:sampling_cancel": {"run_id": rows.sampling_run.pk},
             "modeling_loop:sampling_compare": {"run_id": rows.sampling_run.pk},
+            "modeling_prelabel:cancel": {"run_id": rows.prelabel_run.pk},
+            "modeling_prelabel:resume": {"run_id": rows.prelabel_run.pk},
             "modeling_runs:evaluation-set-api-detail": {"version": rows.evaluation_set.version},
         },
         "api_pks": {
@@ -97,6 +99,7 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
             "run-api": rows.run.pk,
             "model-api": rows.model.pk,
             "best-of-n-api": rows.comparison.pk,
+            "prelabel-api": rows.prelabel_run.pk,
         },
     }
     (tmp_path / "plan.json").write_text(json.dumps(plan))
