@@ -114,7 +114,14 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
     assert walk.returncode == 0, walk.stderr[-12000:]
     report = json.loads((tmp_path / "report.json").read_text())
 
-    assert report["heavy"] == {}, describe(report["heavy"])
+    # One exception: the lead's batch page computes each judge's Cohen's kappa with
+    # scikit-learn (issue 46 asks for the library's, not a formula of ours), loaded there only.
+    heavy = {
+        name: chain
+        for name, chain in report["heavy"].items()
+        if not (name == "sklearn" and any("prelabel_agreement.py" in line for line in chain))
+    }
+    assert heavy == {}, describe(heavy)
     answers = report["answers"]
     assert set(report["unfilled"]) == UNFILLED
     failed = {route: by_role for route, by_role in answers.items() if max(by_role.values()) >= 500}
