@@ -33,6 +33,7 @@ from modeling.training.data import (
     LabeledSolution,
     examples_from_prm800k,
     outcome_examples,
+    problem_key,
     read_jsonl,
     split_by_problem,
 )
@@ -112,6 +113,37 @@ class NoGradedSolutions(ValueError):
     """An outcome run with nothing to learn from: the same data would fail it again."""
 
 
+def gradeable_solutions() -> QuerySet[Solution]:
+    """Solutions with a final answer nobody graded yet whose problem has a ground truth (the
+    imported and labeled ones: PRM800K lines carry both): an ORM's data once graded."""
+    return (
+        Solution.objects.filter(answer_correct__isnull=True)
+        .exclude(final_answer__isnull=True)
+        .exclude(final_answer="")
+        .exclude(problem__ground_truth_answer__isnull=True)
+        .exclude(problem__ground_truth_answer="")
+        .order_by("pk")
+    )
+
+
+def _graded_rows(solutions: QuerySet[Solution], then_grade: QuerySet[Solution] | None):
+    """(pk, problem text, steps, correct, final answer) of the graded solutions, then of
+    `then_grade`'s, judged here by the one answer checker (once per problem and answer form)."""
+    fields = ("pk", "problem__text", "steps", "answer_correct", "final_answer")
+    yield from solutions.values_list(*fields).iterator(chunk_size=2000)
+    if then_grade is None:
+        return
+    from modeling import grading  # math-verify: only when something is graded here
+
+    judged: dict[tuple[str, str], bool] = {}
+    rows = then_grade.values_list(*fields[:3], "final_answer", "problem__ground_truth_answer")
+    for pk, problem, steps, answer, truth in rows.iterator(chunk_size=2000):
+        form = (problem, grading.normalise_answer(answer))
+        if form not in judged:
+            judged[form] = grading.is_equivalent(answer, truth)
+        yield pk, problem, steps, judged[form], answer
+
+
 def graded_solutions(*, sampling_run_id: int | None = None) -> QuerySet[Solution]:
     """The solutions whose final answer Stepwise graded (the candidate pool with its sampling
     runs' solutions, imported samples), or one sampling run's; oldest first."""
@@ -125,22 +157,33 @@ def _freeze_graded(run: TrainingRun, path: Path) -> tuple[Path, str, int]:
     """An outcome run's graded JSONL, written once; the current evaluation set's problems never
     in it. Raises NoGradedSolutions when nothing graded is left to train on."""
     if not path.exists():
-        chosen = (run.dataset_description.get("graded") or {}).get("sampling_run")
+        asked = run.dataset_description.get("graded") or {}
+        chosen = asked.get("sampling_run")
+        # "Train the ORM" beside a PRM: only the problems that PRM's run trained and held out on,
+        # so the two split the same problems the same way (equal footing, evaluate.footing).
+        problems_of = asked.get("problems_of_run")
+        keep = None if problems_of is None else run_problem_keys(problems_of)
         solutions = graded_solutions(sampling_run_id=chosen)
+        # All of Stepwise's: also the ones with an answer to grade against their problem's.
+        to_grade = gradeable_solutions() if chosen is None else None
         evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
         left_out = 0
         if evaluation_set is not None:
             on_set = solutions.filter(problem_id__in=evaluation_set.problem_ids)
             left_out = on_set.count()
             solutions = solutions.exclude(problem_id__in=evaluation_set.problem_ids)
-        rows = solutions.values_list(
-            "pk", "problem__text", "steps", "answer_correct", "final_answer"
-        )
+            if to_grade is not None:
+                left_out += to_grade.filter(problem_id__in=evaluation_set.problem_ids).count()
+                to_grade = to_grade.exclude(problem_id__in=evaluation_set.problem_ids)
+        rows = _graded_rows(solutions, to_grade)
         partial = path.with_suffix(".partial")
-        written = correct = 0
+        written = correct = elsewhere = 0
         with partial.open("w", encoding="utf-8") as out:
-            for pk, problem, steps, right, answer in rows.iterator(chunk_size=2000):
+            for pk, problem, steps, right, answer in rows:
                 if not steps:
+                    continue
+                if keep is not None and problem_key(problem) not in keep:
+                    elsewhere += 1
                     continue
                 line = {"problem": problem, "steps": steps, "correct": right, "id": pk}
                 out.write(json.dumps({**line, "answer": answer}) + "\n")
@@ -150,6 +193,8 @@ def _freeze_graded(run: TrainingRun, path: Path) -> tuple[Path, str, int]:
         if not written:
             partial.unlink()
             on = f" ({left_out} are on the evaluation set, never trained on)" if left_out else ""
+            if elsewhere:
+                on += f" ({elsewhere} are of problems run {problems_of} did not train on)"
             raise NoGradedSolutions(
                 f"no graded solutions to train the outcome model on: {whose} solutions have "
                 f"none whose final answer was graded{on}; import or sample graded solutions first"
@@ -158,6 +203,8 @@ def _freeze_graded(run: TrainingRun, path: Path) -> tuple[Path, str, int]:
             **run.dataset_description,
             "graded": {
                 "sampling_run": chosen,
+                "problems_of_run": problems_of,
+                "not_its_problems": elsewhere,
                 "solutions": written,
                 "correct": correct,
                 "left_out": left_out,  # on the evaluation set
@@ -169,6 +216,15 @@ def _freeze_graded(run: TrainingRun, path: Path) -> tuple[Path, str, int]:
         partial.replace(path)
     digest, lines = sha256_and_lines(path)
     return path, digest, lines
+
+
+def run_problem_keys(run_id: int) -> set[str]:
+    """The problems (data.problem_key) of a process run's frozen data: those it trained on and
+    those it held out. Empty when the run or its data is gone."""
+    path = run_dir(TrainingRun(pk=run_id)) / DATA_FILE
+    if not path.is_file():
+        return set()
+    return {problem_key(e.problem) for e in examples_from_prm800k(read_jsonl(path))}
 
 
 def _problem_keys(problem_ids: list[int]) -> set[str]:

@@ -104,6 +104,7 @@ def create_training_run(
     data_files: Sequence[str] = (),
     use_labelings: bool = True,
     sampling_run: SamplingRun | None = None,
+    problems_of: TrainingRun | None = None,
 ) -> TrainingRun:
     """A QUEUED run with its effective config; nothing is trained until a worker executes it.
 
@@ -117,6 +118,7 @@ def create_training_run(
     An outcome run (config objective "outcome": an ORM) trains on the graded solutions Stepwise
     holds (`run_data.graded_solutions`: the pool with its sampling runs' solutions, and imported
     samples), or on one `sampling_run`'s; labelings, their filters and data files are a PRM's.
+    `problems_of` (a process run) keeps only the graded solutions of that run's problems.
     """
     try:
         effective = TrainConfig.from_dict(dict(config)).to_dict()
@@ -130,7 +132,7 @@ def create_training_run(
                 "sampling run's): labelings, data filters and data files are for process runs"
             )
         use_labelings = False
-    elif sampling_run is not None:
+    elif sampling_run is not None or problems_of is not None:
         raise RunError("a process run trains on labelings: a sampling run is for outcome runs")
     if not use_labelings and not outcome:
         if not data_files:
@@ -171,6 +173,8 @@ def create_training_run(
     if outcome:
         description["use_labelings"] = False
         description["graded"] = {"sampling_run": sampling_run.pk if sampling_run else None}
+        if problems_of is not None:
+            description["graded"]["problems_of_run"] = problems_of.pk
     elif data_files or not use_labelings:  # a labelings-only run's description stays as it was
         description["data_files"] = list(data_files)
         description["use_labelings"] = use_labelings
@@ -349,13 +353,16 @@ def outcome_config_like(prm: ModelVersion | None) -> dict[str, Any]:
 
 def start_orm_training(*, sampling_run: SamplingRun | None = None, created_by=None) -> TrainingRun:
     """The researcher's button: an outcome run on the graded solutions (all, or a sampling
-    run's), with the active PRM's backbone and steps. Never activated (an ORM is compared)."""
+    run's) of the active PRM's problems, with its backbone and steps: the two on equal footing
+    where every problem of the PRM has a graded solution. Never activated (an ORM is compared)."""
     where = f"sampling run {sampling_run.pk}" if sampling_run else "the pool"
+    prm = ModelVersion.active()
     return start_training_run(
-        config=outcome_config_like(ModelVersion.active()),
+        config=outcome_config_like(prm),
         created_by=created_by,
-        name=f"ORM on {where}",
+        name=f"ORM on {where}" + (f", the problems of run {prm.run_id}" if prm and prm.run else ""),
         sampling_run=sampling_run,
+        problems_of=prm.run if prm is not None else None,
         activate=False,
     )
 

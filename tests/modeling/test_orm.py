@@ -124,6 +124,10 @@ def test_the_migration_keeps_existing_versions_as_process_models():
     executor.loader.build_graph()
     executor.migrate(after)
     version = ModelVersion.objects.get(name="old")
+    # Back to the newest state of every app: later tests in this process need the whole schema.
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
     assert version.objective == "process" and not version.is_outcome
 
 
@@ -175,18 +179,25 @@ def test_an_outcome_runs_frozen_data_holds_only_graded_solutions_and_no_evaluati
     sampling = sampled_pool(problems=3, per_problem=2)
     on_set = make_problem("What is on the set?", answer="42")
     graded(on_set, RIGHT, True)
-    unknown = graded(make_problem("Ungraded?"), RIGHT, None)
+    unknown = graded(make_problem("Ungraded?", answer=""), RIGHT, None)  # no truth: left out
+    # Labeled or imported: an answer and its problem's truth, graded by the checker here.
+    imported_right = graded(make_problem("Imported, right?"), RIGHT, None)
+    imported_wrong = graded(make_problem("Imported, wrong?"), WRONG, None)
     current_set(on_set)
     run = runs.create_training_run(config=tiny(backbone, objective="outcome"))
 
     path, digest, lines = run_data.freeze_dataset(run)
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    assert lines == len(rows) == 6
-    expected = Solution.objects.filter(pool_entry__sampling_run=sampling)
-    assert {r["id"] for r in rows} == set(expected.values_list("pk", flat=True))
+    assert lines == len(rows) == 8
+    expected = {
+        *Solution.objects.filter(pool_entry__sampling_run=sampling).values_list("pk", flat=True)
+    }
+    assert {r["id"] for r in rows} == expected | {imported_right.pk, imported_wrong.pk}
     assert unknown.pk not in {r["id"] for r in rows}
     assert all(r["problem"] != on_set.text for r in rows)
-    assert sorted(r["correct"] for r in rows) == [False] * 3 + [True] * 3
+    assert sorted(r["correct"] for r in rows) == [False] * 4 + [True] * 4
+    by_id = {r["id"]: r["correct"] for r in rows}
+    assert by_id[imported_right.pk] is True and by_id[imported_wrong.pk] is False
     run.refresh_from_db()
     assert run.dataset_description["graded"]["left_out"] == 1
     assert run.dataset_description["evaluation_set"]["version"] == 1
@@ -196,8 +207,33 @@ def test_an_outcome_runs_frozen_data_holds_only_graded_solutions_and_no_evaluati
 
 
 @pytest.mark.django_db
+def test_an_orm_beside_a_prm_run_trains_on_that_runs_problems_only(backbone, shared_data):
+    from tests.helpers.tiny_models import SAMPLES
+
+    lines = SAMPLES.read_text().splitlines()[:2]
+    prm_run = TrainingRun.objects.create(config=tiny(backbone))
+    prm_run.folder.mkdir(parents=True)
+    (prm_run.folder / TrainingRun.DATA_FILE).write_text("\n".join(lines) + "\n")
+    its = [make_problem(json.loads(line)["question"]["problem"]) for line in lines]
+    other = make_problem("A problem the PRM never saw?")
+    kept = [graded(problem, RIGHT, True) for problem in its]
+    graded(other, WRONG, False)
+
+    run = runs.create_training_run(config=tiny(backbone, objective="outcome"), problems_of=prm_run)
+    path, _, written = run_data.freeze_dataset(run)
+
+    assert {json.loads(row)["id"] for row in path.read_text().splitlines()} == {s.pk for s in kept}
+    assert written == 2
+    run.refresh_from_db()
+    assert run.dataset_description["graded"]["problems_of_run"] == prm_run.pk
+    assert run.dataset_description["graded"]["not_its_problems"] == 1
+    with pytest.raises(runs.RunError, match="sampling run is for outcome runs"):
+        runs.create_training_run(config=tiny(backbone), problems_of=prm_run)
+
+
+@pytest.mark.django_db
 def test_an_outcome_run_with_no_graded_solution_fails_at_start_with_the_reason(backbone):
-    graded(make_problem(), RIGHT, None)  # held, but never graded
+    graded(make_problem(answer=""), RIGHT, None)  # held, never graded, no truth to grade by
     run = runs.create_training_run(config=tiny(backbone, objective="outcome"))
     assert execution.execute_training_run(run.pk) is None
     run.refresh_from_db()
@@ -435,6 +471,7 @@ def test_the_buttons_train_the_orm_like_the_active_prm_and_compare_it_on_a_sampl
     assert run.objective == "outcome" and run.config["backbone"] == backbone
     assert run.config["max_steps"] == 7 and run.config["num_labels"] == 2
     assert run.dataset_description["graded"]["sampling_run"] == sampling.pk
+    assert run.dataset_description["graded"]["problems_of_run"] == prm_run.pk
     assert run.dataset_description["activate"] is False
 
     with django_capture_on_commit_callbacks():
