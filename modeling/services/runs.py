@@ -172,9 +172,10 @@ def create_training_run(
     }
     if outcome:
         description["use_labelings"] = False
-        description["graded"] = {"sampling_run": sampling_run.pk if sampling_run else None}
+        graded: dict[str, Any] = {"sampling_run": sampling_run.pk if sampling_run else None}
         if problems_of is not None:
-            description["graded"]["problems_of_run"] = problems_of.pk
+            graded["problems_of_run"] = problems_of.pk
+        description["graded"] = graded
     elif data_files or not use_labelings:  # a labelings-only run's description stays as it was
         description["data_files"] = list(data_files)
         description["use_labelings"] = use_labelings
