@@ -493,6 +493,27 @@ class StepClock:
             self.times[p.phase].append((p.step, time.perf_counter()))
 
 
+def scale_config(
+    args, size: str, mode: str, backbone: str, attention: str, **run: Any
+) -> TrainConfig:
+    """A scale run's TrainConfig: the size's batch, the command line's options, and `run`'s
+    steps, reporting, workers and folder."""
+    return TrainConfig(
+        backbone=backbone,
+        mode=mode,
+        batch_tokens=SCALE_PLAN[size]["batch_tokens"],
+        max_length=2048,
+        warmup_ratio=0.1,
+        checkpoint_every=10**6,
+        gradient_checkpointing=args.gradient_checkpointing,
+        compile=args.compile,
+        attention=attention,
+        device=args.device,
+        seed=args.seed,
+        **run,
+    )
+
+
 def scale_run(
     args,
     size: str,
@@ -508,22 +529,16 @@ def scale_run(
     plan = SCALE_PLAN[size]
     steps = args.scale_steps or plan["steps"]
     log_every = max(1, min(10, steps // 3))
-    config = TrainConfig(
-        backbone=backbone,
-        mode=mode,
+    config = scale_config(
+        args,
+        size,
+        mode,
+        backbone,
+        attention,
         max_steps=steps,
-        batch_tokens=plan["batch_tokens"],
-        max_length=2048,
-        warmup_ratio=0.1,
-        checkpoint_every=10**6,
         log_every=log_every,
-        gradient_checkpointing=args.gradient_checkpointing,
-        compile=args.compile,
         num_workers=2 if cuda else 0,
-        attention=attention,
         output_dir=str(out / f"{size}-{mode}-{attention}"),
-        device=device,
-        seed=args.seed,
     )
     tokens = batch_tokens_in_order(config, examples)
     clock = StepClock()
@@ -610,23 +625,16 @@ def profile_run(
     from torch.profiler import ProfilerActivity, profile, schedule
 
     steps = sum(PROFILE_STEPS.values()) + 1
-    plan = SCALE_PLAN[size]
-    config = TrainConfig(
-        backbone=backbone,
-        mode=mode,
+    config = scale_config(
+        args,
+        size,
+        mode,
+        backbone,
+        attention,
         max_steps=steps,
-        batch_tokens=plan["batch_tokens"],
-        max_length=2048,
-        warmup_ratio=0.1,
-        checkpoint_every=10**6,
         log_every=1,  # a report, so a profiler step, at every optimizer step
-        gradient_checkpointing=args.gradient_checkpointing,
-        compile=args.compile,
         num_workers=0,
-        attention=attention,
         output_dir=str(out / f"profile-{size}-{mode}-{attention}"),
-        device=args.device,
-        seed=args.seed,
     )
     activities = [ProfilerActivity.CPU]
     if args.device.startswith("cuda"):
