@@ -7,8 +7,10 @@ baseline with the same exclusions and caps lets a simulation measure what the st
 
 A second rule, "uncertainty", picks the solutions an ensemble of PRM heads disagrees on most
 (ActPRM, Duan et al. 2025): the spread across heads of P(step is wrong), up to the first step the
-ensemble calls wrong. "mix" splits a batch between rules by shares. A lab chooses among `RULES`;
-`select_by_rule` dispatches by name.
+ensemble calls wrong. A third, "disagreement", routes to humans the solutions the machine judges
+(issue 46: prm, llm, mc) and the PRM disagree on most, the first-error position counting
+(`judge_disagreement`). "mix" splits a batch between rules by shares. A lab chooses among
+`RULES`; `select_by_rule` dispatches by name.
 
 Pure functions over `Candidate`s: no database, no Django.
 """
@@ -26,11 +28,11 @@ from typing import Any, Literal
 import numpy as np
 
 # The rule that picked one solution ("convincing" is the fill-up share of convincing_wrong).
-Rule = Literal["convincing_wrong", "convincing", "uncertainty", "uniform"]
+Rule = Literal["convincing_wrong", "convincing", "uncertainty", "disagreement", "uniform"]
 Scope = Literal["pool", "per_problem"]
 
 # The rules a lab chooses among, its default first.
-RULES = ("convincing_wrong", "uncertainty", "mix", "uniform")
+RULES = ("convincing_wrong", "uncertainty", "disagreement", "mix", "uniform")
 # The rules a "mix" may split a batch between.
 MIX_RULES = ("convincing_wrong", "uncertainty", "uniform")
 
@@ -44,13 +46,16 @@ class Candidate:
     # The ensemble's disagreement on this solution (ensemble_disagreement); None: not measured,
     # so the solution is not eligible for the "uncertainty" rule.
     uncertainty: float | None = None
+    # How much the judges and the PRM disagree on it (judge_disagreement); None: fewer than two
+    # of them said anything, so the solution is not eligible for the "disagreement" rule.
+    disagreement: float | None = None
 
 
 @dataclass(frozen=True)
 class Selection:
     solution_id: int
     problem_id: int
-    score: float  # the PRM's score; for an "uncertainty" pick, the ensemble's disagreement
+    score: float  # the PRM's score; for "uncertainty"/"disagreement" picks, that measure
     rank: int  # 1-based position within the returned selection
     rule: Rule  # which share picked it
 
@@ -171,6 +176,63 @@ def select_uncertain(
     return _ranked(picks)
 
 
+def judge_disagreement(first_errors: Sequence[int | None], n_steps: int) -> float | None:
+    """How much several verdicts on one solution disagree, in [0, 1]; None with fewer than two.
+
+    Each verdict is a voter's first wrong step (0-based index of its first -1) or None for "no
+    step is wrong"; the caller leaves out the voters that gave no label. A voter's position is
+    its first wrong step, or n_steps (one past the last step) when it calls none wrong. For each
+    pair of voters:
+
+        pair = 0.5 * [one calls the solution wrong, the other does not]
+             + 0.5 * |position_a - position_b| / n_steps
+
+    and the disagreement is the mean over all pairs. Two voters that both call it right (or the
+    same step wrong) score 0; "step 0 is wrong" against "nothing is wrong" scores 1; two voters
+    naming different wrong steps score half their normalised distance, since a labeler who stops
+    at the first error needs to see where it is. Example, 4 steps, verdicts (1, None, 1): pairs
+    0.875, 0.875, 0 -> 0.5833.
+    """
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    positions = []
+    for first in first_errors:
+        if first is not None and not 0 <= first < n_steps:
+            raise ValueError(f"a first error must be a step index in [0, {n_steps}), got {first}")
+        positions.append(n_steps if first is None else first)
+    if len(positions) < 2:
+        return None
+    pairs = [
+        0.5 * ((a == n_steps) != (b == n_steps)) + 0.5 * abs(a - b) / n_steps
+        for i, a in enumerate(positions)
+        for b in positions[i + 1 :]
+    ]
+    return math.fsum(pairs) / len(pairs)
+
+
+def select_disagreement(
+    candidates: Iterable[Candidate],
+    *,
+    k: int,
+    exclude_ids: Collection[int] = frozenset(),
+    per_problem_cap: int | None = None,
+    seed: int = 0,
+) -> list[Selection]:
+    """The k candidates the judges and the PRM disagree on most (Candidate.disagreement), with
+    the same exclusions and cap as select_generation. Candidates without a disagreement are not
+    eligible; ties go to the lower solution_id. Every pick has rule "disagreement" and its
+    disagreement as score. `seed` does not change the ranking."""
+    _check_common_arguments(k, per_problem_cap)
+    picks = _take(
+        _by_disagreement(_eligible(candidates, exclude_ids)),
+        k,
+        per_problem_cap,
+        Counter(),
+        "disagreement",
+    )
+    return _ranked(picks)
+
+
 def select_mix(
     candidates: Iterable[Candidate],
     *,
@@ -230,7 +292,7 @@ def select_by_rule(
 ) -> list[Selection]:
     """Run the rule a lab chose (one of RULES). rule_options go to that rule: "mix" needs
     shares=...; "convincing_wrong" takes select_generation's convincing_wrong_fraction, scope
-    and per_problem_k; "uncertainty" and "uniform" take none."""
+    and per_problem_k; "uncertainty", "disagreement" and "uniform" take none."""
     common: dict[str, Any] = {
         "k": k,
         "exclude_ids": exclude_ids,
@@ -251,6 +313,9 @@ def select_by_rule(
     if rule == "uncertainty":
         _check_no_options(rule, set(rule_options))
         return select_uncertain(candidates, **common)
+    if rule == "disagreement":
+        _check_no_options(rule, set(rule_options))
+        return select_disagreement(candidates, **common)
     if rule == "uniform":
         _check_no_options(rule, set(rule_options))
         return select_uniform(candidates, **common)
@@ -308,6 +373,13 @@ def _by_uncertainty(pool: Iterable[Candidate]) -> list[Candidate]:
     if any(math.isnan(c.uncertainty) for c in measured):  # type: ignore[arg-type]
         raise ValueError("candidate uncertainties must not be NaN (they cannot be ranked)")
     return sorted(measured, key=lambda c: (-c.uncertainty, c.solution_id))  # type: ignore[operator]
+
+
+def _by_disagreement(pool: Iterable[Candidate]) -> list[Candidate]:
+    measured = [c for c in pool if c.disagreement is not None]
+    if any(math.isnan(c.disagreement) for c in measured):  # type: ignore[arg-type]
+        raise ValueError("candidate disagreements must not be NaN (they cannot be ranked)")
+    return sorted(measured, key=lambda c: (-c.disagreement, c.solution_id))  # type: ignore[operator]
 
 
 def _mix_order(rule: str, pool: Sequence[Candidate], seed: int) -> list[_Pick]:
@@ -383,7 +455,9 @@ def _ranked(picks: Sequence[_Pick]) -> list[Selection]:
 
 
 def _score_for(candidate: Candidate, rule: Rule) -> float:
-    # An uncertainty pick was chosen for its disagreement, so that is the score it reports.
+    # An uncertainty or disagreement pick was chosen for that measure, so it reports it.
     if rule == "uncertainty" and candidate.uncertainty is not None:
         return candidate.uncertainty
+    if rule == "disagreement" and candidate.disagreement is not None:
+        return candidate.disagreement
     return candidate.score

@@ -1,3 +1,4 @@
+import math
 import random
 from collections import Counter
 
@@ -8,7 +9,9 @@ from modeling.training.selection import (
     Candidate,
     Selection,
     ensemble_disagreement,
+    judge_disagreement,
     select_by_rule,
+    select_disagreement,
     select_generation,
     select_mix,
     select_uncertain,
@@ -455,7 +458,7 @@ def test_mix_rejects_bad_shares(shares: dict[str, float], message: str) -> None:
 
 
 def test_rules_offered_to_a_lab() -> None:
-    assert RULES == ("convincing_wrong", "uncertainty", "mix", "uniform")
+    assert RULES == ("convincing_wrong", "uncertainty", "disagreement", "mix", "uniform")
 
 
 def test_select_by_rule_dispatches_to_the_named_rule() -> None:
@@ -471,7 +474,7 @@ def test_select_by_rule_dispatches_to_the_named_rule() -> None:
 
 
 def test_select_by_rule_names_the_valid_rules_for_an_unknown_one() -> None:
-    with pytest.raises(ValueError, match="convincing_wrong, uncertainty, mix, uniform"):
+    with pytest.raises(ValueError, match="convincing_wrong, uncertainty, disagreement, mix, uniform"):
         select_by_rule("most_confusing", uncertain_pool(), k=2)
 
 
@@ -480,3 +483,64 @@ def test_select_by_rule_rejects_options_the_rule_does_not_take() -> None:
         select_by_rule("mix", uncertain_pool(), k=2)
     with pytest.raises(ValueError, match="shares"):
         select_by_rule("uniform", uncertain_pool(), k=2, shares={"uniform": 1.0})
+
+
+# --- routing by judge disagreement (issue 47) ----------------------------------------------------
+
+
+def test_judge_disagreement_hand_computed() -> None:
+    # 4 steps; positions 1, 4 ("no error"), 1: pairs 0.5 + 0.5 x 3/4 = 0.875, 0.875 and 0.
+    assert judge_disagreement([1, None, 1], 4) == pytest.approx((0.875 + 0.875 + 0) / 3)
+    # Both call it right, or name the same step: no disagreement.
+    assert judge_disagreement([None, None], 5) == 0.0
+    assert judge_disagreement([2, 2, 2], 5) == 0.0
+    # "step 0 is wrong" against "nothing is": the most there is.
+    assert judge_disagreement([0, None], 3) == 1.0
+    # Both call it wrong, two steps apart of 4: half the normalised distance.
+    assert judge_disagreement([0, 2], 4) == pytest.approx(0.25)
+    # The last step wrong against none wrong: the verdict differs, the position by one step.
+    assert judge_disagreement([3, None], 4) == pytest.approx(0.5 + 0.5 / 4)
+
+
+def test_judge_disagreement_needs_two_voters_and_real_steps() -> None:
+    assert judge_disagreement([], 3) is None
+    assert judge_disagreement([1], 3) is None
+    with pytest.raises(ValueError, match="step index"):
+        judge_disagreement([3, None], 3)
+    with pytest.raises(ValueError, match="step index"):
+        judge_disagreement([-1, None], 3)
+    with pytest.raises(ValueError, match="n_steps"):
+        judge_disagreement([None, None], 0)
+
+
+def test_disagreement_routes_the_most_disputed_first_on_fixed_judge_outputs() -> None:
+    # Fixed verdicts (prm, llm, mc) per solution of 4 steps; the order is worked out by hand:
+    # 11: (0, None, None) -> pairs 1, 1, 0 -> 0.6667
+    # 12: (1, None, 1) -> 0.5833;  13: (None, None, None) -> 0;  14: (1, 3, None) -> pairs
+    # 0.25, 0.875, 0.625 -> 0.5833 (ties 12: the lower id first);  15: (2,) one voter -> none
+    verdicts = {
+        11: ([0, None, None], 1),
+        12: ([1, None, 1], 1),
+        13: ([None, None, None], 2),
+        14: ([1, 3, None], 2),
+        15: ([2], 3),
+    }
+    pool = [
+        Candidate(sid, problem, 0.5, None, disagreement=judge_disagreement(firsts, 4))
+        for sid, (firsts, problem) in verdicts.items()
+    ]
+    picks = select_disagreement(pool, k=5)
+    assert [(p.solution_id, p.rule, round(p.score, 4)) for p in picks] == [
+        (11, "disagreement", 0.6667),
+        (12, "disagreement", 0.5833),
+        (14, "disagreement", 0.5833),
+        (13, "disagreement", 0.0),
+    ]
+    assert [p.rank for p in picks] == [1, 2, 3, 4]
+    capped = select_disagreement(pool, k=5, per_problem_cap=1, exclude_ids={11})
+    assert [p.solution_id for p in capped] == [12, 14]
+    assert select_by_rule("disagreement", pool, k=2) == select_disagreement(pool, k=2)
+    with pytest.raises(ValueError, match="no option"):
+        select_by_rule("disagreement", pool, k=2, shares={"uniform": 1.0})
+    with pytest.raises(ValueError, match="NaN"):
+        select_disagreement([Candidate(1, 1, 0.5, None, disagreement=math.nan)], k=1)
