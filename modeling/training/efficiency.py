@@ -31,6 +31,11 @@ class Point:
     accuracy: float
     n_eval: int
     best_of_n: float | None = None
+    # Routing with machine labels (issue 47): solutions trained on the judges' labels (no human
+    # cost), how many accepted ones humans audited, and the share of those the judges had right.
+    machine_solutions: int = 0
+    machine_audited: int = 0
+    machine_precision: float | None = None
 
 
 @dataclass

@@ -16,9 +16,10 @@ uniform are `efficiency`'s; the tables and the plot, `simulation_report`'s.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,22 @@ from .efficiency import AXES, Point, Ratio, summarize_ratios
 from .evaluate import step_metrics
 from .feature_cache import FeatureCache, cached_features
 from .oracle import OracleCandidate, candidates_from_oracle
-from .selection import Candidate, ensemble_disagreement, select_by_rule, select_uniform
+from .routing import (
+    SimulatedJudge,
+    agreed_labels,
+    first_error,
+    machine_precision,
+    oracle_steps,
+    simulated_judge,
+    verdict,
+)
+from .selection import (
+    Candidate,
+    ensemble_disagreement,
+    judge_disagreement,
+    select_by_rule,
+    select_uniform,
+)
 
 FeatureKey = tuple[int, int]  # (example index, slot): slot k < n_steps is path step k, else alt
 
@@ -211,7 +227,10 @@ class BestOfN:
 
 # --- the experiment ---------------------------------------------------------------------------
 
-ARMS = ("uniform", "convincing_wrong", "uncertainty", "mix")
+ARMS = ("uniform", "convincing_wrong", "uncertainty", "mix", "routing", "routing+machine")
+DEFAULT_ARMS = ("uniform", "convincing_wrong", "uncertainty", "mix")
+# Arms that need judges: each runs once per judge kappa ("routing kappa 0.5", ...).
+ROUTING_ARMS = ("routing", "routing+machine")
 
 
 @dataclass
@@ -222,7 +241,7 @@ class SimulationConfig:
         None  # generation 0 (uniform, shared by the arms); default per_generation
     )
     uniform_generations: int | None = None  # default 2 x generations: uniform's curve runs past
-    arms: tuple[str, ...] = ARMS
+    arms: tuple[str, ...] = DEFAULT_ARMS
     convincing_wrong_fraction: float = 0.8
     mix_shares: dict[str, float] = field(
         default_factory=lambda: {"convincing_wrong": 0.5, "uncertainty": 0.5}
@@ -234,6 +253,12 @@ class SimulationConfig:
     seed: int = 0  # the fold assignment
     head_steps: int = 200
     head_lr: float = 0.05
+    # Routing arms (issue 47): simulated judges at each kappa against the oracle.
+    judge_kappas: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9)
+    judges: int = 2  # independent simulated judges (the product's llm and mc, say)
+    audit_share: float = 0.1  # routing+machine: share of accepted machine labels humans audit
+    machine_per_generation: int | None = None  # machine labels accepted a generation; default
+    # per_generation
 
     def __post_init__(self) -> None:
         unknown = [arm for arm in self.arms if arm not in ARMS]
@@ -241,6 +266,26 @@ class SimulationConfig:
             raise ValueError(f"arms must include uniform and be among {ARMS}, not {self.arms}")
         if self.folds < 2 or self.seeds < 1 or self.generations < 1 or self.per_generation < 1:
             raise ValueError("folds >= 2, seeds >= 1, generations >= 1, per_generation >= 1")
+        if any(not 0.0 <= k <= 1.0 for k in self.judge_kappas) or not self.judge_kappas:
+            raise ValueError(f"judge kappas must be in [0, 1], got {self.judge_kappas}")
+        if self.judges < 1 or not 0.0 <= self.audit_share <= 1.0:
+            raise ValueError("judges >= 1 and an audit share in [0, 1]")
+        if self.machine_per_generation is not None and self.machine_per_generation < 0:
+            raise ValueError("machine_per_generation must be >= 0")
+
+    def arm_names(self) -> list[str]:
+        """Every arm as its points name it: a routing arm once per judge kappa."""
+        return [
+            name
+            for arm in self.arms
+            for name in (
+                [routing_arm(arm, k) for k in self.judge_kappas] if arm in ROUTING_ARMS else [arm]
+            )
+        ]
+
+
+def routing_arm(arm: str, kappa: float) -> str:
+    return f"{arm} kappa {kappa:g}"
 
 
 @dataclass
@@ -286,6 +331,7 @@ def simulate(
     )
     points: list[Point] = []
     best_of_n_problems = 0
+    judge_kappas: dict[float, list[float]] = {}
     for fold in range(config.folds):
         pool = [c for c in everyone if folds[c.problem] != fold]
         held_ids = [i for i, e in enumerate(examples) if folds[e.problem] == fold]
@@ -303,7 +349,41 @@ def simulate(
                 per_problem_cap=config.per_problem_cap,
                 seed=run_seed,
             )
+            panels = (
+                {
+                    kappa: JudgePanel(everyone, pool, config, kappa, run_seed)
+                    for kappa in config.judge_kappas
+                }
+                if any(arm in ROUTING_ARMS for arm in config.arms)
+                else {}
+            )
+            for panel in panels.values():
+                judge_kappas.setdefault(panel.kappa, []).extend(j.kappa for j in panel.judges)
             for arm in config.arms:
+                if arm in ROUTING_ARMS:
+                    for kappa, panel in panels.items():
+                        points += _run_routing(
+                            routing_arm(arm, kappa),
+                            arm == "routing+machine",
+                            panel,
+                            fold,
+                            seed,
+                            run_seed,
+                            [pool[by_id[s.solution_id]] for s in first],
+                            pool,
+                            table,
+                            held_out,
+                            best,
+                            problem_ids,
+                            config,
+                        )
+                        last = points[-1]
+                        log(
+                            f"fold {fold} seed {seed} {last.arm}: {last.solutions} solutions, "
+                            f"{last.labels} labels, {last.machine_solutions} machine, AUROC "
+                            f"{last.auroc:.4f} ({time.perf_counter() - started:.0f} s)"
+                        )
+                    continue
                 points += _run_arm(
                     arm,
                     fold,
@@ -327,7 +407,7 @@ def simulate(
                 )
     ratios = [
         summarize_ratios(points, arm, axis)
-        for arm in config.arms
+        for arm in config.arm_names()
         if arm != "uniform"
         for axis in AXES
     ]
@@ -340,7 +420,22 @@ def simulate(
         problems=len(folds),
         best_of_n_problems=best_of_n_problems,
         seconds=round(time.perf_counter() - started, 1),
+        extra={"judge_kappas": _realised(judge_kappas)} if judge_kappas else {},
     )
+
+
+def _realised(kappas: Mapping[float, list[float]]) -> list[dict[str, float]]:
+    """Per target kappa: the simulated judges' realised kappas (mean, min, max)."""
+    return [
+        {
+            "target": target,
+            "realised_mean": float(np.mean(values)),
+            "realised_min": float(np.min(values)),
+            "realised_max": float(np.max(values)),
+            "judges": len(values),
+        }
+        for target, values in kappas.items()
+    ]
 
 
 def _run_arm(
@@ -436,3 +531,138 @@ def _ensemble(
             )
         )
     return heads
+
+
+# --- routing by judge disagreement, machine labels (issue 47) ----------------------------------
+
+
+class JudgePanel:
+    """The simulated judges of one run at one kappa, and what they say about the pool: each
+    judge's first error per candidate (None: no error; absent: no label at all) and the labels
+    they all agree on (the machine labels a batch could accept), or None."""
+
+    def __init__(
+        self,
+        everyone: Sequence[OracleCandidate],
+        pool: Sequence[OracleCandidate],
+        config: SimulationConfig,
+        kappa: float,
+        run_seed: int,
+    ) -> None:
+        steps = oracle_steps(everyone)
+        self.kappa = kappa
+        self.judges: list[SimulatedJudge] = [
+            simulated_judge(steps, kappa, seed=run_seed * 100 + j + 1 + int(kappa * 1000) * 7)
+            for j in range(config.judges)
+        ]
+        self.first_errors: list[list[int | None]] = []  # per candidate: each labelling judge's
+        self.agreed: list[list[int | None] | None] = []
+        for cand in pool:
+            verdicts = [verdict(judge, cand) for judge in self.judges]
+            self.first_errors.append(
+                [first_error(v) for v in verdicts if any(label is not None for label in v)]
+            )
+            self.agreed.append(agreed_labels(verdicts))
+
+
+def _prm_first_error(p_wrong: np.ndarray, rows: Sequence[int | None]) -> int | None:
+    """The PRM's verdict: its first step with P(-1) >= 0.5 (the judges' default threshold)."""
+    return next((i for i, row in enumerate(rows) if row is not None and p_wrong[row] >= 0.5), None)
+
+
+def _run_routing(
+    arm: str,
+    machine: bool,
+    panel: JudgePanel,
+    fold: int,
+    seed: int,
+    run_seed: int,
+    first: list[OracleCandidate],
+    pool: Sequence[OracleCandidate],
+    table: FeatureTable,
+    held_out: HeldOut,
+    best: BestOfN,
+    problem_ids: Mapping[str, int],
+    config: SimulationConfig,
+) -> list[Point]:
+    """One routing arm of one run. Each generation humans label `per_generation` solutions:
+    with machine labels, first the audit share of the machine labels accepted this generation,
+    then (both arms) the solutions the judges and the PRM disagree on most
+    (`selection.judge_disagreement`). Machine labels (routing+machine only): up to
+    `machine_per_generation` unlabeled candidates on which every judge gives the same labels,
+    in a seeded random order, train the head with the judges' labels; the audited ones are
+    labeled by humans instead (the oracle) and measure the machine labels' precision."""
+    by_id = {c.id: n for n, c in enumerate(pool)}
+    rows = [[table.index.get((c.example, s)) for s in c.slots] for c in pool]
+    human, picked_now = list(first), list(first)
+    machine_labeled: list[OracleCandidate] = []
+    audited = audited_right = 0
+    points = []
+    for generation in range(config.generations + 1):
+        x, y = _labeled_xy(table, human + machine_labeled)
+        head = train_head(x, y, seed=run_seed, steps=config.head_steps, lr=config.head_lr)
+        last = generation == config.generations
+        points.append(
+            Point(
+                arm,
+                fold,
+                seed,
+                generation,
+                len(human),
+                sum(c.n_labels for c in human),
+                sum(c.wrong for c in picked_now) / max(1, len(picked_now)),
+                **held_out.quality(head),
+                best_of_n=best.accuracy(head, table) if last else None,
+                machine_solutions=len(machine_labeled),
+                machine_audited=audited,
+                machine_precision=audited_right / audited if audited else None,
+            )
+        )
+        if last:
+            break
+        taken = {c.id for c in human} | {c.id for c in machine_labeled}
+        budget = config.per_generation
+        audit: list[OracleCandidate] = []
+        if machine:
+            agreeing = [
+                n for n, c in enumerate(pool) if panel.agreed[n] is not None and c.id not in taken
+            ]
+            random.Random(run_seed * 1000 + generation + 1).shuffle(agreeing)
+            accepted = agreeing[: config.machine_per_generation or config.per_generation]
+            n_audit = min(budget, int(config.audit_share * len(accepted) + 0.5 + 1e-9))
+            for n in accepted[:n_audit]:
+                audit.append(pool[n])
+                audited += 1
+                audited_right += machine_precision(panel.agreed[n], pool[n].ratings)  # type: ignore[arg-type]
+            machine_labeled += [
+                replace(pool[n], ratings=panel.agreed[n]) for n in accepted[n_audit:]
+            ]
+            budget -= n_audit
+            taken |= {pool[n].id for n in accepted}
+        with torch.no_grad():
+            p_wrong = torch.softmax(head(table.matrix), dim=-1)[:, 0].numpy()
+        candidates = [
+            Candidate(
+                c.id,
+                problem_ids[c.problem],
+                0.0,
+                not c.wrong,
+                disagreement=judge_disagreement(
+                    panel.first_errors[n] + [_prm_first_error(p_wrong, rows[n])], len(c.slots)
+                ),
+            )
+            for n, c in enumerate(pool)
+            if c.id not in taken
+        ]
+        picks = select_by_rule(
+            "disagreement",
+            candidates,
+            k=budget,
+            per_problem_cap=config.per_problem_cap,
+            seed=run_seed,
+        )
+        picked_now = audit + [pool[by_id[p.solution_id]] for p in picks]
+        if not picked_now:
+            break
+        human = human + picked_now
+    return points

@@ -15,9 +15,10 @@ from modeling.training.data import read_jsonl
 class Command(BaseCommand):
     help = (
         "Simulate K generations of active learning with each selection rule (uniform, "
-        "convincing_wrong, uncertainty, mix) at equal label budgets, labels from an oracle, over "
-        "folds by problem and seeds; write a table (CSV, markdown), a plot with bands and each "
-        "rule's data-efficiency ratio with its 95% interval."
+        "convincing_wrong, uncertainty, mix; routing by judge disagreement, with or without "
+        "audited machine labels, at each simulated judge kappa) at equal label budgets, labels "
+        "from an oracle, over folds by problem and seeds; write a table (CSV, markdown), a plot "
+        "with bands and each rule's data-efficiency ratio with its 95% interval."
     )
 
     def add_arguments(self, parser):
@@ -42,7 +43,30 @@ class Command(BaseCommand):
         parser.add_argument("--folds", type=int, default=3, help="Folds by problem (held out).")
         parser.add_argument("--seeds", type=int, default=5, help="Seeds per fold.")
         parser.add_argument(
-            "--arms", default=",".join(simulation.ARMS), help="Selection rules compared."
+            "--arms",
+            default=",".join(simulation.DEFAULT_ARMS),
+            help=f"Selection rules compared, among {','.join(simulation.ARMS)} (uniform always).",
+        )
+        parser.add_argument(
+            "--judge-kappas",
+            default="0.3,0.5,0.7,0.9",
+            help="Routing arms: the simulated judges' Cohen's kappa against the oracle, each "
+            "simulated in turn (calibrated; the realised kappa is reported).",
+        )
+        parser.add_argument(
+            "--judges", type=int, default=2, help="Routing arms: independent simulated judges."
+        )
+        parser.add_argument(
+            "--audit-share",
+            type=float,
+            default=0.1,
+            help="routing+machine: share of accepted machine labels sent to humans as an audit.",
+        )
+        parser.add_argument(
+            "--machine-per-generation",
+            type=int,
+            default=None,
+            help="routing+machine: machine labels accepted a generation (default --per-generation).",
         )
         parser.add_argument(
             "--mix",
@@ -118,6 +142,10 @@ class Command(BaseCommand):
                 mix_shares=shares,
                 ensemble_heads=o["ensemble_heads"],
                 per_problem_cap=o["per_problem_cap"],
+                judge_kappas=tuple(float(k) for k in o["judge_kappas"].split(",")),
+                judges=o["judges"],
+                audit_share=o["audit_share"],
+                machine_per_generation=o["machine_per_generation"],
                 folds=o["folds"],
                 seeds=o["seeds"],
                 seed=o["seed"],

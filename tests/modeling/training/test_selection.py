@@ -474,7 +474,9 @@ def test_select_by_rule_dispatches_to_the_named_rule() -> None:
 
 
 def test_select_by_rule_names_the_valid_rules_for_an_unknown_one() -> None:
-    with pytest.raises(ValueError, match="convincing_wrong, uncertainty, disagreement, mix, uniform"):
+    with pytest.raises(
+        ValueError, match="convincing_wrong, uncertainty, disagreement, mix, uniform"
+    ):
         select_by_rule("most_confusing", uncertain_pool(), k=2)
 
 
