@@ -224,6 +224,7 @@ class TrainingRunForm(forms.Form):
 RULE_CHOICES = [
     ("convincing_wrong", "Convincing wrong answers (the paper's)"),
     ("uncertainty", "Uncertainty: ensemble disagreement"),
+    ("disagreement", "Routing: where the judges and the PRM disagree"),
     ("mix", "Mix of rules, by shares"),
     ("uniform", "Uniform at random (the baseline)"),
 ]
@@ -237,7 +238,9 @@ class GenerationForm(forms.Form):
         label="Selection rule",
         help_text="Uncertainty fits an ensemble of heads on the model's frozen features: head "
         "mode only (a few seconds to minutes); in lora or full mode it would take one training "
-        "per head, so it is refused there.",
+        "per head, so it is refused there. Routing ranks by how much the judges' pre-labels "
+        "(prm, llm, mc) and the PRM disagree, first-error positions counting: pre-label the "
+        "pool first.",
     )
     share_convincing_wrong = forms.FloatField(
         min_value=0, max_value=1, required=False, label="Mix: convincing wrong share"

@@ -522,11 +522,13 @@ class SelectionReason(models.Model):
         ModelVersion, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     score = models.FloatField(
-        help_text="The PRM's score; for an uncertainty pick, the ensemble's disagreement."
+        help_text="The PRM's score; for an uncertainty pick, the ensemble's disagreement; for a "
+        "disagreement pick, the judges' and the PRM's disagreement."
     )
     rank = models.PositiveIntegerField()
     rule = models.CharField(
-        max_length=32, help_text="convincing_wrong, convincing, uncertainty or uniform."
+        max_length=32,
+        help_text="convincing_wrong, convincing, uncertainty, disagreement or uniform.",
     )
     correct = models.BooleanField(
         null=True, blank=True, help_text="The graded answer when selected."
@@ -549,6 +551,8 @@ class SelectionReason(models.Model):
     @property
     def score_label(self) -> str:
         """What `score` measures for this pick's rule."""
+        if self.rule == "disagreement":
+            return "judge disagreement"
         return "ensemble disagreement" if self.rule == "uncertainty" else "PRM score"
 
 
@@ -622,7 +626,14 @@ class PreLabelRun(QueuedWork):
         LLM = "llm", "llm (a critic prompt)"
         MC = "mc", "mc (Monte-Carlo rollouts)"
 
-    batch = models.ForeignKey("labeling.Batch", on_delete=models.CASCADE, related_name="+")
+    batch = models.ForeignKey(
+        "labeling.Batch",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="Empty: the candidate pool's selectable solutions (for the routing rule).",
+    )
     kind = models.CharField(max_length=8, choices=Kind.choices)
     judge = models.CharField(max_length=200, blank=True, help_text="Filled when it starts.")
     options = models.JSONField(default=dict, blank=True)

@@ -54,8 +54,9 @@ class GenerationSerializer(serializers.ModelSerializer):
 class StartSerializer(serializers.Serializer):
     rule = serializers.CharField(
         default="convincing_wrong",
-        help_text="convincing_wrong, uncertainty (head-mode models: an ensemble of heads), mix "
-        "(with shares) or uniform.",
+        help_text="convincing_wrong, uncertainty (head-mode models: an ensemble of heads), "
+        "disagreement (routing: the judges' pre-labels against the PRM), mix (with shares) or "
+        "uniform.",
     )
     shares = serializers.DictField(
         child=serializers.FloatField(),

@@ -1,4 +1,4 @@
-"""/api/prelabel-runs/: start a judge on a batch, list and read the runs, cancel or resume one
+"""/api/prelabel-runs/: start a judge on a batch (or the candidate pool), list and read the runs, cancel or resume one
 (the page's services)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from modeling.services import prelabeling
 
 
 class PreLabelRunSerializer(serializers.ModelSerializer):
-    batch_name = serializers.CharField(source="batch.name", read_only=True)
+    batch_name = serializers.CharField(source="batch.name", read_only=True, allow_null=True)
 
     class Meta:
         model = PreLabelRun
@@ -50,7 +50,12 @@ class ThresholdsSerializer(serializers.Serializer):
 
 
 class PreLabelStartSerializer(serializers.Serializer):
-    batch = serializers.IntegerField(validators=[ROW_ID])
+    batch = serializers.IntegerField(validators=[ROW_ID], required=False)
+    pool = serializers.BooleanField(
+        default=False,
+        help_text="Judge the candidate pool's selectable solutions instead of a batch (for the "
+        "disagreement rule); give a batch or the pool, not both.",
+    )
     judge = serializers.ChoiceField(choices=list(judges.KINDS))
     model_version = serializers.IntegerField(validators=[ROW_ID], required=False)
     thresholds = ThresholdsSerializer(required=False)
@@ -80,9 +85,14 @@ class PreLabelRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
         start = PreLabelStartSerializer(data=request.data)
         start.is_valid(raise_exception=True)
         data = dict(start.validated_data)
-        batch = Batch.objects.filter(pk=data.pop("batch")).first()
-        if batch is None:
-            return Response({"detail": "There is no such batch."}, status=400)
+        pool, batch_id = data.pop("pool"), data.pop("batch", None)
+        if pool == (batch_id is not None):
+            return Response({"detail": "Give a batch or pool: true, one of them."}, status=400)
+        batch = None
+        if not pool:
+            batch = Batch.objects.filter(pk=batch_id).first()
+            if batch is None:
+                return Response({"detail": "There is no such batch."}, status=400)
         judge = data.pop("judge")
         if "template" in data and not has_role(request.user, LEAD):
             return Response({"detail": "Only a lead may change the critic template."}, status=403)

@@ -9,12 +9,14 @@ its enqueue step moves them into a new active-learning batch, in one transaction
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
+from labeling import selectors
 from labeling.models import Batch, Labeling, Solution
 from labeling.roles import may_add_to_batch
 from labeling.services import importing
@@ -27,7 +29,10 @@ from modeling.services.loop import (
     needs_uncertainty,
     with_defaults,
 )
-from modeling.training.selection import Candidate, select_by_rule
+from modeling.training.selection import Candidate, judge_disagreement, select_by_rule
+
+# The PRM calls a step wrong at P(-1) >= this (the prm judge's default threshold).
+PRM_WRONG_AT = 0.5
 
 # --- the candidate pool ----------------------------------------------------------------------
 
@@ -107,6 +112,7 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
         raise StepFailed("no model version is pinned: the score step has not run")
     params = with_defaults(run.params)
     heads = ensemble_heads(params) if needs_uncertainty(params) else None
+    routing = params["rule"] == "disagreement"
     scored = SolutionScore.objects.filter(
         model_version_id=run.model_version_id, solution__in=selectable_pool()
     ).values_list(
@@ -128,6 +134,14 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
         raise StepFailed("the pool has no scored, unlabeled, unqueued solution to select")
     if params["rule"] == "uncertainty" and all(c.uncertainty is None for c in candidates):
         raise StepFailed("no pool solution has an uncertainty: the score step measures it")
+    if routing:
+        found = judge_disagreements(run.model_version_id, [c.solution_id for c in candidates])
+        candidates = [replace(c, disagreement=found.get(c.solution_id)) for c in candidates]
+        if all(c.disagreement is None for c in candidates):
+            raise StepFailed(
+                "no pool solution has a judge's pre-label beside the PRM's verdict: pre-label "
+                "the pool first (manage.py prelabel --pool --judge llm|mc|prm)"
+            )
     options: dict[str, Any] = {}
     if params["rule"] == "convincing_wrong":
         options = {
@@ -162,6 +176,49 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
         run.selections.all().delete()
         SelectionReason.objects.bulk_create(reasons)
     return reasons
+
+
+def prm_first_error(step_probs: list[list[float]] | None) -> int | None:
+    """The PRM's verdict from a SolutionScore's per-step [P(-1), P(0), P(+1)]: its first step
+    with P(-1) >= PRM_WRONG_AT, or None (no step it calls wrong; NaN rows read as not wrong)."""
+    for index, probs in enumerate(step_probs or []):
+        if probs and probs[0] is not None and probs[0] >= PRM_WRONG_AT:
+            return index
+    return None
+
+
+def judge_disagreements(model_version_id: int, solution_ids: list[int]) -> dict[int, float]:
+    """Per solution, how much its judges and the PRM disagree (`selection.judge_disagreement`):
+    the verdicts are the newest pre-label of each judge kind (prm, llm, mc) that labels at least
+    one step, and the model version's own (its SolutionScore's step probabilities). Solutions
+    with fewer than two verdicts are left out. Three queries, whatever the pool's size."""
+    prelabels = selectors.prelabels_for_solutions(solution_ids)
+    probs = dict(
+        SolutionScore.objects.filter(
+            model_version_id=model_version_id, solution_id__in=solution_ids
+        ).values_list("solution_id", "step_probs")
+    )
+    steps = dict(Solution.objects.filter(pk__in=solution_ids).values_list("pk", "steps"))
+    found: dict[int, float] = {}
+    for sid in solution_ids:
+        n_steps = len(steps.get(sid) or [])
+        if n_steps == 0:
+            continue
+        verdicts: list[int | None] = []
+        seen: set[str] = set()
+        for prelabel in prelabels.get(sid, []):  # newest first: the first of each kind counts
+            if prelabel.kind in seen or all(label is None for label in prelabel.labels):
+                continue
+            seen.add(prelabel.kind)
+            first = prelabel.first_error
+            verdicts.append(first if first is not None and 0 <= first < n_steps else None)
+        if sid in probs:
+            first = prm_first_error(probs[sid])
+            verdicts.append(first if first is not None and first < n_steps else None)
+        value = judge_disagreement(verdicts, n_steps)
+        if value is not None:
+            found[sid] = value
+    return found
 
 
 def enqueue_selection(run: GenerationRun) -> Batch:

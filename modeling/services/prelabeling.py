@@ -125,11 +125,18 @@ def _model_version(version_id: int | None) -> ModelVersion:
     return found
 
 
-def batch_solutions(batch: Batch, max_solutions: int | None = None) -> list[int]:
+def batch_solutions(batch: Batch | None, max_solutions: int | None = None) -> list[int]:
     """The solutions a run judges, in id order: the batch's, gold and screening items left out
-    (they never show a suggestion)."""
+    (they never show a suggestion); with no batch, the candidate pool's selectable solutions
+    (what the routing rule ranks)."""
+    if batch is None:
+        from modeling.services.pool import selectable_pool
+
+        chosen = selectable_pool()
+    else:
+        chosen = Solution.objects.filter(batch=batch)
     ids = (
-        Solution.objects.filter(batch=batch, is_quality_control=False, is_screening=False)
+        chosen.filter(is_quality_control=False, is_screening=False)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
@@ -156,19 +163,21 @@ def run_estimate(judge: str, solution_ids: list[int], options: dict[str, Any]) -
 
 def start_prelabel_run(
     *,
-    batch: Batch,
+    batch: Batch | None,
     judge: str,
     created_by: User | AnonymousUser | None,
     options: dict,
     send: bool = True,
 ) -> PreLabelRun:
-    """A pre-label run of `judge` over the batch's solutions, sent to its queue once the
-    transaction commits (unless `send` is False: the caller runs it). Raises PrelabelError,
-    writing nothing, for bad options or a batch with nothing to judge."""
+    """A pre-label run of `judge` over the batch's solutions (batch None: the candidate pool's
+    selectable ones, for the routing rule), sent to its queue once the transaction commits
+    (unless `send` is False: the caller runs it). Raises PrelabelError, writing nothing, for bad
+    options or nothing to judge."""
     clean = check_options(judge, options)
     solution_ids = batch_solutions(batch, clean.get("max_solutions"))
     if not solution_ids:
-        raise PrelabelError(f"Batch {batch.name} has no solution to judge.")
+        where = "The candidate pool" if batch is None else f"Batch {batch.name}"
+        raise PrelabelError(f"{where} has no solution to judge.")
     user = created_by if created_by is not None and created_by.is_authenticated else None
     with transaction.atomic():
         run = PreLabelRun.objects.create(
@@ -185,7 +194,7 @@ def start_prelabel_run(
     return run
 
 
-def prelabel_solutions_now(*, batch: Batch, judge: str, options: dict) -> int:
+def prelabel_solutions_now(*, batch: Batch | None, judge: str, options: dict) -> int:
     """Judge every solution of the batch in this process and write its PreLabel rows (the demo,
     tests); returns how many were written. Raises PrelabelError as start_prelabel_run does."""
     run = start_prelabel_run(batch=batch, judge=judge, created_by=None, options=options, send=False)

@@ -157,7 +157,7 @@ def test_the_default_rule_is_the_papers(demo_pool):
         (
             {"rule": "most_confusing"},
             "unknown selection rule 'most_confusing'; choose one of "
-            "convincing_wrong, uncertainty, mix, uniform",
+            "convincing_wrong, uncertainty, disagreement, mix, uniform",
         ),
         ({"rule": "mix"}, "needs shares"),
         ({"rule": "mix", "shares": {"convincing_wrong": 0.5, "uncertainty": 0.4}}, "sum to 1"),
@@ -308,7 +308,10 @@ def test_the_api_validates_the_rule_with_clear_400s(client, researcher, demo_poo
 
     response = start({"rule": "most_confusing"})
     assert response.status_code == 400
-    assert "choose one of convincing_wrong, uncertainty, mix, uniform" in response.json()["rule"][0]
+    assert (
+        "choose one of convincing_wrong, uncertainty, disagreement, mix, uniform"
+        in response.json()["rule"][0]
+    )
     response = start({"rule": "mix"})
     assert response.status_code == 400 and "needs shares" in response.json()["shares"][0]
     response = start({"rule": "mix", "shares": {"convincing_wrong": 0.7, "uncertainty": 0.7}})

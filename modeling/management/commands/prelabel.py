@@ -1,4 +1,5 @@
-"""Pre-label a batch's solutions with a judge (prm, llm or mc): labeling.PreLabel rows."""
+"""Pre-label a batch's solutions, or the candidate pool's, with a judge (prm, llm or mc):
+labeling.PreLabel rows."""
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -18,7 +19,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--batch", required=True, help="The batch's name.")
+        target = parser.add_mutually_exclusive_group(required=True)
+        target.add_argument("--batch", help="The batch's name.")
+        target.add_argument(
+            "--pool",
+            action="store_true",
+            help="The candidate pool's selectable solutions (what the disagreement rule ranks).",
+        )
         parser.add_argument("--judge", required=True, choices=["prm", "llm", "mc"])
         parser.add_argument("--k", type=positive_int, help="mc: completions per step.")
         parser.add_argument("--max-steps", type=positive_int, help="mc: steps per solution.")
@@ -28,9 +35,11 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="Run it here and wait.")
 
     def handle(self, *args, **options):
-        batch = Batch.objects.filter(name=options["batch"]).first()
-        if batch is None:
-            raise CommandError(f"There is no batch named {options['batch']!r}.")
+        batch = None
+        if not options["pool"]:
+            batch = Batch.objects.filter(name=options["batch"]).first()
+            if batch is None:
+                raise CommandError(f"There is no batch named {options['batch']!r}.")
         judge = options["judge"]
         given = {
             "k": options["k"],
@@ -51,7 +60,8 @@ class Command(BaseCommand):
         except prelabeling.PrelabelError as exc:
             raise CommandError(str(exc)) from exc
         estimate = ", ".join(f"{value} {name}" for name, value in run.estimate.items())
-        self.stdout.write(f"Pre-label run {run.pk} ({judge}) on batch {batch.name}: {estimate}")
+        where = "the candidate pool" if batch is None else f"batch {batch.name}"
+        self.stdout.write(f"Pre-label run {run.pk} ({judge}) on {where}: {estimate}")
         if not options["wait"]:
             self.stdout.write("Sent to its queue; follow it on /modeling/prelabel-runs/.")
             return

@@ -35,7 +35,8 @@ class Command(BaseCommand):
             choices=RULES,
             default="convincing_wrong",
             help="Selection rule. uncertainty fits an ensemble of heads on a head-mode model "
-            "(refused for lora/full models: one training per head).",
+            "(refused for lora/full models: one training per head); disagreement routes what the "
+            "judges' pre-labels and the PRM disagree on (pre-label the pool first).",
         )
         parser.add_argument(
             "--shares",
