@@ -82,3 +82,58 @@ def test_a_generation_with_an_imported_active_model_gates_its_retrained_model_ag
     assert run.model_version == ModelVersion.active() != imported  # the retrained one passed
     assert SolutionScore.objects.filter(model_version=run.model_version).count() == 63
     assert run.batch.solutions.count() == 6
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_routing_generation_runs_through_the_real_worker(
+    shared_data, tmp_path, open_evaluation_gate, settings, celery_worker_process, celery_live
+):
+    """Issue 47: the disagreement rule in the worker: the retrained model's verdicts against
+    the judges' pre-labels of the pool, the most disputed first."""
+    from labeling.models import PreLabel, Solution
+    from modeling.services import pool
+
+    settings.MEDIA_ROOT = tmp_path / "media"  # the worker's (its STEPWISE_VAR_DIR is tmp_path)
+    load_pool_and_labels(shared_data)
+    judged = list(Solution.objects.filter(pool_entry__isnull=False).order_by("pk")[:8])
+    for n, solution in enumerate(judged):  # an llm judge's verdicts: wrong at step n % 3, or none
+        steps = len(solution.steps)
+        first = n % 3 if n % 4 else None
+        labels = [
+            1 if first is None or i < first else (-1 if i == first else None) for i in range(steps)
+        ]
+        PreLabel.objects.create(
+            solution=solution,
+            kind="llm",
+            judge="llm: fixed",
+            run_id=1,
+            labels=labels,
+            scores=[None if label is None else 0.9 for label in labels],
+            first_error=first,
+        )
+    backbone = make_tiny_backbone(tmp_path / "tiny")
+    run = loop.start_generation(
+        params={
+            "rule": "disagreement",
+            "k": 5,
+            "per_problem_cap": None,
+            "train_config": tiny_train_config(backbone),
+        }
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED):
+            break
+        time.sleep(0.5)
+    log = (tmp_path / "worker.log").read_text() if (tmp_path / "worker.log").exists() else ""
+    assert run.status == GenerationRun.Status.SUCCEEDED, f"{run.status}: {run.error}\n{log[-3000:]}"
+    reasons = list(run.selections.order_by("rank"))
+    assert len(reasons) == 5 and {r.rule for r in reasons} == {"disagreement"}
+    # Only the judged solutions have two verdicts; the picks are the most disputed of them.
+    found = pool.judge_disagreements(run.model_version_id, [s.pk for s in judged])
+    expected = sorted(found, key=lambda pk: (-found[pk], pk))[:5]
+    assert [r.solution_id for r in reasons] == expected
+    assert [r.score for r in reasons] == [found[pk] for pk in expected]
+    assert run.batch.solutions.count() == 5
