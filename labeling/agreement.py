@@ -8,6 +8,7 @@ Alpha-Reliability" (2011).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -154,3 +155,41 @@ def solution_agreement(
         coincidence=matrix,
         pairs=pairs,
     )
+
+
+# --- machine labels (issue 47) -----------------------------------------------------------------
+
+
+def audit_sample(solution_ids: Iterable[int], share: float, seed: int) -> set[int]:
+    """The solutions whose machine labelings still go to humans: round(share x n) of them (halves
+    up), drawn without replacement by a seeded generator from the ids in ascending order, so the
+    draw depends only on the ids, the share and the seed."""
+    import random
+
+    if not (math.isfinite(share) and 0.0 <= share <= 1.0):
+        raise ValueError(f"an audit share must be in [0, 1], got {share!r}")
+    ordered = sorted(set(solution_ids))
+    k = math.floor(share * len(ordered) + 0.5 + 1e-9)
+    return set(random.Random(seed).sample(ordered, k))
+
+
+def machine_label_correct(machine: Sequence[int | None], human: Sequence[int]) -> bool:
+    """Whether a machine labeling is right as the human who audited it says: the same label on
+    every step the human rated, up to and including the human's first -1 (where they stop)."""
+    for index, rating in enumerate(human):
+        label = machine[index] if index < len(machine) else None
+        if label != rating:
+            return False
+        if rating == -1:
+            return True
+    return True
+
+
+def wilson_interval(right: int, total: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (scipy's binomtest); (0, 1) with no trials."""
+    if total == 0:
+        return 0.0, 1.0
+    from scipy.stats import binomtest
+
+    interval = binomtest(right, total).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)

@@ -15,6 +15,7 @@ from datetime import UTC
 from django import forms
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Prefetch
 from django.http import FileResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -36,6 +37,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from labeling import selectors
 from labeling.bounds import ROW_ID
 from labeling.models import (
     Batch,
@@ -57,6 +59,7 @@ from labeling.roles import (
     require_batch_writer,
 )
 from labeling.serializers import (
+    BatchMachineLabelsSerializer,
     BatchPrelabelSerializer,
     BatchProblemsSerializer,
     BatchSerializer,
@@ -73,7 +76,7 @@ from labeling.serializers import (
     SnapshotSerializer,
     SolutionSerializer,
 )
-from labeling.services import alternatives, batches, importing, snapshots
+from labeling.services import alternatives, batches, importing, machine_labels, snapshots
 from labeling.services.errors import LabelingError
 from labeling.services.exporting import (
     ExportFormat,
@@ -207,6 +210,68 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
         except LabelingError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(BatchSerializer(batch).data)
+
+    @extend_schema(
+        request=BatchMachineLabelsSerializer,
+        responses={
+            200: OpenApiResponse(description="The settings, what was accepted, the precision."),
+            400: OpenApiResponse(description="A value out of range (NaN, < 0, > 1)."),
+            403: OpenApiResponse(description="Not a lead."),
+        },
+    )
+    @action(detail=True, methods=["get", "post"], url_path="machine-labels")
+    def machine_labels(self, request: Request, pk: str | None = None) -> Response:
+        """Machine labels on this batch (leads only): GET reads the settings and the audited
+        precision (per batch and per judge, 95% Wilson interval); POST sets them and, with
+        `accept`, turns the solutions every judge agrees on into machine labelings. A bad
+        value is a 400 that writes nothing."""
+        if not has_role(request.user, LEAD):
+            return Response({"detail": "Only a lead sets machine labels."}, status=403)
+        batch = self.get_object()
+        report = None
+        if request.method == "POST":
+            form = BatchMachineLabelsSerializer(data=request.data)
+            form.is_valid(raise_exception=True)
+            data = form.validated_data
+            try:
+                with transaction.atomic():
+                    machine_labels.set_machine_settings(
+                        batch=batch,
+                        enabled=data["enabled"],
+                        min_confidence=data["min_confidence"],
+                        audit_share=data["audit_share"],
+                        audit_seed=data["audit_seed"],
+                    )
+                    if data["accept"]:
+                        report = machine_labels.accept_machine_labels(batch=batch)
+            except LabelingError as exc:
+                return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        summary = selectors.machine_label_precision(batch)
+
+        def precision(p: selectors.Precision) -> dict:
+            return {
+                "name": p.name,
+                "right": p.right,
+                "checked": p.checked,
+                "precision": p.share,
+                "low": p.low,
+                "high": p.high,
+            }
+
+        return Response(
+            {
+                "enabled": batch.machine_labels,
+                "min_confidence": batch.machine_min_confidence,
+                "audit_share": batch.machine_audit_share,
+                "audit_seed": batch.machine_audit_seed,
+                "report": report,
+                "accepted": summary.accepted,
+                "audited": summary.audited,
+                "checked": summary.checked,
+                "batch_precision": precision(summary.batch),
+                "judge_precision": [precision(j) for j in summary.judges],
+            }
+        )
 
 
 class SolutionFilter(filters.FilterSet):

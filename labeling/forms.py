@@ -341,3 +341,34 @@ class SignInForm(AuthenticationForm):
         "invalid_login": "Your username and password didn't match. Please try again.",
         "inactive": "This account is deactivated: ask your project lead to reactivate it.",
     }
+
+
+class MachineLabelsForm(forms.Form):
+    """A lead's machine-label settings for one batch (issue 47), and "accept now"."""
+
+    enabled = forms.BooleanField(required=False, label="Accept machine labels")
+    min_confidence = forms.FloatField(
+        min_value=0,
+        max_value=1,
+        label="Minimum confidence",
+        help_text="Every judge's score on every step at least this.",
+    )
+    audit_share = forms.FloatField(
+        min_value=0, max_value=1, label="Audit share", help_text="Still labeled by humans."
+    )
+    audit_seed = forms.IntegerField(
+        min_value=-(2**31), max_value=2**31 - 1, label="Audit seed", initial=0
+    )
+    accept = forms.BooleanField(required=False, label="Accept the agreeing solutions now")
+
+    @classmethod
+    def for_batch(cls, batch: Batch, data=None) -> MachineLabelsForm:
+        return cls(
+            data,
+            initial={
+                "enabled": batch.machine_labels,
+                "min_confidence": batch.machine_min_confidence,
+                "audit_share": batch.machine_audit_share,
+                "audit_seed": batch.machine_audit_seed,
+            },
+        )

@@ -77,6 +77,10 @@ class ExportRequestSerializer(serializers.Serializer):
         validators=[ROW_ID],
         help_text="Only labelings created or changed after this (done) snapshot.",
     )
+    machine_labels = serializers.BooleanField(
+        default=False,
+        help_text="Include the judges' machine labelings (off: human labels only).",
+    )
     neutral = serializers.ChoiceField(choices=NEUTRAL_MAPPINGS, default="positive")
     labels = serializers.ChoiceField(
         choices=LABEL_CHOICES,
@@ -152,6 +156,7 @@ class ExportRequestSerializer(serializers.Serializer):
             complete_only=data["complete_only"],
             since_snapshot=data["since_snapshot"],
             since_cutoff=getattr(self, "_since_cutoff", None),
+            machine_labels=data["machine_labels"],
         )
 
     def stepwise_options(self) -> StepwiseOptions:
@@ -240,6 +245,20 @@ class BatchPrelabelSerializer(serializers.Serializer):
         allow_blank=True,
         default="",
         help_text="The judge kind whose latest pre-labels a suggest batch shows.",
+    )
+
+
+class BatchMachineLabelsSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField(help_text="Accept machine labels on this batch.")
+    min_confidence = serializers.FloatField(
+        default=0.9, help_text="Every judge's score on every step at least this (0 to 1)."
+    )
+    audit_share = serializers.FloatField(
+        default=0.1, help_text="Share of machine labelings still sent to humans (0 to 1)."
+    )
+    audit_seed = serializers.IntegerField(default=0, validators=[INT32])
+    accept = serializers.BooleanField(
+        default=False, help_text="Accept the solutions every judge agrees on now."
     )
 
 

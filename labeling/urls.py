@@ -55,6 +55,11 @@ labeler_patterns = [
     path("lead/batches/new/", lead.batch_edit, name="batch_new"),
     path("lead/batches/<int:batch_id>/", lead.batch_dashboard, name="batch_dashboard"),
     path("lead/batches/<int:batch_id>/edit/", lead.batch_edit, name="batch_edit"),
+    path(
+        "lead/batches/<int:batch_id>/machine-labels/",
+        lead.batch_machine_labels,
+        name="batch_machine_labels",
+    ),
     path("lead/labelers/", lead.labelers_page, name="labelers"),
     path("lead/labelers/<int:user_id>/", lead.labeler_detail, name="labeler_detail"),
     path("lead/labelers/<int:user_id>/state/", lead.labeler_state, name="labeler_state"),

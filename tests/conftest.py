@@ -63,6 +63,7 @@ SQLITE_FILES = {
         "labeling/test_importing.py",
         "labeling/test_items.py",
         "labeling/test_labeling_flow.py",
+        "labeling/test_machine_labels.py",
         "labeling/test_notes.py",
         "labeling/test_one_open_labeling.py",
         "labeling/test_pausing.py",

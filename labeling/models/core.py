@@ -108,6 +108,25 @@ class Batch(models.Model):
         db_default="",
         help_text="suggest mode: the judge kind (prm, llm, mc) whose latest pre-labels are shown.",
     )
+    # Machine labels (issue 47): opt-in per batch by a lead. Solutions on which every judge
+    # agrees (at least two, each step's score at least machine_min_confidence) become machine
+    # labelings; machine_audit_share of them (seeded by machine_audit_seed) still go to humans.
+    machine_labels = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Accept the judges' labels as machine labelings where they all agree.",
+    )
+    machine_min_confidence = models.FloatField(
+        default=0.9,
+        db_default=0.9,
+        help_text="Every judge's score on every step at least this (0 to 1).",
+    )
+    machine_audit_share = models.FloatField(
+        default=0.1, db_default=0.1, help_text="Share of machine labelings humans still label."
+    )
+    machine_audit_seed = models.IntegerField(
+        default=0, db_default=0, help_text="Seeds which machine labelings are audited."
+    )
 
     class Meta:
         verbose_name_plural = "batches"
@@ -288,6 +307,30 @@ class Labeling(models.Model):
     # The newest lead's reply on the solution its labeler has had on screen (the labeling page
     # shows every reply): later ones are unread, and their home lists them.
     replies_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Source(models.TextChoices):
+        HUMAN = "human", "a person"
+        MACHINE = "machine", "the judges (machine labels)"
+
+    # Machine labelings (issue 47) are the judges', never a person's: their labeler is the
+    # inactive judges account (labeling.services.machine_labels), `machine_judges` says which
+    # pre-labels they came from, and every export and human-label count leaves them out.
+    source = models.CharField(
+        max_length=8,
+        choices=Source.choices,
+        default=Source.HUMAN,
+        db_default=Source.HUMAN,  # the import and snapshot paths insert rows in SQL of their own
+    )
+    machine_judges = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Machine labelings: per judge its kind, name, PreLabel id, run and scores.",
+    )
+    machine_audit = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="A machine labeling whose solution still goes to humans (the audit).",
+    )
 
     class Meta:
         indexes = [

@@ -94,6 +94,11 @@ from labeling.selectors.labeling_page import (
     step_views,
     with_step_suggestion,
 )
+from labeling.selectors.machine_labels import (
+    MachineLabelSummary,
+    Precision,
+    machine_label_precision,
+)
 from labeling.selectors.notes import (
     UnreadReplies,
     labeling_notes,
@@ -142,6 +147,9 @@ from labeling.selectors.ratings import (
 from labeling.selectors.tokens import api_tokens
 
 __all__ = [
+    "MachineLabelSummary",
+    "Precision",
+    "machine_label_precision",
     "AnchoringRow",
     "JudgeAgreement",
     "anchoring_check",

@@ -62,6 +62,7 @@ def judge_agreement(batch: Batch) -> list[JudgeAgreement]:
             solution__batch=batch,
             solution__is_quality_control=False,
             status=Labeling.Status.COMPLETED,
+            source=Labeling.Source.HUMAN,
         )
         .order_by("-finished_at")
         .values_list("id", flat=True)[:RECENT_LABELINGS]
@@ -126,7 +127,9 @@ def anchoring_check(batch: Batch) -> list[AnchoringRow]:
     regular labeling started just before it was in a suggest batch (the work it interrupted).
     Seconds per step are the steps' own times (`StepLabel.time_ms`). Four queries."""
     labeler_ids = list(
-        Labeling.objects.filter(solution__batch=batch, status=Labeling.Status.COMPLETED)
+        Labeling.objects.filter(
+            solution__batch=batch, status=Labeling.Status.COMPLETED, source=Labeling.Source.HUMAN
+        )
         .values_list("labeler_id", flat=True)
         .distinct()
     )

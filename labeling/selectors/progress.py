@@ -368,4 +368,5 @@ def tallied_labelings() -> QuerySet[Labeling]:
         status=Labeling.Status.COMPLETED,
         solution__is_quality_control=False,
         solution__batch__isnull=False,
+        source=Labeling.Source.HUMAN,  # machine labelings are no human's work (issue 47)
     )

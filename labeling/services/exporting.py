@@ -123,6 +123,8 @@ class ExportFilters:
     `finished_after` is inclusive, `finished_before` exclusive.
     `since_cutoff`: only labelings created or changed (updated_at) after this time, the
     cutoff of the snapshot named by `since_snapshot`.
+    `machine_labels`: include the judges' machine labelings (off by default: exports and
+    training hold human labels only unless asked).
     """
 
     batches: list[int] = field(default_factory=list)
@@ -137,6 +139,8 @@ class ExportFilters:
     complete_only: bool = True
     since_snapshot: int | None = None
     since_cutoff: datetime | None = None
+    # Machine labelings (issue 47: the judges', not a person's) are left out unless asked for.
+    machine_labels: bool = False
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -187,6 +191,8 @@ def _three_way(value: str, flag: str) -> Q:
 def select_labelings(filters: ExportFilters) -> QuerySet[Labeling]:
     """The labelings an export with these filters holds (unordered; exporters order by id)."""
     query = Labeling.objects.all()
+    if not filters.machine_labels:
+        query = query.filter(source=Labeling.Source.HUMAN)
     if filters.complete_only:
         query = query.filter(status=Labeling.Status.COMPLETED)
     else:  # a skip leaves no label, not even a partial one
@@ -228,7 +234,8 @@ class ExportItem:
 
 
 def iter_export_items(labelings: QuerySet[Labeling] | None = None) -> Iterator[ExportItem]:
-    """Each labeling of the queryset (default: all completed) as its release line, in id order.
+    """Each labeling of the queryset (default: all completed human ones) as its release line, in
+    id order.
 
     Stored release lines stream from one column through a server-side cursor. Every finish and
     edit stores the line and the `store_release_lines` command stores it for older rows, so a
@@ -237,7 +244,9 @@ def iter_export_items(labelings: QuerySet[Labeling] | None = None) -> Iterator[E
     chunk.
     """
     if labelings is None:
-        labelings = Labeling.objects.filter(status=Labeling.Status.COMPLETED)
+        labelings = Labeling.objects.filter(
+            status=Labeling.Status.COMPLETED, source=Labeling.Source.HUMAN
+        )
     rows = (
         labelings.order_by("pk")
         .values_list("id", "release_line", "solution__problem__text_sha256")

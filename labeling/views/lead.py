@@ -15,10 +15,17 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from labeling import selectors
-from labeling.forms import BatchForm, GuidelinesForm
+from labeling.forms import BatchForm, GuidelinesForm, MachineLabelsForm
 from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
 from labeling.roles import LEAD, require, require_batch_writer
-from labeling.services import adjudication, alternatives, batches, importing, quality
+from labeling.services import (
+    adjudication,
+    alternatives,
+    batches,
+    importing,
+    machine_labels,
+    quality,
+)
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
 from labeling.views import people
@@ -53,10 +60,57 @@ def batch_dashboard(request: AuthenticatedRequest, batch_id: int) -> HttpRespons
     }
     if not request.htmx:  # the full page only: the 5 s poll refreshes the counters alone
         context["judges"] = selectors.judge_agreement(batch)
+        context["machine"] = _machine_context(batch)
         if batch.prelabel_mode == Batch.PrelabelMode.SUGGEST:
             context["anchoring"] = selectors.anchoring_check(batch)
     template = "labeling/lead/batch.html#live" if request.htmx else "labeling/lead/batch.html"
     return render(request, template, context)
+
+
+def _machine_context(batch: Batch, form: MachineLabelsForm | None = None, report=None) -> dict:
+    """The machine-labels card: the lead's settings, and (when on) the audited precision."""
+    return {
+        "batch": batch,
+        "form": form or MachineLabelsForm.for_batch(batch),
+        "summary": selectors.machine_label_precision(batch) if batch.machine_labels else None,
+        "report": report,
+    }
+
+
+@login_required
+def batch_machine_labels(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
+    """The machine-labels card of a batch (leads only): GET renders it (the page polls it, so
+    the audited precision is live), POST stores the settings and, when asked, accepts the
+    solutions every judge agrees on. A bad value is a 400 that writes nothing."""
+    require(request, LEAD, message=LEADS_ONLY)
+    batch = get_object_or_404(Batch, pk=batch_id)
+    template = "labeling/lead/_machine_labels.html"
+    if request.method != "POST":
+        return render(request, template, {"machine": _machine_context(batch)})
+    form = MachineLabelsForm.for_batch(batch, request.POST)
+    report = None
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            with transaction.atomic():
+                machine_labels.set_machine_settings(
+                    batch=batch,
+                    enabled=data["enabled"],
+                    min_confidence=data["min_confidence"],
+                    audit_share=data["audit_share"],
+                    audit_seed=data["audit_seed"],
+                )
+                if data["accept"]:
+                    report = machine_labels.accept_machine_labels(batch=batch)
+        except LabelingError as exc:
+            form.add_error(None, str(exc))
+    if not form.is_valid():
+        batch.refresh_from_db()
+        context = {"machine": _machine_context(batch, form)}
+        return render(request, template, context, status=400)
+    if not request.htmx:
+        return redirect("labeling:batch_dashboard", batch_id=batch.pk)
+    return render(request, template, {"machine": _machine_context(batch, report=report)})
 
 
 @login_required

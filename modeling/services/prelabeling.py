@@ -30,6 +30,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from labeling.models import Batch, PreLabel, Solution
+from labeling.services import machine_labels
 from modeling import judges
 from modeling.models import EvaluationSet, ModelVersion, PreLabelRun
 from stepwise.celery import model_tasks_in_thread, resend_rows, start_on_commit
@@ -282,7 +283,23 @@ def execute_prelabel_run(
         logger.exception("pre-label run %s failed", run_id)
         run.mark_failed(exc)
     run.refresh_from_db()
+    _accept_machine_labels(run)
     return run
+
+
+def _accept_machine_labels(run: PreLabelRun) -> None:
+    """A finished run on a batch with machine labels on: accept what every judge now agrees on
+    (issue 47), so the lead's page is current without a click. A failure here is logged; the
+    run's own outcome stands."""
+    if run.status != PreLabelRun.Status.SUCCEEDED or run.batch_id is None:
+        return
+    batch = Batch.objects.filter(pk=run.batch_id, machine_labels=True).first()
+    if batch is None:
+        return
+    try:
+        machine_labels.accept_machine_labels(batch=batch)
+    except Exception:
+        logger.exception("machine labels after pre-label run %s failed", run.pk)
 
 
 def _item(solution: Solution) -> judges.JudgeItem:

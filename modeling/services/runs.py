@@ -166,6 +166,8 @@ def create_training_run(
         raise RunError("holdout_fraction must be in [0, 1)")
     description = {
         "filters": filters,
+        # Whether the run trains on the judges' machine labelings too (issue 47; default no).
+        "machine_labels": bool(filters.get("machine_labels", False)),
         "holdout_fraction": holdout_fraction,
         "processbench": list(processbench),
         "activate": activate,
@@ -215,6 +217,7 @@ REQUEST_NAMES = {
     "screening": "screening",
     "complete_only": "complete_only",
     "since_snapshot": "since_snapshot",
+    "machine_labels": "machine_labels",
 }
 _RUN_NAMES = {request: name for name, request in REQUEST_NAMES.items()}
 
