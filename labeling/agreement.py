@@ -189,7 +189,7 @@ def wilson_interval(right: int, total: int, confidence: float = 0.95) -> tuple[f
     """The Wilson score interval of a proportion (scipy's binomtest); (0, 1) with no trials."""
     if total == 0:
         return 0.0, 1.0
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # type: ignore[import-untyped]
 
     interval = binomtest(right, total).proportion_ci(confidence_level=confidence, method="wilson")
     return float(interval.low), float(interval.high)

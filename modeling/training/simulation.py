@@ -635,7 +635,7 @@ def _run_routing(
                 audited += 1
                 audited_right += machine_precision(panel.agreed[n], pool[n].ratings)  # type: ignore[arg-type]
             machine_labeled += [
-                replace(pool[n], ratings=panel.agreed[n]) for n in accepted[n_audit:]
+                replace(pool[n], ratings=list(panel.agreed[n] or [])) for n in accepted[n_audit:]
             ]
             budget -= n_audit
             taken |= {pool[n].id for n in accepted}
