@@ -219,7 +219,9 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
             403: OpenApiResponse(description="Not a lead."),
         },
     )
-    @action(detail=True, methods=["get", "post"], url_path="machine-labels")
+    @action(
+        detail=True, methods=["get", "post"], url_path="machine-labels", url_name="machine_labels"
+    )
     def machine_labels(self, request: Request, pk: str | None = None) -> Response:
         """Machine labels on this batch (leads only): GET reads the settings and the audited
         precision (per batch and per judge, 95% Wilson interval); POST sets them and, with
