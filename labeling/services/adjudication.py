@@ -39,7 +39,10 @@ from stepwise.compiled import CompiledQuery
 def _labelings_for_agreement(solution: Solution) -> list[Labeling]:
     return list(
         Labeling.objects.filter(
-            solution=solution, status=Labeling.Status.COMPLETED, is_surplus=False
+            solution=solution,
+            status=Labeling.Status.COMPLETED,
+            is_surplus=False,
+            source=Labeling.Source.HUMAN,  # the judges' machine labelings are no labeler's
         )
         # Whether a lead has decided the solution already, in the same query.
         .annotate(adjudicated=Exists(Adjudication.objects.filter(solution=solution)))
@@ -55,7 +58,10 @@ def _agreement_read(solution_id: int) -> QuerySet[Labeling, tuple[Any, ...]]:
     earlier = SolutionAgreement.objects.filter(solution_id=solution_id)
     return (
         Labeling.objects.filter(
-            solution_id=solution_id, status=Labeling.Status.COMPLETED, is_surplus=False
+            solution_id=solution_id,
+            status=Labeling.Status.COMPLETED,
+            is_surplus=False,
+            source=Labeling.Source.HUMAN,
         )
         .annotate(
             rated=FilteredRelation(

@@ -314,3 +314,19 @@ def test_a_finished_pre_label_run_accepts_what_the_judges_now_agree_on(db, monke
     prelabeling.prelabel_solutions_now(batch=batch, judge="mc", options={"k": 2})
     machine = Labeling.objects.get(source="machine")
     assert machine.solution_id == solution.pk and not machine.machine_audit
+
+
+def test_agreement_between_labelers_of_an_audited_solution_leaves_the_machine_out(
+    db, labeler, labeler2
+):
+    from labeling.models import SolutionAgreement
+
+    batch = make_batch("twice", overlap=2, machine_labels=True, machine_audit_share=1.0)
+    solution = make_solution(batch)
+    for kind in ("llm", "mc"):
+        judge(solution, kind, [1, 1, 1])
+    machine_labels.accept_machine_labels(batch=batch)  # audited: both labelers still get it
+    claim_and_label(labeler, [1, 1, 1])
+    claim_and_label(labeler2, [1, 1, 1])
+    agreement_row = SolutionAgreement.objects.get(solution=solution)
+    assert agreement_row.labelings == 2
