@@ -29,7 +29,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from labeling import agreement, selectors
+from labeling import agreement
 from labeling.models import Batch, Completion, FinishReason, Labeling, PreLabel, Solution, StepLabel
 from labeling.services.errors import LabelingError
 
@@ -121,14 +121,15 @@ def accept_machine_labels(*, batch: Batch) -> dict[str, int]:
             f"Batch {batch.name} does not accept machine labels (a lead turns them on)."
         )
     labeled = Labeling.objects.filter(solution_id=OuterRef("pk"))
-    open_ids = list(
-        Solution.objects.filter(
-            batch=batch, is_quality_control=False, is_screening=False, active_count=0
-        )
-        .exclude(Exists(labeled))
-        .values_list("pk", flat=True)
-    )
-    found = selectors.prelabels_for_solutions(open_ids)
+    open_solutions = Solution.objects.filter(
+        batch=batch, is_quality_control=False, is_screening=False, active_count=0
+    ).exclude(Exists(labeled))
+    open_ids = list(open_solutions.values_list("pk", flat=True))
+    found: dict[int, list[PreLabel]] = {}
+    for row in PreLabel.objects.filter(solution__in=open_solutions).order_by(
+        "solution_id", "-created_at", "-pk"
+    ):
+        found.setdefault(row.solution_id, []).append(row)
     accepted: dict[int, tuple[list[int | None], list[PreLabel]]] = {}
     for solution_id in open_ids:
         agreed = agreed_labels(found.get(solution_id, []), batch.machine_min_confidence)

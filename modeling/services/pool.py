@@ -16,8 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
-from labeling import selectors
-from labeling.models import Batch, Labeling, Solution
+from labeling.models import Batch, Labeling, PreLabel, Solution
 from labeling.roles import may_add_to_batch
 from labeling.services import importing
 from modeling.grading import grade_solution, is_equivalent
@@ -135,7 +134,7 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
     if params["rule"] == "uncertainty" and all(c.uncertainty is None for c in candidates):
         raise StepFailed("no pool solution has an uncertainty: the score step measures it")
     if routing:
-        found = judge_disagreements(run.model_version_id, [c.solution_id for c in candidates])
+        found = judge_disagreements(run.model_version_id, selectable_pool())
         candidates = [replace(c, disagreement=found.get(c.solution_id)) for c in candidates]
         if all(c.disagreement is None for c in candidates):
             raise StepFailed(
@@ -187,18 +186,24 @@ def prm_first_error(step_probs: list[list[float]] | None) -> int | None:
     return None
 
 
-def judge_disagreements(model_version_id: int, solution_ids: list[int]) -> dict[int, float]:
+def judge_disagreements(model_version_id: int, solutions: QuerySet[Solution]) -> dict[int, float]:
     """Per solution, how much its judges and the PRM disagree (`selection.judge_disagreement`):
     the verdicts are the newest pre-label of each judge kind (prm, llm, mc) that labels at least
     one step, and the model version's own (its SolutionScore's step probabilities). Solutions
-    with fewer than two verdicts are left out. Three queries, whatever the pool's size."""
-    prelabels = selectors.prelabels_for_solutions(solution_ids)
+    with fewer than two verdicts are left out. Three queries, each with the solutions as a
+    subquery, whatever the pool's size."""
+    prelabels: dict[int, list[PreLabel]] = {}
+    for row in PreLabel.objects.filter(solution__in=solutions).order_by(
+        "solution_id", "-created_at", "-pk"
+    ):
+        prelabels.setdefault(row.solution_id, []).append(row)
     probs = dict(
         SolutionScore.objects.filter(
-            model_version_id=model_version_id, solution_id__in=solution_ids
+            model_version_id=model_version_id, solution__in=solutions
         ).values_list("solution_id", "step_probs")
     )
-    steps = dict(Solution.objects.filter(pk__in=solution_ids).values_list("pk", "steps"))
+    steps = dict(solutions.values_list("pk", "steps"))
+    solution_ids = list(steps)
     found: dict[int, float] = {}
     for sid in solution_ids:
         n_steps = len(steps.get(sid) or [])

@@ -132,7 +132,9 @@ def test_a_routing_generation_runs_through_the_real_worker(
     reasons = list(run.selections.order_by("rank"))
     assert len(reasons) == 5 and {r.rule for r in reasons} == {"disagreement"}
     # Only the judged solutions have two verdicts; the picks are the most disputed of them.
-    found = pool.judge_disagreements(run.model_version_id, [s.pk for s in judged])
+    found = pool.judge_disagreements(
+        run.model_version_id, Solution.objects.filter(pk__in=[s.pk for s in judged])
+    )
     expected = sorted(found, key=lambda pk: (-found[pk], pk))[:5]
     assert [r.solution_id for r in reasons] == expected
     assert [r.score for r in reasons] == [found[pk] for pk in expected]

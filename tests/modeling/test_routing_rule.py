@@ -119,7 +119,9 @@ def test_the_newest_pre_label_of_each_kind_counts_and_the_prm_verdict_is_its_thr
         solution=solution, kind="mc", judge="mc", run_id=2, labels=[1] * n, scores=[0.9] * n
     )
     # The newest mc pre-label says "none wrong", as does the PRM: no disagreement.
-    assert pool.judge_disagreements(version.pk, [solution.pk]) == {solution.pk: 0.0}
+    assert pool.judge_disagreements(version.pk, Solution.objects.filter(pk=solution.pk)) == {
+        solution.pk: 0.0
+    }
     assert pool.prm_first_error([RIGHT, [0.5, 0.2, 0.3], WRONG]) == 1
     assert pool.prm_first_error([]) is None
 
