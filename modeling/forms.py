@@ -224,7 +224,7 @@ class TrainingRunForm(forms.Form):
 RULE_CHOICES = [
     ("convincing_wrong", "Convincing wrong answers (the paper's)"),
     ("uncertainty", "Uncertainty: ensemble disagreement"),
-    ("disagreement", "Routing: where the judges and the PRM disagree"),
+    ("disagreement", "Judge disagreement (routing)"),
     ("mix", "Mix of rules, by shares"),
     ("uniform", "Uniform at random (the baseline)"),
 ]
