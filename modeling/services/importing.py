@@ -49,13 +49,12 @@ from typing import IO, Any
 from django.conf import settings
 from django.db import transaction
 
-from modeling.models import ModelVersion
+from modeling.models import EvaluationSet, ModelVersion
 from modeling.services import evaluation_sets, torchrun
 from modeling.training.backbones import folder_under
 from modeling.training.external import (
     ADAPTER_CONFIG,
     MATH_SHEPHERD,
-    STEP_TAG,
     Adapter,
     ExternalModelError,
     ModelTooLarge,
@@ -192,13 +191,13 @@ def import_model_version(
         if check_load:
             _check_loads(partial)
         partial.rename(target)
-        kind = ModelVersion.Kind.STEP_TAG if manifest["kind"] == STEP_TAG else None
+        kind = ModelVersion.Kind(manifest["kind"])
         with transaction.atomic():
             return ModelVersion.objects.create(
                 name=name,
                 backbone=manifest["architecture"][:300],
                 artifact_path=str(target),
-                kind=kind or ModelVersion.Kind.TOKEN_CLASSIFICATION,
+                kind=kind,
                 objective=imported_objective(manifest),
                 source=(source or str(folder))[:500],
                 metrics={"imported": manifest},
@@ -541,6 +540,8 @@ def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersi
     # The same set as a run's gate: the current one, made first when there is none and can be.
     evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
     metrics: dict[str, Any] = {}
+    if version.is_outcome:
+        return _gate_outcome(version, evaluation_set, missing)
     if evaluation_set is not None:
         try:
             metrics["evaluation_set"] = evaluation.evaluate_on_evaluation_set(
@@ -568,6 +569,41 @@ def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersi
         version.save(update_fields=["metrics", "passed_evaluation"])
         if activate and gate["passed"]:
             version.activate()
+    return version
+
+
+def _gate_outcome(
+    version: ModelVersion, evaluation_set: EvaluationSet | None, missing: str
+) -> ModelVersion:
+    """An imported ORM's gate, as a trained one's: solution AUROC of correctness on the
+    evaluation set's graded solutions (`outcome_gate`); never compared with the active PRM, never
+    activated."""
+    from modeling.services import evaluation
+
+    metrics: dict[str, Any] = {}
+    if evaluation_set is not None:
+        reference = evaluation_set.reference()
+        try:
+            metrics["evaluation_set"] = evaluation.evaluate_outcome_on_evaluation_set(
+                reference, version.artifact_path
+            )
+        except Exception as exc:  # a model that does not load or score (or the time limit)
+            log.exception("the gate of model version %s could not score it", version.pk)
+            said = f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+            metrics["evaluation_set"] = {
+                **reference,
+                "solution_auroc": None,
+                "error": without_roots(
+                    f"the model could not be scored on evaluation set v{evaluation_set.version} "
+                    f"({said[:1000]})"
+                ),
+            }
+    gate = evaluation.outcome_gate(metrics, missing=missing)
+    with transaction.atomic():
+        version = ModelVersion.objects.select_for_update().get(pk=version.pk)
+        version.metrics = {**(version.metrics or {}), **metrics, "gate": gate}
+        version.passed_evaluation = gate["passed"]
+        version.save(update_fields=["metrics", "passed_evaluation"])
     return version
 
 

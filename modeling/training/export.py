@@ -64,8 +64,10 @@ import torch
 from .data import SEPARATOR, Solution, start_ids
 from .external import (
     MANIFEST,
+    SEQUENCE_CLASSIFICATION,
     STEP_TAG,
     STEPWISE_HF_FORMAT,
+    STEPWISE_ORM_HF_FORMAT,
     TOKEN_CLASSIFICATION,
     ExternalModelError,
     read_manifest,
@@ -91,7 +93,7 @@ VLLM_TOKEN_CLASSIFICATION = {
 LABEL_AT = "last token of each step's text + step_separator"
 # An outcome model's export: a sequence classifier in a format of its own (external.py's
 # imports read HF_FORMAT as a token classifier).
-OUTCOME_FORMAT = "stepwise-orm-hf/1"
+OUTCOME_FORMAT = STEPWISE_ORM_HF_FORMAT
 OUTCOME_LAYOUT = "stepwise_outcome"
 ID2LABEL_OUTCOME = {0: "wrong", 1: "correct"}
 OUTCOME_LABEL_AT = "last token: the step_separator's after the last step"
@@ -337,7 +339,12 @@ def export_imported(
     transformers (never its own code), given our config fields (step_separator and labels, or
     the step tag and its tokens) and saved again with save_pretrained in the dtype it came in.
     The uploaded files themselves are never copied."""
-    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
 
     folder = Path(model_dir)
     try:
@@ -346,7 +353,10 @@ def export_imported(
         raise ExportError(str(exc)) from None
     kind = manifest["kind"]
     progress("loading")
-    auto = AutoModelForCausalLM if kind == STEP_TAG else AutoModelForTokenClassification
+    auto = {
+        STEP_TAG: AutoModelForCausalLM,
+        SEQUENCE_CLASSIFICATION: AutoModelForSequenceClassification,
+    }.get(kind, AutoModelForTokenClassification)
     try:
         model = auto.from_pretrained(
             str(folder), local_files_only=True, trust_remote_code=False, dtype="auto"
@@ -362,7 +372,18 @@ def export_imported(
     previous = getattr(config, "stepwise", None)
     stepwise: dict[str, Any] = {**(previous if isinstance(previous, dict) else {})}
     stepwise.update(imported=True, solution_score="product")
-    if kind == TOKEN_CLASSIFICATION:
+    if kind == SEQUENCE_CLASSIFICATION:
+        config.step_separator = manifest["step_separator"]
+        layout = manifest.get("layout") or TRL_LAYOUT
+        one = int(manifest["labels"]) == 1
+        stepwise.update(
+            format=OUTCOME_FORMAT if layout == STEPWISE_LAYOUT else IMPORTED_FORMAT,
+            layout=OUTCOME_LAYOUT if layout == STEPWISE_LAYOUT else TRL_LAYOUT,
+            objective="outcome",
+            label_at=OUTCOME_LABEL_AT,
+            solution_score="sigmoid of the score" if one else "softmax[1]: P(correct)",
+        )
+    elif kind == TOKEN_CLASSIFICATION:
         labels = int(manifest["labels"])
         id2label = ID2LABEL if labels == 3 else ID2LABEL_TWO
         config.id2label = dict(id2label)

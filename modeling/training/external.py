@@ -14,8 +14,16 @@ Two shapes are read, each as its trainer wrote it:
   ``problem step_1 TAG\\nstep_2 TAG...``; at each TAG the softmax over the logits of the good
   and the bad token gives P(good).
 
-Both give what scoring already uses, per step [P(-1), P(0), P(+1)]: 3-label models their three
-probabilities; 2-label and step-tag models [1 - P(good), 0, P(good)].
+- **sequence classification** (an outcome reward model, ORM: our own ORM export, or a reward
+  model scored on the same text as TRL's PRM layout): an `AutoModelForSequenceClassification`
+  reading the token-classification text, its one score read at the last token (the separator
+  after the last step): 2 labels, P(correct) = softmax[1]; 1 label (a reward model's scalar),
+  P(correct) = sigmoid. The separator is found as for token classification, never guessed.
+
+All give what scoring already uses, per step [P(-1), P(0), P(+1)]: 3-label models their three
+probabilities; 2-label and step-tag models [1 - P(good), 0, P(good)]; a sequence classifier only
+its last step's row, [1 - P(correct), 0, P(correct)], the other rows NaN (as our own ORM's
+scores are read: `score.solution_score(probs, "last")`).
 
 A LoRA adapter (adapter_config.json and adapter_model.safetensors, no config.json: what TRL
 saves with a peft_config) is read by `read_adapter` and merged into its base model by
@@ -54,9 +62,11 @@ MANIFEST = "external.json"
 FORMAT = "stepwise-external-prm/1"
 TOKEN_CLASSIFICATION = "token_classification"
 STEP_TAG = "step_tag"
-KINDS = (TOKEN_CLASSIFICATION, STEP_TAG)
+SEQUENCE_CLASSIFICATION = "sequence_classification"
+KINDS = (TOKEN_CLASSIFICATION, STEP_TAG, SEQUENCE_CLASSIFICATION)
 THREE_LABELS = {"0": "-1", "1": "0", "2": "+1"}  # our own HF export's id2label
 STEPWISE_HF_FORMAT = "stepwise-prm-hf/1"  # export.HF_FORMAT: config.json's stepwise.format
+STEPWISE_ORM_HF_FORMAT = "stepwise-orm-hf/1"  # export.OUTCOME_FORMAT: an ORM's export
 MISSING_SEPARATOR = (
     "config.json has no step_separator and none was given: the scores depend on the text after "
     "each step, and TRL's PRMTrainer keeps the one it trained with only in training_args.bin (a "
@@ -145,10 +155,13 @@ def describe(
         return _describe_token_classification(folder, config, step_separator)
     if any(a.endswith("ForCausalLM") for a in architectures):
         return _describe_step_tag(folder, config, step_tag, good_token, bad_token)
+    if any(a.endswith("ForSequenceClassification") for a in architectures):
+        return _describe_sequence_classification(folder, config, step_separator)
     shown = ", ".join(architectures) or "none"
     raise ExternalModelError(
         f"architecture {shown} is neither a token-classification PRM (…ForTokenClassification, "
-        "TRL's layout) nor a causal LM scored at step tags (…ForCausalLM, Math-Shepherd's)"
+        "TRL's layout), a causal LM scored at step tags (…ForCausalLM, Math-Shepherd's) nor an "
+        "outcome model (…ForSequenceClassification)"
     )
 
 
@@ -369,6 +382,40 @@ def _describe_token_classification(
         "step_separator_from": separator_from,
         # Our own export reads the problem with the separator after it and each text stripped
         # (export.step_inputs); TRL's layout reads them as they are.
+        "layout": "stepwise" if exported_here else "trl",
+    }
+
+
+def _describe_sequence_classification(
+    folder: Path, config: dict[str, Any], step_separator: str | None
+) -> dict[str, Any]:
+    id2label = config.get("id2label") or {}
+    labels = len(id2label) if isinstance(id2label, dict) and id2label else config.get("num_labels")
+    labels = 2 if labels is None else labels
+    if labels not in (1, 2):
+        raise ExternalModelError(
+            f"an outcome model (…ForSequenceClassification) has 2 labels (1 = correct) or 1 (a "
+            f"reward model's score), not {labels}"
+        )
+    if config.get("is_encoder_decoder"):
+        raise ExternalModelError(
+            "an encoder-decoder sequence classifier reads its text through its decoder's inputs: "
+            "not a layout an outcome model is read in here"
+        )
+    separator, separator_from = step_separator_of(config, step_separator)
+    tokenizer = _tokenizer(folder)
+    if not tokenizer.encode(separator, add_special_tokens=False):
+        raise ExternalModelError(f"the step separator {separator!r} gives no tokens")
+    stepwise = config.get("stepwise")
+    exported_here = isinstance(stepwise, dict) and stepwise.get("format") == STEPWISE_ORM_HF_FORMAT
+    return {
+        "format": FORMAT,
+        "kind": SEQUENCE_CLASSIFICATION,
+        "objective": "outcome",
+        "architecture": config["architectures"][0],
+        "labels": labels,
+        "step_separator": separator,
+        "step_separator_from": separator_from,
         "layout": "stepwise" if exported_here else "trl",
     }
 
@@ -695,6 +742,7 @@ class ExternalPRM:
         import torch
         from transformers import (
             AutoModelForCausalLM,
+            AutoModelForSequenceClassification,
             AutoModelForTokenClassification,
             AutoTokenizer,
         )
@@ -705,11 +753,10 @@ class ExternalPRM:
         manifest = read_manifest(folder)
         target = resolve_device(device)
         dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
-        auto = (
-            AutoModelForCausalLM
-            if manifest["kind"] == STEP_TAG
-            else AutoModelForTokenClassification
-        )
+        auto = {
+            STEP_TAG: AutoModelForCausalLM,
+            SEQUENCE_CLASSIFICATION: AutoModelForSequenceClassification,
+        }.get(manifest["kind"], AutoModelForTokenClassification)
         model: Any = auto.from_pretrained(
             str(folder), local_files_only=True, dtype=dtype, trust_remote_code=False
         )
@@ -732,7 +779,7 @@ class ExternalPRM:
     ) -> tuple[list[int], list[int]]:
         """(token ids, the position read for each step; fewer past `limit` tokens)."""
         tok = self.tokenizer
-        if self.kind == TOKEN_CLASSIFICATION:  # TRL's PRMTrainer.tokenize_row
+        if self.kind in (TOKEN_CLASSIFICATION, SEQUENCE_CLASSIFICATION):  # PRMTrainer.tokenize_row
             text = self.manifest["step_separator"]
             separator = tok.encode(text, add_special_tokens=False)
             if self.manifest.get("layout") == "stepwise":  # a Stepwise export, read as trained
@@ -788,6 +835,11 @@ class ExternalPRM:
             steps = list(solution.steps)
             ratings = list(getattr(solution, "ratings", [None] * len(steps)))
             ids, ends = self._encode(solution.problem, steps, limit)
+            if self.kind == SEQUENCE_CLASSIFICATION:
+                # One score, at the end of the whole solution: read only when the last step is.
+                if steps and len(ends) == len(steps):
+                    out.append(_Sequence(ids, ends[-1:], [(n, len(steps) - 1, ratings[-1])]))
+                continue
             slots = [(n, k, ratings[k]) for k in range(len(ends))]
             out.append(_Sequence(ids, ends, slots))
             for j, alt in enumerate(getattr(solution, "alternatives", [])):
@@ -811,14 +863,24 @@ class ExternalPRM:
         limit = max_length or self.config.max_length
         sequences = [s for s in self._sequences(solutions, limit) if s.ends]
         device = next(self.model.parameters()).device
+        pad_id = self.pad_id
         batches = length_batches(
             [len(s.ids) for s in sequences], batch_tokens or self.config.batch_tokens
         )
+        whole = self.kind == SEQUENCE_CLASSIFICATION
+        if whole:
+            # The classifier reads each row's last token that is not its config's pad_token_id:
+            # rows are padded with it, or, without one, run one by one.
+            config_pad = getattr(self.model.config, "pad_token_id", None)
+            if config_pad is None:
+                batches = [[i] for i in range(len(sequences))]
+            else:
+                pad_id = int(config_pad)
         out = []
         for n, rows in enumerate(batches):
             chosen = [sequences[i] for i in rows]
             width = max(len(s.ids) for s in chosen)
-            ids = torch.full((len(chosen), width), self.pad_id, dtype=torch.long)
+            ids = torch.full((len(chosen), width), pad_id, dtype=torch.long)
             mask = torch.zeros((len(chosen), width), dtype=torch.long)
             for r, s in enumerate(chosen):
                 ids[r, : len(s.ids)] = torch.tensor(s.ids)
@@ -828,7 +890,7 @@ class ExternalPRM:
                     input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False
                 ).logits.float()
             for r, s in enumerate(chosen):
-                at = logits[r, s.ends]
+                at = logits[r : r + 1] if whole else logits[r, s.ends]
                 for slot, probs in zip(s.slots, self._step_probs(at), strict=True):
                     out.append((slot, probs))
             if progress:
@@ -841,6 +903,8 @@ class ExternalPRM:
         if self.kind == STEP_TAG:
             pair = logits[:, [self.manifest["good_token_id"], self.manifest["bad_token_id"]]]
             good = torch.softmax(pair, dim=-1)[:, 0]
+        elif self.kind == SEQUENCE_CLASSIFICATION and self.manifest["labels"] == 1:
+            good = torch.sigmoid(logits[:, 0])
         elif self.manifest["labels"] == 3:
             return torch.softmax(logits, dim=-1).cpu().numpy()
         else:

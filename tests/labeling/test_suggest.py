@@ -550,7 +550,16 @@ def test_the_demo_has_an_inactive_suggest_batch_with_prelabels_a_lead_opens_to_l
     assert labeling.solution.batch_id == batch.pk
     client.force_login(labeler)
     page = client.get(reverse("labeling:labeling", args=[labeling.pk])).content.decode()
-    assert 'id="suggestion"' in page and "stand-in: graded answer" in page
+    assert 'id="suggestion"' in page and "prm: Demo judge #" in page
+    # A real judge's run: a PRM the demo trained, never made the active model.
+    from modeling.models import ModelVersion, PreLabelRun
+    from modeling.services.demo_suggest import DEMO_JUDGE_RUN
+
+    run = PreLabelRun.objects.get(batch=batch)
+    judge_model = ModelVersion.objects.get(pk=run.options["model_version"])
+    assert (run.kind, run.status, run.done) == ("prm", "succeeded", SUGGEST_SOLUTIONS)
+    assert judge_model.run.name == DEMO_JUDGE_RUN and not judge_model.is_active
+    assert {p.run_id for p in prelabels} == {run.pk} and "thresholds" in run.options
 
 
 def test_changing_an_accepted_rating_while_revisiting_it_marks_it_no_longer_accepted(

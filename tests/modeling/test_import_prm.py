@@ -9,6 +9,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
@@ -532,3 +533,30 @@ def test_a_causal_lm_lora_adapter_is_merged_and_read_at_step_tags(media, db, tmp
     assert version.kind == ModelVersion.Kind.STEP_TAG and version.backbone == "LlamaForCausalLM"
     assert version.metrics["imported"]["adapter"]["task_type"] == "CAUSAL_LM"
     assert (Path(version.artifact_path) / "tokenizer.json").exists()
+
+
+def test_an_orm_is_imported_as_an_outcome_model_gated_on_solution_auroc_and_never_active(
+    media, labels, tmp_path
+):
+    from tests.modeling.training.test_outcome import save_reward_model
+
+    create_evaluation_set(count=3, seed=0)
+    source = save_reward_model(tmp_path / "reward-model")
+    out = io.StringIO()
+
+    call_command("import_prm", str(source), "--activate", "--step-separator", "\\n", stdout=out)
+
+    version = ModelVersion.objects.get()
+    assert version.kind == ModelVersion.Kind.SEQUENCE_CLASSIFICATION and version.is_outcome
+    assert version.metrics["imported"]["labels"] == 1
+    gate = version.metrics["gate"]
+    assert gate["metric"] == "solution_auroc" and "evaluation_set" in version.metrics
+    assert not version.is_active and not ModelVersion.objects.filter(is_active=True).exists()
+    assert "An ORM is compared by best-of-N, never made active." in out.getvalue()
+    # Its scores are the last step's alone, as a trained ORM's.
+    from modeling.training.data import Solution as CoreSolution
+    from modeling.training.external import load_prm
+    from modeling.training.score import score_solutions
+
+    (probs,) = score_solutions(load_prm(version.artifact_path), [CoreSolution(PROBLEM, STEPS)])
+    assert np.isnan(probs[:-1]).all() and 0 < probs[-1, 2] < 1

@@ -1,4 +1,5 @@
-"""Register a PRM trained elsewhere as a model version: gate it and, if asked, activate it."""
+"""Register a PRM (or an ORM) trained elsewhere as a model version: gate it and, if asked,
+activate it (a PRM only)."""
 
 import re
 import textwrap
@@ -29,6 +30,10 @@ HELP = (
     "A Math-Shepherd-style causal LM is read at step tags. The folder is checked, copied into "
     "the artifacts and registered as a model version, then gated on the current evaluation set "
     "against the active model (as a trained model is); --activate makes it active if it passes.",
+    "An outcome model (…ForSequenceClassification: our ORM export, or a reward model with one "
+    "score, TRL's RewardTrainer) is read on the token-classification text, its score at the last "
+    "step's separator (the separator found as above). It is gated as a trained ORM is, on solution "
+    "AUROC of the evaluation set's graded solutions, compared by best-of-N and never active.",
 )
 ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "\\\\": "\\"}
 
@@ -59,7 +64,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--step-separator",
             type=escaped_text,
-            help="Token classification: the text after each step the model was trained with "
+            help="Token or sequence classification: the text after each step the model was "
+            "trained with "
             "(TRL's PRMConfig.step_separator, default '\\n'); required when config.json has no "
             "step_separator, refused when it differs from it. \\n, \\t, \\r and \\\\ are read "
             "as those characters: --step-separator '\\n\\n'.",
@@ -117,6 +123,12 @@ class Command(BaseCommand):
         version = importing.gate_model_version(version.pk, activate=o["activate"])
         gate = version.metrics["gate"]
         verdict = "passed" if gate["passed"] else f"did not pass: {gate['reason']}"
+        if version.is_outcome:
+            self.stdout.write(
+                f"Gate (an ORM: solution AUROC of correctness): AUROC {gate['auroc']}; {verdict}. "
+                "An ORM is compared by best-of-N, never made active."
+            )
+            return
         self.stdout.write(
             f"Gate ({gate['comparison']}): AUROC {gate['auroc']}, active {gate['active_auroc']}; "
             f"{verdict}"

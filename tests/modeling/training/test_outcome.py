@@ -466,3 +466,117 @@ def test_a_prm_and_an_orm_trained_here_on_the_same_problems_compare_on_equal_foo
     argv[2] = f"{tmp_path / 'prm'},{tmp_path / 'orm3'}"
     assert cli.main(argv) == 2
     assert "different optimizer steps: 2 (" in capsys.readouterr().err
+
+
+# --- reading an ORM made elsewhere (or our own export) back -------------------------------------
+
+
+def test_an_exported_orm_is_read_back_with_its_own_scores_and_exports_again(tiny_llama, tmp_path):
+    from modeling.training import external
+    from modeling.training.model import ProcessRewardModel
+    from modeling.training.score import score_solutions, solution_score
+
+    model_dir = saved_orm(tiny_llama, "head", tmp_path)
+    out = tmp_path / "hf"
+    assert cli.main(["export", "--model", model_dir, "--output", str(out)]) == 0
+    manifest = external.describe(out)
+    assert (manifest["kind"], manifest["objective"], manifest["labels"]) == (
+        "sequence_classification",
+        "outcome",
+        2,
+    )
+    assert manifest["layout"] == "stepwise" and manifest["step_separator_from"] == "config.json"
+    external.write_manifest(out, manifest)
+
+    graded = marker_task(3)
+    imported = external.load_prm(out)
+    theirs = score_solutions(imported, graded, batch_tokens=64)  # several batches, padded rows
+    ours = score_solutions(ProcessRewardModel.load(model_dir), graded)
+    for mine, read in zip(ours, theirs, strict=True):
+        assert np.isnan(read[:-1]).all()  # one score a solution, at its end
+        assert read[-1, 1] == 0 and read[-1, 0] + read[-1, 2] == pytest.approx(1)
+        assert solution_score(read, "last") == pytest.approx(solution_score(mine, "last"), abs=1e-4)
+    # Past max_length the end is not read: no score rather than a truncated one.
+    (cut,) = score_solutions(imported, graded[:1], max_length=8)
+    assert np.isnan(cut).all()
+
+    again = tmp_path / "again"
+    assert cli.main(["export", "--model", str(out), "--output", str(again)]) == 0
+    config = json.loads((again / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForSequenceClassification"]
+    assert config["stepwise"]["objective"] == "outcome"
+    assert external.describe(again)["layout"] == "stepwise"
+
+
+def save_reward_model(folder: Path, *, labels: int = 1, pad: bool = True) -> Path:
+    """A random Llama sequence classifier as TRL's RewardTrainer saves one (1 label: a score)."""
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+
+    from tests.helpers.tiny_models import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        num_labels=labels,
+        pad_token_id=tokenizer.pad_token_id if pad else None,
+    )
+    torch.manual_seed(3)
+    LlamaForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def reward_reading(folder: Path, graded: list[GradedSolution], separator: str) -> list[float]:
+    """sigmoid(score) by plain transformers, one solution at a time, on TRL's PRM layout."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    out = []
+    for g in graded:
+        ids = [tok.bos_token_id] + tok(g.problem, add_special_tokens=False)["input_ids"]
+        for step in g.steps:
+            ids += tok(step, add_special_tokens=False)["input_ids"]
+            ids += tok.encode(separator, add_special_tokens=False)
+        with torch.no_grad():
+            out.append(float(torch.sigmoid(model(input_ids=torch.tensor([ids])).logits[0, 0])))
+    return out
+
+
+@pytest.mark.parametrize("pad", [True, False])
+def test_a_reward_model_with_one_score_is_read_as_p_correct_on_trls_layout(pad, tmp_path):
+    from modeling.training import external
+    from modeling.training.evaluate import evaluate_outcome
+    from modeling.training.score import score_solutions
+
+    source = save_reward_model(tmp_path / "rm", pad=pad)
+    with pytest.raises(external.ExternalModelError, match="no step_separator and none was given"):
+        external.describe(source)
+    manifest = external.describe(source, step_separator="\n")
+    assert (manifest["labels"], manifest["layout"], manifest["step_separator_from"]) == (
+        1,
+        "trl",
+        "given",
+    )
+    external.write_manifest(source, manifest)
+
+    graded = marker_task(3)
+    read = score_solutions(external.load_prm(source), graded, batch_tokens=64)
+    expected = reward_reading(source, graded, "\n")
+    assert [p[-1, 2] for p in read] == pytest.approx(expected, abs=1e-4)
+    report = evaluate_outcome(external.load_prm(source), graded)
+    assert (report["solutions"], report["unscored"]) == (6, 0)
+
+
+def test_a_sequence_classifier_of_three_labels_is_refused_saying_why(tmp_path):
+    from modeling.training import external
+
+    source = save_reward_model(tmp_path / "three", labels=3)
+    with pytest.raises(external.ExternalModelError, match="has 2 labels .* or 1 .* not 3"):
+        external.describe(source, step_separator="\n")
