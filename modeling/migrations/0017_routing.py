@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("labeling", "0018_prelabels"),
-        ("modeling", "0015_prelabel_runs"),
+        ("modeling", "0016_imported_orm"),
     ]
 
     operations = [
