@@ -15,7 +15,6 @@ from datetime import UTC
 from django import forms
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.db.models import Prefetch
 from django.http import FileResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -236,16 +235,7 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
             form.is_valid(raise_exception=True)
             data = form.validated_data
             try:
-                with transaction.atomic():
-                    machine_labels.set_machine_settings(
-                        batch=batch,
-                        enabled=data["enabled"],
-                        min_confidence=data["min_confidence"],
-                        audit_share=data["audit_share"],
-                        audit_seed=data["audit_seed"],
-                    )
-                    if data["accept"]:
-                        report = machine_labels.accept_machine_labels(batch=batch)
+                report = machine_labels.update_machine_labels(batch=batch, **data)
             except LabelingError as exc:
                 return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         summary = selectors.machine_label_precision(batch)

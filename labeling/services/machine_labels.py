@@ -85,6 +85,14 @@ def set_machine_settings(*, batch: Batch, **settings: Any) -> Batch:
     return batch
 
 
+def update_machine_labels(*, batch: Batch, accept: bool, **settings: Any) -> dict[str, int] | None:
+    """A lead's change (the batch page and the API): the settings stored and, when asked, what
+    now agrees accepted, in one transaction; the acceptance's report, or None."""
+    with transaction.atomic():
+        set_machine_settings(batch=batch, **settings)
+        return accept_machine_labels(batch=batch) if accept else None
+
+
 def agreed_labels(
     prelabels: list[PreLabel], min_confidence: float
 ) -> tuple[list[int | None], list[PreLabel]] | None:

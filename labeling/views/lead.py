@@ -92,16 +92,7 @@ def batch_machine_labels(request: AuthenticatedRequest, batch_id: int) -> HttpRe
     if form.is_valid():
         data = form.cleaned_data
         try:
-            with transaction.atomic():
-                machine_labels.set_machine_settings(
-                    batch=batch,
-                    enabled=data["enabled"],
-                    min_confidence=data["min_confidence"],
-                    audit_share=data["audit_share"],
-                    audit_seed=data["audit_seed"],
-                )
-                if data["accept"]:
-                    report = machine_labels.accept_machine_labels(batch=batch)
+            report = machine_labels.update_machine_labels(batch=batch, **data)
         except LabelingError as exc:
             form.add_error(None, str(exc))
     if not form.is_valid():
