@@ -367,21 +367,30 @@ def _describe_token_classification(
             f"a token-classification PRM has 2 labels (TRL: 1 = good step) or 3 (-1, 0, +1), "
             f"not {labels}"
         )
-    separator, separator_from = step_separator_of(config, step_separator)
-    tokenizer = _tokenizer(folder)
-    if not tokenizer.encode(separator, add_special_tokens=False):
-        raise ExternalModelError(f"the step separator {separator!r} gives no tokens")
-    stepwise = config.get("stepwise")
-    exported_here = isinstance(stepwise, dict) and stepwise.get("format") == STEPWISE_HF_FORMAT
     return {
         "format": FORMAT,
         "kind": TOKEN_CLASSIFICATION,
         "architecture": config["architectures"][0],
         "labels": labels,
+        **_separated_text(folder, config, step_separator, STEPWISE_HF_FORMAT),
+    }
+
+
+def _separated_text(
+    folder: Path, config: dict[str, Any], step_separator: str | None, our_format: str
+) -> dict[str, str]:
+    """How a classifier reading `[BOS] problem step SEP step SEP …` is read: its separator
+    (checked to give tokens) and layout. Our own export (config.json's stepwise.format is
+    `our_format`) reads the problem with the separator after it and each text stripped
+    (export.step_inputs); TRL's layout reads them as they are."""
+    separator, separator_from = step_separator_of(config, step_separator)
+    if not _tokenizer(folder).encode(separator, add_special_tokens=False):
+        raise ExternalModelError(f"the step separator {separator!r} gives no tokens")
+    stepwise = config.get("stepwise")
+    exported_here = isinstance(stepwise, dict) and stepwise.get("format") == our_format
+    return {
         "step_separator": separator,
         "step_separator_from": separator_from,
-        # Our own export reads the problem with the separator after it and each text stripped
-        # (export.step_inputs); TRL's layout reads them as they are.
         "layout": "stepwise" if exported_here else "trl",
     }
 
@@ -402,21 +411,13 @@ def _describe_sequence_classification(
             "an encoder-decoder sequence classifier reads its text through its decoder's inputs: "
             "not a layout an outcome model is read in here"
         )
-    separator, separator_from = step_separator_of(config, step_separator)
-    tokenizer = _tokenizer(folder)
-    if not tokenizer.encode(separator, add_special_tokens=False):
-        raise ExternalModelError(f"the step separator {separator!r} gives no tokens")
-    stepwise = config.get("stepwise")
-    exported_here = isinstance(stepwise, dict) and stepwise.get("format") == STEPWISE_ORM_HF_FORMAT
     return {
         "format": FORMAT,
         "kind": SEQUENCE_CLASSIFICATION,
         "objective": "outcome",
         "architecture": config["architectures"][0],
         "labels": labels,
-        "step_separator": separator,
-        "step_separator_from": separator_from,
-        "layout": "stepwise" if exported_here else "trl",
+        **_separated_text(folder, config, step_separator, STEPWISE_ORM_HF_FORMAT),
     }
 
 
