@@ -30,7 +30,14 @@ BENCH_BATCH = "benchmark: synthetic PRM800K"
 def seed(step_labels: int, *, reseed: bool = False) -> None:
     from django.db import connection, transaction
 
-    from labeling.models import Batch, Completion, Labeler, Labeling, StepLabel
+    from labeling.models import (
+        Batch,
+        Completion,
+        Labeler,
+        Labeling,
+        StepLabel,
+        default_project_id,
+    )
 
     labelings = step_labels // STEPS_PER_LABELING
     batch = Batch.objects.filter(name=BENCH_BATCH).first()
@@ -52,11 +59,12 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
             " labeling_solution, labeling_problem, labeling_batch, labeling_labeler CASCADE"
         )
         cur.execute("DELETE FROM auth_user WHERE username LIKE 'bench-%%'")
+        project_id = default_project_id()  # the Default project, which exports read
         cur.execute(
-            "INSERT INTO labeling_batch (name, generation, overlap, priority, is_active, origin, created_at,"
-            " protocol, alternatives_k, alternatives_after_error)"
-            " VALUES (%s, 6, 1, 0, false, 'import', now(), 'steps', 5, false) RETURNING id",
-            [BENCH_BATCH],
+            "INSERT INTO labeling_batch (project_id, name, generation, overlap, priority, is_active,"
+            " origin, created_at, protocol, alternatives_k, alternatives_after_error)"
+            " VALUES (%s, %s, 6, 1, 0, false, 'import', now(), 'steps', 5, false) RETURNING id",
+            [project_id, BENCH_BATCH],
         )
         batch_id = cur.fetchone()[0]
         problems = max(1, labelings // 8)
@@ -84,16 +92,16 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
         cur.execute("SELECT min(id) FROM labeling_problem")
         first_problem = cur.fetchone()[0]
         cur.execute(
-            """INSERT INTO labeling_solution (problem_id, batch_id, steps, final_answer, verifier_score,
-                   generator, source_id, format, generation, is_quality_control, is_screening,
-                   content_sha256, completed_count, active_count, created_at)
-               SELECT %s + (g %% %s), %s,
+            """INSERT INTO labeling_solution (project_id, problem_id, batch_id, steps, final_answer,
+                   verifier_score, generator, source_id, format, generation, is_quality_control,
+                   is_screening, content_sha256, completed_count, active_count, created_at)
+               SELECT %s, %s + (g %% %s), %s,
                       (SELECT jsonb_agg('Step ' || i || ': we expand the product and collect the terms in $x$, giving ' || (g * i) || '.' ORDER BY i)
                          FROM generate_series(1, %s) i),
                       '' || g, 0.001 * (g %% 1000), 'bench', '', 'phase2', 6, g %% 50 = 0, false,
                       md5('s' || g) || md5('t' || g), 1, 0, now()
                FROM generate_series(1, %s) g""",
-            [first_problem, problems, batch_id, STEPS_PER_LABELING, labelings],
+            [project_id, first_problem, problems, batch_id, STEPS_PER_LABELING, labelings],
         )
         cur.execute("SELECT min(id) FROM labeling_solution")
         first_solution = cur.fetchone()[0]

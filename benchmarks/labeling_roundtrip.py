@@ -24,13 +24,21 @@ def main() -> None:
     args = parser.parse_args()
     url = django_on("stepwise_bench_labeling")
 
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
     from django.db import connection
     from django.http import HttpResponse
     from django.test import Client
     from django.urls import path
 
-    from labeling.models import Batch, Labeling, Problem, RatingEvent, Solution
+    from labeling.models import (
+        Batch,
+        Labeling,
+        Membership,
+        Problem,
+        RatingEvent,
+        Solution,
+        default_project_id,
+    )
     from stepwise import urls
 
     # A fresh dataset each run.
@@ -64,11 +72,11 @@ def main() -> None:
     )
     with connection.cursor() as cursor:  # as an import does (importing.refresh_planner_statistics)
         cursor.execute("ANALYZE")
-    group = Group.objects.get(name="labeler")
+    project_id = default_project_id()
     clients = []
     for i in range(args.labelers):
         user = User.objects.create_user(f"bench-{i}", password="x")
-        user.groups.add(group)
+        Membership.objects.create(user=user, project_id=project_id, role="labeler")
         client = Client()
         client.force_login(user)
         clients.append(client)
@@ -84,7 +92,7 @@ def main() -> None:
     for _round in range(3):
         for client in clients:
             t = time.perf_counter()
-            response = client.post("/label/next/")
+            response = client.post("/p/default/label/next/")
             claim.append((time.perf_counter() - t) * 1000)
             labeling_url = response["Location"]
             t = time.perf_counter()

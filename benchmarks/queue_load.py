@@ -100,26 +100,32 @@ def fill(conn, solutions: int, labelers: int) -> None:
     insert into labeling_problem (text, text_sha256, ground_truth_answer, subject, created_at)
       select 'Bench problem ' || g, md5('p' || g) || md5('q' || g), '42', 'algebra', now()
       from generate_series(1, {solutions // 10}) g;
-    insert into labeling_batch (name, generation, overlap, priority, is_active, origin, created_at,
-        protocol, alternatives_k, alternatives_after_error)
-      values ('bench', 1, 2, 0, true, 'manual', now(), 'steps', 5, false);
+    insert into labeling_project (name, slug, created_at) values ('Default', 'default', now())
+      on conflict do nothing;
+    insert into labeling_batch (project_id, name, generation, overlap, priority, is_active, origin,
+        created_at, protocol, alternatives_k, alternatives_after_error)
+      values ((select id from labeling_project where slug = 'default'), 'bench', 1, 2, 0, true,
+        'manual', now(), 'steps', 5, false);
     insert into auth_group (name) values ('labeler'), ('lead') on conflict do nothing;
     insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
       select 'md5$bench$' || md5('bench' || 'pw'), false, 'b' || g, '', '', '', false, true, now()
       from generate_series(0, {labelers + 10 - 1}) g;
     insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
       values ('md5$bench$' || md5('bench' || 'pw'), false, 'benchlead', '', '', '', false, true, now());
-    insert into auth_user_groups (user_id, group_id)
-      select u.id, g.id from auth_user u, auth_group g where g.name = 'labeler' and u.username like 'b%' and u.username <> 'benchlead';
-    insert into auth_user_groups (user_id, group_id)
-      select u.id, g.id from auth_user u, auth_group g where g.name = 'lead' and u.username = 'benchlead';
+    insert into labeling_membership (project_id, user_id, role, created_at)
+      select p.id, u.id, 'labeler', now() from auth_user u, labeling_project p
+      where p.slug = 'default' and u.username like 'b%' and u.username <> 'benchlead';
+    insert into labeling_membership (project_id, user_id, role, created_at)
+      select p.id, u.id, 'lead', now() from auth_user u, labeling_project p
+      where p.slug = 'default' and u.username = 'benchlead';
     insert into labeling_labeler (user_id, public_id, created_at, state, state_reason, claims_since_gold,
         gold_labelings, gold_steps, gold_steps_exact, gold_steps_binary, gold_first_error_total,
         gold_first_error_match, agree_steps_compared, agree_steps_same)
       select id, gen_random_uuid(), now(), 'active', '', 0, 0, 0, 0, 0, 0, 0, 0, 0 from auth_user where username like 'b%';
-    insert into labeling_solution (problem_id, batch_id, steps, final_answer, generator, source_id, format,
+    insert into labeling_solution (project_id, problem_id, batch_id, steps, final_answer, generator, source_id, format,
         generation, is_quality_control, is_screening, content_sha256, completed_count, active_count, created_at)
-      select p.id + (g % {solutions // 10}), (select id from labeling_batch where name = 'bench'),
+      select (select id from labeling_project where slug = 'default'),
+        p.id + (g % {solutions // 10}), (select id from labeling_batch where name = 'bench'),
         '{steps_json}'::jsonb, '42', 'bench', 'bench-' || g, 'phase2', 1, false, false,
         md5('s' || g) || md5('t' || g), 1, 0, now()
       from generate_series(0, {solutions - 1}) g, (select min(id) as id from labeling_problem) p;
@@ -172,9 +178,13 @@ def claim_and_rate(session, base: str, deadline: float, think_s: float, tally: T
         time.sleep(rng.uniform(0, think_s * STEPS))
     while time.time() < deadline:
         r = tally.timed(
-            "claim", session.post, f"{base}/label/next/", allow_redirects=False, timeout=60
+            "claim",
+            session.post,
+            f"{base}/p/default/label/next/",
+            allow_redirects=False,
+            timeout=60,
         )
-        match = re.search(r"/label/(\d+)/$", r.headers.get("Location", ""))
+        match = re.search(r"/p/default/label/(\d+)/$", r.headers.get("Location", ""))
         if not match:
             break  # nothing left for this labeler
         labeling_id = int(match.group(1))
@@ -184,7 +194,7 @@ def claim_and_rate(session, base: str, deadline: float, think_s: float, tally: T
             r = tally.timed(
                 "rate",
                 session.post,
-                f"{base}/label/{labeling_id}/rate/",
+                f"{base}/p/default/label/{labeling_id}/rate/",
                 data={"step_index": step, "rating": rating, "elapsed_ms": 4000},
                 headers={"HX-Request": "true"},
                 timeout=60,
@@ -262,18 +272,20 @@ def idle_pages(base: str, db: str, labeler: str) -> dict[str, list[float]]:
     for _ in range(15):
         t1 = time.perf_counter()
         r = lead.get(
-            f"{base}/label/lead/batches/{batch_id}/", headers={"HX-Request": "true"}, timeout=30
+            f"{base}/p/default/label/lead/batches/{batch_id}/",
+            headers={"HX-Request": "true"},
+            timeout=30,
         )
         times["dash"].append(time.perf_counter() - t1)
         assert r.status_code == 200
     for _ in range(5):
         t1 = time.perf_counter()
-        lead.get(f"{base}/label/lead/batches/{batch_id}/", timeout=30)
+        lead.get(f"{base}/p/default/label/lead/batches/{batch_id}/", timeout=30)
         times["full"].append(time.perf_counter() - t1)
     labeler_session = login(base, labeler)
     for _ in range(10):
         t1 = time.perf_counter()
-        labeler_session.get(f"{base}/label/", timeout=30)
+        labeler_session.get(f"{base}/p/default/label/", timeout=30)
         times["queue"].append(time.perf_counter() - t1)
     return times
 

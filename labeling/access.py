@@ -43,3 +43,32 @@ def forget_access(**_: Any) -> None:
     (A signal receiver: groups, memberships, batches.)"""
     _new_generation()
     transaction.on_commit(_new_generation)
+
+
+# --- projects --------------------------------------------------------------------------------
+
+ANYONE = 0  # the cache key's "user" for what every user reads alike
+
+
+def project_by_slug(slug: str) -> Any:
+    """The project a link's /p/<slug>/ names, as an unsaved-looking Project carrying its pk,
+    name and slug (from the shared cache: no query on a hit), or None."""
+    from labeling.models import Project
+
+    rows = cached_for_user(
+        ANYONE, "projects", lambda: list(Project.objects.values_list("pk", "slug", "name"))
+    )
+    for pk, row_slug, name in rows:
+        if row_slug == slug:
+            return Project(pk=pk, slug=row_slug, name=name)
+    return None
+
+
+def all_projects() -> list[tuple[int, str, str]]:
+    """Every project as (pk, slug, name), by name (cached as `project_by_slug`)."""
+    from labeling.models import Project
+
+    rows = cached_for_user(
+        ANYONE, "projects", lambda: list(Project.objects.values_list("pk", "slug", "name"))
+    )
+    return sorted(rows, key=lambda row: row[2])

@@ -23,10 +23,12 @@ from labeling.models import (
     Guidelines,
     Labeler,
     Labeling,
+    Membership,
     Note,
     PairAgreement,
     PreLabel,
     Problem,
+    Project,
     ProposedSteps,
     RatingEvent,
     Snapshot,
@@ -50,6 +52,30 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ("user",)
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    """The admin creates projects and names their members (leads add the rest on the people
+    pages); a project that owns rows cannot be deleted (its rows protect it)."""
+
+    list_display = ("name", "slug", "created_at")
+    prepopulated_fields = {"slug": ("name",)}
+    readonly_fields = ("created_by", "created_at")
+    inlines = (MembershipInline,)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("project", "user", "role", "created_at")
+    list_filter = ("project", "role")
+    autocomplete_fields = ("user",)
 
 
 @admin.register(Problem)
@@ -85,6 +111,7 @@ class BatchAdmin(admin.ModelAdmin):
     form = BatchAdminForm
     list_display = (
         "name",
+        "project",
         "generation",
         "overlap",
         "priority",
@@ -94,7 +121,7 @@ class BatchAdmin(admin.ModelAdmin):
         "prelabel_judge",
         "created_at",
     )
-    list_filter = ("is_active", "origin", "protocol", "prelabel_mode")
+    list_filter = ("project", "is_active", "origin", "protocol", "prelabel_mode")
     filter_horizontal = ("labelers",)
     # The protocol is set on the batch form, which keeps it once the batch has solutions.
     readonly_fields = ("origin", "protocol", "created_by", "created_at")

@@ -11,11 +11,12 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from datetime import UTC
+from typing import Any
 
 from django import forms
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db.models import Prefetch
+from django.db.models import Exists, OuterRef, Prefetch
 from django.http import FileResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils import timezone
@@ -32,11 +33,13 @@ from rest_framework.exceptions import APIException, NotAuthenticated
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labeling import selectors
+from labeling.access import all_projects
 from labeling.bounds import ROW_ID
 from labeling.models import (
     Batch,
@@ -54,8 +57,13 @@ from labeling.roles import (
     LEAD,
     RESEARCHER,
     HasRole,
+    current_project,
     has_role,
+    is_admin,
+    request_project,
     require_batch_writer,
+    user_project_ids,
+    user_roles,
 )
 from labeling.serializers import (
     BatchMachineLabelsSerializer,
@@ -85,6 +93,7 @@ from labeling.services.exporting import (
     snapshot_filename,
     write_export,
 )
+from labeling.services.projects import project_create
 
 # --- permissions and paging -------------------------------------------------------------------
 
@@ -137,10 +146,100 @@ class ProblemFilter(filters.FilterSet):
         fields = {"subject": ["exact"], "level": ["exact"], "unique_id": ["exact"]}
 
 
+class InProject:
+    """A viewset's rows of the request's project (/p/<slug>/api/...) only: another project's row
+    is a 404 like a missing one. `project_lookup`: the path from the row to its project."""
+
+    project_lookup = "project"
+    request: Any
+
+    def filter_queryset(self, queryset: Any) -> Any:
+        """Lists and single rows alike (DRF's get_object filters through here too), whatever
+        the viewset's own get_queryset."""
+        queryset = super().filter_queryset(queryset)  # type: ignore[misc]
+        project = request_project(self.request)
+        if project is None:
+            return queryset.none()
+        return queryset.filter(**{f"{self.project_lookup}_id": project.pk})
+
+
+class ProjectCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    slug = serializers.SlugField(max_length=64, required=False)
+    leads = serializers.ListField(
+        child=serializers.CharField(max_length=150), required=False, max_length=100
+    )
+
+
+class ProjectList(APIView):
+    """GET /api/projects/: the caller's projects (every project for the admin), with their
+    roles there; a project's endpoints are under /p/<slug>/api/."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=ProjectCreateSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> Response:
+        """The admin creates a project and names its leads (usernames)."""
+        if not is_admin(request.user):
+            return Response({"detail": "Only an admin creates projects."}, status=403)
+        form = ProjectCreateSerializer(data=request.data)
+        if not form.is_valid():
+            return Response(form.errors, status=400)
+        data = form.validated_data
+        leads = list(User.objects.filter(username__in=data.get("leads", [])))
+        missing = set(data.get("leads", [])) - {user.username for user in leads}
+        if missing:
+            return Response({"leads": [f"No user {sorted(missing)}."]}, status=400)
+        try:
+            project = project_create(
+                name=data["name"], slug=data.get("slug", ""), leads=leads, created_by=request.user
+            )
+        except LabelingError as refused:
+            return Response({"detail": str(refused)}, status=400)
+        return Response({"id": project.pk, "slug": project.slug, "name": project.name}, status=201)
+
+    @extend_schema(
+        responses=inline_serializer(
+            "Project",
+            {
+                "id": serializers.IntegerField(),
+                "slug": serializers.SlugField(),
+                "name": serializers.CharField(),
+                "roles": serializers.ListField(child=serializers.CharField()),
+                "api": serializers.CharField(),
+            },
+            many=True,
+        )
+    )
+    def get(self, request: Request) -> Response:
+        mine = user_project_ids(request.user)
+        return Response(
+            [
+                {
+                    "id": pk,
+                    "slug": slug,
+                    "name": name,
+                    "roles": sorted(user_roles(request.user, pk)),
+                    "api": f"/p/{slug}/api/",
+                }
+                for pk, slug, name in all_projects()
+                if mine is None or pk in mine
+            ]
+        )
+
+
 class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
-    """MATH problems."""
+    """MATH problems (shared by the projects: those with a solution in this one)."""
 
     queryset = Problem.objects.all()
+
+    def get_queryset(self) -> Any:
+        project = request_project(self.request)
+        if project is None:
+            return Problem.objects.none()
+        in_project = Solution.objects.filter(problem_id=OuterRef("pk"), project_id=project.pk)
+        return Problem.objects.filter(Exists(in_project))
+
     serializer_class = ProblemSerializer
     permission_classes = [HasRole]
     required_roles, role_message = STAFF_READERS, STAFF_ONLY
@@ -148,7 +247,7 @@ class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = ProblemFilter
 
 
-class BatchViewSet(viewsets.ReadOnlyModelViewSet):
+class BatchViewSet(InProject, viewsets.ReadOnlyModelViewSet):
     """Labeling rounds (a PRM800K generation each, for imports)."""
 
     queryset = Batch.objects.all()
@@ -226,7 +325,7 @@ class BatchViewSet(viewsets.ReadOnlyModelViewSet):
         precision (per batch and per judge, 95% Wilson interval); POST sets them and, with
         `accept`, turns the solutions every judge agrees on into machine labelings. A bad
         value is a 400 that writes nothing."""
-        if not has_role(request.user, LEAD):
+        if not has_role(request.user, LEAD, project=request_project(request)):
             return Response({"detail": "Only a lead sets machine labels."}, status=403)
         batch = self.get_object()
         report = None
@@ -311,7 +410,7 @@ def _import_response(upload: Callable[[], importing.ImportReport]) -> Response:
     return Response(body, status=status.HTTP_201_CREATED)
 
 
-class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
+class SolutionViewSet(InProject, viewsets.ReadOnlyModelViewSet):
     """Solutions (step lists) and bulk imports of generator samples and PRM800K label lines."""
 
     queryset = Solution.objects.prefetch_related(
@@ -346,6 +445,7 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
                 batch_name=data["batch_name"],
                 overlap=data["overlap"],
                 generation=data["generation"],
+                project_id=current_project(request).pk,
             )
         )
 
@@ -419,7 +519,8 @@ class OwnLabelingFilter(filters.FilterSet):
         fields = ["status", "finish_reason"]
 
 
-class LabelingViewSet(viewsets.ReadOnlyModelViewSet):
+class LabelingViewSet(InProject, viewsets.ReadOnlyModelViewSet):
+    project_lookup = "solution__project"
     """Labelings: leads, researchers and admins see all; a labeler only their own."""
 
     serializer_class = LabelingSerializer
@@ -458,7 +559,8 @@ class LabelingViewSet(viewsets.ReadOnlyModelViewSet):
     def _sees_all(self) -> bool:
         if getattr(self, "swagger_fake_view", False):  # the schema documents the full view
             return True
-        return has_role(self.request.user, LEAD, RESEARCHER, ADMIN)
+        project = request_project(self.request)
+        return has_role(self.request.user, LEAD, RESEARCHER, ADMIN, project=project)
 
 
 # --- exports and snapshots --------------------------------------------------------------------
@@ -527,12 +629,14 @@ class ExportView(APIView):
         },
     )
     def get(self, request: Request):
-        data = ExportRequestSerializer.from_query(request.query_params)
+        data = ExportRequestSerializer.from_query(
+            request.query_params, project_id=current_project(request).pk
+        )
         data.is_valid(raise_exception=True)
         return export_response(data)
 
 
-class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class SnapshotViewSet(InProject, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Immutable exports written by a worker: create, poll (status, progress), download."""
 
     queryset = Snapshot.objects.select_related("created_by")
@@ -544,7 +648,9 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=ExportRequestSerializer, responses={202: SnapshotSerializer})
     def create(self, request: Request) -> Response:
-        data = ExportRequestSerializer(data=request.data)
+        data = ExportRequestSerializer(
+            data=request.data, context={"project_id": current_project(request).pk}
+        )
         data.is_valid(raise_exception=True)
         snapshot = snapshots.snapshot_create(
             user=signed_in_user(request),

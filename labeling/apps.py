@@ -10,7 +10,7 @@ class LabelingConfig(AppConfig):
         from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
         from labeling.access import forget_access
-        from labeling.models import Batch
+        from labeling.models import Batch, Membership, Project
         from labeling.services.tokens import (
             note_password_change,
             revoke_tokens_after_password_change,
@@ -22,8 +22,9 @@ class LabelingConfig(AppConfig):
             revoke_tokens_after_password_change, sender=User, dispatch_uid="password-tokens"
         )
 
-        # What a claim reads from the cache (roles, batches) is forgotten when it changes.
-        for model in (Group, Batch):
+        # What a claim reads from the cache (roles, projects, batches) is forgotten when it
+        # changes.
+        for model in (Group, Batch, Membership, Project):
             post_save.connect(forget_access, sender=model, dispatch_uid=f"access-{model.__name__}")
             post_delete.connect(
                 forget_access, sender=model, dispatch_uid=f"access-del-{model.__name__}"

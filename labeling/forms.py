@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import timedelta
 from itertools import groupby
-from typing import cast
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -13,7 +13,15 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from labeling.bounds import COUNT, ROW_ID
-from labeling.models import Batch, FinishReason, Guidelines, Labeling, PreLabel
+from labeling.models import (
+    Batch,
+    FinishReason,
+    Guidelines,
+    Labeling,
+    Membership,
+    PreLabel,
+    default_project_id,
+)
 from labeling.roles import LABELER
 from labeling.selectors import ItemFilters, ItemState
 from labeling.services.batches import prelabel_refusal
@@ -117,13 +125,21 @@ class BatchForm(forms.ModelForm):
             "lease_seconds_max": "Lease ceiling in seconds; empty: the site default.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, project: Any = None, **kwargs):
         super().__init__(*args, **kwargs)
+        # The project's labelers and batches only (the batch's own project when editing).
+        project_id = self.instance.project_id if self.instance.pk else getattr(project, "pk", None)
+        if project_id is None:
+            project_id = default_project_id()
+        members = Membership.objects.filter(project_id=project_id, role=LABELER)
         users = (
-            get_user_model().objects.filter(groups__name=LABELER).order_by("username").distinct()
+            get_user_model()
+            .objects.filter(pk__in=members.values("user_id"))
+            .order_by("username")
+            .distinct()
         )
         cast(forms.ModelMultipleChoiceField, self.fields["labelers"]).queryset = users
-        others = Batch.objects.order_by("name")
+        others = Batch.objects.filter(project_id=project_id).order_by("name")
         if self.instance.pk:
             others = others.exclude(pk=self.instance.pk)
         cast(forms.ModelChoiceField, self.fields["take_from"]).queryset = others

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q
+from django.urls import reverse
 from rest_framework import serializers
 
 from labeling.bounds import INT32, ROW_ID
@@ -26,6 +27,7 @@ from labeling.models import (
     Snapshot,
     Solution,
     StepLabel,
+    default_project_id,
 )
 from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.services.exporting import LABEL_CHOICES, ExportFilters, ExportFormat, StepwiseOptions
@@ -100,19 +102,23 @@ class ExportRequestSerializer(serializers.Serializer):
     seed = serializers.IntegerField(default=0, min_value=0, max_value=2**31 - 1)
 
     @classmethod
-    def from_query(cls, query: Any) -> ExportRequestSerializer:
+    def from_query(cls, query: Any, project_id: int | None = None) -> ExportRequestSerializer:
         """From a QueryDict (query string or form): lists for list fields, the last value for
-        others, blanks dropped. (DRF would read a missing boolean in a QueryDict as false.)"""
+        others, blanks dropped. (DRF would read a missing boolean in a QueryDict as false.)
+        `project_id`: the project exported (the Default project's when None)."""
         data: dict[str, Any] = {}
         for name, field in cls().fields.items():
             values = [v for v in query.getlist(name) if v != ""]
             if not values:
                 continue
             data[name] = values if isinstance(field, serializers.ListField) else values[-1]
-        return cls(data=data)
+        return cls(data=data, context={"project_id": project_id})
 
     def validate_batch(self, value: list[int]) -> list[int]:
-        known = set(Batch.objects.filter(pk__in=value).values_list("pk", flat=True))
+        # Another project's batch is as unknown as a missing one.
+        project_id = self.context.get("project_id") or default_project_id()
+        in_project = Batch.objects.filter(pk__in=value, project_id=project_id)
+        known = set(in_project.values_list("pk", flat=True))
         unknown = [str(pk) for pk in value if pk not in known]
         if unknown:
             raise serializers.ValidationError(f"Unknown batch id(s): {', '.join(unknown)}.")
@@ -156,6 +162,7 @@ class ExportRequestSerializer(serializers.Serializer):
             complete_only=data["complete_only"],
             since_snapshot=data["since_snapshot"],
             since_cutoff=getattr(self, "_since_cutoff", None),
+            project=self.context.get("project_id"),
             machine_labels=data["machine_labels"],
         )
 
@@ -402,7 +409,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
         if snapshot.status != Snapshot.Status.DONE:
             return None
         request = self.context.get("request")
-        path = f"/api/snapshots/{snapshot.pk}/download/"
+        path = reverse("snapshot-download", args=[snapshot.pk])
         return request.build_absolute_uri(path) if request else path
 
 

@@ -1,9 +1,11 @@
 """Every route of the app: labeler and lead pages (`labeling:`), the researchers' page
-(`research:`), a user's API tokens (`tokens:`) and the REST API (route names `api-*` and the
-router's `<basename>-list/detail`)."""
+(`research:`) and the REST API (route names `api-*` and the router's `<basename>-list/detail`),
+all in a project (`urlpatterns`, under /p/<slug>/: stepwise.urls); a user's API tokens
+(`tokens:`), their account, the projects' list and the API's schema outside any
+(`global_urlpatterns`)."""
 
 from csp.decorators import csp_exempt
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularRedocView,
@@ -12,6 +14,7 @@ from drf_spectacular.views import (
 from rest_framework.routers import DefaultRouter
 
 from labeling import api
+from labeling.roles import IsMember
 from labeling.views import alternatives, items, labeler, lead, people, research, tokens
 
 labeler_patterns = [
@@ -64,6 +67,7 @@ labeler_patterns = [
     path("lead/labelers/<int:user_id>/", lead.labeler_detail, name="labeler_detail"),
     path("lead/labelers/<int:user_id>/state/", lead.labeler_state, name="labeler_state"),
     path("lead/labelers/add/", people.labeler_add, name="labeler_add"),
+    path("lead/members/", people.member_change, name="member_change"),
     path("lead/labelers/<int:user_id>/account/", people.labeler_account, name="labeler_account"),
     path("lead/adjudication/", lead.adjudication_queue, name="adjudication_queue"),
     path("lead/adjudication/<int:solution_id>/", lead.adjudicate, name="adjudicate"),
@@ -97,16 +101,34 @@ token_patterns = [
     path("<str:digest>/revoke/", tokens.token_revoke, name="revoke"),
 ]
 
+
+class ProjectAPIRoot(DefaultRouter.APIRootView):
+    """The project's API root: its endpoints, for its members."""
+
+    permission_classes = [IsMember]
+
+
 router = DefaultRouter()
+router.APIRootView = ProjectAPIRoot
 router.register("problems", api.ProblemViewSet, basename="problem")
 router.register("batches", api.BatchViewSet, basename="batch")
 router.register("solutions", api.SolutionViewSet, basename="solution")
 router.register("labelings", api.LabelingViewSet, basename="labeling")
 router.register("snapshots", api.SnapshotViewSet, basename="snapshot")
 
-api_patterns = [
+api_patterns: list[URLPattern | URLResolver] = [
     path("export/", api.ExportView.as_view(), name="api-export"),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("", include(router.urls)),
+]
+
+# The schema shows the project's endpoints under /p/{project}/api/ (stepwise.schema_urls).
+schema_patterns: list[URLPattern | URLResolver] = [
+    path("projects/", api.ProjectList.as_view(), name="api-projects"),
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(urlconf="stepwise.schema_urls"),
+        name="api-schema",
+    ),
     # The split view serves Swagger UI's start-up code as a script file, so the page passes the
     # CSP; Redoc's page is an inline bootstrap from drf-spectacular: the one page without a CSP.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
@@ -115,13 +137,16 @@ api_patterns = [
         csp_exempt()(SpectacularRedocView.as_view(url_name="api-schema")),
         name="api-redoc",
     ),
-    path("", include(router.urls)),
 ]
 
 urlpatterns = [
     path("label/", include((labeler_patterns, "labeling"))),
     path("research/", include((research_patterns, "research"))),
+    path("api/", include(api_patterns)),
+]
+
+global_urlpatterns = [
     path("account/tokens/", include((token_patterns, "tokens"))),
     path("account/", include((account_patterns, "account"))),
-    path("api/", include(api_patterns)),
+    path("api/", include(schema_patterns)),
 ]

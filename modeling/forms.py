@@ -11,6 +11,7 @@ from django.conf import settings
 
 from labeling.bounds import COUNT, INT32, ROW_ID, SEED
 from labeling.models import Batch
+from labeling.models.projects import in_project
 from modeling import judges
 from modeling.services import loop, prelabeling, runs
 from modeling.training.backbones import SUGGESTED_SETTINGS
@@ -39,11 +40,11 @@ CONFIG_FIELDS = (
 )
 
 
-def data_choices() -> list[tuple[str, Any]]:
-    """All completed labelings, or those of one batch, or of one generation."""
-    batches = list(
-        Batch.objects.order_by("-created_at").values_list("pk", "name", "generation")[:200]
-    )
+def data_choices(project: Any = None) -> list[tuple[str, Any]]:
+    """All completed labelings, or those of one batch, or of one generation: the project's
+    (the Default project's where None is named)."""
+    mine = Batch.objects.filter(**in_project(None if project is None else project.pk))
+    batches = list(mine.order_by("-created_at").values_list("pk", "name", "generation")[:200])
     generations = sorted({g for _, _, g in batches if g is not None})
     choices: list[tuple[str, Any]] = [
         (ALL_DATA, "All completed labelings"),
@@ -131,9 +132,11 @@ class TrainingRunForm(forms.Form):
         '2-class recipe: {"num_labels": 2, "step_separator": "\\n"}.',
     )
 
-    def __init__(self, *args: Any, backbone: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, backbone: str | None = None, project: Any = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        cast(forms.Select, self.fields["data"].widget).choices = data_choices()
+        cast(forms.Select, self.fields["data"].widget).choices = data_choices(project)
         self.fields["holdout_fraction"].initial = settings.STEPWISE_PRM_HOLDOUT_FRACTION
         self.suggested_for = backbone or _DEFAULTS.backbone
         self.has_suggestions = self.suggested_for in SUGGESTED_SETTINGS
@@ -425,9 +428,15 @@ class PrelabelForm(forms.Form):
         label="llm: critic template ({problem} and {steps} required; leads only)",
     )
 
-    def __init__(self, *args: Any, may_edit_template: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, may_edit_template: bool = False, project: Any = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.may_edit_template = may_edit_template
+        if project is not None:  # the page's project's batches only
+            field = self.fields["batch"]
+            assert isinstance(field, forms.ModelChoiceField)
+            field.queryset = Batch.objects.filter(project=project).order_by("name")
 
     def clean_template(self) -> str:
         template = self.cleaned_data.get("template") or ""

@@ -14,6 +14,8 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from labeling.models import default_project_id
+from labeling.models.projects import DEFAULT_SLUG
 from modeling.training.selection import MIX_RULES
 from stepwise.queued import QueuedStatus, QueuedWork
 
@@ -37,6 +39,9 @@ class TrainingRun(QueuedWork):
         "evaluate": ("evaluating", "batches"),
         "done": ("done", ""),
     }
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
 
     name = models.CharField(max_length=200, blank=True)
     config = models.JSONField(default=dict, help_text="The effective TrainConfig.")
@@ -130,6 +135,9 @@ class ModelVersion(models.Model):
     run = models.OneToOneField(
         TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="model_version"
     )
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
     name = models.CharField(max_length=200)
     backbone = models.CharField(max_length=300)
     artifact_path = models.CharField(max_length=500)
@@ -154,7 +162,7 @@ class ModelVersion(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["is_active"], condition=Q(is_active=True), name="one_active_model"
+                fields=["project"], condition=Q(is_active=True), name="one_active_model_per_project"
             ),
         ]
 
@@ -162,8 +170,11 @@ class ModelVersion(models.Model):
         return self.name
 
     @classmethod
-    def active(cls) -> ModelVersion | None:
-        return cls.objects.filter(is_active=True).first()
+    def active(cls, project_id: int | None = None) -> ModelVersion | None:
+        """The project's active model (the Default project's when none is named)."""
+        if project_id is None:
+            return cls.objects.filter(is_active=True, project__slug=DEFAULT_SLUG).first()
+        return cls.objects.filter(is_active=True, project_id=project_id).first()
 
     @property
     def is_outcome(self) -> bool:
@@ -180,9 +191,9 @@ class ModelVersion(models.Model):
         if not self.passed_evaluation:
             raise ValueError(f"{self} did not pass its evaluation and cannot become active")
         with transaction.atomic():
-            ModelVersion.objects.select_for_update().filter(is_active=True).exclude(
-                pk=self.pk
-            ).update(is_active=False)
+            ModelVersion.objects.select_for_update().filter(
+                is_active=True, project=self.project_id
+            ).exclude(pk=self.pk).update(is_active=False)
             self.is_active = True
             self.activated_at = timezone.now()
             self.save(update_fields=["is_active", "activated_at"])
@@ -248,7 +259,10 @@ class EvaluationSet(models.Model):
     runs that used them can still be read.
     """
 
-    version = models.PositiveIntegerField(unique=True)
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
+    version = models.PositiveIntegerField()
     problem_ids = models.JSONField(default=list, help_text="Problem ids in the set.")
     file_path = models.CharField(max_length=500, help_text="The frozen PRM800K lines.")
     sha256 = models.CharField(max_length=64)
@@ -265,9 +279,12 @@ class EvaluationSet(models.Model):
         ordering = ["-version"]
         constraints = [
             models.UniqueConstraint(
-                fields=["is_current"],
+                fields=["project"],
                 condition=Q(is_current=True),
-                name="one_current_evaluation_set",
+                name="one_current_evaluation_set_per_project",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "version"], name="evaluation_set_version_per_project"
             ),
         ]
 
@@ -275,8 +292,11 @@ class EvaluationSet(models.Model):
         return f"evaluation set v{self.version}"
 
     @classmethod
-    def current(cls) -> EvaluationSet | None:
-        return cls.objects.filter(is_current=True).first()
+    def current(cls, project_id: int | None = None) -> EvaluationSet | None:
+        """The project's current set (the Default project's when none is named)."""
+        if project_id is None:
+            return cls.objects.filter(is_current=True, project__slug=DEFAULT_SLUG).first()
+        return cls.objects.filter(is_current=True, project_id=project_id).first()
 
     @property
     def path(self) -> Path:
@@ -363,6 +383,9 @@ class SamplingRun(QueuedWork):
     Status = RunStatus
     OPEN = (RunStatus.QUEUED, RunStatus.RUNNING)
 
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
     samples = models.PositiveSmallIntegerField(help_text="Solutions sampled per problem.")
     sampling = models.JSONField(help_text="max_tokens, temperature, top_p, seed.")
     filters = models.JSONField(default=dict, blank=True, help_text="How the problems were chosen.")
@@ -437,9 +460,10 @@ class GenerationRun(QueuedWork):
     STEPS = (Step.RETRAIN, Step.SCORE, Step.SELECT, Step.ENQUEUE)
     OPEN = (Status.QUEUED, Status.RUNNING, Status.FAILED)
 
-    generation = models.IntegerField(
-        unique=True, help_text="The generation number this run prepares."
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
     )
+    generation = models.IntegerField(help_text="The generation number this run prepares.")
     current_step = models.CharField(max_length=16, choices=Step.choices, default=Step.RETRAIN)
     steps = models.JSONField(
         default=dict, blank=True, help_text="Per step: status, progress, timings, detail."
@@ -472,6 +496,11 @@ class GenerationRun(QueuedWork):
 
     class Meta:
         ordering = ["-generation"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "generation"], name="generation_per_project"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"generation {self.generation}"
@@ -568,6 +597,9 @@ class BestOfNComparison(QueuedWork):
     OPEN = (QueuedStatus.QUEUED, QueuedStatus.RUNNING)
 
     model_ids = models.JSONField(help_text="The model versions compared, in order.")
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
     sampling_run = models.ForeignKey(
         SamplingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -634,6 +666,10 @@ class PreLabelRun(QueuedWork):
         on_delete=models.CASCADE,
         related_name="+",
         help_text="Empty: the candidate pool's selectable solutions (for the routing rule).",
+    )
+    # Its own project (a pool run has no batch): the batch's, or the pool's.
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
     )
     kind = models.CharField(max_length=8, choices=Kind.choices)
     judge = models.CharField(max_length=200, blank=True, help_text="Filled when it starts.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
@@ -33,10 +34,15 @@ FAILURES_SHOWN_FOR = timedelta(days=7)
 def runs_ahead(run: TrainingRun) -> list[TrainingRun]:
     """The runs a queued run waits for, last the one just before it: the running ones, then
     those queued before it, in the order they were sent (the gpu worker, or the embedded
-    default's gpu lane, trains one at a time)."""
+    default's gpu lane, trains one at a time). The run's project's only: another project's runs
+    are never shown here (they take the gpu too)."""
     if run.status != TrainingRun.Status.QUEUED:
         return []
-    others = TrainingRun.objects.exclude(pk=run.pk).annotate(sent=Coalesce("sent_at", "created_at"))
+    others = (
+        TrainingRun.objects.filter(project=run.project_id)
+        .exclude(pk=run.pk)
+        .annotate(sent=Coalesce("sent_at", "created_at"))
+    )
     mine = run.sent_at or run.created_at
     queued = others.filter(
         Q(sent__lt=mine) | Q(sent=mine, pk__lt=run.pk), status=TrainingRun.Status.QUEUED
@@ -48,19 +54,23 @@ def runs_ahead(run: TrainingRun) -> list[TrainingRun]:
 # --- home pages: the lead's alerts from the loop, the researcher's cockpit ---------------------
 
 
-def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
+def lead_cockpit(*, now: datetime | None = None, project: Any = None) -> LeadCockpit:
     """The lead's home (`labeling.selectors.lead_cockpit`) with the loop's alerts added: failed
     training runs and generations, runs whose task has not reached a worker. Three queries more."""
     now = now or timezone.now()
-    cockpit = labeling_selectors.lead_cockpit(now=now)
-    cockpit.alerts.extend(loop_alerts(now=now))
+    cockpit = labeling_selectors.lead_cockpit(now=now, project=project)
+    cockpit.alerts.extend(loop_alerts(now=now, project=project))
     return cockpit
 
 
-def loop_alerts(*, now: datetime) -> list[Alert]:
+def _in(project: Any) -> dict[str, int]:
+    return {} if project is None else {"project_id": project.pk}
+
+
+def loop_alerts(*, now: datetime, project: Any = None) -> list[Alert]:
     alerts = []
     failed_runs = TrainingRun.objects.filter(
-        status=TrainingRun.Status.FAILED, finished_at__gte=now - FAILURES_SHOWN_FOR
+        status=TrainingRun.Status.FAILED, finished_at__gte=now - FAILURES_SHOWN_FOR, **_in(project)
     ).order_by("-finished_at")[:SHOWN]
     for run in failed_runs:
         reason = run.error.strip().splitlines()[0][:160] if run.error.strip() else "no reason given"
@@ -71,7 +81,9 @@ def loop_alerts(*, now: datetime) -> list[Alert]:
             )
         )
     # A failed generation stays open until it is retried or cancelled: every one is news.
-    for generation in GenerationRun.objects.filter(status=GenerationRun.Status.FAILED)[:SHOWN]:
+    for generation in GenerationRun.objects.filter(
+        status=GenerationRun.Status.FAILED, **_in(project)
+    )[:SHOWN]:
         alerts.append(
             Alert(
                 f"Generation {generation.generation} failed at "
@@ -110,24 +122,30 @@ class ResearchCockpit:
         return sum(row.labels_remaining for row in self.queued)
 
 
-def research_cockpit(*, now: datetime | None = None) -> ResearchCockpit:
+def research_cockpit(*, now: datetime | None = None, project: Any = None) -> ResearchCockpit:
     """The researcher's home: latest snapshots, runs (AUROC in their metrics) and generations,
     the active model, and what is queued: the loop's batches still being labeled and the
     candidate pool. A fixed number of queries (the pool counts are one aggregate)."""
     now = now or timezone.now()
     loop_batches = list(
-        Batch.objects.filter(is_active=True, generation_run__isnull=False).order_by("-generation")
+        Batch.objects.filter(is_active=True, generation_run__isnull=False, **_in(project)).order_by(
+            "-generation"
+        )
     )
     labeled = Labeling.objects.filter(solution_id=OuterRef("pk"))
-    pool = Solution.objects.filter(pool_entry__isnull=False).aggregate(
+    pool = Solution.objects.filter(pool_entry__isnull=False, **_in(project)).aggregate(
         total=Count("id"),
         selectable=Count("id", filter=Q(batch__isnull=True) & ~Exists(labeled)),
     )
     return ResearchCockpit(
-        snapshots=list(Snapshot.objects.all()[:SHOWN]),
-        runs=list(TrainingRun.objects.select_related("model_version")[:SHOWN]),
-        active_model=ModelVersion.active(),
-        generations=list(GenerationRun.objects.select_related("batch")[:SHOWN]),
+        snapshots=list(Snapshot.objects.filter(**_in(project))[:SHOWN]),
+        runs=list(
+            TrainingRun.objects.filter(**_in(project)).select_related("model_version")[:SHOWN]
+        ),
+        active_model=ModelVersion.active(None if project is None else project.pk),
+        generations=list(
+            GenerationRun.objects.filter(**_in(project)).select_related("batch")[:SHOWN]
+        ),
         queued=[
             row
             for row in labeling_selectors.batches_overview(loop_batches, now=now)
@@ -258,7 +276,7 @@ def unscored_labeled(batch: Batch, version: ModelVersion) -> QuerySet[Solution]:
 def review_queue(batch: Batch, *, limit: int = 200) -> ReviewQueue:
     """The batch's labeled solutions that the active model scored, largest disagreement first,
     and each labeler's agreement with the model over those solutions."""
-    version = ModelVersion.active()
+    version = ModelVersion.active(batch.project_id)
     labeled = labeled_solutions(batch)
     if version is None:
         return ReviewQueue(None, [], [], labeled.count())
@@ -317,7 +335,7 @@ def disagreeing_solution_ids(batch: Batch, at_least: float) -> list[int] | None:
     """The batch's labeled solutions where the active model disagrees with some labeler's
     rating by `at_least` or more (the item browser's "model disagrees" filter); None without
     an active model. Reads the batch's scores once, as the review queue does."""
-    if ModelVersion.active() is None:
+    if ModelVersion.active(batch.project_id) is None:
         return None
     return [
         reviewed.solution.pk
@@ -329,7 +347,7 @@ def disagreeing_solution_ids(batch: Batch, at_least: float) -> list[int] | None:
 def review_solution(solution: Solution) -> ReviewedSolution | None:
     """One solution's steps, the active model's probabilities and every completed labeling's
     ratings; None when the active model has not scored it (or there is none)."""
-    version = ModelVersion.active()
+    version = ModelVersion.active(solution.project_id)
     score = (
         SolutionScore.objects.filter(model_version=version, solution=solution).first()
         if version

@@ -6,16 +6,54 @@ it."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import get_resolver, get_urlconf
+from django.utils.functional import SimpleLazyObject
 
-from stepwise.views import refused
+from stepwise.views import is_api_path, refused
+
+PROJECT_PREFIX = re.compile(r"^/p/(?P<slug>[-a-zA-Z0-9_]+)/")
+
+
+class ProjectMiddleware:
+    """A request under /p/<slug>/ is in that project: `request.project` and the project's
+    URLconf, so its links stay in it. The project is read when first used (from the shared
+    cache; a query only where the cache has not got it), so the rating, which has the labeling
+    of its locked read, reads nothing more. An unknown slug is a 404 then; whether the user may
+    see the project is the view's check (`roles.require`, `HasRole`: a non-member gets 404), as
+    an API token is only read by the view."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from labeling.access import project_by_slug
+        from labeling.roles import member_project
+        from stepwise.urls import urlconf_for
+
+        request.project = None  # type: ignore[attr-defined]
+        match = PROJECT_PREFIX.match(request.path_info)
+        if match is not None:
+            slug = match["slug"]
+
+            def project() -> Any:
+                # A member's own projects are in their cached roles; else every project's list.
+                found = member_project(request.user, slug) or project_by_slug(slug)
+                if found is None:
+                    raise Http404("No such project.")
+                return found
+
+            request.project = SimpleLazyObject(project)  # type: ignore[attr-defined]
+            request.urlconf = urlconf_for(slug)  # type: ignore[attr-defined]
+        return self.get_response(request)
 
 
 class ServerTimingMiddleware:
@@ -93,7 +131,7 @@ def null_character_in(request: HttpRequest) -> str | None:
     if _holds_null(request.path_info):
         return "The address"
     inputs = [("query parameter", request.GET)]
-    if request.method == "POST" and not request.path_info.startswith("/api/"):
+    if request.method == "POST" and not is_api_path(request.path_info):
         inputs.append(("form field", request.POST))
     for kind, params in inputs:
         for name, values in params.lists():

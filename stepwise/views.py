@@ -12,22 +12,35 @@ them answers JSON, as DRF's own errors do."""
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
 from django.views.decorators.cache import cache_control, never_cache
 
 from labeling import selectors as labeling_selectors
-from labeling.roles import LABELER, LEAD, RESEARCHER, has_role
+from labeling.access import all_projects
+from labeling.roles import (
+    LABELER,
+    LEAD,
+    RESEARCHER,
+    has_role,
+    member_projects,
+    refuse_outsider,
+    request_project,
+    user_roles,
+)
 from labeling.services.queue import ensure_labeler
 from labeling.views.common import chosen_batch_id
 from modeling import selectors as modeling_selectors
+from stepwise.links import project_reverse
 
 DATABASE_UNAVAILABLE = (
     "The database cannot be reached right now, so nothing was saved. Try again in a few seconds."
@@ -48,22 +61,83 @@ RETRY_AFTER_SECONDS = 5
 @never_cache  # its labeler section changes with every solution (Continue, what waits)
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """A section per role the user holds, each one selector: a lead who labels sees both."""
-    user = request.user
-    context = {}
-    if has_role(user, LABELER):
+    """A project's home: a section per role the user holds there, each one selector: a lead
+    who labels sees both."""
+    user = cast(User, request.user)
+    project = request_project(request)
+    refuse_outsider(user, project)
+    context: dict[str, Any] = {}
+    if has_role(user, LABELER, project=project):
         context["labeler_cockpit"] = labeling_selectors.labeler_cockpit(
-            user, ensure_labeler(user), chosen_batch_id=chosen_batch_id(request)
+            user, ensure_labeler(user), chosen_batch_id=chosen_batch_id(request), project=project
         )
-    if has_role(user, LEAD):
-        context["lead_cockpit"] = modeling_selectors.lead_cockpit()
-    if has_role(user, RESEARCHER):
-        context["research_cockpit"] = modeling_selectors.research_cockpit()
+    if has_role(user, LEAD, project=project):
+        context["lead_cockpit"] = modeling_selectors.lead_cockpit(project=project)
+    if has_role(user, RESEARCHER, project=project):
+        context["research_cockpit"] = modeling_selectors.research_cockpit(project=project)
     return render(request, "home.html", context)
 
 
+def _my_projects(user: Any) -> list[tuple[int, str, str]]:
+    mine = member_projects(user)
+    return all_projects() if mine is None else mine
+
+
+@never_cache
+@login_required
+def projects_home(request: HttpRequest) -> HttpResponse:
+    """/: a user with one project goes straight to its home; with several, each project and
+    what waits in it for them."""
+    projects = _my_projects(request.user)
+    if len(projects) == 1:
+        return redirect(project_reverse(projects[0][1], "home"))
+    rows = labeling_selectors.projects_waiting(request.user, [pk for pk, _, _ in projects])
+    listed = [
+        {
+            "name": name,
+            "url": project_reverse(slug, "home"),
+            "roles": sorted(user_roles(request.user, pk)),
+            **rows.get(pk, {}),
+        }
+        for pk, slug, name in projects
+    ]
+    return render(request, "projects.html", {"projects_listed": listed})
+
+
+@login_required
+def into_project(request: HttpRequest, rest: str) -> HttpResponse:
+    """An old link without a project (/label/..., /api/batches/...): the same page in the
+    user's project when they have exactly one, else the choice of theirs."""
+    projects = _my_projects(request.user)
+    query = f"?{request.META['QUERY_STRING']}" if request.META.get("QUERY_STRING") else ""
+    targets = [(name, f"/p/{slug}/{rest}{query}") for _, slug, name in projects]
+    if len(targets) == 1:
+        status = 302 if request.method in ("GET", "HEAD") else 307  # 307 keeps a POST a POST
+        response = HttpResponseRedirect(targets[0][1])
+        response.status_code = status
+        return response
+    if _wants_json(request):
+        return JsonResponse(
+            {
+                "detail": "This path is in a project: use /p/<slug>/ before it "
+                "(GET /api/projects/ lists yours).",
+                "choices": [url for _, url in targets],
+            },
+            status=404,
+        )
+    return render(request, "projects.html", {"choices": targets}, status=300 if targets else 404)
+
+
+API_PATH = re.compile(r"^(?:/p/[-a-zA-Z0-9_]+)?/api/")
+
+
+def is_api_path(path: str) -> bool:
+    """/api/... and a project's /p/<slug>/api/..."""
+    return API_PATH.match(path) is not None
+
+
 def _wants_json(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/") or "json" in request.headers.get("Accept", "")
+    return is_api_path(request.path) or "json" in request.headers.get("Accept", "")
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -106,6 +180,16 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if unavailable:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
+
+
+def not_here(request: HttpRequest, message: str) -> HttpResponse:
+    """A 404 that says why (a page this project does not have), rendered without the request's
+    context as `refused` is: JSON under /api/, the card for htmx, else the page."""
+    if _wants_json(request):
+        return JsonResponse({"detail": message}, status=404)
+    template = "error.html#card" if getattr(request, "htmx", False) else "error.html"
+    page = render_to_string(template, {"status": 404, "message": message})
+    return HttpResponse(page, status=404)
 
 
 def refused(request: HttpRequest, message: str) -> HttpResponse:

@@ -68,6 +68,8 @@ SQLITE_FILES = {
         "labeling/test_one_open_labeling.py",
         "labeling/test_pausing.py",
         "labeling/test_people.py",
+        "labeling/test_projects.py",
+        "labeling/test_projects_migration.py",
         "labeling/test_quality.py",
         "labeling/test_revisit.py",
         "labeling/test_snapshots.py",

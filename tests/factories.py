@@ -44,7 +44,9 @@ def make_solution(
         "So the answer is 42.\n\n# Answer\n\n42",
     ]
     n = next(_counter)
+    in_project = {"project_id": batch.project_id} if batch is not None else {}
     return Solution.objects.create(
+        **in_project,
         problem=problem,
         batch=batch,
         steps=steps,

@@ -17,7 +17,13 @@ from tests.factories import make_one_of_each
 pytestmark = pytest.mark.django_db
 
 MODELS = [m for app in ("labeling", "modeling") for m in apps.get_app_config(app).get_models()]
-EDITABLE = {lm.Problem, lm.Batch, mm.PoolEntry}  # configuration, not history or counters
+EDITABLE = {
+    lm.Problem,
+    lm.Batch,
+    mm.PoolEntry,
+    lm.Project,
+    lm.Membership,
+}  # configuration, not history or counters
 REVOCABLE = {lm.ApiToken}  # seen and deleted (revoked), never made or changed here
 READ_ONLY = [m for m in MODELS if m not in EDITABLE | REVOCABLE]
 
@@ -57,7 +63,7 @@ def _forged(row) -> dict:
 
 
 def test_every_model_of_both_apps_is_in_the_admin():
-    assert len(MODELS) == 33
+    assert len(MODELS) == 35
     assert [_id(m) for m in MODELS if m not in admin.site._registry] == []
 
 

@@ -1,7 +1,9 @@
 """The API fuzzed from its own OpenAPI schema (schemathesis), as each role: no request gets a
 5xx, every response matches the schema, and no request crosses a role (a 2xx only for the roles
-the policy below gives the route; a labeler's labelings are only their own). Bounded examples,
-derandomized: the same requests every run, so a failure reproduces and CI never flakes."""
+the policy below gives the route; a labeler's labelings are only their own) or a project (two
+projects: the fuzzed routes are the Default project's, and a user who holds every role in the
+other project never gets a 2xx there, read or write). Bounded examples, derandomized: the same
+requests every run, so a failure reproduces and CI never flakes."""
 
 import pytest
 import schemathesis
@@ -12,6 +14,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from labeling.models import Project
 from labeling.services import tokens
 from stepwise import celery
 from tests.factories import make_batch, make_solution
@@ -25,10 +28,14 @@ EXAMPLES = 8  # per operation and role: a few minutes for the whole API
 # researchers also take the data out; a labeler reads only their own labelings.
 EVERY_ROLE = {"labeler", "lead", "researcher"}
 POLICY = [
-    ("/api/labelings/", EVERY_ROLE),
-    ("/api/export/", {"researcher"}),
-    ("/api/snapshots/", {"researcher"}),
-    ("/api/", {"lead", "researcher"}),  # problems, batches, solutions, runs, models, generations
+    ("/api/projects/", EVERY_ROLE | {"other-project"}),  # the caller's own projects
+    ("/p/default/api/labelings/", EVERY_ROLE),
+    ("/p/default/api/export/", {"researcher"}),
+    ("/p/default/api/snapshots/", {"researcher"}),
+    (
+        "/p/default/api/",
+        {"lead", "researcher"},
+    ),  # problems, batches, solutions, runs, models, generations
 ]
 
 
@@ -60,6 +67,12 @@ def role_headers(db, work_not_run):
         headers[role] = {"Authorization": f"Token {key}"}
     # Someone else's labeling of the same solution: the fuzzed labeler must never see it.
     next_labeling(make_user("fuzz-other", "labeler"))
+    # A second project, with its own batch, and a user holding every role there only.
+    other = Project.objects.create(name="Other", slug="other")
+    make_solution(make_batch(name="other's", project=other))
+    stranger = make_user("fuzz-stranger", "labeler", "lead", "researcher", project=other)
+    _, key = tokens.token_create(user=stranger, name="fuzz", expires_in=None)
+    headers["other-project"] = {"Authorization": f"Token {key}"}
     return headers
 
 
@@ -69,7 +82,10 @@ def crossed_role(operation, role: str, response) -> str | None:
         return None
     if role not in allowed_roles(operation.path):
         return f"answered {response.status_code} to a {role}"
-    if role == "labeler" and operation.path.startswith("/api/labelings/"):
+    if role == "other-project" and operation.path.startswith("/api/projects/"):
+        if [row["slug"] for row in response.json()] != ["other"]:
+            return f"listed projects not theirs: {response.json()}"
+    if role == "labeler" and operation.path.startswith("/p/default/api/labelings/"):
         body = response.json()
         rows = body.get("results", [body])
         strangers = {row.get("labeler") for row in rows} - {"fuzz-labeler"}
@@ -126,21 +142,25 @@ def test_no_api_request_gets_a_server_error_leaves_the_schema_or_crosses_a_role(
 DEEP = "[" * 5000 + "]" * 5000
 HUGE_NUMBER = '{"k": 1' + "0" * 5000 + "}"
 BODIES = [
-    ("lead", "/api/generations/", DEEP),
-    ("lead", "/api/generations/", HUGE_NUMBER),
-    ("lead", "/api/runs/", '{"config": ' * 2000 + "{}" + "}" * 2000),
-    ("lead", "/api/sampling-runs/", DEEP),
-    ("researcher", "/api/snapshots/", '{"batch": [' + "[" * 5000 + "]" * 5000 + "]}"),
-    ("researcher", "/api/snapshots/", '{"since_snapshot": 9' + "9" * 4400 + "}"),
-    ("lead", "/api/batches/{batch}/problems/", DEEP),
-    ("lead", "/api/sampling-runs/", '{"problems": [1180591620717411303424]}'),
-    ("lead", "/api/sampling-runs/", '{"batch": 9223372036854775808}'),
-    ("lead", "/api/sampling-runs/", '{"limit": 1180591620717411303424}'),
-    ("lead", "/api/batches/{batch}/problems/", '{"problems": [1180591620717411303424]}'),
-    ("lead", "/api/generations/", '{"per_problem_k": 1180591620717411303424}'),
-    ("lead", "/api/batches/{batch}/prelabel/", DEEP),
-    ("lead", "/api/batches/{batch}/prelabel/", '{"mode": "suggest", "judge": NaN}'),
-    ("lead", "/api/batches/{batch}/prelabel/", '{"mode": 1' + "0" * 5000 + ', "judge": "prm"}'),
+    ("lead", "/p/default/api/generations/", DEEP),
+    ("lead", "/p/default/api/generations/", HUGE_NUMBER),
+    ("lead", "/p/default/api/runs/", '{"config": ' * 2000 + "{}" + "}" * 2000),
+    ("lead", "/p/default/api/sampling-runs/", DEEP),
+    ("researcher", "/p/default/api/snapshots/", '{"batch": [' + "[" * 5000 + "]" * 5000 + "]}"),
+    ("researcher", "/p/default/api/snapshots/", '{"since_snapshot": 9' + "9" * 4400 + "}"),
+    ("lead", "/p/default/api/batches/{batch}/problems/", DEEP),
+    ("lead", "/p/default/api/sampling-runs/", '{"problems": [1180591620717411303424]}'),
+    ("lead", "/p/default/api/sampling-runs/", '{"batch": 9223372036854775808}'),
+    ("lead", "/p/default/api/sampling-runs/", '{"limit": 1180591620717411303424}'),
+    ("lead", "/p/default/api/batches/{batch}/problems/", '{"problems": [1180591620717411303424]}'),
+    ("lead", "/p/default/api/generations/", '{"per_problem_k": 1180591620717411303424}'),
+    ("lead", "/p/default/api/batches/{batch}/prelabel/", DEEP),
+    ("lead", "/p/default/api/batches/{batch}/prelabel/", '{"mode": "suggest", "judge": NaN}'),
+    (
+        "lead",
+        "/p/default/api/batches/{batch}/prelabel/",
+        '{"mode": 1' + "0" * 5000 + ', "judge": "prm"}',
+    ),
 ]
 
 
@@ -181,7 +201,7 @@ def test_a_hostile_json_body_is_refused_with_400_and_writes_nothing(role, path, 
 def test_labelings_filtered_by_an_id_past_64_bits_answer_400(query):
     client = APIClient()
     client.force_authenticate(make_user("hostile-lead", "lead"))
-    response = client.get(f"/api/labelings/?{query}")
+    response = client.get(f"/p/default/api/labelings/?{query}")
     assert response.status_code == 400, response.content[:300]
 
 
@@ -191,8 +211,8 @@ def test_the_role_check_flags_a_crossing_and_passes_a_refusal():
     def answer(status, body=None):
         return SimpleNamespace(status_code=status, json=lambda: body)
 
-    export = SimpleNamespace(path="/api/export/")
-    labelings = SimpleNamespace(path="/api/labelings/")
+    export = SimpleNamespace(path="/p/default/api/export/")
+    labelings = SimpleNamespace(path="/p/default/api/labelings/")
     assert crossed_role(export, "labeler", answer(200)) == "answered 200 to a labeler"
     assert crossed_role(export, "labeler", answer(403)) is None
     assert crossed_role(export, "researcher", answer(200)) is None

@@ -27,12 +27,13 @@ from django.test import Client
 from labeling.models import Snapshot
 from modeling.models import TrainingRun
 user = User.objects.create_user("rhea", password="x")
-user.groups.add(Group.objects.get_or_create(name="researcher")[0])
+from tests.helpers.users import grant
+grant(user, "researcher")
 client = Client()
 client.force_login(user)
 started = time.monotonic()
-page = client.post("/research/snapshots/new/", {"format": "prm800k"})
-api = client.post("/api/runs/", {}, content_type="application/json")
+page = client.post("/p/default/research/snapshots/new/", {"format": "prm800k"})
+api = client.post("/p/default/api/runs/", {}, content_type="application/json")
 elapsed = time.monotonic() - started
 snapshot, run = Snapshot.objects.get(), TrainingRun.objects.get()
 print(json.dumps({"page": page.status_code, "api": api.status_code, "elapsed": elapsed,
@@ -49,12 +50,13 @@ from labeling.models import Labeling
 from tests.factories import make_batch, make_solution
 make_solution(make_batch(gold_rate=0), steps=["$1+1=2$.", "So 3.\\n\\n# Answer\\n\\n3"])
 user = User.objects.create_user("lena", password="x")
-user.groups.add(Group.objects.get_or_create(name="labeler")[0])
+from tests.helpers.users import grant
+grant(user, "labeler")
 client = Client()
 client.force_login(user)
-claim = client.post("/label/next/")
+claim = client.post("/p/default/label/next/")
 labeling = Labeling.objects.get(labeler=user)
-rated = [client.post(f"/label/{labeling.pk}/rate/", {"step_index": i, "rating": r}).status_code
+rated = [client.post(f"/p/default/label/{labeling.pk}/rate/", {"step_index": i, "rating": r}).status_code
          for i, r in ((0, 1), (1, -1))]
 labeling.refresh_from_db()
 print(json.dumps({"claim": claim.status_code, "rated": rated, "status": labeling.status,
@@ -160,16 +162,17 @@ from modeling.models import GenerationRun, SamplingRun
 from tests.factories import make_problem
 make_problem()
 user = User.objects.create_user("lea", password="x")
-user.groups.add(Group.objects.get_or_create(name="lead")[0])
+from tests.helpers.users import grant
+grant(user, "lead")
 client = Client()
 client.force_login(user)
-generation = client.post("/api/generations/", {"k": 3}, content_type="application/json")
-sampling = client.post("/api/sampling-runs/", {"samples": 1}, content_type="application/json")
+generation = client.post("/p/default/api/generations/", {"k": 3}, content_type="application/json")
+sampling = client.post("/p/default/api/sampling-runs/", {"samples": 1}, content_type="application/json")
 number = generation.json()["generation"]
-page = client.get(f"/generations/{number}/").content.decode()
-sampling_page = client.get("/pool/sampling/").content.decode()
-second = client.post("/api/generations/", {"k": 3}, content_type="application/json")
-retry = client.post(f"/api/generations/{number}/retry/")
+page = client.get(f"/p/default/generations/{number}/").content.decode()
+sampling_page = client.get("/p/default/pool/sampling/").content.decode()
+second = client.post("/p/default/api/generations/", {"k": 3}, content_type="application/json")
+retry = client.post(f"/p/default/api/generations/{number}/retry/")
 run, sample = GenerationRun.objects.get(), SamplingRun.objects.get()
 print(json.dumps({
     "codes": [generation.status_code, sampling.status_code, second.status_code, retry.status_code],

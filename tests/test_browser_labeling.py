@@ -24,7 +24,7 @@ def sign_in(page, live_server, username):
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", f"{username}-pw")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page.wait_for_url(f"{live_server.url}/p/default/")
     page.wait_for_selector("#start")
 
 

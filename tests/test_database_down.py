@@ -19,7 +19,7 @@ django.setup()
 from django.test import Client
 client = Client(raise_request_exception=False)
 page = client.post("/accounts/login/", {"username": "kim", "password": "kim-pw"})
-api = client.get("/api/problems/", HTTP_AUTHORIZATION="Token 0123456789abcdef")
+api = client.get("/p/default/api/problems/", HTTP_AUTHORIZATION="Token 0123456789abcdef")
 print(json.dumps({
     "page": [page.status_code, page.get("Retry-After"), page.content.decode()],
     "api": [api.status_code, api.get("Retry-After"), api.json()],

@@ -149,7 +149,7 @@ def test_each_demo_account_does_its_job_end_to_end(demo_server, page, artifacts_
 
     # The labeler: three solutions to their end, keyboard only.
     sign_in(page, url, "labeler", "labeler-demo")
-    page.goto(f"{url}/label/")
+    page.goto(f"{url}/p/default/label/")
     page.wait_for_selector("#start")
     page.keyboard.press("Enter")
     endings = ["solution", "found_error", "give_up"]
@@ -163,7 +163,7 @@ def test_each_demo_account_does_its_job_end_to_end(demo_server, page, artifacts_
     # The lead: the batch dashboard counts the labeler's three labelings.
     page.context.clear_cookies()
     sign_in(page, url, "lead", "lead-demo")
-    page.goto(f"{url}/label/lead/")
+    page.goto(f"{url}/p/default/label/lead/")
     page.click("text=Demo generation 1")
     page.wait_for_selector("#labeler-table")
     name_cell = page.locator("td:first-child", has_text=re.compile(r"^\s*labeler\s*$"))
@@ -174,7 +174,7 @@ def test_each_demo_account_does_its_job_end_to_end(demo_server, page, artifacts_
     # The researcher: a PRM800K export holding those three lines, then a small training run.
     page.context.clear_cookies()
     sign_in(page, url, "researcher", "researcher-demo")
-    page.goto(f"{url}/research/")
+    page.goto(f"{url}/p/default/research/")
     page.fill("input[name=labeler]", "labeler")
     with page.expect_download() as download:
         page.click("#download-now")
@@ -191,7 +191,7 @@ def test_each_demo_account_does_its_job_end_to_end(demo_server, page, artifacts_
     assert [s["completions"][0]["rating"] for s in by_reason["give_up"]["label"]["steps"]] == [1]
     page.screenshot(path=str(shots / "3-research-export.png"), full_page=True)
 
-    page.goto(f"{url}/modeling/runs/")
+    page.goto(f"{url}/p/default/modeling/runs/")
     page.fill("input[name=name]", "demo run")
     page.fill("input[name=max_steps]", "3")
     page.fill("input[name=backbone_layers]", "2")

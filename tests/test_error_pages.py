@@ -51,7 +51,7 @@ def test_a_labeler_on_a_lead_page_is_told_why_and_which_role_it_needs(signed_in)
     assert 'This page needs the role\n    <span class="chip role">lead</span>.' in html
     assert 'You have <span class="chip">labeler</span>.' in html
     assert HOME_LINK in html and STYLESHEET in html and FAVICON in html
-    assert '<a href="/label/">Label</a>' in html  # the app's own navigation, signed in
+    assert '<a href="/p/default/label/">Label</a>' in html  # the app's own navigation, signed in
 
 
 def test_a_form_from_an_earlier_session_is_refused_with_a_page_of_the_app(labeler):
@@ -71,7 +71,7 @@ def test_a_form_from_an_earlier_session_is_refused_with_a_page_of_the_app(labele
 
 
 def test_a_page_for_several_roles_names_each(signed_in):
-    html = signed_in.get("/modeling/runs/").content.decode()
+    html = signed_in.get("/p/default/modeling/runs/").content.decode()
     assert "Training runs are for leads and researchers." in html
     assert (
         'needs one of the roles\n    <span class="chip role">lead</span> or '
@@ -110,14 +110,14 @@ def test_an_unknown_address_is_a_404_page_with_the_way_home(signed_in):
 
 
 def test_an_unknown_api_address_answers_json_as_drf_does(signed_in):
-    response = signed_in.get("/api/no-such-thing/")
+    response = signed_in.get("/p/default/api/no-such-thing/")
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"
     assert response.json() == {"detail": "Not found."}
     # DRF's own answers stay its own: a missing row, a role it refuses.
-    missing = signed_in.get("/api/labelings/999999/")
+    missing = signed_in.get("/p/default/api/labelings/999999/")
     assert missing.status_code == 404 and "detail" in missing.json()
-    refused = signed_in.get("/api/problems/")
+    refused = signed_in.get("/p/default/api/problems/")
     assert refused.status_code == 403 and "detail" in refused.json()
 
 
@@ -145,7 +145,7 @@ def test_a_missing_row_is_the_apps_404_page_even_with_debug_on(settings, lead, r
     fragment = client.get(reverse("labeling:labeling", args=[999999]), HTTP_HX_REQUEST="true")
     assert fragment.status_code == 404
     assert fragment.content.decode().lstrip().startswith('<section class="card error-page"')
-    missing = client.get("/api/labelings/999999/")
+    missing = client.get("/p/default/api/labelings/999999/")
     assert missing.status_code == 404 and "detail" in missing.json()
     client.force_login(researcher)
     run = client.get(reverse("modeling_runs:detail", args=[999999]))
@@ -167,7 +167,7 @@ def test_a_failing_view_is_a_500_page_in_the_house_style(signed_in):
 
 @pytest.mark.urls("tests.test_error_pages")
 def test_a_failing_api_view_is_a_500_in_json(signed_in):
-    response = signed_in.get("/api/broken/")
+    response = signed_in.get("/p/default/api/broken/")
     assert response.status_code == 500
     assert response.json() == {"detail": SERVER_ERROR}
 
@@ -205,7 +205,7 @@ def test_error_pages_load_under_the_csp_without_a_violation(
     page.fill("input[name=username]", "kim")
     page.fill("input[name=password]", "kim-pw")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page.wait_for_url(f"{live_server.url}/p/default/")
 
     for address, status, heading in [
         (reverse("labeling:lead_home"), 403, "Not allowed"),

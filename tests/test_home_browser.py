@@ -20,7 +20,7 @@ def sign_in(page, live_server, username: str) -> None:
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", f"{username}-pw")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page.wait_for_url(f"{live_server.url}/p/default/")
 
 
 def test_each_role_home_renders_and_enter_continues_the_labeling(
@@ -64,7 +64,7 @@ def test_each_role_home_renders_and_enter_continues_the_labeling(
     assert "1 of 3 steps rated" in page.inner_text("#in-progress")
     page.screenshot(path=str(artifacts_dir / "home-labeler.png"), full_page=True)
     page.keyboard.press("Enter")  # Continue
-    page.wait_for_url(f"{live_server.url}/label/{in_progress.pk}/")
+    page.wait_for_url(f"{live_server.url}/p/default/label/{in_progress.pk}/")
     page.wait_for_selector('#labeling .step.current[data-step="1"]')
     assert Labeling.objects.get(pk=in_progress.pk).status == Labeling.Status.IN_PROGRESS
 

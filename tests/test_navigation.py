@@ -14,14 +14,16 @@ from tests.helpers.users import make_user
 
 pytestmark = pytest.mark.django_db
 
-LABEL, GUIDELINES = "/label/", "/label/guidelines/"
-LEAD_PAGES = {"/label/lead/", "/label/lead/adjudication/"}
-TRAINING_AND_LOOP = {"/modeling/runs/", "/generations/"}
+LABEL, GUIDELINES = "/p/default/label/", "/p/default/label/guidelines/"
+LEAD_PAGES = {"/p/default/label/lead/", "/p/default/label/lead/adjudication/"}
+TRAINING_AND_LOOP = {"/p/default/modeling/runs/", "/p/default/generations/"}
 NAV = {
     "labeler": {LABEL, GUIDELINES},
     "lead": LEAD_PAGES | TRAINING_AND_LOOP | {GUIDELINES},
-    "researcher": {"/research/", GUIDELINES} | TRAINING_AND_LOOP,
-    "admin": {LABEL, GUIDELINES, "/research/", "/admin/"} | LEAD_PAGES | TRAINING_AND_LOOP,
+    "researcher": {"/p/default/research/", GUIDELINES} | TRAINING_AND_LOOP,
+    "admin": {LABEL, GUIDELINES, "/p/default/research/", "/admin/"}
+    | LEAD_PAGES
+    | TRAINING_AND_LOOP,
 }
 # Fragments a page fetches by htmx, not pages: the research page's own table (polled), the
 # sampling form's time estimate (as the form changes).

@@ -159,21 +159,23 @@ def training_run_name(client) -> Sent:
 
 def api_query_parameter(client) -> Sent:
     lea = make_user("lea", "lead")
-    return api_client_for(lea).get("/api/labelings/", {"labeler": NUL}), lambda: None
+    return api_client_for(lea).get("/p/default/api/labelings/", {"labeler": NUL}), lambda: None
 
 
 def api_upload_batch_name(client) -> Sent:
     lea = make_user("lea", "lead")
     upload = SimpleUploadedFile("s.jsonl", b"{}\n", content_type="application/jsonl")
     sent = api_client_for(lea).post(
-        "/api/solutions/import-samples/", {"file": upload, "batch_name": NUL}, format="multipart"
+        "/p/default/api/solutions/import-samples/",
+        {"file": upload, "batch_name": NUL},
+        format="multipart",
     )
     return sent, Batch.objects.exists
 
 
 def api_json_run_name(client) -> Sent:
     rhea = make_user("rhea", "researcher")
-    sent = api_client_for(rhea).post("/api/runs/", {"name": NUL}, format="json")
+    sent = api_client_for(rhea).post("/p/default/api/runs/", {"name": NUL}, format="json")
     return sent, TrainingRun.objects.exists
 
 
@@ -225,9 +227,9 @@ def test_the_refusal_names_the_input_and_answers_each_kind_of_client(client):
     assert said in card and "<html" not in card and 'id="error-page"' in card
     named = client.post(url, {"step": "2", "text": "fine", "a\x00": "x"})
     assert "The form field 'a\\x00' holds a NUL" in html.unescape(named.content.decode())
-    address = client.get(f"/label/{labeling.pk}/%00/")
+    address = client.get(f"/p/default/label/{labeling.pk}/%00/")
     assert address.status_code == 400 and "The address holds a NUL" in address.content.decode()
-    api = api_client_for(lena).get("/api/labelings/", {"status": NUL})
+    api = api_client_for(lena).get("/p/default/api/labelings/", {"status": NUL})
     assert api.status_code == 400 and api.json() == {
         "detail": "The query parameter 'status' holds a NUL character (\\u0000), which no text "
         "here may hold. Nothing was saved."

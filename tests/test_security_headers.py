@@ -120,9 +120,9 @@ def test_every_role_page_runs_under_the_csp_without_a_violation(strict_page, liv
         reverse("labeling:lead_home"),
         reverse("labeling:batch_dashboard", args=[batch.pk]),
         reverse("labeling:labelers"),
-        "/research/",
-        "/modeling/runs/",
-        "/generations/",
+        "/p/default/research/",
+        "/p/default/modeling/runs/",
+        "/p/default/generations/",
         reverse("api-docs"),
     ]
     for path in paths:

@@ -89,7 +89,7 @@ def test_the_toggle_cycles_auto_light_dark_from_the_keyboard_and_is_remembered(
     page.fill("input[name=username]", "lena")
     page.fill("input[name=password]", "lena-pw")
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")  # the home cockpit
+    page.wait_for_url(f"{live_server.url}/p/default/")  # the home cockpit
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     assert background(page) == dark
     page.get_by_role("button", name="Theme: dark").click()
@@ -110,7 +110,7 @@ def test_enter_on_the_toggle_does_not_act_on_the_labeling_page(page, live_server
     page.fill("input[name=password]", "lena-pw")
     page.click("button[type=submit]")
     # Until the page has loaded, its deferred queue.js may not be listening for Enter yet.
-    page.wait_for_url(f"{live_server.url}/")
+    page.wait_for_url(f"{live_server.url}/p/default/")
     page.wait_for_selector("#start")
     page.keyboard.press("Enter")
     page.wait_for_selector("html[data-keys=ready]", state="attached")
@@ -144,7 +144,7 @@ def test_charts_take_the_colours_of_the_theme_and_change_with_it(page, live_serv
     page.fill("input[name=password]", "rhea-pw")
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
-    page.goto(f"{live_server.url}/modeling/runs/{run.pk}/")
+    page.goto(f"{live_server.url}/p/default/modeling/runs/{run.pk}/")
     page.wait_for_function("() => window.Chart && Chart.getChart('chart-loss')")
 
     def line_colour() -> str:

@@ -43,6 +43,10 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
     admin.is_staff = admin.is_superuser = True
     admin.save(update_fields=["is_staff", "is_superuser"])
     rows = make_one_of_each(lead=admin)
+    # A generation's number is per project: the other project's lead starts its own generation
+    # 1 in the walk (a POST to its list), so the Default project's row is numbered otherwise.
+    rows.generation.generation = 9
+    rows.generation.save(update_fields=["generation"])
     users = {
         "admin": admin,
         "lead": make_user("lea", "lead", "labeler"),
@@ -53,6 +57,13 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
         solution=make_solution(rows.batch), labeler=rows.labeler
     )
     link = people.labeler_add(username="nia", method="link")
+    # Members of another project only, one per role: every route of the Default project is
+    # sent by each of them too (GET and POST), under its own link and under theirs.
+    other = lm.Project.objects.create(name="Other", slug="other")
+    outsiders = {
+        role: make_user(f"other-{role}", role, project=other)
+        for role in ("labeler", "lead", "researcher")
+    }
     # django-axes' rows, for its admin pages: a sign-in (logged), a failed one (an attempt) and
     # a failure log row (which the settings do not keep).
     client.post(reverse("login"), {"username": "lea", "password": "lea-pw"})
@@ -63,6 +74,8 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
     plan = {
         "database": connection.settings_dict["NAME"],
         "users": {role: user.pk for role, user in users.items()},
+        "outsiders": {role: user.pk for role, user in outsiders.items()},
+        "other_slug": other.slug,
         "kwargs": {
             "labeling_id": open_labeling.pk,
             "version": rows.guidelines.version,
@@ -81,6 +94,7 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
         },
         "route_kwargs": {
             "labeling:labeling_history": {"labeling_id": rows.labeling.pk},
+            "into_project": {"rest": "label/"},  # an old link, without its project
             "admin:auth_user_password_change": {"id": admin.pk},
             "modeling_loop:sampling_resume": {"run_id": rows.sampling_run.pk},
             "modeling_loop:sampling_cancel": {"run_id": rows.sampling_run.pk},
@@ -106,7 +120,13 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
     walk = subprocess.run(
         [sys.executable, "-m", "tests.helpers.page_walk", "plan.json", "report.json"],
         cwd=tmp_path,
-        env=fresh_environment(),
+        # An outsider's POST may start model work in their own project (a generation, a run):
+        # its task goes to the broker, where no worker takes it, never into this process.
+        env={
+            **fresh_environment(),
+            "STEPWISE_MODEL_TASKS_IN_THREAD": "0",
+            "CELERY_TASK_ALWAYS_EAGER": "0",
+        },
         capture_output=True,
         text=True,
         timeout=WALK_LIMIT_S,
@@ -133,6 +153,26 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
     assert {"home", "labeling:labeling", "modeling_runs:detail", "modeling_review:solution"} <= (
         rendered
     )
+
+    # Projects: a member of the other project only, in each role, gets 403 or 404 for every
+    # route of this one, read or write (405: a GET of a POST-only route, refused before any
+    # view), and under their own project's link with this one's ids 403 or 404 wherever the
+    # route names a row; nothing was written.
+    outsider = report["outsider_answers"]
+    assert len(outsider) > 4 * 100  # every route, both methods, both links
+    crossed = {
+        key: by_role
+        for key, by_role in outsider.items()
+        if (key.split()[1] == "own" or key.split()[2] == "row")
+        and not set(by_role.values()) <= {403, 404, 405}
+    }
+    assert crossed == {}
+    # Most say the project's pages do not exist for them at all.
+    own = [
+        answer for key, by_role in outsider.items() if " own " in key for answer in by_role.values()
+    ]
+    assert own.count(404) > len(own) / 2
+    assert report["outsider_wrote"] == {"own": [], "other": []}
 
 
 @pytest.mark.redis

@@ -1,6 +1,6 @@
 """The labeling app's models, by topic: `core` (problems, solutions, batches, labelings and
 their ratings), `quality` (gold, counters, agreement, adjudication), `datasets` (guidelines,
-snapshots, API tokens). Import them from here."""
+snapshots, API tokens), `projects` (projects and their members). Import them from here."""
 
 from .core import (
     Batch,
@@ -18,6 +18,7 @@ from .core import (
     StepLabel,
 )
 from .datasets import ApiToken, Guidelines, Snapshot
+from .projects import Membership, Project, default_project_id
 from .quality import (
     Adjudication,
     BatchAgreement,
@@ -44,10 +45,12 @@ __all__ = [
     "Guidelines",
     "Labeler",
     "Labeling",
+    "Membership",
     "Note",
     "PreLabel",
     "PairAgreement",
     "Problem",
+    "Project",
     "ProposedSteps",
     "Rating",
     "RatingEvent",
@@ -56,4 +59,5 @@ __all__ = [
     "SolutionAgreement",
     "StepLabel",
     "Tally",
+    "default_project_id",
 ]

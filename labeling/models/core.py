@@ -13,6 +13,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from .projects import default_project_id
+
 
 class Rating(models.IntegerChoices):
     POSITIVE = 1, "+1 correct, moves forward"
@@ -51,7 +53,13 @@ class Batch(models.Model):
         ACTIVE_LEARNING = "active_learning", "selected by the PRM"
         MANUAL = "manual", "created by a lead"
 
-    name = models.CharField(max_length=200, unique=True)
+    project = models.ForeignKey(
+        "labeling.Project",
+        on_delete=models.PROTECT,
+        default=default_project_id,
+        related_name="batches",
+    )
+    name = models.CharField(max_length=200)
     generation = models.IntegerField(null=True, blank=True, db_index=True)
     overlap = models.PositiveSmallIntegerField(
         default=1, help_text="Labelings wanted per solution."
@@ -130,6 +138,9 @@ class Batch(models.Model):
 
     class Meta:
         verbose_name_plural = "batches"
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="batch_name_per_project"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -152,6 +163,10 @@ class Solution(models.Model):
         PHASE1 = "phase1", "PRM800K phase 1 (labeler-chosen path)"
         PHASE2 = "phase2", "pre-generated solution"
 
+    # Its own column (not only through the batch): pool and gold solutions have no batch.
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
     problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="solutions")
     batch = models.ForeignKey(
         Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="solutions"
@@ -167,7 +182,7 @@ class Solution(models.Model):
     is_screening = models.BooleanField(default=False)
     answer_correct = models.BooleanField(null=True, blank=True)
     # Identity for re-imports: problem, steps, answer, score, flags, generation, format.
-    content_sha256 = models.CharField(max_length=64, unique=True)
+    content_sha256 = models.CharField(max_length=64)
     # Set only when a PRM800K line's ground truth differs from the matched Problem's, so
     # the exported line is still the imported one.
     question_override = models.JSONField(null=True, blank=True)
@@ -177,6 +192,11 @@ class Solution(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "content_sha256"], name="solution_content_per_project"
+            ),
+        ]
         indexes = [
             models.Index(fields=["batch", "completed_count", "id"], name="solution_queue_idx"),
             # The gold pool is small: claims look it up without scanning regular solutions.

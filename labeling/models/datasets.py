@@ -9,11 +9,16 @@ from knox.models import AbstractAuthToken
 
 from stepwise.queued import QueuedWork
 
+from .projects import default_project_id
+
 
 class Guidelines(models.Model):
     """Labeling guidelines, versioned: every edit adds a row; the highest version is shown."""
 
-    version = models.PositiveIntegerField(unique=True)
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
+    version = models.PositiveIntegerField()
     text = models.TextField(help_text="Plain text: '# ' headings, '- ' bullets, $LaTeX$.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
@@ -23,6 +28,11 @@ class Guidelines(models.Model):
     class Meta:
         verbose_name_plural = "guidelines"
         ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "version"], name="guidelines_version_per_project"
+            ),
+        ]
 
 
 # --- snapshots
@@ -51,6 +61,9 @@ class Snapshot(QueuedWork):
     WAITING = Status.PENDING
     SUCCEEDED = Status.DONE
 
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.PROTECT, default=default_project_id, related_name="+"
+    )
     format = models.CharField(max_length=24, choices=Format.choices, default=Format.PRM800K)
     filters = models.JSONField(default=dict, blank=True)
     options = models.JSONField(default=dict, blank=True)

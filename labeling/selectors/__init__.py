@@ -61,6 +61,7 @@ from labeling.selectors.home import (
     expired_claims,
     labeler_cockpit,
     lead_cockpit,
+    projects_waiting,
     waiting_for,
 )
 from labeling.selectors.items import (
@@ -216,6 +217,7 @@ __all__ = [
     "labelings_for_page",
     "labels_per_hour",
     "lead_cockpit",
+    "projects_waiting",
     "LeadCockpit",
     "locked_out_usernames",
     "model_disagreement_ids",

@@ -4,18 +4,23 @@ solution's: each labeler's own path, with its notes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from labeling.models import Batch, Labeling, Note, Solution, SolutionAgreement, StepLabel
 from labeling.selectors.notes import notes_by_step
 from labeling.selectors.ratings import FinalRatings, final_step_ratings, labeling_step_ratings
 
 
-def adjudication_queue(batch: Batch | None = None, limit: int = 100) -> list[SolutionAgreement]:
+def adjudication_queue(
+    batch: Batch | None = None, limit: int = 100, project: Any = None
+) -> list[SolutionAgreement]:
     rows = SolutionAgreement.objects.filter(needs_adjudication=True).select_related(
         "solution__problem", "batch"
     )
     if batch is not None:
         rows = rows.filter(batch=batch)
+    if project is not None:
+        rows = rows.filter(solution__project_id=project.pk)
     return list(rows.order_by("computed_at")[:limit])
 
 

@@ -5,14 +5,24 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from labeling.models import Guidelines
+from labeling.models.projects import DEFAULT_SLUG
 
 DEFAULT_GUIDELINES = Path(__file__).resolve().parent.parent / "guidelines_default.txt"
 
 
-def current_guidelines() -> tuple[str, Guidelines | None]:
-    latest = Guidelines.objects.order_by("-version").first()
+def _of(project: Any) -> Any:
+    """A project's guidelines (the Default project's when none is named)."""
+    if project is None:
+        return Guidelines.objects.filter(project__slug=DEFAULT_SLUG)
+    return Guidelines.objects.filter(project_id=project.pk)
+
+
+def current_guidelines(project: Any = None) -> tuple[str, Guidelines | None]:
+    """The project's current guidelines: its latest version, else the default text."""
+    latest = _of(project).order_by("-version").first()
     if latest is not None:
         return latest.text, latest
     return DEFAULT_GUIDELINES.read_text(encoding="utf-8"), None
@@ -49,10 +59,11 @@ class GuidelinesChange:
     diff: list[DiffLine]
 
 
-def guidelines_change(version: int) -> GuidelinesChange | None:
-    """One version of the guidelines and what it changed from the one before."""
+def guidelines_change(version: int, project: Any = None) -> GuidelinesChange | None:
+    """One version of the project's guidelines and what it changed from the one before."""
     rows = list(
-        Guidelines.objects.select_related("created_by")
+        _of(project)
+        .select_related("created_by")
         .filter(version__lte=version)
         .order_by("-version")[:2]
     )

@@ -69,13 +69,38 @@ def expired_claims(user, *, within=timedelta(days=1)) -> list[ExpiredClaim]:
     return claims
 
 
-def batches_for(user) -> QuerySet[Batch]:
-    """Active batches this user may label: assigned to them, or open to every labeler."""
+def batches_for(user, project: Any = None) -> QuerySet[Batch]:
+    """Active batches this user may label: in a project where they are a labeler (in
+    `project` only, where named), assigned to them or open to every labeler."""
+    from labeling.roles import LABELER, projects_with_role
+
     assigned = Batch.labelers.through.objects.filter(batch_id=OuterRef("pk"))
     # Two EXISTS rather than a join: no DISTINCT over every active batch on each claim.
-    return Batch.objects.filter(is_active=True).filter(
+    batches = Batch.objects.filter(is_active=True).filter(
         Exists(assigned.filter(user_id=user.pk)) | ~Exists(assigned)
     )
+    if project is not None:
+        batches = batches.filter(project_id=getattr(project, "pk", project))
+    labeling_in = projects_with_role(user, LABELER)
+    if labeling_in is not None:
+        batches = batches.filter(project_id__in=labeling_in)
+    return batches
+
+
+def projects_waiting(user, project_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Per project: the labels its active batches still want from this labeler ("waiting") and
+    its open batches ("batches"), for the list of a user's projects. Two queries."""
+    from labeling.roles import LABELER, has_role
+
+    rows: dict[int, dict[str, int]] = {pk: {"waiting": 0, "batches": 0} for pk in project_ids}
+    active = Batch.objects.filter(is_active=True, project_id__in=project_ids)
+    for project_id, n in active.values_list("project_id").annotate(n=Count("id")):
+        rows[cast(int, project_id)]["batches"] = n
+    labeling_in = [pk for pk in project_ids if has_role(user, LABELER, project=pk)]
+    if labeling_in:
+        for batch in batches_for(user).filter(project_id__in=labeling_in):
+            rows[cast(int, batch.project_id)]["waiting"] += 1
+    return rows
 
 
 # --- home pages: one cockpit per role -----------------------------------------------------------
@@ -130,7 +155,12 @@ class LabelerCockpit:
 
 
 def labeler_cockpit(
-    user, labeler: Labeler, *, now: datetime | None = None, chosen_batch_id: int | None = None
+    user,
+    labeler: Labeler,
+    *,
+    now: datetime | None = None,
+    chosen_batch_id: int | None = None,
+    project: Any = None,
 ) -> LabelerCockpit:
     """The labeler's home, in at most ten queries whatever their history: counters for the
     totals and the work waiting, today's finished labelings, counted as the counters count
@@ -144,7 +174,7 @@ def labeler_cockpit(
         .first()
     )
     expired = [] if open_labeling else expired_claims(user)
-    batches = list(batches_for(user).order_by("-priority", "id"))
+    batches = list(batches_for(user, project).order_by("-priority", "id"))
     ids = [b.pk for b in batches]
     counts = solution_counts(ids)
     done = dict(
@@ -299,11 +329,15 @@ STALL_AFTER = timedelta(hours=1)
 SHOWN = 5  # items of a list a home page shows
 
 
-def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
-    """The lead's home: each active batch's depth, pace and ETA, the labelers and solutions
-    waiting for a lead, and alerts; a fixed number of queries (batches_overview's, plus six)."""
+def lead_cockpit(*, now: datetime | None = None, project: Any = None) -> LeadCockpit:
+    """The lead's home (in `project`, where named): each active batch's depth, pace and ETA,
+    the labelers and solutions waiting for a lead, and alerts; a fixed number of queries
+    (batches_overview's, plus six)."""
     now = now or timezone.now()
-    active = list(Batch.objects.filter(is_active=True).order_by("-priority", "-created_at"))
+    in_project = {} if project is None else {"project_id": project.pk}
+    active = list(
+        Batch.objects.filter(is_active=True, **in_project).order_by("-priority", "-created_at")
+    )
     batches = batches_overview(active, now=now)
     alerts = [
         Alert(
@@ -331,7 +365,7 @@ def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
                 reverse("labeling:labeler_detail", args=[labeler.user_id]),
             )
         )
-    unsent = Snapshot.objects.waiting_too_long(now).count()
+    unsent = Snapshot.objects.waiting_too_long(now).filter(**in_project).count()
     if unsent:
         alerts.append(
             Alert(
@@ -343,7 +377,10 @@ def lead_cockpit(*, now: datetime | None = None) -> LeadCockpit:
     return LeadCockpit(
         batches=batches,
         attention=labelers_needing_attention(),
-        adjudication_count=SolutionAgreement.objects.filter(needs_adjudication=True).count(),
+        adjudication_count=SolutionAgreement.objects.filter(
+            needs_adjudication=True,
+            **({} if project is None else {"solution__project_id": project.pk}),
+        ).count(),
         adjudication_top=adjudication_queue(limit=SHOWN),
         alerts=alerts,
     )

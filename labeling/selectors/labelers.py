@@ -5,28 +5,42 @@ screening's size."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 from axes.helpers import get_cool_off, get_failure_limit
 from axes.models import AccessAttempt
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from labeling.models import GoldResult, Labeler, Labeling, RatingEvent, Solution
+from labeling.models import (
+    GoldResult,
+    Labeler,
+    Labeling,
+    Membership,
+    RatingEvent,
+    Solution,
+    default_project_id,
+)
 
 
-def labelers_needing_attention() -> list[Labeler]:
-    """Paused labelers and screened labelers waiting for a lead's decision."""
+def labelers_needing_attention(project: Any = None) -> list[Labeler]:
+    """Paused labelers and screened labelers waiting for a lead's decision (the project's
+    labelers, where named)."""
     waiting = Q(state=Labeler.State.PAUSED) | Q(
         state=Labeler.State.SCREENING, screening_passed=False
     )
-    return list(Labeler.objects.filter(waiting).select_related("user").order_by("state_changed_at"))
+    labelers = Labeler.objects.filter(waiting)
+    if project is not None:
+        members = Membership.objects.filter(project_id=project.pk, role="labeler")
+        labelers = labelers.filter(user_id__in=members.values("user_id"))
+    return list(labelers.select_related("user").order_by("state_changed_at"))
 
 
-def all_labelers() -> list[Labeler]:
-    User = get_user_model()
-    users = User.objects.filter(groups__name="labeler").values("pk")
+def all_labelers(project: Any = None) -> list[Labeler]:
+    """The labelers of the project (the Default project's when none is named) with a record."""
+    project_id = default_project_id() if project is None else project.pk
+    users = Membership.objects.filter(project_id=project_id, role="labeler").values("user_id")
     return list(
         Labeler.objects.filter(user__in=users).select_related("user").order_by("user__username")
     )

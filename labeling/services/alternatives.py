@@ -100,6 +100,7 @@ def add_problems(*, batch: Batch, problem_ids: list[int]) -> int:
             generator=f"alternatives:{batch.pk}",
         )
         _, made = Solution.objects.get_or_create(
+            project_id=batch.project_id,
             content_sha256=digest,
             defaults={
                 "problem": problem,

@@ -15,6 +15,7 @@ from labeling.models import (
     Labeling,
     PreLabel,
     Solution,
+    default_project_id,
 )
 from labeling.roles import require_batch_writer
 from labeling.services import importing
@@ -36,13 +37,21 @@ def batch_move_solutions(*, batch: Batch, source: Batch, limit: int | None = Non
 
 
 def batch_samples_upload(
-    uploaded: Any, *, user: Any, batch_name: str, overlap: int, generation: int | None
+    uploaded: Any,
+    *,
+    user: Any,
+    batch_name: str,
+    overlap: int,
+    generation: int | None,
+    project_id: int,
 ) -> importing.ImportReport:
-    """Uploaded generator samples into the batch named `batch_name`, by a user who may add to
-    it (`roles.may_add_to_batch`); a new batch is theirs. All or nothing, a new batch included:
-    a refused or rejected upload leaves no row behind (PermissionDenied, UploadRejected)."""
+    """Uploaded generator samples into the project's batch named `batch_name`, by a user who
+    may add to it (`roles.may_add_to_batch`); a new batch is theirs. All or nothing, a new batch
+    included: a refused or rejected upload leaves no row behind (PermissionDenied,
+    UploadRejected)."""
     with transaction.atomic():
         batch, _ = Batch.objects.get_or_create(
+            project_id=project_id,
             name=batch_name,
             defaults={
                 "overlap": overlap,
@@ -53,7 +62,11 @@ def batch_samples_upload(
         )
         require_batch_writer(user, batch)
         return importing.samples_upload(
-            uploaded, batch_name=batch.name, overlap=overlap, generation=generation
+            uploaded,
+            batch_name=batch.name,
+            overlap=overlap,
+            generation=generation,
+            project_id=project_id,
         )
 
 
@@ -82,14 +95,24 @@ def batch_prelabel_set(*, batch: Batch, user: Any, mode: str, judge: str) -> Bat
     return batch
 
 
-def guidelines_save(*, text: str, user: User) -> Guidelines:
-    """A new version of the guidelines; earlier versions stay."""
+def guidelines_save(*, text: str, user: User, project: Any = None) -> Guidelines:
+    """A new version of the project's guidelines (the Default project's when none is named);
+    earlier versions stay."""
     if not text.strip():
         raise LabelingError("The guidelines cannot be empty.")
+    project_id = default_project_id() if project is None else project.pk
     with transaction.atomic():
-        last = Guidelines.objects.select_for_update().order_by("-version").first()
+        last = (
+            Guidelines.objects.select_for_update()
+            .filter(project_id=project_id)
+            .order_by("-version")
+            .first()
+        )
         if last is not None and last.text == text:
             raise LabelingError(f"This is version {last.version}'s text: nothing to publish.")
         return Guidelines.objects.create(
-            version=(last.version + 1) if last else 1, text=text, created_by=user
+            project_id=project_id,
+            version=(last.version + 1) if last else 1,
+            text=text,
+            created_by=user,
         )

@@ -11,7 +11,17 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from labeling.models import Batch, GoldLabel, Labeler, Labeling, Problem, Solution
+from labeling.models import (
+    Batch,
+    GoldLabel,
+    Labeler,
+    Labeling,
+    Membership,
+    Problem,
+    Project,
+    Solution,
+    default_project_id,
+)
 from labeling.roles import ADMIN, LABELER, LEAD, RESEARCHER
 from labeling.services.alternatives import add_problems
 from labeling.services.importing import import_math, import_prm800k, import_samples
@@ -19,26 +29,50 @@ from labeling.services.quality import gold_label_set
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_data"
 DEMO_BATCH = "Demo generation 1"
+# The demo's two projects: the first (the deployment's first project, renamed; its links stay
+# /p/default/) holds the demo data, the second the step-by-step (PRM800K phase 1) batch.
+PHASE1_PROJECT = "MATH phase 1"
+STEPS_PROJECT, STEPS_SLUG = "MATH step by step", "math-step-by-step"
 DEMO_ACCOUNTS = (
-    # username, password, roles
+    # username, password, roles (in both projects; admin: the global admin)
     ("labeler", "labeler-demo", (LABELER,)),
     ("labeler2", "labeler-demo", (LABELER,)),
     ("lead", "lead-demo", (LEAD, LABELER)),
     ("researcher", "researcher-demo", (RESEARCHER,)),
     ("admin", "admin-demo", (ADMIN,)),
+    # The second project's lead, and nothing in the first.
+    ("lead2", "lead2-demo", (LEAD,)),
 )
+SECOND_PROJECT_ONLY = {"lead2"}
+
+
+def demo_projects() -> tuple[Project, Project]:
+    """The demo's two projects, made or renamed once (a re-run changes nothing)."""
+    first = Project.objects.get(pk=default_project_id())
+    if first.name != PHASE1_PROJECT and not Project.objects.filter(name=PHASE1_PROJECT).exists():
+        first.name = PHASE1_PROJECT
+        first.save(update_fields=["name"])
+    second, _ = Project.objects.get_or_create(slug=STEPS_SLUG, defaults={"name": STEPS_PROJECT})
+    return first, second
 
 
 @transaction.atomic
 def create_demo_accounts() -> list[tuple[str, str, tuple[str, ...]]]:
     User = get_user_model()
+    first, second = demo_projects()
     for username, password, roles in DEMO_ACCOUNTS:
         user, created = User.objects.get_or_create(username=username)
         if created:
             user.set_password(password)
             user.is_staff = user.is_superuser = ADMIN in roles
             user.save()
-        user.groups.add(*[Group.objects.get_or_create(name=role)[0] for role in roles])
+        if ADMIN in roles:
+            user.groups.add(Group.objects.get_or_create(name=ADMIN)[0])
+        projects = [second] if username in SECOND_PROJECT_ONLY else [first, second]
+        for project in projects:
+            for role in roles:
+                if role != ADMIN:
+                    Membership.objects.get_or_create(project=project, user=user, role=role)
         if LABELER in roles or ADMIN in roles:
             # Demo labelers skip screening so the demo works at once; a lead's later decision stays.
             Labeler.objects.get_or_create(user=user, defaults={"state": Labeler.State.ACTIVE})
@@ -168,7 +202,10 @@ def load_sample_data() -> list[str]:
 
 
 def load_alternatives_batch() -> str:
+    """The step-by-step batch, in the demo's second project."""
+    _, second = demo_projects()
     batch, _ = Batch.objects.get_or_create(
+        project=second,
         name=ALTERNATIVES_BATCH,
         defaults={
             "protocol": Batch.Protocol.ALTERNATIVES,

@@ -31,7 +31,16 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from labeling import prm800k
-from labeling.models import Batch, Completion, Labeling, Note, Snapshot, Solution, StepLabel
+from labeling.models import (
+    Batch,
+    Completion,
+    Labeling,
+    Note,
+    Snapshot,
+    Solution,
+    StepLabel,
+)
+from labeling.models.projects import DEFAULT_SLUG
 from labeling.selectors import final_step_ratings, label_record
 
 CHUNK = 2000
@@ -139,6 +148,8 @@ class ExportFilters:
     complete_only: bool = True
     since_snapshot: int | None = None
     since_cutoff: datetime | None = None
+    # The project exported (its id); None: the Default project, as before projects.
+    project: int | None = None
     # Machine labelings (issue 47: the judges', not a person's) are left out unless asked for.
     machine_labels: bool = False
 
@@ -190,7 +201,10 @@ def _three_way(value: str, flag: str) -> Q:
 
 def select_labelings(filters: ExportFilters) -> QuerySet[Labeling]:
     """The labelings an export with these filters holds (unordered; exporters order by id)."""
-    query = Labeling.objects.all()
+    if filters.project is None:
+        query = Labeling.objects.filter(solution__project__slug=DEFAULT_SLUG)
+    else:
+        query = Labeling.objects.filter(solution__project_id=filters.project)
     if not filters.machine_labels:
         query = query.filter(source=Labeling.Source.HUMAN)
     if filters.complete_only:

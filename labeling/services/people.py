@@ -13,10 +13,11 @@ their sessions end and their API tokens are revoked.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from axes.utils import reset as axes_reset
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Group, User
+from django.contrib.auth.models import AbstractBaseUser, User
 from django.contrib.auth.tokens import default_token_generator
 from django.contrib.auth.validators import ASCIIUsernameValidator
 from django.core.exceptions import ValidationError
@@ -26,7 +27,7 @@ from django.utils.crypto import get_random_string
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
-from labeling.models import ApiToken, Labeler
+from labeling.models import ApiToken, Labeler, Membership, default_project_id
 from labeling.roles import LABELER
 from labeling.services.errors import LabelingError
 from labeling.services.queue import labelings_release
@@ -52,20 +53,26 @@ class Credentials:
     token: str | None = None
 
 
-def managed_labelers() -> QuerySet:
-    """The accounts a lead manages: plain labelers, in the labeler group and nothing more: no other
+def managed_labelers(project: Any = None) -> QuerySet:
+    """The accounts a lead of `project` (the Default project when none is named) manages: plain
+    labelers of that project, a labeler and nothing more in every project: no other role, no
     group, no staff or superuser flag, no permission of their own. Anything more is managed in
     Django's admin: a lead who could reset such an account could sign in as it and use what it
-    holds (a staff labeler's admin, say). Any other user id is not found here."""
+    holds (a staff labeler's admin, another project's lead role, say). Any other user id is not
+    found here."""
     User = get_user_model()
-    other_group = User.groups.through.objects.filter(user=OuterRef("pk")).exclude(
-        group__name=LABELER
+    project_id = default_project_id() if project is None else getattr(project, "pk", project)
+    any_group = User.groups.through.objects.filter(user=OuterRef("pk"))
+    other_role = Membership.objects.filter(user=OuterRef("pk")).exclude(role=LABELER)
+    labeler_here = Membership.objects.filter(
+        user=OuterRef("pk"), project_id=project_id, role=LABELER
     )
     own_permission = User.user_permissions.through.objects.filter(user=OuterRef("pk"))
     return User.objects.filter(
-        ~Exists(other_group),
+        ~Exists(any_group),
+        ~Exists(other_role),
         ~Exists(own_permission),
-        groups__name=LABELER,
+        Exists(labeler_here),
         is_staff=False,
         is_superuser=False,
     )
@@ -99,8 +106,9 @@ def _signed_out_everywhere(user: AbstractBaseUser) -> None:
     user_sessions_end(user.pk)
 
 
-def labeler_add(*, username: str, email: str = "", method: str) -> Credentials:
-    """A new labeler account (the labeler role, a labeler record starting in screening)."""
+def labeler_add(*, username: str, email: str = "", method: str, project: Any = None) -> Credentials:
+    """A new labeler account (the labeler role in `project`, the Default project when none is
+    named; a labeler record starting in screening)."""
     if method not in METHODS:
         raise LabelingError(f"Choose how they sign in: {' or '.join(METHODS)}.")
     User = get_user_model()
@@ -115,7 +123,11 @@ def labeler_add(*, username: str, email: str = "", method: str) -> Credentials:
     try:
         with transaction.atomic():
             user = User.objects.create_user(username=username, email=email.strip())
-            user.groups.add(Group.objects.get_or_create(name=LABELER)[0])
+            Membership.objects.create(
+                user=user,
+                project_id=default_project_id() if project is None else project.pk,
+                role=LABELER,
+            )
             Labeler.objects.create(user=user)
             return _credentials(user, method)
     except IntegrityError:  # the same name added at the same moment by another lead

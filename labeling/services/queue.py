@@ -179,6 +179,7 @@ def _reactivate(labeling_id: int, user: User, now) -> Labeling | None:
             .select_related("batch")
             .get(pk=labeling.solution_id)
         )
+        labeling.solution = solution  # its project names the page it opens on
         batch = solution.batch
         if batch is not None and not batch.is_active:
             return None
@@ -208,7 +209,7 @@ def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
             .first()
         )
         if labeling is None:
-            raise LabelingError("This labeling is not yours.")
+            raise Forbidden("This labeling is not yours.")
         refuse_if_stopped(labeling.labeler_state)
         if labeling.status == Labeling.Status.IN_PROGRESS:
             labeling.lease_expires_at = lease_until(labeling.solution.batch, now)
@@ -266,11 +267,16 @@ def next_claims(user: User, batch: Batch, count: int) -> list[Solution]:
     return list(_open_solutions(user.pk, batch.pk, batch.overlap).select_related("problem")[:count])
 
 
-def _gold_pool(user_id: int, *, screening: bool) -> QuerySet[Solution]:
+def _gold_pool(
+    user_id: int, *, screening: bool, project_id: int | None = None
+) -> QuerySet[Solution]:
+    """The gold a labeler has not labeled yet (of one project, where named)."""
     mine = Labeling.objects.filter(solution_id=OuterRef("pk"), labeler_id=user_id)
     pool = Solution.objects.filter(is_quality_control=True, gold__isnull=False).exclude(
         Exists(mine)
     )
+    if project_id is not None:
+        pool = pool.filter(project_id=project_id)
     return pool.filter(is_screening=screening)
 
 
@@ -284,16 +290,22 @@ def _start(solution: Solution, user: User, batch: Batch | None) -> Labeling:
     )
 
 
-def _claim_gold(user: User, *, screening: bool) -> Labeling | None:
+def _claim_gold(user: User, *, screening: bool, project_id: int | None = None) -> Labeling | None:
     """Start a gold labeling. Gold has no overlap limit: each labeler labels each gold once."""
-    solution = _gold_pool(user.pk, screening=screening).order_by("completed_count", "id").first()
+    solution = (
+        _gold_pool(user.pk, screening=screening, project_id=project_id)
+        .order_by("completed_count", "id")
+        .first()
+    )
     if solution is None:
         return None
     Solution.objects.filter(pk=solution.pk).update(active_count=F("active_count") + 1)
     return _start(solution, user, solution.batch)
 
 
-def _claim_screening(user: User, labeler: Labeler) -> Labeling | None:
+def _claim_screening(
+    user: User, labeler: Labeler, project_id: int | None = None
+) -> Labeling | None:
     size = selectors.screening_size()
     if size == 0:
         # No screening set configured: nothing to pass, so the labeler starts regular work.
@@ -303,7 +315,7 @@ def _claim_screening(user: User, labeler: Labeler) -> Labeling | None:
     if done >= size:
         return None  # screened, failed the threshold: waiting for a lead to admit or reject
     with transaction.atomic():
-        return _claim_gold(user, screening=True)
+        return _claim_gold(user, screening=True, project_id=project_id)
 
 
 def _gold_due(claims_since_gold: int, batch: Batch) -> bool:
@@ -336,7 +348,7 @@ class Claim:
         return None if labeling is None else cls(labeling)
 
 
-def claim(user: User, *, batch: Batch | None = None) -> Claim | None:
+def claim(user: User, *, batch: Batch | None = None, project: Any = None) -> Claim | None:
     """The labeling this user should work on now: their open one, else a newly claimed one.
 
     Screening labelers get screening gold; paused and rejected ones get nothing, not even
@@ -344,19 +356,23 @@ def claim(user: User, *, batch: Batch | None = None) -> Claim | None:
     with a gold solution instead every 1/gold_rate claims (gold looks like any other solution
     to the labeler). A claim that loses the race to another claim of the same labeler (another
     tab) returns the labeling that won.
+
+    With `project` (the page's), new work comes from that project only; the labeling they have
+    open is theirs to continue wherever it is (they hold one at most, in all projects).
     """
-    if not has_role(user, LABELER):
+    if not has_role(user, LABELER, project=project):
         raise LabelingError("Only labelers can claim solutions.")
+    project_id = None if project is None else getattr(project, "pk", project)
     for attempt in range(3):
         try:
             if attempt == 0:
-                claimed = _claim_plain(user, batch)
+                claimed = _claim_plain(user, batch, project_id)
                 if claimed is not None:
                     return Claim(claimed)
             labeler = ensure_labeler(user)
             if labeler.state in STOPPED:
                 return None
-            return _claim_next(user, labeler, batch)
+            return _claim_next(user, labeler, batch, project_id)
         except IntegrityError:
             # one_open_labeling_per_labeler: a concurrent claim of this labeler committed
             # first (ours rolled back whole); theirs is the one to work on.
@@ -364,10 +380,13 @@ def claim(user: User, *, batch: Batch | None = None) -> Claim | None:
     raise Conflict("Another tab keeps claiming for you at the same moment; open the queue again.")
 
 
-def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Claim | None:
+def _claim_next(
+    user: User, labeler: Labeler, batch: Batch | None, project_id: int | None = None
+) -> Claim | None:
     # One query for both: their open labeling, else their latest expired one with steps rated.
     mine = (
         _labelings_to_continue(user.pk)
+        .annotate(in_project_id=F("solution__project_id"))  # the page it opens on
         .order_by(
             # Their open labeling (one at most), else the latest expired one, taken back.
             Case(When(status=Labeling.Status.IN_PROGRESS, then=0), default=1),
@@ -383,12 +402,12 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Claim | No
         if resumed is not None:
             return Claim(resumed, resumed_expired=True)
     if labeler.state == Labeler.State.SCREENING:
-        claimed = _claim_screening(user, labeler)
+        claimed = _claim_screening(user, labeler, project_id)
         if claimed is not None or labeler.state != Labeler.State.ACTIVE:
             return Claim.of(claimed)
     if labeler.state != Labeler.State.ACTIVE:
         return None
-    batches = _batches_to_claim_from(user, batch)
+    batches = _batches_to_claim_from(user, batch, project_id)
 
     def gold_instead(candidate: Solution, candidate_batch: Batch) -> Labeling | None | Take:
         return _gold_instead(user, labeler, candidate_batch)
@@ -400,19 +419,27 @@ def _claim_next(user: User, labeler: Labeler, batch: Batch | None) -> Claim | No
     return Claim.of(claimed)
 
 
-def _batches_to_claim_from(user: User, batch: Batch | None) -> list[Batch]:
-    """The active batches the user may claim from, highest priority first (cached per user:
+def _batches_to_claim_from(
+    user: User, batch: Batch | None, project_id: int | None = None
+) -> list[Batch]:
+    """The active batches the user may claim from (in their projects where they label; of
+    `project_id` only, where named), highest priority first (cached per user:
     `labeling.access`), or just `batch` among them."""
     batches = access.cached_for_user(
         user.pk, "batches", lambda: list(selectors.batches_for(user).order_by("-priority", "id"))
     )
-    return [b for b in batches if batch is None or b.pk == batch.pk]
+    return [
+        b
+        for b in batches
+        if (batch is None or b.pk == batch.pk)
+        and (project_id is None or b.project_id == project_id)
+    ]
 
 
-def _claim_read(user_id: int, batch_id: int, overlap: int) -> QuerySet[Solution]:
+def _claim_read(user_id: int, batch_id: int, overlap: int, project_id: int) -> QuerySet[Solution]:
     """The next open solution of the batch, locked (skipping rows other claims hold), with the
-    labeler's state, gold count, whether they have a labeling to continue and whether gold
-    waits for them."""
+    labeler's state, gold count, whether they have a labeling to continue and whether gold of
+    the batch's project waits for them."""
     profile = Labeler.objects.filter(user_id=user_id)
     return (
         _open_solutions(user_id, batch_id, overlap)
@@ -422,22 +449,22 @@ def _claim_read(user_id: int, batch_id: int, overlap: int) -> QuerySet[Solution]
             since_gold=Subquery(profile.values("claims_since_gold")[:1]),
             has_mine=Exists(_labelings_to_continue(user_id)),
             # Where gold is due but none is left for them, they take regular work.
-            gold_waiting=Exists(_gold_pool(user_id, screening=False)),
+            gold_waiting=Exists(_gold_pool(user_id, screening=False, project_id=project_id)),
         )
     )
 
 
 # Compiled once per connection, as the rating's read (stepwise/compiled.py): building and
 # compiling it cost more than running it, on every claim.
-CLAIM_READ = CompiledQuery(_claim_read, "user_id", "batch_id", "overlap")
+CLAIM_READ = CompiledQuery(_claim_read, "user_id", "batch_id", "overlap", "project_id")
 
 
-def _claim_plain(user: User, batch: Batch | None) -> Labeling | None:
+def _claim_plain(user: User, batch: Batch | None, project_id: int | None = None) -> Labeling | None:
     """The common claim in four statements: an active labeler with nothing to continue, and no
     gold due, takes the next solution of their first batch that has one. The read that locks
     the solution also brings the labeler's state, gold count and whether they have a labeling
     to continue; anything else (or nothing free) is None, for `_claim_next`."""
-    batches = _batches_to_claim_from(user, batch)
+    batches = _batches_to_claim_from(user, batch, project_id)
     return _claim_first_open(user, batches, read=_plain_read, instead=_unless_plain)
 
 
@@ -468,7 +495,9 @@ def _claim_first_open(
 
 
 def _plain_read(user: User, batch: Batch) -> Solution | None:
-    return CLAIM_READ.first(user_id=user.pk, batch_id=batch.pk, overlap=batch.overlap)
+    return CLAIM_READ.first(
+        user_id=user.pk, batch_id=batch.pk, overlap=batch.overlap, project_id=batch.project_id
+    )
 
 
 def _unless_plain(candidate: Solution, batch: Batch) -> Labeling | None | Take:
@@ -497,7 +526,7 @@ def _gold_instead(user: User, labeler: Labeler, batch: Batch) -> Labeling | None
     (their count starts again), else TAKE."""
     if not _gold_due(labeler.claims_since_gold, batch):
         return TAKE
-    gold = _claim_gold(user, screening=False)
+    gold = _claim_gold(user, screening=False, project_id=batch.project_id)
     if gold is None:
         return TAKE
     labeler.claims_since_gold = 0
@@ -518,10 +547,13 @@ def _take(candidate: Solution, user: User) -> bool:
     return bool(took)
 
 
-def claimable_batch(user: User, batch_id: int) -> Batch | None:
-    """The active batch `batch_id` if this user may claim from it, else None (read from the
-    cached list a claim reads: no query on a hit)."""
-    return next((b for b in _batches_to_claim_from(user, None) if b.pk == batch_id), None)
+def claimable_batch(user: User, batch_id: int, project: Any = None) -> Batch | None:
+    """The active batch `batch_id` (of `project`, where named) if this user may claim from it,
+    else None (read from the cached list a claim reads: no query on a hit)."""
+    project_id = None if project is None else project.pk
+    return next(
+        (b for b in _batches_to_claim_from(user, None, project_id) if b.pk == batch_id), None
+    )
 
 
 SKIP_REASON_MAX = 300
@@ -548,7 +580,7 @@ def labeling_skip(*, labeling_id: int, user: User, reason: str) -> Labeling:
             .first()
         )
         if labeling is None:
-            raise LabelingError("This labeling is not yours.")
+            raise Forbidden("This labeling is not yours.")
         refuse_if_stopped(cast(Any, labeling).labeler_state)
         if labeling.status == Labeling.Status.SKIPPED:
             return labeling  # a double submit

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from labeling.models import Snapshot
+from labeling.models import Snapshot, default_project_id
 from labeling.services.exporting import (
     ExportFilters,
     Progress,
@@ -63,6 +63,7 @@ def snapshot_create(
     """
     with transaction.atomic():
         snapshot = Snapshot.objects.create(
+            project_id=default_project_id() if filters.project is None else filters.project,
             format=fmt,
             filters=filters.as_json(),
             options=options.as_json() if fmt != Snapshot.Format.PRM800K else {},

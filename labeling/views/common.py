@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from labeling import selectors
 from labeling.bounds import INT32
 from labeling.models import Labeling, Solution
-from labeling.roles import LEAD, has_role
+from labeling.roles import LEAD, has_role, request_project
 from labeling.services import notes
 from labeling.services.errors import LabelingError
 from stepwise.request_types import AuthenticatedRequest
@@ -56,8 +56,14 @@ def chosen_batch_id(request: HttpRequest) -> int | None:
 def readable_labeling(request: HttpRequest, labeling_id: int) -> Labeling:
     """The labeling if the user may read it: their own, or anyone's to a lead (writing is
     refused elsewhere to all but its labeler)."""
-    labeling = get_object_or_404(selectors.labelings_for_page(), pk=labeling_id)
-    if labeling.labeler_id != request.user.pk and not has_role(request.user, LEAD):
+    labeling = get_object_or_404(
+        selectors.labelings_for_page(),
+        pk=labeling_id,
+        solution__project_id=getattr(request_project(request), "pk", None),
+    )
+    if labeling.labeler_id != request.user.pk and not has_role(
+        request.user, LEAD, project=request_project(request)
+    ):
         raise PermissionDenied("This labeling is not yours.")
     return labeling
 

@@ -4,6 +4,8 @@ the notes, and its whole history. Leads only: anyone else gets the app's 403."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -27,7 +29,7 @@ ITEMS_PER_PAGE = 25
 @login_required
 def item_list(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
-    batch = get_object_or_404(Batch, pk=batch_id)
+    batch = get_object_or_404(Batch.objects.filter(project=request.project), pk=batch_id)
     form = ItemFilterForm(request.GET or None, batch=batch)
     if form.is_bound and not form.is_valid():
         solutions = Solution.objects.none()
@@ -67,17 +69,20 @@ def _item_context(solution: Solution, *, error: str | None = None, text: str = "
     }
 
 
-def _solution(solution_id: int) -> Solution:
+def _solution(solution_id: int, project: Any) -> Solution:
     return get_object_or_404(
         Solution.objects.select_related("problem", "batch", "agreement", "adjudication"),
         pk=solution_id,
+        project=project,
     )
 
 
 @login_required
 def item_detail(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
-    return render(request, "labeling/lead/item.html", _item_context(_solution(solution_id)))
+    return render(
+        request, "labeling/lead/item.html", _item_context(_solution(solution_id, request.project))
+    )
 
 
 @login_required
@@ -85,7 +90,7 @@ def item_detail(request: AuthenticatedRequest, solution_id: int) -> HttpResponse
 def item_reply(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     """A lead's note on the item (about one step, or the whole solution)."""
     require(request, LEAD, message=LEADS_ONLY)
-    solution = _solution(solution_id)
+    solution = _solution(solution_id, request.project)
     text = request.POST.get("text", "")
     try:
         step = int_param(request, "step", required=False)

@@ -6,6 +6,7 @@ Views fetch, validate, call a service, render; htmx gets the fragment.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,14 +14,16 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
 from labeling import selectors
+from labeling.access import all_projects
 from labeling.models import Batch, FinishReason, Labeling
-from labeling.roles import LABELER, require
+from labeling.roles import ALL_ROLES, LABELER, require
 from labeling.services import alternatives as alternatives_service
 from labeling.services import notes, rating
 from labeling.services import queue as queue_service
@@ -39,6 +42,7 @@ from labeling.views.common import (
     refused,
 )
 from labeling.views.navigation import safe_return_url
+from stepwise.links import project_reverse
 from stepwise.request_types import AuthenticatedRequest
 
 PANEL = "labeling/labeling.html#panel"
@@ -93,7 +97,7 @@ def _choose_batch(request: AuthenticatedRequest, value: str) -> None:
         batch_id = int(value)
     except ValueError:
         raise LabelingError(f"batch must be a batch's number, got {value[:50]!r}.") from None
-    batch = claimable_batch(request.user, batch_id)
+    batch = claimable_batch(request.user, batch_id, request.project)
     if batch is None:
         raise LabelingError(
             f"Batch {batch_id} is not open to you: it is paused, finished or assigned to other "
@@ -103,13 +107,27 @@ def _choose_batch(request: AuthenticatedRequest, value: str) -> None:
         request.session[CHOSEN_BATCH] = batch.pk
 
 
+def labeling_url(labeling: Labeling, project: Any) -> str:
+    """The labeling's page in its own project (the one a labeler has open may be in another
+    project than the page they claimed on); the project is read where the claim left it."""
+    project_id = getattr(labeling, "in_project_id", None)
+    if project_id is None:
+        project_id = labeling.solution.project_id
+    if project is not None and project_id == project.pk:
+        return reverse("labeling:labeling", args=[labeling.pk])
+    slug = next(slug for pk, slug, _ in all_projects() if pk == project_id)
+    return project_reverse(slug, "labeling:labeling", labeling.pk)
+
+
 def _claim_and_open(request: AuthenticatedRequest) -> HttpResponse:
     """Claim (from the chosen batch while it has work for the labeler) and open it."""
     chosen_id = chosen_batch_id(request)
-    chosen = None if chosen_id is None else claimable_batch(request.user, chosen_id)
+    chosen = (
+        None if chosen_id is None else claimable_batch(request.user, chosen_id, request.project)
+    )
     found = None
     if chosen is not None:
-        found = queue_service.claim(request.user, batch=chosen)
+        found = queue_service.claim(request.user, batch=chosen, project=request.project)
     if found is None:
         if chosen_id is not None:
             request.session.pop(CHOSEN_BATCH, None)
@@ -118,7 +136,7 @@ def _claim_and_open(request: AuthenticatedRequest) -> HttpResponse:
                     request,
                     f"“{chosen.name}” has nothing more for you: on to the other batches.",
                 )
-        found = queue_service.claim(request.user)
+        found = queue_service.claim(request.user, project=request.project)
     labeling = None if found is None else found.labeling
     if labeling is not None:  # step by step: the page's first paint finds its candidates asked
         alternatives_service.request_candidates(labeling)
@@ -133,7 +151,7 @@ def _claim_and_open(request: AuthenticatedRequest) -> HttpResponse:
         if labeler.state == labeler.State.ACTIVE:
             messages.info(request, "Nothing is waiting for you right now. Thank you!")
         return redirect("labeling:queue")
-    return redirect("labeling:labeling", labeling_id=labeling.pk)
+    return redirect(labeling_url(labeling, request.project))
 
 
 @login_required
@@ -430,7 +448,8 @@ def finish(request: AuthenticatedRequest, labeling_id: int) -> HttpResponse:
 
 @login_required
 def guidelines(request: AuthenticatedRequest) -> HttpResponse:
-    text, version = selectors.current_guidelines()
+    require(request, *ALL_ROLES, message="The guidelines are for the project's members.")
+    text, version = selectors.current_guidelines(request.project)
     return render(
         request,
         "labeling/guidelines.html",
@@ -445,7 +464,8 @@ def guidelines(request: AuthenticatedRequest) -> HttpResponse:
 @login_required
 def guidelines_version(request: AuthenticatedRequest, version: int) -> HttpResponse:
     """One version of the guidelines and what it changed from the one before."""
-    change = selectors.guidelines_change(version)
+    require(request, *ALL_ROLES, message="The guidelines are for the project's members.")
+    change = selectors.guidelines_change(version, request.project)
     if change is None:
         raise Http404(f"There is no version {version} of the guidelines.")
     return render(request, "labeling/guidelines_version.html", {"change": change})

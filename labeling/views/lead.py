@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from labeling import selectors
 from labeling.forms import BatchForm, GuidelinesForm, MachineLabelsForm
-from labeling.models import Batch, Guidelines, Labeler, Labeling, Solution
+from labeling.models import Batch, Guidelines, Labeler, Labeling, Membership, Solution
 from labeling.roles import LEAD, require, require_batch_writer
 from labeling.services import (
     adjudication,
@@ -42,9 +42,15 @@ def lead_home(request: AuthenticatedRequest) -> HttpResponse:
         request,
         "labeling/lead/home.html",
         {
-            "batches": selectors.batches_overview(),
-            "attention": selectors.labelers_needing_attention(),
-            "adjudication": selectors.adjudication_queue(limit=10),
+            "batches": selectors.batches_overview(
+                list(
+                    Batch.objects.filter(project=request.project).order_by(
+                        "-is_active", "-priority", "-created_at"
+                    )
+                )
+            ),
+            "attention": selectors.labelers_needing_attention(project=request.project),
+            "adjudication": selectors.adjudication_queue(limit=10, project=request.project),
         },
     )
 
@@ -53,7 +59,7 @@ def lead_home(request: AuthenticatedRequest) -> HttpResponse:
 def batch_dashboard(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
     """The live dashboard of one batch; htmx polls the `live` fragment every 5 s."""
     require(request, LEAD, message=LEADS_ONLY)
-    batch = get_object_or_404(Batch, pk=batch_id)
+    batch = get_object_or_404(Batch.objects.filter(project=request.project), pk=batch_id)
     context = {
         "summary": selectors.batch_summary(batch),
         "rows": selectors.batch_labeler_rows(batch),
@@ -83,7 +89,7 @@ def batch_machine_labels(request: AuthenticatedRequest, batch_id: int) -> HttpRe
     the audited precision is live), POST stores the settings and, when asked, accepts the
     solutions every judge agrees on. A bad value is a 400 that writes nothing."""
     require(request, LEAD, message=LEADS_ONLY)
-    batch = get_object_or_404(Batch, pk=batch_id)
+    batch = get_object_or_404(Batch.objects.filter(project=request.project), pk=batch_id)
     template = "labeling/lead/_machine_labels.html"
     if request.method != "POST":
         return render(request, template, {"machine": _machine_context(batch)})
@@ -112,10 +118,16 @@ def batch_edit(request: AuthenticatedRequest, batch_id: int | None = None) -> Ht
     leaves nothing behind, not even a new batch, and shows its errors on the form.
     """
     require(request, LEAD, message=LEADS_ONLY)
-    batch = get_object_or_404(Batch, pk=batch_id) if batch_id else None
+    batch = (
+        get_object_or_404(Batch.objects.filter(project=request.project), pk=batch_id)
+        if batch_id
+        else None
+    )
     if batch is not None:  # a lead may add to any batch: the one rule, asked on every path
         require_batch_writer(request.user, batch)
-    form = BatchForm(request.POST or None, request.FILES or None, instance=batch)
+    form = BatchForm(
+        request.POST or None, request.FILES or None, instance=batch, project=request.project
+    )
     if request.method == "POST" and form.is_valid():
         creating = batch is None
         notes = []
@@ -124,6 +136,7 @@ def batch_edit(request: AuthenticatedRequest, batch_id: int | None = None) -> Ht
                 saved = form.save(commit=False)
                 if creating:
                     saved.created_by = request.user
+                    saved.project = request.project
                 saved.save()
                 form.save_m2m()
                 source = form.cleaned_data.get("take_from")
@@ -139,6 +152,7 @@ def batch_edit(request: AuthenticatedRequest, batch_id: int | None = None) -> Ht
                         batch_name=saved.name,
                         overlap=saved.overlap,
                         generation=saved.generation,
+                        project_id=saved.project_id,
                     )
                     notes.append(report.summary())
                 problem_ids = form.cleaned_data.get("problems")
@@ -168,10 +182,16 @@ def labelers_page(request: AuthenticatedRequest) -> HttpResponse:
     return people.labelers_page(request)  # with the form to add one
 
 
+def _members(request: AuthenticatedRequest):
+    """The users with a role in the request's project: a lead sees and changes these only."""
+    members = Membership.objects.filter(project=request.project).values("user_id")
+    return get_user_model().objects.filter(pk__in=members)
+
+
 @login_required
 def labeler_detail(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
-    return people.labeler_page(request, get_object_or_404(get_user_model(), pk=user_id))
+    return people.labeler_page(request, get_object_or_404(_members(request), pk=user_id))
 
 
 @login_required
@@ -179,7 +199,7 @@ def labeler_detail(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
 def labeler_state(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
     """Admit or reject after screening, pause, or reinstate."""
     require(request, LEAD, message=LEADS_ONLY)
-    user = get_object_or_404(get_user_model(), pk=user_id)
+    user = get_object_or_404(_members(request), pk=user_id)
     labeler = ensure_labeler(user)
     state = request.POST.get("state", "")
     default_reasons: dict[str, str] = {
@@ -202,7 +222,9 @@ def labeler_state(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
 def adjudication_queue(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     return render(
-        request, "labeling/lead/adjudication_queue.html", {"rows": selectors.adjudication_queue()}
+        request,
+        "labeling/lead/adjudication_queue.html",
+        {"rows": selectors.adjudication_queue(project=request.project)},
     )
 
 
@@ -227,7 +249,9 @@ def paths_of(solution: Solution, labelings: list[Labeling]) -> list[selectors.La
 def adjudicate(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, message=LEADS_ONLY)
     solution = get_object_or_404(
-        Solution.objects.select_related("problem", "batch"), pk=solution_id
+        Solution.objects.select_related("problem", "batch"),
+        pk=solution_id,
+        project=request.project,
     )
     error = None
     posted: list[int | None] | None = None
@@ -277,6 +301,7 @@ def labeling_history(request: AuthenticatedRequest, labeling_id: int) -> HttpRes
     labeling = get_object_or_404(
         Labeling.objects.select_related("solution__problem", "solution__batch", "labeler"),
         pk=labeling_id,
+        solution__project=request.project,
     )
     return render(
         request,
@@ -294,7 +319,7 @@ def guidelines_edit(request: AuthenticatedRequest) -> HttpResponse:
     """Edit the guidelines: "Preview" shows the text as labelers will see it and what changed
     from the current version; "Publish" (offered with the preview) saves a new version."""
     require(request, LEAD, message=LEADS_ONLY)
-    text, version = selectors.current_guidelines()
+    text, version = selectors.current_guidelines(request.project)
     form = GuidelinesForm(request.POST or None, initial={"text": text})
     preview = None
     status = 200
@@ -303,7 +328,9 @@ def guidelines_edit(request: AuthenticatedRequest) -> HttpResponse:
             status = 400
         elif request.POST.get("action") == "publish":
             try:
-                saved = batches.guidelines_save(text=form.cleaned_data["text"], user=request.user)
+                saved = batches.guidelines_save(
+                    text=form.cleaned_data["text"], user=request.user, project=request.project
+                )
                 messages.info(request, f"Guidelines published as version {saved.version}.")
                 return redirect("labeling:guidelines")
             except LabelingError as exc:
@@ -312,7 +339,11 @@ def guidelines_edit(request: AuthenticatedRequest) -> HttpResponse:
         else:
             new_text = form.cleaned_data["text"]
             preview = {"text": new_text, "diff": selectors.text_diff(text, new_text)}
-    history = Guidelines.objects.select_related("created_by").order_by("-version")[:20]
+    history = (
+        Guidelines.objects.filter(project=request.project)
+        .select_related("created_by")
+        .order_by("-version")[:20]
+    )
     return render(
         request,
         "labeling/lead/guidelines_edit.html",

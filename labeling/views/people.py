@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login, update_session_auth_hash
+from django.contrib.auth import get_user_model, login, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm, SetPasswordForm
 from django.http import HttpRequest, HttpResponse
@@ -20,9 +20,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling import selectors
 from labeling.forms import LabelerAddForm, PasswordResetChoiceForm
-from labeling.models import Labeler
-from labeling.roles import LEAD, require
-from labeling.services import people, quality
+from labeling.models import Labeler, Membership
+from labeling.roles import LEAD, current_project, require
+from labeling.services import people, projects, quality
 from labeling.services.errors import LabelingError
 from labeling.services.queue import ensure_labeler
 from stepwise.request_types import AuthenticatedRequest
@@ -35,11 +35,15 @@ SIGN_IN_BACKEND = "stepwise.sessions.ModelBackend"
 def labelers_page(
     request: AuthenticatedRequest, form: LabelerAddForm | None = None, status: int = 200
 ):
-    labelers = selectors.all_labelers()
+    labelers = selectors.all_labelers(request.project)
     context = {
         "labelers": labelers,
         "locked_out": selectors.locked_out_usernames([row.user.username for row in labelers]),
         "add_form": form or LabelerAddForm(),
+        "members": Membership.objects.filter(project=request.project)
+        .select_related("user")
+        .order_by("user__username", "role"),
+        "member_roles": Membership.Role.choices,
     }
     return render(request, "labeling/lead/labelers.html", context, status=status)
 
@@ -57,7 +61,7 @@ def labeler_page(request: AuthenticatedRequest, user, status: int = 200) -> Http
         "results": selectors.screening_results(user.pk),
         "recent": selectors.recent_labelings(user.pk),
         "states": Labeler.State,
-        "managed": people.managed_labelers().filter(pk=user.pk).exists(),
+        "managed": people.managed_labelers(request.project).filter(pk=user.pk).exists(),
         "locked_out": bool(selectors.locked_out_usernames([user.username])),
     }
     return render(request, "labeling/lead/labeler.html", context, status=status)
@@ -102,11 +106,43 @@ def labeler_add(request: AuthenticatedRequest) -> HttpResponse:
             username=form.cleaned_data["username"],
             email=form.cleaned_data["email"],
             method=form.cleaned_data["method"],
+            project=request.project,
         )
     except LabelingError as refused:
         form.add_error("username", str(refused))
         return labelers_page(request, form, status=refused.status_code)
     return _credentials_page(request, credentials, added=True)
+
+
+@login_required
+@require_POST
+def member_change(request: AuthenticatedRequest) -> HttpResponse:
+    """A lead adds an existing user to their project in a role, or takes a role away
+    (`action` add or remove; the user by `username`). Their work in the project stays."""
+    require(request, LEAD, message=LEADS_ONLY)
+    project = current_project(request)
+    username = request.POST.get("username", "").strip()[:150]
+    role = request.POST.get("role", "")
+    action = request.POST.get("action", "")
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        messages.error(request, f"No user “{username}”: add a labeler with the form below.")
+        return labelers_page(request, status=404)
+    try:
+        if action == "add":
+            projects.member_add(project=project, user=user, role=role)
+            messages.info(request, f"{username} is now a {role} in {project.name}.")
+        elif action == "remove":
+            if user == request.user and role == LEAD:
+                raise LabelingError("You cannot take your own lead role away; ask an admin.")
+            projects.member_remove(project=project, user=user, role=role)
+            messages.info(request, f"{username} is no longer a {role} in {project.name}.")
+        else:
+            raise LabelingError(f"Choose add or remove, not {action[:30]!r}.")
+    except LabelingError as refused:
+        messages.error(request, str(refused))
+        return labelers_page(request, status=400)
+    return redirect("labeling:labelers")
 
 
 @never_cache
@@ -115,7 +151,7 @@ def labeler_add(request: AuthenticatedRequest) -> HttpResponse:
 def labeler_account(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
     """Deactivate, reactivate, or reset the password (a new link or a temporary password)."""
     require(request, LEAD, message=LEADS_ONLY)
-    user = get_object_or_404(people.managed_labelers(), pk=user_id)
+    user = get_object_or_404(people.managed_labelers(request.project), pk=user_id)
     action = request.POST.get("action", "")
     name = user.get_username()
     if action == "deactivate":
@@ -179,6 +215,6 @@ def password(request: AuthenticatedRequest) -> HttpResponse:
             messages.info(
                 request, f"Your password is saved. Your other sessions are signed out{tokens}."
             )
-            return redirect("home")
+            return redirect("projects")
         return render(request, "registration/password.html", {"form": form}, status=400)
     return render(request, "registration/password.html", {"form": form})

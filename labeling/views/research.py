@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from labeling.api import export_response
 from labeling.models import Batch, FinishReason, Snapshot
 from labeling.prm800k import NEUTRAL_MAPPINGS
-from labeling.roles import ADMIN, RESEARCHER, require
+from labeling.roles import ADMIN, RESEARCHER, current_project, require
 from labeling.serializers import ExportRequestSerializer
 from labeling.services import snapshots
 from labeling.services.exporting import snapshot_filename
@@ -22,13 +22,15 @@ RESEARCHERS_ONLY = "Only researchers and admins can export."
 
 
 def _context(request: AuthenticatedRequest, form_errors=None, form_data=None) -> dict:
-    recent = list(Snapshot.objects.select_related("created_by")[:RECENT])
+    project = current_project(request)
+    recent = list(Snapshot.objects.filter(project=project).select_related("created_by")[:RECENT])
+    batches = Batch.objects.filter(project=project)
     return {
         "snapshots": recent,
         "polling": any(not s.is_finished for s in recent),
-        "batches": Batch.objects.order_by("-created_at")[:200],
+        "batches": batches.order_by("-created_at")[:200],
         "generations": sorted(
-            {g for g in Batch.objects.values_list("generation", flat=True) if g is not None}
+            {g for g in batches.values_list("generation", flat=True) if g is not None}
         ),
         "formats": Snapshot.Format.choices,
         "finish_reasons": FinishReason.choices,
@@ -58,7 +60,7 @@ def snapshot_list(request: AuthenticatedRequest) -> HttpResponse:
 @require_POST
 def snapshot_create(request: AuthenticatedRequest) -> HttpResponse:
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
-    data = ExportRequestSerializer.from_query(request.POST)
+    data = ExportRequestSerializer.from_query(request.POST, project_id=current_project(request).pk)
     if not data.is_valid():
         context = _context(request, form_errors=data.errors, form_data=request.POST)
         template = "labeling/research.html#form" if request.htmx else "labeling/research.html"
@@ -78,7 +80,7 @@ def snapshot_create(request: AuthenticatedRequest) -> HttpResponse:
 @require_GET
 def snapshot_download(request: AuthenticatedRequest, snapshot_id: int) -> HttpResponseBase:
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
-    snapshot = get_object_or_404(Snapshot, pk=snapshot_id)
+    snapshot = get_object_or_404(Snapshot.objects.filter(project=request.project), pk=snapshot_id)
     try:
         path = snapshots.snapshot_file(snapshot)
     except snapshots.SnapshotError as error:
@@ -98,7 +100,7 @@ def export_now(request: AuthenticatedRequest) -> HttpResponseBase:
     """Stream an export straight away (nothing recorded): same filters as a snapshot. A POST,
     so the form's CSRF token stays out of the URL and the browser's history."""
     require(request, RESEARCHER, ADMIN, message=RESEARCHERS_ONLY)
-    data = ExportRequestSerializer.from_query(request.POST)
+    data = ExportRequestSerializer.from_query(request.POST, project_id=current_project(request).pk)
     if not data.is_valid():
         return render(
             request,

@@ -16,8 +16,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from labeling.api import IdCursorPagination
-from labeling.roles import LEAD, RESEARCHER, HasRole
+from labeling.api import IdCursorPagination, InProject
+from labeling.roles import LEAD, RESEARCHER, HasRole, current_project, request_project
 from modeling.models import BestOfNComparison, SamplingRun
 from modeling.services import best_of_n
 from stepwise.paths import shown_path, shown_paths_in
@@ -107,7 +107,7 @@ class StartComparisonSerializer(serializers.Serializer):
 
 
 class BestOfNComparisonViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+    InProject, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
     serializer_class = BestOfNComparisonSerializer
     permission_classes = [IsAuthenticated, HasRole]
@@ -117,7 +117,7 @@ class BestOfNComparisonViewSet(
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[BestOfNComparison]:
-        return best_of_n.visible_comparisons(self.request.user)
+        return best_of_n.visible_comparisons(self.request.user, request_project(self.request))
 
     @extend_schema(request=StartComparisonSerializer, responses={201: BestOfNComparisonSerializer})
     def create(self, request: Request) -> Response:
@@ -125,7 +125,10 @@ class BestOfNComparisonViewSet(
         start.is_valid(raise_exception=True)
         data = start.validated_data
         try:
-            best_of_n.checked_model_ids(data["models"])  # before an upload is kept
+            project = current_project(request)
+            best_of_n.checked_model_ids(  # before an upload is kept
+                data["models"], project_id=project.pk
+            )
             upload = data.get("file")
             input_path = (
                 best_of_n.store_upload(upload, upload.size) if upload is not None else data["input"]
@@ -137,6 +140,7 @@ class BestOfNComparisonViewSet(
                 ns=data["ns"],
                 allow_mismatch=data["allow_mismatch"],
                 user=request.user,
+                project_id=project.pk,
             )
         except best_of_n.ComparisonError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

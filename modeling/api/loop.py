@@ -8,8 +8,9 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from labeling.api import InProject
 from labeling.bounds import COUNT, INT32, ROW_ID, SEED
-from labeling.roles import LEAD, RESEARCHER, HasRole
+from labeling.roles import LEAD, RESEARCHER, HasRole, current_project
 from modeling.models import GenerationRun, SamplingRun, SelectionReason
 from modeling.services import loop, runs, sampling
 
@@ -113,7 +114,9 @@ class StartSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
-class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class GenerationViewSet(
+    InProject, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     serializer_class = GenerationSerializer
     permission_classes = [permissions.IsAuthenticated, HasRole]
     required_roles = (LEAD, RESEARCHER)
@@ -131,6 +134,7 @@ class GenerationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
                 params=dict(start.validated_data),
                 created_by=request.user,
                 trigger=GenerationRun.Trigger.API,
+                project_id=current_project(request).pk,
             )
         except loop.BadParameters as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
@@ -196,7 +200,9 @@ class SamplingStartSerializer(serializers.Serializer):
     seed = serializers.IntegerField(validators=[SEED], required=False)
 
 
-class SamplingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class SamplingRunViewSet(
+    InProject, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """generate_pool over the API: POST starts a run on the generate queue."""
 
     serializer_class = SamplingRunSerializer
@@ -224,6 +230,7 @@ class SamplingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
                 top_p=data.get("top_p"),
                 seed=data.get("seed"),
                 user=request.user,
+                project_id=current_project(request).pk,
             )
         except sampling.SamplingError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

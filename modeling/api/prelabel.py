@@ -9,9 +9,10 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from labeling.api import InProject
 from labeling.bounds import ROW_ID
 from labeling.models import Batch
-from labeling.roles import LEAD, RESEARCHER, HasRole, has_role
+from labeling.roles import LEAD, RESEARCHER, HasRole, current_project, has_role
 from modeling import judges
 from modeling.models import PreLabelRun
 from modeling.services import prelabeling
@@ -68,7 +69,9 @@ class PreLabelStartSerializer(serializers.Serializer):
     max_solutions = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
 
 
-class PreLabelRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class PreLabelRunViewSet(
+    InProject, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """Pre-label runs over the API: POST starts one on its queue (gpu for prm, generate for llm
     and mc); a bad option is a 400 that writes nothing."""
 
@@ -90,17 +93,23 @@ class PreLabelRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
             return Response({"detail": "Give a batch or pool: true, one of them."}, status=400)
         batch = None
         if not pool:
-            batch = Batch.objects.filter(pk=batch_id).first()
+            batch = Batch.objects.filter(pk=batch_id, project=current_project(request)).first()
             if batch is None:
                 return Response({"detail": "There is no such batch."}, status=400)
         judge = data.pop("judge")
-        if "template" in data and not has_role(request.user, LEAD):
+        if "template" in data and not has_role(
+            request.user, LEAD, project=current_project(request)
+        ):
             return Response({"detail": "Only a lead may change the critic template."}, status=403)
         if "thresholds" in data:
             data["thresholds"] = dict(data["thresholds"])
         try:
             run = prelabeling.start_prelabel_run(
-                batch=batch, judge=judge, created_by=request.user, options=data
+                batch=batch,
+                judge=judge,
+                created_by=request.user,
+                options=data,
+                project=current_project(request),
             )
         except prelabeling.PrelabelError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

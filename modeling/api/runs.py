@@ -22,8 +22,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from labeling.api import IdCursorPagination
-from labeling.roles import LEAD, RESEARCHER, HasRole
+from labeling.api import IdCursorPagination, InProject
+from labeling.roles import LEAD, RESEARCHER, HasRole, current_project
 from modeling.models import EvaluationSet, ModelExport, ModelVersion, SamplingRun, TrainingRun
 from modeling.services import exporting, importing, runs
 from modeling.training.config import OBJECTIVES
@@ -314,7 +314,9 @@ def _conflict(exc: runs.RunError) -> Response:
     return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
 
 
-class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class TrainingRunViewSet(
+    InProject, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     permission_classes = [IsAuthenticated, HasRole]
     required_roles = (LEAD, RESEARCHER)
     role_message = "You do not have permission to perform this action."
@@ -336,7 +338,9 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
             # may name (runs.allowed_backbone), not any folder on the server.
             objective = data.pop("objective")
             data["config"] = runs.allowed_config({"objective": objective, **data["config"]})
-            run = runs.start_training_run(created_by=request.user, **data)
+            run = runs.start_training_run(
+                created_by=request.user, project=current_project(request), **data
+            )
         except runs.RunError as exc:  # a bad config or filter: the request's fault
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(TrainingRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
@@ -361,7 +365,7 @@ class TrainingRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
 
 
 class ModelVersionViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+    InProject, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
     serializer_class = ModelVersionSerializer
     permission_classes = [IsAuthenticated, HasRole]
@@ -400,7 +404,10 @@ class ModelVersionViewSet(
         try:
             if upload is not None:
                 version = importing.import_model_archive(
-                    archive=upload, source=f"upload {upload.name}"[:500], **data
+                    archive=upload,
+                    source=f"upload {upload.name}"[:500],
+                    project_id=current_project(request).pk,
+                    **data,
                 )
             else:
                 folder = importing.allowed_model_folder(path)
@@ -410,6 +417,7 @@ class ModelVersionViewSet(
                     shown=shown,
                     source=shown,
                     links_within=Path(settings.STEPWISE_MODELS_ROOT),
+                    project_id=current_project(request).pk,
                     **data,
                 )
         except importing.ModelImportError as exc:
@@ -450,7 +458,7 @@ class ModelVersionViewSet(
 
 
 class EvaluationSetViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+    InProject, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
     """Newest first; the current one has is_current. Looked up by version."""
 

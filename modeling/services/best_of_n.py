@@ -30,6 +30,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from labeling.models import Solution
+from labeling.models.projects import default_project_id, in_project
 from labeling.roles import LEAD, has_role
 from modeling.models import BestOfNComparison, ModelVersion, Objective, SamplingRun
 from modeling.services.runs import RunError, data_root_path
@@ -63,12 +64,18 @@ def comparison_start(
     allow_mismatch: bool = False,
     user: User | AnonymousUser | None = None,
     send: bool = True,
+    project_id: int | None = None,
 ) -> BestOfNComparison:
-    """A QUEUED comparison, sent to the gpu worker once the transaction commits (`send=False`:
-    left queued for the caller to run, the command's inline comparison)."""
-    ids = checked_model_ids(model_ids)
+    """A QUEUED comparison in the project (the Default one where None is named) of its models
+    and sampling run, sent to the gpu worker once the transaction commits (`send=False`: left
+    queued for the caller to run, the command's inline comparison)."""
+    if project_id is None:
+        project_id = default_project_id()
+    ids = checked_model_ids(model_ids, project_id=project_id)
     if (sampling_run is None) == (not input_path):
         raise ComparisonError("compare on either a sampling run or a best-of-N file, not both")
+    if sampling_run is not None and sampling_run.project_id != project_id:
+        raise ComparisonError(f"no sampling run {sampling_run.pk} in this project")
     path = ""
     if input_path:
         try:
@@ -85,6 +92,7 @@ def comparison_start(
             ns=sizes,
             allow_mismatch=allow_mismatch,
             created_by=created_by,
+            project_id=project_id,
         )
         if send:
             start_on_commit(COMPARE_TASK, comparison.pk, row=BestOfNComparison)
@@ -126,11 +134,13 @@ def comparison_anyway(
         ns=comparison.ns,
         allow_mismatch=True,
         user=user,
+        project_id=comparison.project_id,
     )
 
 
-def checked_model_ids(model_ids: Sequence[Any]) -> list[int]:
-    """Distinct model versions that exist, 1 to MAX_MODELS of them, in the order given."""
+def checked_model_ids(model_ids: Sequence[Any], *, project_id: int | None = None) -> list[int]:
+    """Distinct model versions of the project (the Default one where None is named), 1 to
+    MAX_MODELS of them, in the order given: another project's is missing here."""
     ids: list[int] = []
     for value in model_ids:
         if isinstance(value, bool) or not str(value).strip().isdigit():
@@ -141,7 +151,8 @@ def checked_model_ids(model_ids: Sequence[Any]) -> list[int]:
         ids.append(number)
     if not 1 <= len(ids) <= MAX_MODELS:
         raise ComparisonError(f"compare 1 to {MAX_MODELS} model versions, not {len(ids)}")
-    found = set(ModelVersion.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    mine = ModelVersion.objects.filter(pk__in=ids, **in_project(project_id))
+    found = set(mine.values_list("pk", flat=True))
     missing = [str(pk) for pk in ids if pk not in found]
     if missing:
         raise ComparisonError(f"no model version {', '.join(missing)}")
@@ -160,10 +171,11 @@ def checked_ns(ns: Sequence[Any]) -> list[int]:
     return sorted(sizes)
 
 
-def default_models() -> list[int]:
-    """The active PRM and the latest ORM: what the researcher's button compares."""
-    prm = ModelVersion.active()
-    orm = ModelVersion.objects.filter(objective=Objective.OUTCOME).order_by("-created_at").first()
+def default_models(project_id: int | None = None) -> list[int]:
+    """The project's active PRM and latest ORM: what the researcher's button compares."""
+    prm = ModelVersion.active(project_id)
+    orms = ModelVersion.objects.filter(objective=Objective.OUTCOME, **in_project(project_id))
+    orm = orms.order_by("-created_at").first()
     if prm is None or orm is None:
         lacking = " and ".join(
             what
@@ -174,10 +186,15 @@ def default_models() -> list[int]:
     return [prm.pk, orm.pk]
 
 
-def visible_comparisons(user: User | AnonymousUser) -> QuerySet[BestOfNComparison]:
-    """A lead sees every comparison, a researcher those they started: another's id is a 404."""
-    rows = BestOfNComparison.objects.select_related("sampling_run", "created_by")
-    return rows if has_role(user, LEAD) else rows.filter(created_by_id=user.pk)
+def visible_comparisons(
+    user: User | AnonymousUser, project: Any = None
+) -> QuerySet[BestOfNComparison]:
+    """The project's comparisons (the Default project's where None is named): a lead of it sees
+    every one, a researcher those they started; another's id is a 404."""
+    rows = BestOfNComparison.objects.filter(
+        **in_project(None if project is None else project.pk)
+    ).select_related("sampling_run", "created_by")
+    return rows if has_role(user, LEAD, project=project) else rows.filter(created_by_id=user.pk)
 
 
 def comparisons_resend(now=None) -> int:

@@ -238,7 +238,7 @@ def evaluate_model_version(
             evaluate_best_of_n_file(version.artifact_path, best_of_n, counter, best_of_n_sizes)
         )
         # Stored per evaluation set: reports are compared only among models of the same set.
-        current = EvaluationSet.current()
+        current = EvaluationSet.current(version.project_id)
         report["best_of_n"]["evaluation_set"] = current.reference() if current else None
     if save:
         version.metrics = {**(version.metrics or {}), "evaluation": report}

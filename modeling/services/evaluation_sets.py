@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
+from labeling.models.projects import default_project_id, in_project
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import EvaluationSet, TrainingRun
 
@@ -41,13 +42,14 @@ def problem_key(text: str) -> str:
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
 
 
-def problems_in_run_data() -> set[str]:
-    """Keys of the problems in any run's frozen data (trained on or held out by it).
+def problems_in_run_data(project_id: int | None = None) -> set[str]:
+    """Keys of the problems in any of the project's runs' frozen data (trained on or held out
+    by it; the Default project's where None is named).
 
     Held-out problems count too: they chose that run's model, so they are not unseen. A run
     still queued has no file yet; it leaves out the current set's problems when it freezes."""
     keys: set[str] = set()
-    for run in TrainingRun.objects.only("pk").iterator():
+    for run in TrainingRun.objects.filter(**in_project(project_id)).only("pk").iterator():
         path = run.folder / TrainingRun.DATA_FILE
         if path.exists():
             keys.update(problem_key(problem) for problem in _problems_of(path))
@@ -68,16 +70,20 @@ def create_evaluation_set(
     count: int | None = None,
     seed: int = 0,
     created_by=None,
+    project_id: int | None = None,
 ) -> EvaluationSet:
-    """Draw `count` problems (or `share` of them) among those with completed labelings that no
-    run has in its data, freeze their labelings to a file and make it the current set."""
+    """Draw `count` problems (or `share` of them) among the project's with completed labelings
+    that none of its runs has in its data, freeze their labelings to a file and make it the
+    project's current set (the Default project where None is named)."""
+    if project_id is None:
+        project_id = default_project_id()
     if (share is None) == (count is None):
         raise EvaluationSetError("give either a share or a count of problems")
     if share is not None and not 0 < share <= 1:
         raise EvaluationSetError("the share of problems must be in (0, 1]")
     if count is not None and count < 1:
         raise EvaluationSetError("the count of problems must be at least 1")
-    labelings, texts, candidates = _candidates()
+    labelings, texts, candidates = _candidates(project_id)
     wanted = max(1, round(share * len(candidates))) if share is not None else (count or 0)
     if wanted > len(candidates):
         raise EvaluationSetError(
@@ -87,34 +93,37 @@ def create_evaluation_set(
     chosen = sorted(random.Random(seed).sample(candidates, wanted))
     try:
         with transaction.atomic():
-            return _create(chosen, labelings, seed, created_by)
+            return _create(chosen, labelings, seed, created_by, project_id)
     except IntegrityError:  # another renewal took this version number first
         raise EvaluationSetError(
             "another evaluation set was created at the same time; try again"
         ) from None
 
 
-def _candidates() -> tuple[Any, dict[int, str], list[int]]:
-    """(completed labelings, their problems' texts by id, ids of those in no run's data)."""
-    labelings = select_labelings(ExportFilters())
+def _candidates(project_id: int | None) -> tuple[Any, dict[int, str], list[int]]:
+    """(the project's completed labelings, their problems' texts by id, ids of those in none of
+    its runs' data)."""
+    if project_id is None:
+        project_id = default_project_id()
+    labelings = select_labelings(ExportFilters(project=project_id))
     texts = dict(
         labelings.values_list("solution__problem_id", "solution__problem__text").distinct()
     )
-    used = problems_in_run_data()
+    used = problems_in_run_data(project_id)
     return labelings, texts, sorted(pk for pk, t in texts.items() if problem_key(t) not in used)
 
 
-def ensure_evaluation_set() -> tuple[EvaluationSet | None, str]:
-    """The current set; with none, a new one of STEPWISE_EVAL_SET_PROBLEMS problems drawn among
+def ensure_evaluation_set(project_id: int | None = None) -> tuple[EvaluationSet | None, str]:
+    """The project's current set (the Default project's where None is named); with none, a new one of STEPWISE_EVAL_SET_PROBLEMS problems drawn among
     those no run has in its data, when at least twice as many are there (as many stay to train
     on). (None, why not) when none can be made: the gate then compares nothing."""
-    current = EvaluationSet.current()
+    current = EvaluationSet.current(project_id)
     if current is not None:
         return current, ""
     size = settings.STEPWISE_EVAL_SET_PROBLEMS
     if size < 1:
         return None, "no evaluation set: none is current and STEPWISE_EVAL_SET_PROBLEMS is 0"
-    available = len(_candidates()[2])
+    available = len(_candidates(project_id)[2])
     if available < 2 * size:
         return None, (
             f"no evaluation set: {2 * size} problems with completed labelings in no run's data "
@@ -122,23 +131,26 @@ def ensure_evaluation_set() -> tuple[EvaluationSet | None, str]:
             f"train on); {available} are"
         )
     try:
-        return create_evaluation_set(count=size), ""
+        return create_evaluation_set(count=size, project_id=project_id), ""
     except EvaluationSetError as exc:  # a concurrent run made one, or the labels changed
-        current = EvaluationSet.current()
+        current = EvaluationSet.current(project_id)
         return (current, "") if current is not None else (None, f"no evaluation set: {exc}")
 
 
-def _create(chosen: list[int], labelings, seed: int, created_by) -> EvaluationSet:
+def _create(chosen: list[int], labelings, seed: int, created_by, project_id: int) -> EvaluationSet:
+    sets = EvaluationSet.objects.filter(project_id=project_id)  # versions are per project
     # Lock the current row so two renewals cannot both become current.
-    list(EvaluationSet.objects.select_for_update().filter(is_current=True))
-    version = (EvaluationSet.objects.aggregate(last=Max("version"))["last"] or 0) + 1
-    # A file of its own even when a concurrent renewal computes the same version number.
+    list(sets.select_for_update().filter(is_current=True))
+    version = (sets.aggregate(last=Max("version"))["last"] or 0) + 1
+    # A file of its own even when a concurrent renewal computes the same version number (or
+    # another project's set has it).
     relative = Path(FOLDER) / f"evaluation-set-v{version}-{uuid.uuid4().hex[:8]}.jsonl"
     sha256, rows, steps = _write(
         Path(settings.MEDIA_ROOT) / relative, labelings.filter(solution__problem_id__in=chosen)
     )
-    EvaluationSet.objects.filter(is_current=True).update(is_current=False)
+    sets.filter(is_current=True).update(is_current=False)
     return EvaluationSet.objects.create(
+        project_id=project_id,
         version=version,
         problem_ids=chosen,
         file_path=str(relative),

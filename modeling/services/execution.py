@@ -250,7 +250,7 @@ def execute_training_run(
         metrics.update(
             evaluate_processbench_files(result.output_dir, description["processbench"], count)
         )
-        active = ModelVersion.active()
+        active = ModelVersion.active(run.project_id)
         recorded = description.get("evaluation_set")
         if recorded:
             metrics["evaluation_set"] = evaluate_on_evaluation_set(
@@ -416,6 +416,7 @@ def _finish_outcome(
     with transaction.atomic():
         version = ModelVersion.objects.create(
             run=run,
+            project_id=run.project_id,
             name=f"{run.name or 'ORM'} #{run.pk}",
             backbone=config.backbone,
             artifact_path=result.output_dir,
@@ -443,6 +444,7 @@ def _finish(
     with transaction.atomic():
         version = ModelVersion.objects.create(
             run=run,
+            project_id=run.project_id,
             name=f"{run.name or 'run'} #{run.pk}",
             backbone=config.backbone,
             artifact_path=model_dir,

@@ -49,6 +49,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.db import transaction
 
+from labeling.models.projects import default_project_id
 from modeling.models import EvaluationSet, ModelVersion
 from modeling.services import evaluation_sets, torchrun
 from modeling.training.backbones import folder_under
@@ -118,6 +119,7 @@ def import_model_version(
     move: bool = False,
     base: Path | None = None,
     default_name: str = "",
+    project_id: int | None = None,
 ) -> ModelVersion:
     """Check the folder, copy it into the artifacts (a LoRA adapter: merge it into its base
     there) and write its ModelVersion (not passed, not active: `gate_model_version` decides).
@@ -128,7 +130,8 @@ def import_model_version(
     a LoRA adapter is merged in a child process, `_merge`). `move`: the folder is this import's own (an
     unpacked upload), moved into place. `base`: the folder a LoRA adapter is merged into (the
     operator's command only). `default_name`: the name when none is given (else `imported` and
-    the folder's name)."""
+    the folder's name). `project_id`: the project it is a model of (the Default one where None
+    is named)."""
     folder = Path(folder)
     named = shown or str(folder)
 
@@ -201,6 +204,7 @@ def import_model_version(
                 objective=imported_objective(manifest),
                 source=(source or str(folder))[:500],
                 metrics={"imported": manifest},
+                project_id=project_id if project_id is not None else default_project_id(),
             )
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -534,11 +538,11 @@ def gate_model_version(version_id: int, *, activate: bool = False) -> ModelVersi
     from modeling.services import evaluation
 
     version = ModelVersion.objects.get(pk=version_id)
-    active = ModelVersion.active()
+    active = ModelVersion.active(version.project_id)
     if active is not None and active.pk == version.pk:
         active = None  # measured again: against nothing
     # The same set as a run's gate: the current one, made first when there is none and can be.
-    evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
+    evaluation_set, missing = evaluation_sets.ensure_evaluation_set(version.project_id)
     metrics: dict[str, Any] = {}
     if version.is_outcome:
         return _gate_outcome(version, evaluation_set, missing)

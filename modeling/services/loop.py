@@ -18,7 +18,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max, QuerySet
 from django.utils import timezone
 
-from labeling.models import Batch
+from labeling.models import Batch, Project
+from labeling.models.projects import default_project_id, in_project
 from modeling.models import GenerationRun, ModelVersion, SelectionReason, TrainingRun
 from modeling.training.config import TrainConfig
 from modeling.training.selection import MIX_RULES, RULES, check_shares
@@ -53,9 +54,13 @@ class StepFailed(Exception):
     """A step could not finish; the message is shown to leads."""
 
 
-def next_generation_number() -> int:
-    batches = Batch.objects.aggregate(n=Max("generation"))["n"] or 0
-    generations = GenerationRun.objects.aggregate(n=Max("generation"))["n"] or 0
+def next_generation_number(project_id: int | None = None) -> int:
+    """The project's next generation (numbered per project)."""
+    batches = Batch.objects.filter(**in_project(project_id)).aggregate(n=Max("generation"))["n"]
+    generations = GenerationRun.objects.filter(**in_project(project_id)).aggregate(
+        n=Max("generation")
+    )["n"]
+    batches, generations = batches or 0, generations or 0
     return max(batches, generations) + 1
 
 
@@ -108,8 +113,9 @@ def with_defaults(params: dict[str, Any]) -> dict[str, Any]:
     return {**DEFAULT_PARAMS, **params}
 
 
-def check_params(params: dict[str, Any]) -> dict[str, Any]:
-    """A run's parameters with the defaults filled in, or BadParameters naming what is wrong."""
+def check_params(params: dict[str, Any], *, project_id: int | None = None) -> dict[str, Any]:
+    """A run's parameters with the defaults filled in, or BadParameters naming what is wrong
+    (the uncertainty rule's model: the project's active one)."""
     params = with_defaults(params)
     unknown = set(params) - set(DEFAULT_PARAMS)
     if unknown:
@@ -128,11 +134,11 @@ def check_params(params: dict[str, Any]) -> dict[str, Any]:
     if params["ensemble_heads"] is not None and not 2 <= int(params["ensemble_heads"]) <= 32:
         raise BadParameters("ensemble_heads must be within [2, 32]")
     if needs_uncertainty(params):
-        _check_ensemble_possible(params)
+        _check_ensemble_possible(params, project_id)
     return params
 
 
-def _check_ensemble_possible(params: dict[str, Any]) -> None:
+def _check_ensemble_possible(params: dict[str, Any], project_id: int | None) -> None:
     """The uncertainty rule fits heads on a head-mode model's features; refuse it up front for
     the model the run would score with when that is a lora/full or an imported model."""
     heads = ensemble_heads(params)
@@ -141,7 +147,7 @@ def _check_ensemble_possible(params: dict[str, Any]) -> None:
         mode = config.get("mode", TrainConfig.mode)
         where = "the retrain step's training config"
     else:
-        active = ModelVersion.active()
+        active = ModelVersion.active(project_id)
         if active is None:
             return  # the score step says there is no model
         if active.kind != ModelVersion.Kind.TRAINED or active.run_id is None:
@@ -165,17 +171,22 @@ def start_generation(
     created_by=None,
     trigger: str = GenerationRun.Trigger.PAGE,
     send: bool = True,
+    project_id: int | None = None,
 ) -> GenerationRun:
     """Create the next generation's run and queue its first step (after commit).
 
     Refused while another run is queued, running or failed (retry or cancel it first); the
     unique generation number settles a race between two starts. send=False queues nothing
     (the caller runs the steps itself: `run_generation_inline`)."""
-    params = check_params(params or {})
+    if project_id is None:
+        project_id = default_project_id()
+    params = check_params(params or {}, project_id=project_id)
     first = GenerationRun.Step.RETRAIN if params["retrain"] else GenerationRun.Step.SCORE
     try:
         with transaction.atomic():
-            open_run = GenerationRun.objects.filter(status__in=GenerationRun.OPEN).first()
+            open_run = GenerationRun.objects.filter(
+                status__in=GenerationRun.OPEN, project_id=project_id
+            ).first()
             if open_run is not None:
                 if open_run.error == UNSENT:
                     raise GenerationError(
@@ -187,7 +198,8 @@ def start_generation(
                     f"{open_run} is {open_run.status}; let it finish, or retry or cancel it"
                 )
             run = GenerationRun.objects.create(
-                generation=next_generation_number(),
+                generation=next_generation_number(project_id),
+                project_id=project_id,
                 params=params,
                 trigger=trigger,
                 created_by=created_by,
@@ -300,25 +312,37 @@ def maybe_start_next_generation(*, fraction: float | None = None) -> GenerationR
         fraction = getattr(settings, "STEPWISE_AUTO_GENERATION_FRACTION", None)
     if not fraction:
         return None
-    if GenerationRun.objects.filter(status__in=GenerationRun.OPEN).exists():
+    started = None
+    for project_id in Project.objects.order_by("pk").values_list("pk", flat=True):
+        started = _maybe_start_in(project_id, fraction) or started
+    return started
+
+
+def _maybe_start_in(project_id: int, fraction: float) -> GenerationRun | None:
+    """The automatic trigger in one project: each project's loop runs on its own."""
+    runs = GenerationRun.objects.filter(project_id=project_id)
+    if runs.filter(status__in=GenerationRun.OPEN).exists():
         return None
     latest = (
-        GenerationRun.objects.filter(status=GenerationRun.Status.SUCCEEDED, batch__isnull=False)
+        runs.filter(status=GenerationRun.Status.SUCCEEDED, batch__isnull=False)
         .select_related("batch")
         .first()
     )
     if latest is None or latest.batch is None or generation_progress(latest.batch) < fraction:
         return None
-    if GenerationRun.objects.filter(generation__gt=latest.generation).exists():
+    if runs.filter(generation__gt=latest.generation).exists():
         return None  # this batch already led to a later run (cancelled or done)
     try:
-        return start_generation(params=latest.params, trigger=GenerationRun.Trigger.AUTO)
+        return start_generation(
+            params=latest.params, trigger=GenerationRun.Trigger.AUTO, project_id=project_id
+        )
     except GenerationError:
         return None
 
 
-def recent_runs() -> QuerySet[GenerationRun]:
-    return GenerationRun.objects.select_related(
+def recent_runs(project_id: int | None = None) -> QuerySet[GenerationRun]:
+    """The project's generation runs (the Default project's where None is named)."""
+    return GenerationRun.objects.filter(**in_project(project_id)).select_related(
         "batch", "model_version", "training_run", "created_by"
     )
 

@@ -182,6 +182,7 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
             config=dict(train_config),
             created_by=run.created_by,
             name=f"generation {run.generation}",
+            project=run.project,
         )
         GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
     elif training.status == TrainingRun.Status.SUCCEEDED:
@@ -193,6 +194,7 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
             config=dict(training.config or train_config),
             created_by=run.created_by,
             name=f"generation {run.generation} (retry)",
+            project=run.project,
         )
         GenerationRun.objects.filter(pk=run.pk).update(training_run=training)
     version = execution.execute_training_run(training.pk)
@@ -207,7 +209,7 @@ def step_retrain(run: GenerationRun) -> dict[str, Any]:
 def _retrain_detail(training: TrainingRun, version: ModelVersion | None) -> dict[str, Any]:
     """The retrained model and its gate, with both of the gate's figures: what the page says
     when the pool is scored by the model that was active before (the new one failed)."""
-    active = ModelVersion.active()
+    active = ModelVersion.active(training.project_id)
     gate = (training.metrics or {}).get("gate") or {}
     return {
         "training_run": training.pk,
@@ -230,13 +232,13 @@ def step_score(run: GenerationRun) -> dict[str, Any]:
     # Loads torch: only the gpu steps do (select and enqueue run on the default worker).
     from modeling.services import scoring
 
-    version = run.model_version or ModelVersion.active()
+    version = run.model_version or ModelVersion.active(run.project_id)
     if version is None:
         raise StepFailed("no active model: train one that passes its evaluation first")
     if run.model_version_id is None:
         GenerationRun.objects.filter(pk=run.pk).update(model_version=version)
     scored = SolutionScore.objects.filter(model_version=version, solution_id=OuterRef("pk"))
-    todo = selectable_pool().exclude(Exists(scored)).order_by("pk")
+    todo = selectable_pool(run.project_id).exclude(Exists(scored)).order_by("pk")
     total = todo.count()
     _set_step(run.pk, "score", done=0, total=total)
     written = 0
@@ -262,7 +264,7 @@ def _measure_uncertainty(
     measured = SolutionScore.objects.filter(
         model_version=version, solution_id=OuterRef("pk"), ensemble_heads=heads
     )
-    todo = selectable_pool().exclude(Exists(measured))
+    todo = selectable_pool(run.project_id).exclude(Exists(measured))
     if not todo.exists():
         return {"ensemble_heads": heads, "uncertainties": 0}
     try:

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from labeling.models import Batch, Labeling, PreLabel, Solution
+from labeling.models.projects import in_project
 from labeling.roles import may_add_to_batch
 from labeling.services import importing
 from modeling.grading import grade_solution, is_equivalent
@@ -65,11 +66,14 @@ def _write_pool_entries(
     report.created["graded wrong"] += sum(s.answer_correct is False for s, _ in created)
 
 
-def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importing.ImportReport:
+def import_pool(
+    path: str | Path, *, skip_invalid: bool = False, project_id: int | None = None
+) -> importing.ImportReport:
     """Import candidate solutions (JSONL, one per line: `unique_id` or `problem`, `steps`, and
     optionally `answer`, `generator`, `source_id`, `score`) into the pool, grading each against
     its problem's ground truth. Streamed in chunks; all-or-nothing unless skip_invalid;
-    re-importing adds nothing twice (solutions by content hash)."""
+    re-importing adds nothing twice (solutions by content hash). Into the project's pool (the
+    Default project's where None is named)."""
     return importing.import_solutions(
         path,
         batch=None,
@@ -78,24 +82,27 @@ def import_pool(path: str | Path, *, skip_invalid: bool = False) -> importing.Im
         counted_as="pool solutions",
         prepare=_grade_pool_solution,
         after_create=_write_pool_entries,
+        project_id=project_id,
     )
 
 
-def pool_solutions() -> QuerySet[Solution]:
-    return Solution.objects.filter(pool_entry__isnull=False)
+def pool_solutions(project_id: int | None = None) -> QuerySet[Solution]:
+    """The project's candidate pool (the Default project's where None is named)."""
+    return Solution.objects.filter(pool_entry__isnull=False, **in_project(project_id))
 
 
-def selectable_pool() -> QuerySet[Solution]:
-    """Pool solutions not yet queued (no batch) and never labeled (no labeling of any status)."""
+def selectable_pool(project_id: int | None = None) -> QuerySet[Solution]:
+    """The project's pool solutions not yet queued (no batch) and never labeled (no labeling of
+    any status)."""
     labeled = Labeling.objects.filter(solution_id=OuterRef("pk"))
-    return pool_solutions().filter(batch__isnull=True).exclude(Exists(labeled))
+    return pool_solutions(project_id).filter(batch__isnull=True).exclude(Exists(labeled))
 
 
-def pool_stats() -> dict[str, int]:
-    pool = pool_solutions()
+def pool_stats(project_id: int | None = None) -> dict[str, int]:
+    pool = pool_solutions(project_id)
     return {
         "total": pool.count(),
-        "selectable": selectable_pool().count(),
+        "selectable": selectable_pool(project_id).count(),
         "wrong": pool.filter(answer_correct=False).count(),
         "correct": pool.filter(answer_correct=True).count(),
         "ungraded": pool.filter(answer_correct__isnull=True).count(),
@@ -113,7 +120,7 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
     heads = ensemble_heads(params) if needs_uncertainty(params) else None
     routing = params["rule"] == "disagreement"
     scored = SolutionScore.objects.filter(
-        model_version_id=run.model_version_id, solution__in=selectable_pool()
+        model_version_id=run.model_version_id, solution__in=selectable_pool(run.project_id)
     ).values_list(
         "solution_id",
         "solution__problem_id",
@@ -134,7 +141,7 @@ def select_for_run(run: GenerationRun) -> list[SelectionReason]:
     if params["rule"] == "uncertainty" and all(c.uncertainty is None for c in candidates):
         raise StepFailed("no pool solution has an uncertainty: the score step measures it")
     if routing:
-        found = judge_disagreements(run.model_version_id, selectable_pool())
+        found = judge_disagreements(run.model_version_id, selectable_pool(run.project_id))
         candidates = [replace(c, disagreement=found.get(c.solution_id)) for c in candidates]
         if all(c.disagreement is None for c in candidates):
             raise StepFailed(
@@ -235,6 +242,7 @@ def enqueue_selection(run: GenerationRun) -> Batch:
     with transaction.atomic():
         batch, _ = Batch.objects.get_or_create(
             name=f"Generation {run.generation}",
+            project_id=run.project_id,
             defaults={
                 "generation": run.generation,
                 "origin": Batch.Origin.ACTIVE_LEARNING,
@@ -249,7 +257,9 @@ def enqueue_selection(run: GenerationRun) -> Batch:
         if run.created_by is not None and not may_add_to_batch(run.created_by, batch):
             raise StepFailed(f"{run.created_by} may not add to batch {batch.name!r}")
         selected = run.selections.values("solution_id")
-        selectable_pool().filter(pk__in=selected).update(batch=batch, generation=run.generation)
+        selectable_pool(run.project_id).filter(pk__in=selected).update(
+            batch=batch, generation=run.generation
+        )
         GenerationRun.objects.filter(pk=run.pk).update(batch=batch)
         run.batch = batch
     return batch

@@ -29,7 +29,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from labeling.models import Batch, PreLabel, Solution
+from labeling.models import Batch, PreLabel, Project, Solution
+from labeling.models.projects import default_project_id, in_project
 from labeling.services import machine_labels
 from modeling import judges
 from modeling.models import EvaluationSet, ModelVersion, PreLabelRun
@@ -67,10 +68,13 @@ class PrelabelError(Exception):
 # --- the web side: check, start, follow, cancel, resume --------------------------------------
 
 
-def check_options(judge: str, options: dict[str, Any]) -> dict[str, Any]:
+def check_options(
+    judge: str, options: dict[str, Any], *, project_id: int | None = None
+) -> dict[str, Any]:
     """The options as the run stores them, or PrelabelError naming the first bad one. Integers
     within LIMITS (booleans refused), thresholds finite in (0, 1], a template with both
-    placeholders, the model version an existing one (default the active one)."""
+    placeholders, the model version one of the project's (default its active one; the Default
+    project where None is named)."""
     if judge not in judges.KINDS:
         raise PrelabelError(f"The judge must be one of {', '.join(judges.KINDS)}, not {judge!r}.")
     if not isinstance(options, dict):
@@ -99,7 +103,7 @@ def check_options(judge: str, options: dict[str, Any]) -> dict[str, Any]:
     if judge == "llm":
         clean.setdefault("max_tokens", LLM_MAX_TOKENS)
     if judge == "prm":
-        clean["model_version"] = _model_version(clean.get("model_version")).pk
+        clean["model_version"] = _model_version(clean.get("model_version"), project_id).pk
     return clean
 
 
@@ -114,26 +118,28 @@ def _checked_thresholds(value: Any) -> dict[str, float]:
     return {"neg": float(value["neg"]), "pos": float(value["pos"])}
 
 
-def _model_version(version_id: int | None) -> ModelVersion:
+def _model_version(version_id: int | None, project_id: int | None) -> ModelVersion:
     if version_id is None:
-        active = ModelVersion.active()
+        active = ModelVersion.active(project_id)
         if active is None:
             raise PrelabelError("No model version is active: name one for the prm judge.")
         return active
-    found = ModelVersion.objects.filter(pk=version_id).first()
+    found = ModelVersion.objects.filter(pk=version_id, **in_project(project_id)).first()
     if found is None:
         raise PrelabelError(f"There is no model version {version_id}.")
     return found
 
 
-def batch_solutions(batch: Batch | None, max_solutions: int | None = None) -> list[int]:
+def batch_solutions(
+    batch: Batch | None, max_solutions: int | None = None, project_id: int | None = None
+) -> list[int]:
     """The solutions a run judges, in id order: the batch's, gold and screening items left out
-    (they never show a suggestion); with no batch, the candidate pool's selectable solutions
-    (what the routing rule ranks)."""
+    (they never show a suggestion); with no batch, the project's candidate pool's selectable
+    solutions (what the routing rule ranks; the Default project's where None is named)."""
     if batch is None:
         from modeling.services.pool import selectable_pool
 
-        chosen = selectable_pool()
+        chosen = selectable_pool(project_id)
     else:
         chosen = Solution.objects.filter(batch=batch)
     ids = (
@@ -169,13 +175,21 @@ def start_prelabel_run(
     created_by: User | AnonymousUser | None,
     options: dict,
     send: bool = True,
+    project: Project | None = None,
 ) -> PreLabelRun:
-    """A pre-label run of `judge` over the batch's solutions (batch None: the candidate pool's
-    selectable ones, for the routing rule), sent to its queue once the transaction commits
-    (unless `send` is False: the caller runs it). Raises PrelabelError, writing nothing, for bad
-    options or nothing to judge."""
-    clean = check_options(judge, options)
-    solution_ids = batch_solutions(batch, clean.get("max_solutions"))
+    """A pre-label run of `judge` over the batch's solutions (batch None: the project's
+    candidate pool's selectable ones, for the routing rule), in the batch's project (or
+    `project`'s; the Default one where neither is named), sent to its queue once the
+    transaction commits (unless `send` is False: the caller runs it). Raises PrelabelError,
+    writing nothing, for bad options, a batch of another project or nothing to judge."""
+    if batch is not None:
+        if project is not None and batch.project_id != project.pk:
+            raise PrelabelError("There is no such batch.")
+        project_id = batch.project_id
+    else:
+        project_id = project.pk if project is not None else default_project_id()
+    clean = check_options(judge, options, project_id=project_id)
+    solution_ids = batch_solutions(batch, clean.get("max_solutions"), project_id)
     if not solution_ids:
         where = "The candidate pool" if batch is None else f"Batch {batch.name}"
         raise PrelabelError(f"{where} has no solution to judge.")
@@ -183,6 +197,7 @@ def start_prelabel_run(
     with transaction.atomic():
         run = PreLabelRun.objects.create(
             batch=batch,
+            project_id=project_id,
             kind=judge,
             options=clean,
             solution_ids=solution_ids,
@@ -195,10 +210,14 @@ def start_prelabel_run(
     return run
 
 
-def prelabel_solutions_now(*, batch: Batch | None, judge: str, options: dict) -> int:
+def prelabel_solutions_now(
+    *, batch: Batch | None, judge: str, options: dict, project: Project | None = None
+) -> int:
     """Judge every solution of the batch in this process and write its PreLabel rows (the demo,
     tests); returns how many were written. Raises PrelabelError as start_prelabel_run does."""
-    run = start_prelabel_run(batch=batch, judge=judge, created_by=None, options=options, send=False)
+    run = start_prelabel_run(
+        batch=batch, judge=judge, created_by=None, options=options, send=False, project=project
+    )
     done = execute_prelabel_run(run.pk)
     if done is None or done.status != PreLabelRun.Status.SUCCEEDED:
         raise PrelabelError(f"Pre-label run {run.pk} failed: {done.error if done else 'lost'}")
@@ -369,19 +388,20 @@ def _prm_judge(run: PreLabelRun) -> judges.Judge:
     version = ModelVersion.objects.get(pk=run.options["model_version"])
     model = load_model(version)
     if "thresholds" not in run.options:
-        run.options["thresholds"] = thresholds_on_evaluation_set(model)
+        run.options["thresholds"] = thresholds_on_evaluation_set(model, run.project_id)
     chosen = run.options["thresholds"]
     thresholds = judges.Thresholds(chosen["neg"], chosen["pos"])
     return judges.PRMJudge(model, thresholds, name=f"prm: {version.name}")
 
 
-def thresholds_on_evaluation_set(model: Any) -> dict[str, Any]:
-    """The thresholds that best agree with the current evaluation set's human labels (kappa),
+def thresholds_on_evaluation_set(model: Any, project_id: int | None = None) -> dict[str, Any]:
+    """The thresholds that best agree with the project's current evaluation set's human labels
+    (kappa; the Default project's where None is named),
     named with the set; the defaults where there is no set or nothing rated in it."""
     from modeling.training.data import examples_from_prm800k, read_jsonl
     from modeling.training.score import predict_labelled
 
-    evaluation_set = EvaluationSet.current()
+    evaluation_set = EvaluationSet.current(project_id)
     if evaluation_set is None or not evaluation_set.path.exists():
         return {**judges.Thresholds().as_dict(), "kappa": None, "source": "defaults (no set)"}
     examples = examples_from_prm800k(read_jsonl(evaluation_set.path))

@@ -26,6 +26,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from labeling.models import Labeling, Problem, Solution
+from labeling.models.projects import in_project
 from labeling.services.exporting import ExportFilters, iter_prm800k_lines, select_labelings
 from modeling.models import Objective, TrainingRun
 from modeling.services import evaluation_sets
@@ -57,6 +58,7 @@ def run_labelings(run: TrainingRun) -> QuerySet[Labeling]:
         return Labeling.objects.none()
     filters = dict(run.dataset_description.get("filters") or {})
     ids = filters.pop("labeling_ids", None)
+    filters["project"] = run.project_id  # the run's own project's labels, never another's
     query = select_labelings(ExportFilters.from_json(filters))
     if ids is not None:
         query = query.filter(pk__in=ids)
@@ -81,7 +83,7 @@ def freeze_dataset(run: TrainingRun) -> tuple[Path, str, int]:
         return _freeze_graded(run, path)
     if not path.exists():
         labelings = run_labelings(run)
-        evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
+        evaluation_set, missing = evaluation_sets.ensure_evaluation_set(run.project_id)
         recorded = None
         if evaluation_set is not None:
             labelings = labelings.exclude(solution__problem_id__in=evaluation_set.problem_ids)
@@ -113,11 +115,12 @@ class NoGradedSolutions(ValueError):
     """An outcome run with nothing to learn from: the same data would fail it again."""
 
 
-def gradeable_solutions() -> QuerySet[Solution]:
-    """Solutions with a final answer nobody graded yet whose problem has a ground truth (the
-    imported and labeled ones: PRM800K lines carry both): an ORM's data once graded."""
+def gradeable_solutions(project_id: int | None = None) -> QuerySet[Solution]:
+    """The project's solutions with a final answer nobody graded yet whose problem has a ground
+    truth (the imported and labeled ones: PRM800K lines carry both): an ORM's data once graded.
+    The Default project's where None is named."""
     return (
-        Solution.objects.filter(answer_correct__isnull=True)
+        Solution.objects.filter(answer_correct__isnull=True, **in_project(project_id))
         .exclude(final_answer__isnull=True)
         .exclude(final_answer="")
         .exclude(problem__ground_truth_answer__isnull=True)
@@ -144,10 +147,13 @@ def _graded_rows(solutions: QuerySet[Solution], then_grade: QuerySet[Solution] |
         yield pk, problem, steps, judged[form], answer
 
 
-def graded_solutions(*, sampling_run_id: int | None = None) -> QuerySet[Solution]:
-    """The solutions whose final answer Stepwise graded (the candidate pool with its sampling
-    runs' solutions, imported samples), or one sampling run's; oldest first."""
-    query = Solution.objects.filter(answer_correct__isnull=False)
+def graded_solutions(
+    *, sampling_run_id: int | None = None, project_id: int | None = None
+) -> QuerySet[Solution]:
+    """The project's solutions whose final answer Stepwise graded (the candidate pool with its
+    sampling runs' solutions, imported samples), or one sampling run's; oldest first. The
+    Default project's where None is named."""
+    query = Solution.objects.filter(answer_correct__isnull=False, **in_project(project_id))
     if sampling_run_id is not None:
         query = query.filter(pool_entry__sampling_run_id=sampling_run_id)
     return query.order_by("pk")
@@ -163,10 +169,10 @@ def _freeze_graded(run: TrainingRun, path: Path) -> tuple[Path, str, int]:
         # so the two split the same problems the same way (equal footing, evaluate.footing).
         problems_of = asked.get("problems_of_run")
         keep = None if problems_of is None else run_problem_keys(problems_of)
-        solutions = graded_solutions(sampling_run_id=chosen)
-        # All of Stepwise's: also the ones with an answer to grade against their problem's.
-        to_grade = gradeable_solutions() if chosen is None else None
-        evaluation_set, missing = evaluation_sets.ensure_evaluation_set()
+        solutions = graded_solutions(sampling_run_id=chosen, project_id=run.project_id)
+        # All of the project's: also the ones with an answer to grade against their problem's.
+        to_grade = gradeable_solutions(run.project_id) if chosen is None else None
+        evaluation_set, missing = evaluation_sets.ensure_evaluation_set(run.project_id)
         left_out = 0
         if evaluation_set is not None:
             on_set = solutions.filter(problem_id__in=evaluation_set.problem_ids)

@@ -18,7 +18,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from labeling.models import Batch, Labeling
+from labeling.models import Batch, Labeling, Project
+from labeling.models.projects import default_project_id
 from labeling.serializers import ExportRequestSerializer
 from labeling.services.exporting import ExportFilters
 from modeling import selectors
@@ -105,8 +106,11 @@ def create_training_run(
     use_labelings: bool = True,
     sampling_run: SamplingRun | None = None,
     problems_of: TrainingRun | None = None,
+    project: Project | None = None,
 ) -> TrainingRun:
-    """A QUEUED run with its effective config; nothing is trained until a worker executes it.
+    """A QUEUED run with its effective config in `project` (the Default one where None is
+    named); nothing is trained until a worker executes it. It trains on its project's labels
+    and graded solutions only (`run_data`).
 
     `filters` are the exporter's (`ExportFilters` fields: batches, generations, ...), checked
     as an export request's: the run trains on the completed labelings they select.
@@ -120,6 +124,10 @@ def create_training_run(
     samples), or on one `sampling_run`'s; labelings, their filters and data files are a PRM's.
     `problems_of` (a process run) keeps only the graded solutions of that run's problems.
     """
+    project_id = project.pk if project is not None else default_project_id()
+    for other in (sampling_run, problems_of):
+        if other is not None and other.project_id != project_id:
+            raise RunError(f"there is no {other} in this project")
     try:
         effective = TrainConfig.from_dict(dict(config)).to_dict()
     except (TypeError, ValueError) as exc:
@@ -182,7 +190,11 @@ def create_training_run(
         description["data_files"] = list(data_files)
         description["use_labelings"] = use_labelings
     return TrainingRun.objects.create(
-        name=name, config=effective, dataset_description=description, created_by=created_by
+        name=name,
+        config=effective,
+        dataset_description=description,
+        created_by=created_by,
+        project_id=project_id,
     )
 
 
@@ -355,13 +367,17 @@ def outcome_config_like(prm: ModelVersion | None) -> dict[str, Any]:
     return {**shared, **config, **({"max_steps": steps} if steps else {})}
 
 
-def start_orm_training(*, sampling_run: SamplingRun | None = None, created_by=None) -> TrainingRun:
-    """The researcher's button: an outcome run on the graded solutions (all, or a sampling
-    run's) of the active PRM's problems, with its backbone and steps: the two on equal footing
-    where every problem of the PRM has a graded solution. Never activated (an ORM is compared)."""
+def start_orm_training(
+    *, sampling_run: SamplingRun | None = None, created_by=None, project: Project | None = None
+) -> TrainingRun:
+    """The researcher's button: an outcome run on the project's graded solutions (all, or a
+    sampling run's) of its active PRM's problems, with its backbone and steps: the two on equal
+    footing where every problem of the PRM has a graded solution. Never activated (an ORM is
+    compared)."""
     where = f"sampling run {sampling_run.pk}" if sampling_run else "the pool"
-    prm = ModelVersion.active()
+    prm = ModelVersion.active(project.pk if project is not None else None)
     return start_training_run(
+        project=project,
         config=outcome_config_like(prm),
         created_by=created_by,
         name=f"ORM on {where}" + (f", the problems of run {prm.run_id}" if prm and prm.run else ""),
@@ -389,7 +405,7 @@ def score_for_review(batch: Batch) -> int:
     """Score the batch's labeled solutions that the active model has not scored, for the review
     page: on the gpu queue (a thread of this process in the embedded default). Returns how many
     are to be scored; 0 (nothing sent) when there is no active model or nothing is missing."""
-    version = ModelVersion.active()
+    version = ModelVersion.active(batch.project_id)
     if version is None:
         return 0
     missing = selectors.unscored_labeled(batch, version).count()

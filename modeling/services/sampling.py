@@ -21,6 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from labeling.models import Batch, Problem, ProposedSteps, Solution
+from labeling.models.projects import default_project_id, in_project
 from labeling.services import alternatives, importing
 from labeling.services.alternatives import MAX_STEP_CHARS
 from modeling.generator import (
@@ -200,16 +201,19 @@ def choose_problems(
     subject: str | None = None,
     level: int | None = None,
     limit: int | None = None,
+    project_id: int | None = None,
 ) -> list[int]:
-    """Problem ids to sample, in id order: the given ids, a batch's problems, a subject and
-    level; problems with no ground truth are left out (a sample could not be graded)."""
+    """Problem ids to sample, in id order: the given ids, a batch's problems (a batch of the
+    project; the Default one where None is named), a subject and level; problems with no ground
+    truth are left out (a sample could not be graded). Problems are shared by the projects
+    (public text, docs/architecture.md); the samples go into the project's pool."""
     problems = Problem.objects.exclude(ground_truth_answer__isnull=True).exclude(
         ground_truth_answer=""
     )
     if problem_ids:
         problems = problems.filter(pk__in=problem_ids)
     if batch_id is not None:
-        if not Batch.objects.filter(pk=batch_id).exists():
+        if not Batch.objects.filter(pk=batch_id, **in_project(project_id)).exists():
             raise SamplingError(f"There is no batch {batch_id}.")
         problems = problems.filter(solutions__batch_id=batch_id)
     if subject:
@@ -244,6 +248,7 @@ def create_sampling_run(
     seed: int | None = None,
     user=None,
     send: bool = True,
+    project_id: int | None = None,
 ) -> SamplingRun:
     """A run sampling `samples` solutions for each chosen problem; sent to the generate queue
     (a thread of this process in the embedded default) unless `send` is False (the command
@@ -268,10 +273,16 @@ def create_sampling_run(
         "limit": limit,
     }
     ids = choose_problems(
-        problem_ids=problem_ids, batch_id=batch_id, subject=subject, level=level, limit=limit
+        problem_ids=problem_ids,
+        batch_id=batch_id,
+        subject=subject,
+        level=level,
+        limit=limit,
+        project_id=project_id,
     )
     with transaction.atomic():
         run = SamplingRun.objects.create(
+            project_id=project_id if project_id is not None else default_project_id(),
             samples=samples,
             sampling=sampling.as_dict(),
             filters={key: value for key, value in filters.items() if value not in (None, "", [])},
@@ -510,7 +521,12 @@ def _write_problem(run: SamplingRun, problem: Problem, solutions: list[SampledSo
         if locked.status != RunStatus.RUNNING or locked.next_index != run.next_index:
             return False
         importing.write_solutions(
-            samples, report, counted_as="pool solutions", prepare=grade, after_create=link
+            samples,
+            report,
+            counted_as="pool solutions",
+            prepare=grade,
+            after_create=link,
+            project_id=run.project_id,
         )
         run.next_index += 1
         run.added += report.created["pool solutions"]

@@ -10,7 +10,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from labeling.roles import LEAD, RESEARCHER, require
+from labeling.roles import LEAD, RESEARCHER, current_project, require
 from modeling.forms import BestOfNForm
 from modeling.models import SamplingRun
 from modeling.services import best_of_n, runs
@@ -29,12 +29,16 @@ def comparison_list(request: AuthenticatedRequest) -> HttpResponse:
         data = form.cleaned_data
         sampling_run = None
         if data["sampling_run"] is not None:
-            sampling_run = SamplingRun.objects.filter(pk=data["sampling_run"]).first()
+            sampling_run = SamplingRun.objects.filter(
+                pk=data["sampling_run"], project=request.project
+            ).first()
             if sampling_run is None:
                 form.add_error("sampling_run", f"No sampling run {data['sampling_run']}.")
         if not form.errors:
             try:
-                best_of_n.checked_model_ids(data["models"])  # before an upload is kept
+                best_of_n.checked_model_ids(  # before an upload is kept
+                    data["models"], project_id=current_project(request).pk
+                )
                 upload = data["file"]
                 input_path = (
                     best_of_n.store_upload(upload, upload.size)
@@ -48,12 +52,16 @@ def comparison_list(request: AuthenticatedRequest) -> HttpResponse:
                     ns=data["ns"],
                     allow_mismatch=data["allow_mismatch"],
                     user=request.user,
+                    project_id=current_project(request).pk,
                 )
             except best_of_n.ComparisonError as exc:
                 form.add_error(None, str(exc))
             else:
                 return redirect("modeling_runs:best_of_n", comparison_id=comparison.pk)
-    context = {"form": form, "comparisons": best_of_n.visible_comparisons(request.user)[:RECENT]}
+    context = {
+        "form": form,
+        "comparisons": best_of_n.visible_comparisons(request.user, request.project)[:RECENT],
+    }
     return render(request, "modeling/runs/best_of_n_list.html", context)
 
 
@@ -62,7 +70,9 @@ def comparison_detail(request: AuthenticatedRequest, comparison_id: int) -> Http
     """The curves, the table of accuracy [low, high] per N and method, and the footing check;
     htmx polls the page's state while it waits or runs."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    comparison = get_object_or_404(best_of_n.visible_comparisons(request.user), pk=comparison_id)
+    comparison = get_object_or_404(
+        best_of_n.visible_comparisons(request.user, request.project), pk=comparison_id
+    )
     report = comparison.report or {}
     context = {
         "comparison": comparison,
@@ -81,7 +91,9 @@ def comparison_detail(request: AuthenticatedRequest, comparison_id: int) -> Http
 def comparison_png(request: AuthenticatedRequest, comparison_id: int) -> HttpResponseBase:
     """The curves as a PNG, inline; `?download=1` as a file."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    comparison = get_object_or_404(best_of_n.visible_comparisons(request.user), pk=comparison_id)
+    comparison = get_object_or_404(
+        best_of_n.visible_comparisons(request.user, request.project), pk=comparison_id
+    )
     png = comparison.png
     if png is None:
         raise Http404("This comparison has no curves (yet).")
@@ -98,7 +110,9 @@ def comparison_png(request: AuthenticatedRequest, comparison_id: int) -> HttpRes
 def comparison_anyway(request: AuthenticatedRequest, comparison_id: int) -> HttpResponse:
     """A comparison refused for unequal footing, started again with the mismatch allowed."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    comparison = get_object_or_404(best_of_n.visible_comparisons(request.user), pk=comparison_id)
+    comparison = get_object_or_404(
+        best_of_n.visible_comparisons(request.user, request.project), pk=comparison_id
+    )
     try:
         again = best_of_n.comparison_anyway(comparison, user=request.user)
     except best_of_n.ComparisonError as exc:
@@ -112,10 +126,13 @@ def comparison_anyway(request: AuthenticatedRequest, comparison_id: int) -> Http
 def compare_sampling_run(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     """The sampling page's "Compare best-of-N": the active PRM and the latest ORM on it."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    sampling_run = get_object_or_404(SamplingRun, pk=run_id)
+    sampling_run = get_object_or_404(SamplingRun.objects.filter(project=request.project), pk=run_id)
     try:
         comparison = best_of_n.comparison_start(
-            model_ids=best_of_n.default_models(), sampling_run=sampling_run, user=request.user
+            model_ids=best_of_n.default_models(current_project(request).pk),
+            sampling_run=sampling_run,
+            user=request.user,
+            project_id=current_project(request).pk,
         )
     except best_of_n.ComparisonError as exc:
         messages.error(request, str(exc))
@@ -134,9 +151,13 @@ def train_orm(request: AuthenticatedRequest) -> HttpResponse:
     if chosen:
         if not chosen.isdigit() or len(chosen) > 10:
             raise Http404("No such sampling run.")
-        sampling_run = get_object_or_404(SamplingRun, pk=int(chosen))
+        sampling_run = get_object_or_404(
+            SamplingRun.objects.filter(project=request.project), pk=int(chosen)
+        )
     try:
-        run = runs.start_orm_training(sampling_run=sampling_run, created_by=request.user)
+        run = runs.start_orm_training(
+            sampling_run=sampling_run, created_by=request.user, project=request.project
+        )
     except runs.RunError as exc:
         messages.error(request, str(exc))
         return redirect("modeling_loop:sampling")

@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from labeling.roles import LEAD, RESEARCHER, require
+from labeling.roles import LEAD, RESEARCHER, current_project, require
 from modeling.forms import GenerationForm, SamplingForm
 from modeling.models import GenerationRun, ModelVersion, SamplingRun
 from modeling.services import loop, pool, sampling
@@ -23,17 +23,23 @@ def generation_list(request: AuthenticatedRequest) -> HttpResponse:
     form = GenerationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            run = loop.start_generation(params=form.params(), created_by=request.user)
+            run = loop.start_generation(
+                params=form.params(),
+                created_by=request.user,
+                project_id=current_project(request).pk,
+            )
         except loop.GenerationError as exc:
             messages.error(request, str(exc))
         else:
             return redirect("modeling_loop:generation", generation=run.generation)
     context = {
         "form": form,
-        "runs": loop.recent_runs()[:20],
-        "pool": pool.pool_stats(),
-        "active_model": ModelVersion.active(),
-        "open_run": GenerationRun.objects.filter(status__in=GenerationRun.OPEN).first(),
+        "runs": loop.recent_runs(current_project(request).pk)[:20],
+        "pool": pool.pool_stats(current_project(request).pk),
+        "active_model": ModelVersion.active(current_project(request).pk),
+        "open_run": GenerationRun.objects.filter(
+            status__in=GenerationRun.OPEN, project=request.project
+        ).first(),
     }
     return render(request, "modeling/loop/generations.html", context)
 
@@ -41,7 +47,7 @@ def generation_list(request: AuthenticatedRequest) -> HttpResponse:
 @login_required
 def generation_detail(request: AuthenticatedRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
-    run = get_object_or_404(loop.recent_runs(), generation=generation)
+    run = get_object_or_404(loop.recent_runs(current_project(request).pk), generation=generation)
     context = {"run": run, "selections": loop.selections_of(run)}
     template = (
         "modeling/loop/generation.html#progress"
@@ -55,7 +61,9 @@ def generation_detail(request: AuthenticatedRequest, generation: int) -> HttpRes
 @require_POST
 def generation_retry(request: AuthenticatedRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
-    run = get_object_or_404(GenerationRun, generation=generation)
+    run = get_object_or_404(
+        GenerationRun.objects.filter(project=request.project), generation=generation
+    )
     try:
         loop.retry_generation(run)
     except loop.GenerationError as exc:
@@ -67,7 +75,9 @@ def generation_retry(request: AuthenticatedRequest, generation: int) -> HttpResp
 @require_POST
 def generation_cancel(request: AuthenticatedRequest, generation: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
-    run = get_object_or_404(GenerationRun, generation=generation)
+    run = get_object_or_404(
+        GenerationRun.objects.filter(project=request.project), generation=generation
+    )
     try:
         loop.cancel_generation(run)
     except loop.GenerationError as exc:
@@ -82,17 +92,19 @@ def sampling_list(request: AuthenticatedRequest) -> HttpResponse:
     form = SamplingForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            sampling.create_sampling_run(**form.params(), user=request.user)
+            sampling.create_sampling_run(
+                **form.params(), user=request.user, project_id=current_project(request).pk
+            )
         except sampling.SamplingError as exc:
             messages.error(request, str(exc))
         else:
             return redirect("modeling_loop:sampling")
-    runs = SamplingRun.objects.all()[:20]
+    runs = SamplingRun.objects.filter(project=request.project)[:20]
     context = {
         "form": form,
         "runs": runs,
         "polling": any(run.is_open for run in runs),
-        "pool": pool.pool_stats(),
+        "pool": pool.pool_stats(current_project(request).pk),
         "generator": sampling.generator_description(),
     }
     template = "modeling/loop/sampling.html#runs" if request.htmx else "modeling/loop/sampling.html"
@@ -113,6 +125,7 @@ def sampling_estimate(request: AuthenticatedRequest) -> HttpResponse:
                 subject=params["subject"],
                 level=params["level"],
                 limit=params["limit"],
+                project_id=current_project(request).pk,
             )
         except sampling.SamplingError as exc:
             context["estimate_error"] = str(exc)
@@ -131,7 +144,9 @@ def sampling_estimate(request: AuthenticatedRequest) -> HttpResponse:
 def sampling_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
     try:
-        sampling.resume_sampling_run(get_object_or_404(SamplingRun, pk=run_id))
+        sampling.resume_sampling_run(
+            get_object_or_404(SamplingRun.objects.filter(project=request.project), pk=run_id)
+        )
     except sampling.SamplingError as exc:
         messages.error(request, str(exc))
     return redirect("modeling_loop:sampling")
@@ -141,5 +156,7 @@ def sampling_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
 @require_POST
 def sampling_cancel(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=GENERATIONS_REFUSED)
-    sampling.cancel_sampling_run(get_object_or_404(SamplingRun, pk=run_id))
+    sampling.cancel_sampling_run(
+        get_object_or_404(SamplingRun.objects.filter(project=request.project), pk=run_id)
+    )
     return redirect("modeling_loop:sampling")

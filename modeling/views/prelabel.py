@@ -22,7 +22,11 @@ PRELABEL_REFUSED = "Pre-label runs are for leads and researchers."
 def prelabel_list(request: AuthenticatedRequest) -> HttpResponse:
     """The runs (htmx polls #prelabel-runs while one is open) and the form that starts one."""
     require(request, LEAD, RESEARCHER, message=PRELABEL_REFUSED)
-    form = PrelabelForm(request.POST or None, may_edit_template=has_role(request.user, LEAD))
+    form = PrelabelForm(
+        request.POST or None,
+        may_edit_template=has_role(request.user, LEAD, project=request.project),
+        project=request.project,
+    )
     if request.method == "POST" and form.is_valid():
         try:
             prelabeling.start_prelabel_run(
@@ -30,12 +34,13 @@ def prelabel_list(request: AuthenticatedRequest) -> HttpResponse:
                 judge=form.cleaned_data["judge"],
                 created_by=request.user,
                 options=form.options(),
+                project=request.project,
             )
         except prelabeling.PrelabelError as exc:
             messages.error(request, str(exc))
         else:
             return redirect("modeling_prelabel:list")
-    runs = list(PreLabelRun.objects.select_related("batch")[:20])
+    runs = list(PreLabelRun.objects.filter(project=request.project).select_related("batch")[:20])
     context = {
         "form": form,
         "runs": runs,
@@ -50,7 +55,9 @@ def prelabel_list(request: AuthenticatedRequest) -> HttpResponse:
 @require_POST
 def prelabel_cancel(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=PRELABEL_REFUSED)
-    prelabeling.cancel_prelabel_run(get_object_or_404(PreLabelRun, pk=run_id))
+    prelabeling.cancel_prelabel_run(
+        get_object_or_404(PreLabelRun.objects.filter(project=request.project), pk=run_id)
+    )
     return redirect("modeling_prelabel:list")
 
 
@@ -59,7 +66,9 @@ def prelabel_cancel(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
 def prelabel_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=PRELABEL_REFUSED)
     try:
-        prelabeling.resume_prelabel_run(get_object_or_404(PreLabelRun, pk=run_id))
+        prelabeling.resume_prelabel_run(
+            get_object_or_404(PreLabelRun.objects.filter(project=request.project), pk=run_id)
+        )
     except prelabeling.PrelabelError as exc:
         messages.error(request, str(exc))
     return redirect("modeling_prelabel:list")

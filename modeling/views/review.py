@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from labeling.models import Batch, Solution
-from labeling.roles import LEAD, RESEARCHER, require
+from labeling.roles import LEAD, RESEARCHER, current_project, require
 from modeling import selectors
 from modeling.models import ModelVersion
 from modeling.services import runs
@@ -35,10 +35,10 @@ def scoring_state(started: str | None, unscored: int) -> str:
 @login_required
 def review_queue(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
-    batches = Batch.objects.order_by("-created_at")
+    batches = Batch.objects.filter(project=request.project).order_by("-created_at")
     batch_id = request.GET.get("batch")
     batch = (
-        get_object_or_404(Batch, pk=batch_id)
+        get_object_or_404(batches, pk=batch_id)
         if batch_id and batch_id.isdigit()
         else batches.first()
     )
@@ -58,8 +58,8 @@ def review_queue(request: AuthenticatedRequest) -> HttpResponse:
 @require_POST
 def review_score(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
-    batch = get_object_or_404(Batch, pk=batch_id)
-    if ModelVersion.active() is None:
+    batch = get_object_or_404(Batch.objects.filter(project=request.project), pk=batch_id)
+    if ModelVersion.active(current_project(request).pk) is None:
         messages.error(request, "There is no active model to score with.")
     else:
         missing = runs.score_for_review(batch)
@@ -75,12 +75,14 @@ def review_score(request: AuthenticatedRequest, batch_id: int) -> HttpResponse:
 def review_solution(request: AuthenticatedRequest, solution_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=REVIEW_REFUSED)
     solution = get_object_or_404(
-        Solution.objects.select_related("problem", "batch"), pk=solution_id
+        Solution.objects.select_related("problem", "batch"),
+        pk=solution_id,
+        project=request.project,
     )
     context = {
         "solution": solution,
         "problem": solution.problem,
         "review": selectors.review_solution(solution),
-        "active_model": ModelVersion.active(),
+        "active_model": ModelVersion.active(current_project(request).pk),
     }
     return render(request, "modeling/review/solution.html", context)

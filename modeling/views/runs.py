@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from labeling.roles import LEAD, RESEARCHER, require
+from labeling.roles import LEAD, RESEARCHER, current_project, require
 from modeling import selectors
 from modeling.forms import EvaluationSetForm, TrainingRunForm
 from modeling.models import EvaluationSet, ModelExport, ModelVersion, TrainingRun
@@ -41,7 +41,7 @@ def run_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     # ?backbone=NAME: start from the settings README suggests for that backbone.
     backbone = request.GET.get("backbone", "").strip()[: runs.MAX_BACKBONE_CHARS] or None
-    form = TrainingRunForm(request.POST or None, backbone=backbone)
+    form = TrainingRunForm(request.POST or None, backbone=backbone, project=request.project)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -54,6 +54,7 @@ def run_list(request: AuthenticatedRequest) -> HttpResponse:
                 use_labelings=form.use_labelings(),
                 holdout_fraction=data["holdout_fraction"],
                 activate=data["activate"],
+                project=request.project,
             )
         except runs.RunError as exc:
             messages.error(request, str(exc))
@@ -69,12 +70,14 @@ def _render_list(
     set_form: EvaluationSetForm | None = None,
 ) -> HttpResponse:
     context = {
-        "form": form or TrainingRunForm(),
+        "form": form or TrainingRunForm(project=request.project),
         "set_form": set_form or EvaluationSetForm(),
-        "runs": TrainingRun.objects.select_related("model_version")[:RECENT_RUNS],
-        "active_model": ModelVersion.active(),
+        "runs": TrainingRun.objects.filter(project=request.project).select_related("model_version")[
+            :RECENT_RUNS
+        ],
+        "active_model": ModelVersion.active(current_project(request).pk),
         "evaluation_set": EvaluationSet.objects.select_related("created_by")
-        .filter(is_current=True)
+        .filter(is_current=True, project=request.project)
         .first(),
     }
     return render(request, "modeling/runs/list.html", context)
@@ -90,7 +93,11 @@ def evaluation_set_create(request: AuthenticatedRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             created = evaluation_sets.create_evaluation_set(
-                share=data["share"], count=data["count"], seed=data["seed"], created_by=request.user
+                share=data["share"],
+                count=data["count"],
+                seed=data["seed"],
+                created_by=request.user,
+                project_id=current_project(request).pk,
             )
         except evaluation_sets.EvaluationSetError as exc:
             form.add_error(None, str(exc))
@@ -104,7 +111,9 @@ def evaluation_set_create(request: AuthenticatedRequest) -> HttpResponse:
 def run_detail(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     run = get_object_or_404(
-        TrainingRun.objects.select_related("created_by", "model_version"), pk=run_id
+        TrainingRun.objects.select_related("created_by", "model_version"),
+        pk=run_id,
+        project=request.project,
     )
     template = "modeling/runs/detail.html#progress" if request.htmx else "modeling/runs/detail.html"
     return render(request, template, {"run": run, **run_report(run)})
@@ -114,7 +123,7 @@ def run_detail(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_cancel(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    run = get_object_or_404(TrainingRun, pk=run_id)
+    run = get_object_or_404(TrainingRun.objects.filter(project=request.project), pk=run_id)
     try:
         runs.cancel_training_run(run)
     except runs.RunError as exc:
@@ -126,7 +135,7 @@ def run_cancel(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_resume(request: AuthenticatedRequest, run_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    run = get_object_or_404(TrainingRun, pk=run_id)
+    run = get_object_or_404(TrainingRun.objects.filter(project=request.project), pk=run_id)
     try:
         runs.resume_training_run(run)
     except runs.RunError as exc:
@@ -139,7 +148,9 @@ def model_list(request: AuthenticatedRequest) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
     # The latest export's state: the download serves only the latest (`export_archive`).
     latest = ModelExport.objects.filter(version=OuterRef("pk")).order_by("-created_at", "-id")
-    versions = ModelVersion.objects.annotate(export_status=Subquery(latest.values("status")[:1]))
+    versions = ModelVersion.objects.filter(project=request.project).annotate(
+        export_status=Subquery(latest.values("status")[:1])
+    )
     context = {"versions": versions, "succeeded": ModelExport.Status.SUCCEEDED}
     return render(request, "modeling/runs/models.html", context)
 
@@ -149,7 +160,7 @@ def model_detail(request: AuthenticatedRequest, version_id: int) -> HttpResponse
     """A model version and its Hugging Face export; htmx polls the export's fragment while it
     waits or runs."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    version = get_object_or_404(ModelVersion, pk=version_id)
+    version = get_object_or_404(ModelVersion.objects.filter(project=request.project), pk=version_id)
     context = {"version": version, "export": exporting.latest_export(version)}
     template = "modeling/runs/model.html#export" if request.htmx else "modeling/runs/model.html"
     return render(request, template, context)
@@ -160,7 +171,7 @@ def model_detail(request: AuthenticatedRequest, version_id: int) -> HttpResponse
 def model_export_start(request: AuthenticatedRequest, version_id: int) -> HttpResponse:
     """Start the export (or find the one running, or the finished zip); its page follows it."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    version = get_object_or_404(ModelVersion, pk=version_id)
+    version = get_object_or_404(ModelVersion.objects.filter(project=request.project), pk=version_id)
     export = exporting.export_start(version=version, user=request.user)
     if request.htmx:
         context = {"version": version, "export": export}
@@ -172,7 +183,7 @@ def model_export_start(request: AuthenticatedRequest, version_id: int) -> HttpRe
 @require_POST
 def model_activate(request: AuthenticatedRequest, version_id: int) -> HttpResponse:
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    version = get_object_or_404(ModelVersion, pk=version_id)
+    version = get_object_or_404(ModelVersion.objects.filter(project=request.project), pk=version_id)
     try:
         runs.activate_model_version(version)
     except runs.RunError as exc:
@@ -187,7 +198,7 @@ def model_export(request: AuthenticatedRequest, version_id: int) -> HttpResponse
     """The finished export's zip; without one, a plain-text answer that says why (404, 409 while
     it is built, 410 once its zip is gone), never a page in the zip's place. Builds nothing."""
     require(request, LEAD, RESEARCHER, message=RUNS_REFUSED)
-    version = get_object_or_404(ModelVersion, pk=version_id)
+    version = get_object_or_404(ModelVersion.objects.filter(project=request.project), pk=version_id)
     try:
         archive = exporting.export_archive(version)
     except exporting.ExportUnavailable as exc:

@@ -173,7 +173,7 @@ def test_after_a_minus_one_the_labeler_rates_the_alternatives_with_the_keyboard(
     rate_each(page, ["1", "0"][:count])
     page.screenshot(path=str(artifacts_dir / "alternatives-after-error.png"), full_page=True)
     page.keyboard.press("Enter")  # next solution: none is waiting, back to the queue
-    page.wait_for_url(f"{live_server.url}/label/")
+    page.wait_for_url(f"{live_server.url}/p/default/label/")
 
     labeling = Labeling.objects.get(labeler=labeler)
     assert labeling.finish_reason == "found_error"
@@ -250,7 +250,7 @@ def test_a_labeler_notes_a_rated_step_by_keyboard_step_by_step(
             browser, live_server, "lea", color_scheme=theme, viewport={"width": 1280, "height": 900}
         )
         try:
-            lead.goto(f"{live_server.url}/label/lead/items/{labeling.solution_id}/")
+            lead.goto(f"{live_server.url}/p/default/label/lead/items/{labeling.solution_id}/")
             step_one = lead.locator(f'#item-paths [data-labeling="{labeling.pk}"] [data-step="0"]')
             assert "candidate 2 multiplies: <b>6</b>, not 5" in step_one.inner_text()
             lead.screenshot(

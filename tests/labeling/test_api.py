@@ -30,50 +30,56 @@ def _upload(name: str, content: bytes) -> SimpleUploadedFile:
 
 
 def test_token_auth_is_required():
-    response = APIClient().get("/api/problems/")
+    response = APIClient().get("/p/default/api/problems/")
     assert response.status_code == 401
     bad = APIClient()
     bad.credentials(HTTP_AUTHORIZATION="Token not-a-token")
-    assert bad.get("/api/problems/").status_code == 401
+    assert bad.get("/p/default/api/problems/").status_code == 401
 
 
 def test_session_auth_works_for_the_browser(client, researcher, samples):
     client.force_login(researcher)
-    assert client.get("/api/problems/").status_code == 200
+    assert client.get("/p/default/api/problems/").status_code == 200
 
 
 def test_labeler_reads_only_their_own_labelings(samples, labeler, labeler2, lead):
     solution = Solution.objects.first()
     mine = Labeling.objects.create(solution=solution, labeler=labeler)
     Labeling.objects.create(solution=solution, labeler=labeler2)
-    body = api_client_for(labeler).get("/api/labelings/").json()
+    body = api_client_for(labeler).get("/p/default/api/labelings/").json()
     assert [row["id"] for row in body["results"]] == [mine.pk]
     others = Labeling.objects.exclude(labeler=labeler).first()
-    assert api_client_for(labeler).get(f"/api/labelings/{others.pk}/").status_code == 404
-    assert len(api_client_for(lead).get("/api/labelings/").json()["results"]) == 8
+    assert api_client_for(labeler).get(f"/p/default/api/labelings/{others.pk}/").status_code == 404
+    assert len(api_client_for(lead).get("/p/default/api/labelings/").json()["results"]) == 8
 
 
 @pytest.mark.parametrize("persona", ["labeler", "lead", "outsider"])
 def test_only_researchers_export(persona, request, samples):
     client = api_client_for(request.getfixturevalue(persona))
-    assert client.post("/api/snapshots/", {"format": "prm800k"}, format="json").status_code == 403
-    assert client.get("/api/snapshots/").status_code == 403
-    assert client.get("/api/export/").status_code == 403
+    refused = 404 if persona == "outsider" else 403  # no role in the project: as if absent
+    assert (
+        client.post("/p/default/api/snapshots/", {"format": "prm800k"}, format="json").status_code
+        == refused
+    )
+    assert client.get("/p/default/api/snapshots/").status_code == refused
+    assert client.get("/p/default/api/export/").status_code == refused
     assert not Snapshot.objects.exists()
 
 
 def test_labelers_and_outsiders_cannot_read_problems_or_import(labeler, outsider):
-    for user in (labeler, outsider):
+    # A labeler of the project is refused (403); an outsider, with no role in it, is answered
+    # as if it did not exist (404).
+    for user, refused in ((labeler, 403), (outsider, 404)):
         client = api_client_for(user)
-        assert client.get("/api/problems/").status_code == 403
+        assert client.get("/p/default/api/problems/").status_code == refused
         upload = _upload("x.jsonl", b"{}\n")
         assert (
             client.post(
-                "/api/solutions/import-prm800k/", {"file": upload}, format="multipart"
+                "/p/default/api/solutions/import-prm800k/", {"file": upload}, format="multipart"
             ).status_code
-            == 403
+            == refused
         )
-    assert api_client_for(outsider).get("/api/labelings/").status_code == 403
+    assert api_client_for(outsider).get("/p/default/api/labelings/").status_code == 404
     assert not Solution.objects.exists() and not Problem.objects.exists()
 
 
@@ -81,7 +87,7 @@ def test_labelers_and_outsiders_cannot_read_problems_or_import(labeler, outsider
 
 
 def test_cursor_pagination_walks_every_row(api, samples):
-    seen, url = [], "/api/labelings/?page_size=4"
+    seen, url = [], "/p/default/api/labelings/?page_size=4"
     while url:
         body = api.get(url).json()
         assert "cursor=" in (body["next"] or "cursor=")
@@ -91,20 +97,22 @@ def test_cursor_pagination_walks_every_row(api, samples):
 
 
 def test_filters(api, samples):
-    assert len(api.get("/api/labelings/?finish_reason=give_up").json()["results"]) == 1
+    assert len(api.get("/p/default/api/labelings/?finish_reason=give_up").json()["results"]) == 1
     assert [
-        row["generation"] for row in api.get("/api/solutions/?generation=6").json()["results"]
+        row["generation"]
+        for row in api.get("/p/default/api/solutions/?generation=6").json()["results"]
     ] == [6]
     batch = Batch.objects.get(generation=6)
-    assert len(api.get(f"/api/labelings/?batch={batch.pk}").json()["results"]) == 1
+    assert len(api.get(f"/p/default/api/labelings/?batch={batch.pk}").json()["results"]) == 1
     assert (
-        api.get("/api/batches/?generation=6").json()["results"][0]["name"] == "PRM800K generation 6"
+        api.get("/p/default/api/batches/?generation=6").json()["results"][0]["name"]
+        == "PRM800K generation 6"
     )
 
 
 def test_labeling_detail_has_steps_and_completions(api, samples):
     labeling = Labeling.objects.get(finish_reason="found_error")
-    body = api.get(f"/api/labelings/{labeling.pk}/").json()
+    body = api.get(f"/p/default/api/labelings/{labeling.pk}/").json()
     assert len(body["step_labels"]) == 7
     assert [c["rating"] for c in body["step_labels"][6]["completions"]] == [-1, 1, 1, 1]
 
@@ -117,14 +125,16 @@ def test_prm800k_upload_imports_and_round_trips_through_the_api(
 ):
     content = (shared_data / "prm800k" / "samples.jsonl").read_bytes()
     response = api.post(
-        "/api/solutions/import-prm800k/", {"file": _upload("s.jsonl", content)}, format="multipart"
+        "/p/default/api/solutions/import-prm800k/",
+        {"file": _upload("s.jsonl", content)},
+        format="multipart",
     )
     assert response.status_code == 201, response.json()
     assert response.json()["created"]["labelings"] == 6
     with eager_tasks():
-        created = api.post("/api/snapshots/", {"format": "prm800k"}, format="json")
+        created = api.post("/p/default/api/snapshots/", {"format": "prm800k"}, format="json")
     assert created.status_code == 202
-    snapshot = api.get(f"/api/snapshots/{created.json()['id']}/").json()
+    snapshot = api.get(f"/p/default/api/snapshots/{created.json()['id']}/").json()
     assert snapshot["status"] == "done" and snapshot["progress_percent"] == 100
     assert snapshot["row_count"] == 6 and snapshot["step_label_count"] == 46
     download = api.get(snapshot["download_url"])
@@ -137,10 +147,12 @@ def test_prm800k_upload_imports_and_round_trips_through_the_api(
 
 
 def test_direct_export_streams_byte_exact(api, samples):
-    response = api.get("/api/export/?format=prm800k")
+    response = api.get("/p/default/api/export/?format=prm800k")
     assert response.status_code == 200 and response.streaming
     assert b"".join(response.streaming_content) == samples.read_bytes()
-    only_gen6 = b"".join(api.get("/api/export/?generation=6&generation=7").streaming_content)
+    only_gen6 = b"".join(
+        api.get("/p/default/api/export/?generation=6&generation=7").streaming_content
+    )
     assert only_gen6.count(b"\n") == 1 and b'"generation": 6' in only_gen6
 
 
@@ -149,13 +161,13 @@ def test_direct_export_is_named_for_its_batch_format_and_date(api, samples):
     batch.name = 'Gén 6 "redo", ünïcode'
     batch.save(update_fields=["name"])
     before = timezone.localdate()
-    response = api.get(f"/api/export/?format=prm800k&batch={batch.pk}")
+    response = api.get(f"/p/default/api/export/?format=prm800k&batch={batch.pk}")
     after = timezone.localdate()
     assert b"".join(response.streaming_content).count(b"\n") == 1
     assert response["Content-Disposition"] in {
         f'attachment; filename="gen-6-redo-unicode-prm800k-{day}.jsonl"' for day in (before, after)
     }
-    parquet = api.get("/api/export/?format=stepwise_parquet")
+    parquet = api.get("/p/default/api/export/?format=stepwise_parquet")
     assert parquet["Content-Disposition"] in {
         f'attachment; filename="stepwise-stepwise_parquet-{day}.parquet"' for day in (before, after)
     }
@@ -164,7 +176,7 @@ def test_direct_export_is_named_for_its_batch_format_and_date(api, samples):
 def test_direct_export_parquet(api, samples):
     import pyarrow.parquet as pq
 
-    response = api.get("/api/export/?format=stepwise_parquet&alternatives=false")
+    response = api.get("/p/default/api/export/?format=stepwise_parquet&alternatives=false")
     assert response.status_code == 200
     table = pq.read_table(io.BytesIO(b"".join(response.streaming_content)))
     assert table.num_rows == 6
@@ -177,7 +189,7 @@ def test_bad_upload_names_every_bad_line_and_writes_nothing(api, shared_data):
     lines[2] = json.dumps(broken)
     lines[4] = lines[4][:-3]
     response = api.post(
-        "/api/solutions/import-prm800k/",
+        "/p/default/api/solutions/import-prm800k/",
         {"file": _upload("bad.jsonl", ("\n".join(lines) + "\n").encode())},
         format="multipart",
     )
@@ -204,7 +216,7 @@ def test_sample_upload_into_a_batch(api):
         + "\n"
     ).encode()
     response = api.post(
-        "/api/solutions/import-samples/",
+        "/p/default/api/solutions/import-samples/",
         {
             "file": _upload("samples.jsonl", content),
             "batch_name": "gen 2",
@@ -220,7 +232,7 @@ def test_sample_upload_into_a_batch(api):
 def test_sample_upload_errors_name_line_and_field(api):
     content = b'{"problem": "p", "steps": ["ok"]}\n{"unique_id": "nope/1.json", "steps": ["x"]}\n'
     response = api.post(
-        "/api/solutions/import-samples/",
+        "/p/default/api/solutions/import-samples/",
         {"file": _upload("s.jsonl", content), "batch_name": "b"},
         format="multipart",
     )
@@ -234,7 +246,9 @@ def test_sample_upload_errors_name_line_and_field(api):
 def test_bad_json_upload_names_line_and_column_like_the_command(api):
     content = b'{"problem": "1+1?"}\n{"problem": "2+2?\n'
     response = api.post(
-        "/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart"
+        "/p/default/api/solutions/import-prm800k/",
+        {"file": _upload("f.jsonl", content)},
+        format="multipart",
     )
     assert response.status_code == 400
     assert response.json()["errors"][1] == {
@@ -243,7 +257,9 @@ def test_bad_json_upload_names_line_and_column_like_the_command(api):
         "message": "not valid JSON: Unterminated string starting at column 13",
     }
     pretty = _upload("p.jsonl", b'{\n  "problem": "1+1?"\n}\n')
-    response = api.post("/api/solutions/import-prm800k/", {"file": pretty}, format="multipart")
+    response = api.post(
+        "/p/default/api/solutions/import-prm800k/", {"file": pretty}, format="multipart"
+    )
     assert (
         response.status_code == 400
         and "looks pretty-printed; one JSON object per line"
@@ -258,7 +274,9 @@ def test_bad_json_upload_names_line_and_column_like_the_command(api):
 )
 def test_empty_blank_and_binary_uploads_are_400(api, content, message):
     response = api.post(
-        "/api/solutions/import-prm800k/", {"file": _upload("f.jsonl", content)}, format="multipart"
+        "/p/default/api/solutions/import-prm800k/",
+        {"file": _upload("f.jsonl", content)},
+        format="multipart",
     )
     assert response.status_code == 400 and message in json.dumps(response.json())
     assert not Solution.objects.exists() and not Problem.objects.exists()
@@ -267,7 +285,7 @@ def test_empty_blank_and_binary_uploads_are_400(api, content, message):
 def test_huge_upload_is_refused(api, settings):
     settings.STEPWISE_UPLOAD_MAX_BYTES = 10
     response = api.post(
-        "/api/solutions/import-prm800k/",
+        "/p/default/api/solutions/import-prm800k/",
         {"file": _upload("f.jsonl", b"{}" * 20)},
         format="multipart",
     )
@@ -276,7 +294,7 @@ def test_huge_upload_is_refused(api, settings):
 
 
 def test_upload_without_a_file_is_400(api):
-    response = api.post("/api/solutions/import-prm800k/", {}, format="multipart")
+    response = api.post("/p/default/api/solutions/import-prm800k/", {}, format="multipart")
     assert response.status_code == 400 and "file" in response.json()
     assert not Solution.objects.exists() and not Problem.objects.exists()
 
@@ -285,7 +303,9 @@ def test_upload_without_a_file_is_400(api):
 
 
 def test_malformed_json_body_is_400(api):
-    response = api.generic("POST", "/api/snapshots/", "{not json", content_type="application/json")
+    response = api.generic(
+        "POST", "/p/default/api/snapshots/", "{not json", content_type="application/json"
+    )
     assert response.status_code == 400 and "JSON parse error" in response.json()["detail"]
 
 
@@ -306,31 +326,33 @@ def test_malformed_json_body_is_400(api):
     ],
 )
 def test_wrong_types_and_unknown_ids_are_400_naming_the_field(api, body, field):
-    response = api.post("/api/snapshots/", body, format="json")
+    response = api.post("/p/default/api/snapshots/", body, format="json")
     assert response.status_code == 400 and field in response.json()
     assert Snapshot.objects.count() == 0
 
 
 def test_unknown_and_malformed_ids_are_404(api):
     for url in (
-        "/api/snapshots/999/",
-        "/api/snapshots/abc/",
-        "/api/labelings/999/",
-        "/api/problems/x/",
-        "/api/snapshots/999/download/",
+        "/p/default/api/snapshots/999/",
+        "/p/default/api/snapshots/abc/",
+        "/p/default/api/labelings/999/",
+        "/p/default/api/problems/x/",
+        "/p/default/api/snapshots/999/download/",
     ):
         assert api.get(url).status_code == 404, url
 
 
 def test_bad_filter_values_are_400(api):
-    assert api.get("/api/labelings/?batch=abc").status_code == 400
-    assert api.get("/api/export/?format=xml").status_code == 400
-    assert api.get("/api/labelings/?cursor=garbage").status_code == 404  # DRF: invalid cursor
+    assert api.get("/p/default/api/labelings/?batch=abc").status_code == 400
+    assert api.get("/p/default/api/export/?format=xml").status_code == 400
+    assert (
+        api.get("/p/default/api/labelings/?cursor=garbage").status_code == 404
+    )  # DRF: invalid cursor
 
 
 def test_downloading_an_unfinished_snapshot_is_409(api):
     snapshot = Snapshot.objects.create()
-    response = api.get(f"/api/snapshots/{snapshot.pk}/download/")
+    response = api.get(f"/p/default/api/snapshots/{snapshot.pk}/download/")
     assert response.status_code == 409 and "pending" in response.json()["detail"]
 
 
@@ -338,7 +360,9 @@ def test_snapshots_cannot_be_changed_or_deleted(api, samples):
     snapshot = Snapshot.objects.create(status=Snapshot.Status.DONE)
     for method in ("put", "patch", "delete"):
         assert (
-            getattr(api, method)(f"/api/snapshots/{snapshot.pk}/", {}, format="json").status_code
+            getattr(api, method)(
+                f"/p/default/api/snapshots/{snapshot.pk}/", {}, format="json"
+            ).status_code
             == 405
         )
 
@@ -353,13 +377,13 @@ def test_schema_is_valid_and_covers_every_endpoint(tmp_path):
     paths = set(yaml.safe_load(out.read_text())["paths"])
     from labeling.urls import router
 
-    expected = {"/api/export/"}
+    expected = {"/p/default/api/export/"}
     for prefix, _, _ in router.registry:
-        expected |= {f"/api/{prefix}/", f"/api/{prefix}/{{id}}/"}
+        expected |= {f"/p/default/api/{prefix}/", f"/p/default/api/{prefix}/{{id}}/"}
     expected |= {
-        "/api/solutions/import-samples/",
-        "/api/solutions/import-prm800k/",
-        "/api/snapshots/{id}/download/",
+        "/p/default/api/solutions/import-samples/",
+        "/p/default/api/solutions/import-prm800k/",
+        "/p/default/api/snapshots/{id}/download/",
     }
     assert expected <= paths, expected - paths
 
@@ -387,7 +411,7 @@ def test_a_new_user_token_can_be_made(researcher):
     _, key = token_create(user=make_user("robin", "researcher"), name="robin", expires_in=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    assert client.get("/api/snapshots/").status_code == 200
+    assert client.get("/p/default/api/snapshots/").status_code == 200
 
 
 @pytest.mark.parametrize("name", ["api-schema", "api-docs", "api-redoc"])
@@ -413,26 +437,34 @@ def test_bad_or_out_of_range_times_are_a_400_on_every_route_that_takes_one(
 ):
     client = api_client_for(researcher)
     for url, payload in [
-        ("/api/labelings/", {"finished_after": value}),
-        ("/api/labelings/", {"finished_before": value}),
-        ("/api/export/", {"finished_after": value}),
-        ("/api/export/", {"finished_before": value}),
+        ("/p/default/api/labelings/", {"finished_after": value}),
+        ("/p/default/api/labelings/", {"finished_before": value}),
+        ("/p/default/api/export/", {"finished_after": value}),
+        ("/p/default/api/export/", {"finished_before": value}),
     ]:
         response = client.get(url, payload)
         assert response.status_code == 400, (url, payload)
         assert list(response.json()) == list(payload), (url, response.json())
-    response = client.post("/api/snapshots/", {"format": "prm800k", "finished_after": value})
+    response = client.post(
+        "/p/default/api/snapshots/", {"format": "prm800k", "finished_after": value}
+    )
     assert response.status_code == 400 and "finished_after" in response.json()
     assert not Snapshot.objects.exists()
-    response = client.get("/api/labelings/", {"finished_after": "2026-01-01T00:00:00+01:00"})
+    response = client.get(
+        "/p/default/api/labelings/", {"finished_after": "2026-01-01T00:00:00+01:00"}
+    )
     assert response.status_code == 200  # the same time, with its offset escaped, is fine
 
 
 def test_an_offset_postgresql_refuses_is_converted_to_utc_not_a_500(samples, researcher):
     """Python takes offsets up to 23:59, PostgreSQL up to 15:59: found by the API fuzz."""
     client = api_client_for(researcher)
-    every = client.get("/api/labelings/").json()["results"]
-    response = client.get("/api/labelings/", {"finished_before": "9000-01-01T00:00:00-19:14"})
+    every = client.get("/p/default/api/labelings/").json()["results"]
+    response = client.get(
+        "/p/default/api/labelings/", {"finished_before": "9000-01-01T00:00:00-19:14"}
+    )
     assert response.status_code == 200 and response.json()["results"] == every
-    response = client.get("/api/labelings/", {"finished_after": "9000-01-01T00:00:00+21:11"})
+    response = client.get(
+        "/p/default/api/labelings/", {"finished_after": "9000-01-01T00:00:00+21:11"}
+    )
     assert response.status_code == 200 and response.json()["results"] == []

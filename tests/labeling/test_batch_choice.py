@@ -217,21 +217,30 @@ def test_a_batch_assigned_to_others_cannot_be_chosen(client, labeler, labeler2):
 
 
 def test_the_demo_alternatives_batch_once_activated_is_one_click_from_home(client, labeler):
+    """The step-by-step batch is the demo's second project's: one click from its home."""
     load_sample_data()
     from labeling.models import Batch
+    from labeling.services.demo import STEPS_SLUG
+    from stepwise.links import project_reverse
+    from tests.helpers.users import grant
 
     alternatives = Batch.objects.get(name=ALTERNATIVES_BATCH)
+    assert alternatives.project.slug == STEPS_SLUG
+    grant(labeler, "labeler", project=alternatives.project)
     alternatives.is_active = True
     alternatives.save(update_fields=["is_active"])
     quality.labeler_set_state(
         labeler=queue.ensure_labeler(labeler), state="active", reason="admitted"
     )
     client.force_login(labeler)
-    home = client.get(reverse("home")).content.decode()
+    home = client.get(project_reverse(STEPS_SLUG, "home")).content.decode()
     assert f"Continue in {ALTERNATIVES_BATCH}" in home
-    response = client.post(reverse("labeling:claim"), {"batch": str(alternatives.pk)})
+    assert f"Continue in {ALTERNATIVES_BATCH}" not in client.get(reverse("home")).content.decode()
+    response = client.post(
+        project_reverse(STEPS_SLUG, "labeling:claim"), {"batch": str(alternatives.pk)}
+    )
     opened = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
-    assert response["Location"] == reverse("labeling:labeling", args=[opened.pk])
+    assert response["Location"] == project_reverse(STEPS_SLUG, "labeling:labeling", opened.pk)
     assert opened.solution.batch == alternatives
 
 

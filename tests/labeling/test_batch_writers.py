@@ -24,7 +24,7 @@ def _samples(step: str = "2+2=4.") -> SimpleUploadedFile:
 
 def _upload(user, batch_name: str, step: str = "2+2=4."):
     return api_client_for(user).post(
-        "/api/solutions/import-samples/",
+        "/p/default/api/solutions/import-samples/",
         {"file": _samples(step), "batch_name": batch_name},
         format="multipart",
     )
@@ -62,7 +62,7 @@ def test_adding_problems_over_the_api_follows_the_same_rule(lead, researcher):
     leads = make_batch("phase 1", protocol=Batch.Protocol.ALTERNATIVES, created_by=lead)
     own = make_batch("own", protocol=Batch.Protocol.ALTERNATIVES, created_by=researcher)
     body = {"problems": [problem.pk]}
-    url = "/api/batches/{}/problems/"
+    url = "/p/default/api/batches/{}/problems/"
     response = api_client_for(researcher).post(url.format(leads.pk), body, format="json")
     assert response.status_code == 403 and not leads.solutions.exists()
     assert api_client_for(researcher).post(url.format(own.pk), body, format="json").json() == {

@@ -370,8 +370,10 @@ def test_the_guidelines_back_link_never_points_off_site_or_at_a_script(client, l
 
 def test_the_guidelines_back_link_returns_to_a_page_of_this_site(client, labeler):
     client.force_login(labeler)
-    page = client.get(reverse("labeling:guidelines"), {"back": "/label/7/"}).content.decode()
-    assert 'href="/label/7/">Back to labeling' in page
+    page = client.get(
+        reverse("labeling:guidelines"), {"back": "/p/default/label/7/"}
+    ).content.decode()
+    assert 'href="/p/default/label/7/">Back to labeling' in page
 
 
 @pytest.mark.parametrize(

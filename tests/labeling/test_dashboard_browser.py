@@ -32,7 +32,7 @@ def test_lead_sees_a_new_labeling_arrive_without_reloading(page, live_server, ar
         for _ in range(2 + i):
             claim_and_label(user, [1, 1, 0] if i != 1 else [1, -1])
     login(page, live_server, "lea")
-    page.goto(f"{live_server.url}/label/lead/batches/{batch.pk}/")
+    page.goto(f"{live_server.url}/p/default/label/lead/batches/{batch.pk}/")
     done = page.locator("#kpi-done")
     before = int(done.inner_text())
     page.evaluate("window.__marker = 'same page'")
@@ -60,7 +60,7 @@ def test_adjudication_page_by_keyboard(page, live_server, artifacts_dir):
     claim_and_label(a, [1, 1, 1, 1])
     claim_and_label(b, [1, 0, -1])
     login(page, live_server, "lea")
-    page.goto(f"{live_server.url}/label/lead/adjudication/{solution.pk}/")
+    page.goto(f"{live_server.url}/p/default/label/lead/adjudication/{solution.pk}/")
     page.wait_for_selector(".katex")
     page.screenshot(path=str(artifacts_dir / "adjudication.png"), full_page=True)
     # focus starts on the first disagreement (step 2); 0 sets it, - sets step 3 and ends
@@ -88,7 +88,7 @@ def test_adjudication_keys_decide_only_the_steps_the_lead_sets(page, live_server
     claim_and_label(a, [1, 1, 1, 1])
     claim_and_label(b, [1, -1])  # the majority (ties take the lower) ends at step 2's -1
     login(page, live_server, "lea")
-    page.goto(f"{live_server.url}/label/lead/adjudication/{solution.pk}/")
+    page.goto(f"{live_server.url}/p/default/label/lead/adjudication/{solution.pk}/")
     finals = page.locator(".adj-step select")
     expect(page.locator(".adj-step.focused")).to_have_attribute("data-step", "1")
     expect(finals.nth(2)).to_have_value("")

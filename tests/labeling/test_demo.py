@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 HOLDS = (
     "The demo holds 21 problems, 129 solutions, 3 batches, 63 completed labelings, "
-    "18 gold solutions, 63 pool solutions and 5 demo accounts."
+    "18 gold solutions, 63 pool solutions and 6 demo accounts."
 )
 
 
@@ -35,7 +35,7 @@ def test_setup_demo_reports_what_it_holds_and_a_rerun_adds_nothing():
     assert HOLDS in first
     assert (
         "This run added 21 problems, 129 solutions, 3 batches, 63 completed labelings, "
-        "18 gold solutions, 63 pool solutions and 5 demo accounts." in first
+        "18 gold solutions, 63 pool solutions and 6 demo accounts." in first
     )
     rows = _rows()
     # 126 in the two labeled batches, 3 problems to label step by step (alternatives), 63 in the

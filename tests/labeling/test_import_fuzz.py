@@ -333,7 +333,7 @@ def test_a_hostile_upload_to_the_api_is_400_naming_line_and_field(
     content = _hostile_file(shared_data, kind, case).encode()
     before = _counts()
     response = api_client_for(researcher).post(
-        f"/api/solutions/{endpoint}/",
+        f"/p/default/api/solutions/{endpoint}/",
         {"file": SimpleUploadedFile("h.jsonl", content), "batch_name": "hostile"},
         format="multipart",
     )
@@ -351,7 +351,7 @@ def test_an_oversized_sample_upload_to_the_api_is_400(researcher, small_bounds):
 
     content = _jsonl({"problem": "1+1?", "steps": ["x"] * 6}).encode()
     response = api_client_for(researcher).post(
-        "/api/solutions/import-samples/",
+        "/p/default/api/solutions/import-samples/",
         {"file": SimpleUploadedFile("big.jsonl", content), "batch_name": "big"},
         format="multipart",
     )

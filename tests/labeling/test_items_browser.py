@@ -55,7 +55,7 @@ def test_lead_filters_the_items_and_opens_one_by_keyboard(browser, live_server, 
     )
     try:
         # The batch's dashboard links to its items.
-        page.goto(f"{live_server.url}/label/lead/batches/{items.batch.pk}/")
+        page.goto(f"{live_server.url}/p/default/label/lead/batches/{items.batch.pk}/")
         page.click("text=Browse items")
         page.wait_for_selector("#item-table")
         results_show(page, 7)
@@ -108,7 +108,7 @@ def test_labeler_notes_a_wrong_step_the_lead_replies_and_the_export_has_both(
     )
     try:
         # Lena rates the waiting solution by keyboard and stops at a −1 on step 2.
-        lena.goto(f"{live_server.url}/label/")
+        lena.goto(f"{live_server.url}/p/default/label/")
         lena.click("#start")
         lena.wait_for_selector("#labeling .step.current")
         keys_ready(lena)
@@ -135,7 +135,7 @@ def test_labeler_notes_a_wrong_step_the_lead_replies_and_the_export_has_both(
         no_axe_violations(lena, f"the labeling page with a note ({theme})")
 
         # Lea finds it in the adjudication page and the item page, and replies on the item.
-        lea.goto(f"{live_server.url}/label/lead/items/{labeling.solution_id}/")
+        lea.goto(f"{live_server.url}/p/default/label/lead/items/{labeling.solution_id}/")
         assert "the step says 3 <b>twice</b>" in lea.inner_text("#item-steps")
         lea.fill("#reply-step", "2")
         lea.fill("#reply-text", "Right: 1 + 1 = 2. Thanks.")
@@ -154,7 +154,7 @@ def test_labeler_notes_a_wrong_step_the_lead_replies_and_the_export_has_both(
         no_axe_violations(lena, f"the labeler's home with an unread reply ({theme})")
         unread.locator("a").click()
         lena.wait_for_selector(f"#notes #note-{reply.pk}.note-lead")
-        assert lena.url == f"{live_server.url}/label/{labeling.pk}/#note-{reply.pk}"
+        assert lena.url == f"{live_server.url}/p/default/label/{labeling.pk}/#note-{reply.pk}"
         assert "Right: 1 + 1 = 2. Thanks." in lena.inner_text("#notes")
         lena.goto(f"{live_server.url}/")
         lena.wait_for_selector("#labeler-cockpit")
@@ -198,7 +198,7 @@ def test_the_problem_text_stays_in_its_column_at_desktop_and_tablet_widths(
         make_solution(items.batch, problem=long_problem)
     context, page = open_as(browser, live_server, "lea", viewport={"width": width, "height": 900})
     try:
-        page.goto(f"{live_server.url}/label/lead/batches/{items.batch.pk}/items/")
+        page.goto(f"{live_server.url}/p/default/label/lead/batches/{items.batch.pk}/items/")
         results_show(page, 9)
         page.wait_for_selector("#item-table .katex", state="attached")
         page.screenshot(path=str(artifacts_dir / f"items-{width}.png"), full_page=True)

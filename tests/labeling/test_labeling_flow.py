@@ -251,7 +251,7 @@ def test_an_expired_claim_taken_by_others_is_explained_and_the_labeler_moves_on(
     assert Labeling.objects.get(pk=away.pk).status == Labeling.Status.EXPIRED  # kept, as it was
     rating.finish_labeling(labeling_id=moved_on.pk, user=labeler, reason="give_up")
     client.force_login(labeler)
-    page = client.get("/label/").content.decode()
+    page = client.get("/p/default/label/").content.decode()
     assert "expired" in page and "after 1 step rated" in page and "not counted" in page
 
 
@@ -263,23 +263,23 @@ def test_the_page_extends_a_live_claim_and_takes_back_a_lapsed_one_only_with_roo
     soon = timezone.now() + timedelta(seconds=30)
     Labeling.objects.filter(pk=labeling.pk).update(lease_expires_at=soon)
     client.force_login(labeler)
-    response = client.post(f"/label/{labeling.pk}/extend/")
+    response = client.post(f"/p/default/label/{labeling.pk}/extend/")
     assert response.status_code == 200
     extended = Labeling.objects.get(pk=labeling.pk).lease_expires_at
     assert extended > soon + timedelta(minutes=5)
     assert response.json()["lease_expires_at"] == extended.isoformat()
 
     _expire(labeling)  # lapsed, room still there: taken back
-    assert client.post(f"/label/{labeling.pk}/extend/").status_code == 200
+    assert client.post(f"/p/default/label/{labeling.pk}/extend/").status_code == 200
     assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.IN_PROGRESS
 
     _expire(labeling)
     claim(labeler2)  # lapsed, and the room is gone
-    response = client.post(f"/label/{labeling.pk}/extend/")
+    response = client.post(f"/p/default/label/{labeling.pk}/extend/")
     assert response.status_code == 409 and "received its labels" in response.json()["detail"]
     assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.EXPIRED
     client.force_login(labeler2)
-    assert client.post(f"/label/{labeling.pk}/extend/").status_code == 400  # not theirs
+    assert client.post(f"/p/default/label/{labeling.pk}/extend/").status_code == 400  # not theirs
 
 
 def test_queue_serves_priority_first_then_solutions_closest_to_done(labeler, labeler2):

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from labeling.models import Batch, Labeler, Labeling, Solution, StepLabel
+from labeling.models import Labeler, Labeling, Solution, StepLabel
 from labeling.services import errors, quality, queue, rating
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.labeling.helpers import label, next_labeling
@@ -145,7 +145,16 @@ def test_the_migration_expires_all_but_the_newest_open_labeling_keeping_ratings(
     # The batch row as 0008 had it (later migrations add columns); the current model only
     # names it for the solutions' foreign key.
     old_batch = apps.get_model("labeling", "Batch").objects.create(name="before", generation=1)
-    solutions = make_solutions(Batch(pk=old_batch.pk, generation=1), 3)
+    # Solutions as 0008 had them too (a project came later).
+    old_problem = apps.get_model("labeling", "Problem").objects.create(
+        text="1 + 1?", text_sha256="p" * 64
+    )
+    solutions = [
+        OldSolution.objects.create(
+            problem=old_problem, batch=old_batch, steps=["2"], content_sha256=f"{i}" * 64
+        )
+        for i in range(3)
+    ]
     now = timezone.now()
     rows = []
     for minutes, solution in enumerate(solutions):

@@ -39,10 +39,10 @@ def test_a_labeler_added_with_a_temporary_password_signs_in_with_it(client):
     assert credentials.password and len(credentials.password) == people.PASSWORD_LENGTH
     assert credentials.password not in user.password  # stored hashed, by Django's hasher
     assert user.check_password(credentials.password)
-    assert user.groups.filter(name="labeler").exists()
+    assert user.memberships.filter(role="labeler", project__slug="default").exists()
     assert Labeler.objects.get(user=user).state == Labeler.State.SCREENING
     response = client.post(reverse("login"), {"username": "nina", "password": credentials.password})
-    assert response.status_code == 302 and response["Location"] == reverse("home")
+    assert response.status_code == 302 and response["Location"] == reverse("projects")
 
 
 def test_a_sign_in_link_works_once(client):
@@ -101,7 +101,7 @@ def test_deactivating_releases_the_open_labeling_keeps_ratings_and_stops_tokens(
     opened = next_labeling(nina)
     rating.rate_step(labeling_id=opened.pk, user=nina, step_index=0, rating=1)
     api = api_client_for(nina)
-    assert api.get("/api/labelings/").status_code == 200
+    assert api.get("/p/default/api/labelings/").status_code == 200
     released = people.labeler_deactivate(user=nina)
     assert released == 1
     opened.refresh_from_db()
@@ -111,7 +111,7 @@ def test_deactivating_releases_the_open_labeling_keeps_ratings_and_stops_tokens(
     nina.refresh_from_db()
     assert not nina.is_active
     assert not ApiToken.objects.filter(user=nina).exists()
-    assert api.get("/api/labelings/").status_code == 401
+    assert api.get("/p/default/api/labelings/").status_code == 401
     # Another labeler gets the released solution.
     lars = make_user("lars", "labeler")
     assert next_labeling(lars, batch=batch).solution == opened.solution
@@ -183,7 +183,7 @@ def test_a_lead_adds_a_labeler_with_a_link_that_signs_them_in(client, lead):
         reverse("account:password"),
         {"new_password1": "a long new passphrase", "new_password2": "a long new passphrase"},
     )
-    assert response["Location"] == reverse("home")
+    assert response["Location"] == reverse("projects")
     assert User.objects.get(username="nina").check_password("a long new passphrase")
 
 
@@ -302,7 +302,7 @@ def test_a_lead_cannot_take_over_an_account_that_is_more_than_a_labeler(
     assert rita.password == password_hash
     assert rita.is_active == (action != "reactivate")
     if rita.is_active:
-        assert token.get("/api/labelings/").status_code == 200
+        assert token.get("/p/default/api/labelings/").status_code == 200
     assert people.managed_labelers().filter(pk=rita.pk).count() == 0
     page = client.get(reverse("labeling:labeler_detail", args=[rita.pk])).content.decode()
     assert 'id="reset-password"' not in page and "Django's admin" in page
@@ -346,7 +346,7 @@ def test_a_lead_reset_ends_every_session_and_revokes_every_api_token(
         {"action": "reset", "method": method},
     )
     assert reset.status_code == 200
-    assert api.get("/api/labelings/").status_code == 401
+    assert api.get("/p/default/api/labelings/").status_code == 401
     assert not ApiToken.objects.filter(user=labeler).exists()
     assert session_copies(session_key) == []
     assert browser.get(reverse("home")).status_code == 302  # to the sign-in page
@@ -394,7 +394,7 @@ def test_changing_ones_own_password_revokes_api_tokens_and_signs_out_other_sessi
     assert saved.status_code == 200
     nina.refresh_from_db()
     assert nina.check_password("a long new passphrase")
-    assert api.get("/api/labelings/").status_code == 401
+    assert api.get("/p/default/api/labelings/").status_code == 401
     assert not ApiToken.objects.filter(user=nina).exists()
     assert other.get(reverse("home")).status_code == 302
     assert client.get(reverse("home")).status_code == 200  # this session stays signed in
@@ -419,7 +419,7 @@ def test_a_password_set_in_the_admin_or_by_command_revokes_the_users_tokens(clie
     ada = User.objects.create_superuser("ada", password="ada-pw")
     nina = make_user("nina", "labeler")
     api = api_client_for(nina)
-    assert api.get("/api/labelings/").status_code == 200
+    assert api.get("/p/default/api/labelings/").status_code == 200
     client.force_login(ada)
     nina_page = client.get(f"/admin/auth/user/{nina.pk}/password/")
     assert nina_page.status_code == 200
@@ -429,13 +429,13 @@ def test_a_password_set_in_the_admin_or_by_command_revokes_the_users_tokens(clie
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert not ApiToken.objects.filter(user=nina).exists()
-    assert api.get("/api/labelings/").status_code == 401
+    assert api.get("/p/default/api/labelings/").status_code == 401
     # The command line too (it asks twice on the terminal).
     api = api_client_for(nina)
     monkeypatch.setattr("getpass.getpass", lambda prompt="": "another-Secret-72")
     call_command("changepassword", "nina", stdout=open("/dev/null", "w"))
     assert not ApiToken.objects.filter(user=nina).exists()
-    assert api.get("/api/labelings/").status_code == 401
+    assert api.get("/p/default/api/labelings/").status_code == 401
     # A save that leaves the password alone (a sign-in's last_login, a new email) keeps them.
     api = api_client_for(nina)
     nina.refresh_from_db()
@@ -443,7 +443,7 @@ def test_a_password_set_in_the_admin_or_by_command_revokes_the_users_tokens(clie
     nina.save()
     update_last_login(None, nina)  # what a sign-in saves
     assert ApiToken.objects.filter(user=nina).count() == 1
-    assert api.get("/api/labelings/").status_code == 200
+    assert api.get("/p/default/api/labelings/").status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -99,14 +99,14 @@ def test_a_labeler_picks_a_batch_and_skips_a_solution(browser, live_server, shot
         check("labeling-skip-open")
         page.fill("#skip-reason", "I cannot judge this subject")
         page.locator("#skip-submit").click()
-        page.wait_for_url(lambda url: f"/label/{first.pk}/" not in url)
+        page.wait_for_url(lambda url: f"/p/default/label/{first.pk}/" not in url)
         second = Labeling.objects.get(labeler=lena, status="in_progress")
         # The choice holds: the next solution comes from the chosen batch too.
         assert second.solution.batch == low and second.solution != first.solution
         first.refresh_from_db()
         assert (first.status, first.skip_reason) == ("skipped", "I cannot judge this subject")
         expect(page.locator(".messages, [role=status]").first).to_be_visible()
-        settle(page, f"{live_server.url}/label/{first.pk}/")
+        settle(page, f"{live_server.url}/p/default/label/{first.pk}/")
         expect(page.locator("#skipped")).to_contain_text("I cannot judge this subject")
         check("labeling-skipped")
     finally:
@@ -127,7 +127,7 @@ def test_a_lead_adds_a_labeler_who_signs_in_once_lifts_a_lockout_then_deactivate
     check = Checked(page, shots, theme)
     newcomer = None
     try:
-        settle(page, f"{live_server.url}/label/lead/labelers/")
+        settle(page, f"{live_server.url}/p/default/label/lead/labelers/")
         check("labelers-add-form")
         page.fill("#id_username", "nina")
         page.get_by_label("a one-time sign-in link").check()
@@ -149,7 +149,7 @@ def test_a_lead_adds_a_labeler_who_signs_in_once_lifts_a_lockout_then_deactivate
         nina.fill("#id_new_password1", "a long new passphrase")
         nina.fill("#id_new_password2", "a long new passphrase")
         nina.locator("#password-submit").click()
-        nina.wait_for_url(f"{live_server.url}/")
+        nina.wait_for_url(f"{live_server.url}/p/default/")
         nina.goto(url)
         expect(nina.get_by_role("alert")).to_contain_text("no longer works")
         check_nina("sign-in-link-spent")
@@ -163,18 +163,18 @@ def test_a_lead_adds_a_labeler_who_signs_in_once_lifts_a_lockout_then_deactivate
             sign_in(nina, live_server, "nina", "not her password")
         expect(nina.locator("#locked-out")).to_contain_text("ask your project lead")
         check_nina("locked-out")
-        settle(page, f"{live_server.url}/label/lead/labelers/")
+        settle(page, f"{live_server.url}/p/default/label/lead/labelers/")
         expect(page.locator("#labelers")).to_contain_text("locked out")
         check("labelers-locked-out")
-        settle(page, f"{live_server.url}/label/lead/labelers/{user.pk}/")
+        settle(page, f"{live_server.url}/p/default/label/lead/labelers/{user.pk}/")
         expect(page.locator("#locked-out")).to_be_visible()
         check("labeler-account")
         page.locator("#reset-password").click()
         password = page.locator("#temporary-password").input_value()
         check("labeler-reset-password")
         sign_in(nina, live_server, "nina", password)
-        nina.wait_for_url(f"{live_server.url}/")
-        settle(page, f"{live_server.url}/label/lead/labelers/{user.pk}/")
+        nina.wait_for_url(f"{live_server.url}/p/default/")
+        settle(page, f"{live_server.url}/p/default/label/lead/labelers/{user.pk}/")
         page.locator("#deactivate").click()
         expect(page.locator("#deactivated")).to_be_visible()
         check("labeler-deactivated")
@@ -186,7 +186,7 @@ def test_a_lead_adds_a_labeler_who_signs_in_once_lifts_a_lockout_then_deactivate
         expect(nina.locator("#sign-in-error")).to_contain_text("This account is deactivated")
         check_nina("sign-in-deactivated")
         check.failures += check_nina.failures
-        settle(page, f"{live_server.url}/label/lead/labelers/")
+        settle(page, f"{live_server.url}/p/default/label/lead/labelers/")
         expect(page.locator("#labelers tr.deactivated")).to_contain_text("nina")
         check("labelers-deactivated")
     finally:
@@ -208,7 +208,7 @@ def test_a_lead_previews_the_guidelines_diff_then_publishes(browser, live_server
     )
     check = Checked(page, shots, theme)
     try:
-        settle(page, f"{live_server.url}/label/guidelines/edit/")
+        settle(page, f"{live_server.url}/p/default/label/guidelines/edit/")
         expect(page.locator("#publish")).to_have_count(0)  # publishing comes with a preview
         text = page.locator("#id_text")
         text.fill(

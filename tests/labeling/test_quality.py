@@ -215,12 +215,12 @@ def test_the_api_does_not_let_a_labeler_tell_gold_from_regular_work(labeler, lea
     assert second.solution == gold
     label(second, [1, 1, 1])
     api = api_client_for(labeler)
-    rows = api.get("/api/labelings/").json()["results"]
+    rows = api.get("/p/default/api/labelings/").json()["results"]
     assert len(rows) == 2 and all("batch" not in row for row in rows)
-    assert "batch" not in api.get(f"/api/labelings/{second.pk}/").json()
+    assert "batch" not in api.get(f"/p/default/api/labelings/{second.pk}/").json()
     # Filtering by the gold batch does not single the gold labeling out.
-    assert len(api.get(f"/api/labelings/?batch={gold_batch.pk}").json()["results"]) == 2
+    assert len(api.get(f"/p/default/api/labelings/?batch={gold_batch.pk}").json()["results"]) == 2
     # A lead still sees where each labeling's solution sits.
-    lead_rows = api_client_for(lead).get(f"/api/labelings/?batch={gold_batch.pk}").json()
+    lead_rows = api_client_for(lead).get(f"/p/default/api/labelings/?batch={gold_batch.pk}").json()
     assert [row["id"] for row in lead_rows["results"]] == [second.pk]
     assert lead_rows["results"][0]["batch"] == gold_batch.pk

@@ -36,7 +36,7 @@ def test_research_page_in_chromium(
     page.fill("input[name=username]", "rhea")
     page.fill("input[name=password]", "rhea-pw")
     page.click("button[type=submit]")
-    page.goto(f"{live_server.url}/research/")
+    page.goto(f"{live_server.url}/p/default/research/")
     assert page.locator("nav a", has_text="Research").count() == 1
     assert page.locator(f"#snapshot-{done.pk} a", has_text="Download").count() == 1
     bar = page.locator(f"#snapshot-{running.pk} progress")
@@ -79,6 +79,6 @@ def test_api_docs_render_offline_in_chromium(live_server, page, artifacts_dir):
     page.goto(f"{live_server.url}/api/docs/")
     page.wait_for_selector(".opblock-summary-path")
     paths = page.locator(".opblock-summary-path").all_inner_texts()
-    assert any("/api/snapshots/{id}/download/" in p.replace("\u200b", "") for p in paths)
+    assert any("/p/default/api/snapshots/{id}/download/" in p.replace("\u200b", "") for p in paths)
     assert external == []  # everything from our own server
     page.screenshot(path=str(artifacts_dir / "api-docs.png"))

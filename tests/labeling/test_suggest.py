@@ -228,11 +228,13 @@ def test_the_api_switches_a_batch_and_shows_its_mode(lead):
     batch = make_batch()
     api = api_client_for(lead)
     answer = api.post(
-        f"/api/batches/{batch.pk}/prelabel/", {"mode": "suggest", "judge": "mc"}, format="json"
+        f"/p/default/api/batches/{batch.pk}/prelabel/",
+        {"mode": "suggest", "judge": "mc"},
+        format="json",
     )
     assert answer.status_code == 200, answer.content
     assert (answer.json()["prelabel_mode"], answer.json()["prelabel_judge"]) == ("suggest", "mc")
-    assert api.get(f"/api/batches/{batch.pk}/").json()["prelabel_mode"] == "suggest"
+    assert api.get(f"/p/default/api/batches/{batch.pk}/").json()["prelabel_mode"] == "suggest"
     batch.refresh_from_db()
     assert (batch.prelabel_mode, batch.prelabel_judge) == ("suggest", "mc")
 
@@ -253,7 +255,7 @@ def test_the_api_refuses_bad_values_and_writes_nothing(lead, body):
     from tests.helpers.users import api_client_for
 
     batch = make_batch()
-    url = f"/api/batches/{batch.pk}/prelabel/"
+    url = f"/p/default/api/batches/{batch.pk}/prelabel/"
     api = api_client_for(lead)
     if isinstance(body, str):  # JSON no json.dumps writes
         answer = api.post(url, body, content_type="application/json")
@@ -272,18 +274,18 @@ def test_a_batch_of_another_lead_is_refused_to_a_researcher_and_unknown_ids_are_
     theirs = make_batch(created_by=lead)
     body = {"mode": "suggest", "judge": "prm"}
     answer = api_client_for(researcher).post(
-        f"/api/batches/{theirs.pk}/prelabel/", body, format="json"
+        f"/p/default/api/batches/{theirs.pk}/prelabel/", body, format="json"
     )
     assert answer.status_code == 403
     assert (
         api_client_for(labeler)
-        .post(f"/api/batches/{theirs.pk}/prelabel/", body, format="json")
+        .post(f"/p/default/api/batches/{theirs.pk}/prelabel/", body, format="json")
         .status_code
         == 403
     )
     assert (
         api_client_for(lead)
-        .post(f"/api/batches/{2**31 + 5}/prelabel/", body, format="json")
+        .post(f"/p/default/api/batches/{2**31 + 5}/prelabel/", body, format="json")
         .status_code
         == 404
     )
@@ -292,7 +294,7 @@ def test_a_batch_of_another_lead_is_refused_to_a_researcher_and_unknown_ids_are_
     own = make_batch(created_by=researcher)
     assert (
         api_client_for(researcher)
-        .post(f"/api/batches/{own.pk}/prelabel/", body, format="json")
+        .post(f"/p/default/api/batches/{own.pk}/prelabel/", body, format="json")
         .status_code
         == 200
     )
@@ -390,16 +392,16 @@ def test_stepwise_exports_and_the_api_carry_provenance_and_prm800k_stays_as_it_w
     assert parquet[labeling.pk] == by_labeling[labeling.pk]["provenance"]
 
     api = api_client_for(researcher)
-    detail = api.get(f"/api/labelings/{labeling.pk}/").json()
+    detail = api.get(f"/p/default/api/labelings/{labeling.pk}/").json()
     assert [
         (s["suggestion_shown"], s["suggestion_label"], s["suggestion_accepted"])
         for s in detail["step_labels"]
     ] == [(True, 1, True), (True, 0, False), (True, 1, True)]
-    shown = api.get(f"/api/solutions/{solution.pk}/").json()["prelabels"]
+    shown = api.get(f"/p/default/api/solutions/{solution.pk}/").json()["prelabels"]
     assert [(p["id"], p["kind"], p["judge"], p["labels"], p["scores"]) for p in shown] == [
         (prelabel.pk, "prm", "prm: v3", [1, 0, 1], [0.9, 0.55, 0.8])
     ]
-    assert api.get(f"/api/solutions/{plain.pk}/").json()["prelabels"] == []
+    assert api.get(f"/p/default/api/solutions/{plain.pk}/").json()["prelabels"] == []
 
 
 def test_the_solutions_list_reads_prelabels_in_one_query_for_the_page(
@@ -410,9 +412,9 @@ def test_the_solutions_list_reads_prelabels_in_one_query_for_the_page(
     for _ in range(5):
         make_prelabel(make_solution(), labels=[1, 1, 1])
     api = api_client_for(researcher)
-    api.get("/api/solutions/")  # warm: the token's own reads
+    api.get("/p/default/api/solutions/")  # warm: the token's own reads
     with django_assert_max_num_queries(6):
-        listed = api.get("/api/solutions/").json()["results"]
+        listed = api.get("/p/default/api/solutions/").json()["results"]
     assert len(listed) == 5 and all(len(row["prelabels"]) == 1 for row in listed)
 
 

@@ -57,7 +57,7 @@ def test_a_token_made_on_the_page_is_shown_once_used_by_the_api_and_refused_afte
     assert "nightly export" in listed and key not in listed
     assert token.last_used is None
 
-    assert _api(key).get("/api/labelings/").status_code == 200
+    assert _api(key).get("/p/default/api/labelings/").status_code == 200
     token.refresh_from_db()
     assert token.last_used is not None
     listed = client.get(reverse("tokens:list")).content.decode()
@@ -66,7 +66,7 @@ def test_a_token_made_on_the_page_is_shown_once_used_by_the_api_and_refused_afte
     revoked = client.post(reverse("tokens:revoke", args=[token.digest]))
     assert revoked.status_code == 302
     assert not ApiToken.objects.filter(user=labeler).exists()
-    assert _api(key).get("/api/labelings/").status_code == 401
+    assert _api(key).get("/p/default/api/labelings/").status_code == 401
 
 
 def test_the_nav_links_every_signed_in_user_to_their_tokens(client, labeler):
@@ -81,13 +81,15 @@ def test_a_labelers_token_cannot_do_lead_things_and_gets_403(lead, labeler):
     _, labeler_key = tokens.token_create(user=labeler, name="script", expires_in=None)
     _, lead_key = tokens.token_create(user=lead, name="script", expires_in=None)
     as_labeler = _api(labeler_key)
-    assert as_labeler.get("/api/batches/").status_code == 403
+    assert as_labeler.get("/p/default/api/batches/").status_code == 403
     added = as_labeler.post(
-        f"/api/batches/{batch.pk}/problems/", {"problems": [problem.pk]}, format="json"
+        f"/p/default/api/batches/{batch.pk}/problems/", {"problems": [problem.pk]}, format="json"
     )
     assert added.status_code == 403
     assert not Solution.objects.filter(batch=batch).exists()
-    assert _api(lead_key).get("/api/batches/").status_code == 200  # the same call, as a lead
+    assert (
+        _api(lead_key).get("/p/default/api/batches/").status_code == 200
+    )  # the same call, as a lead
 
 
 def test_another_users_token_is_neither_listed_nor_revocable_and_gets_404(
@@ -98,14 +100,14 @@ def test_another_users_token_is_neither_listed_nor_revocable_and_gets_404(
     assert "lena&#x27;s script" not in client.get(reverse("tokens:list")).content.decode()
     assert client.post(reverse("tokens:revoke", args=[theirs.digest])).status_code == 404
     assert ApiToken.objects.filter(pk=theirs.pk).exists()
-    assert _api(key).get("/api/labelings/").status_code == 200
+    assert _api(key).get("/p/default/api/labelings/").status_code == 200
 
 
 def test_an_expired_token_gets_401(labeler):
     token, key = tokens.token_create(user=labeler, name="short", expires_in=timedelta(days=7))
-    assert _api(key).get("/api/labelings/").status_code == 200
+    assert _api(key).get("/p/default/api/labelings/").status_code == 200
     ApiToken.objects.filter(pk=token.pk).update(expiry=timezone.now() - timedelta(seconds=1))
-    assert _api(key).get("/api/labelings/").status_code == 401
+    assert _api(key).get("/p/default/api/labelings/").status_code == 401
     assert not ApiToken.objects.filter(pk=token.pk).exists()  # knox deletes it when seen
 
 
@@ -113,11 +115,11 @@ def test_last_use_is_written_at_most_once_a_minute(labeler):
     token, key = tokens.token_create(user=labeler, name="busy", expires_in=None)
     recent = timezone.now() - timedelta(seconds=30)
     ApiToken.objects.filter(pk=token.pk).update(last_used=recent)
-    assert _api(key).get("/api/labelings/").status_code == 200
+    assert _api(key).get("/p/default/api/labelings/").status_code == 200
     token.refresh_from_db()
     assert token.last_used == recent  # used within the minute: no write
     ApiToken.objects.filter(pk=token.pk).update(last_used=recent - timedelta(minutes=1))
-    assert _api(key).get("/api/labelings/").status_code == 200
+    assert _api(key).get("/p/default/api/labelings/").status_code == 200
     token.refresh_from_db()
     assert token.last_used > recent
 
@@ -172,4 +174,4 @@ def test_a_plain_drf_key_from_before_keeps_working_once_hashed_by_the_migration(
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM {qn('authtoken_token')}")
         assert cursor.fetchone()[0] == 0  # no plain key left
-    assert _api(key).get("/api/labelings/").status_code == 200
+    assert _api(key).get("/p/default/api/labelings/").status_code == 200

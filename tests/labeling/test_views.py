@@ -343,8 +343,9 @@ def test_a_lead_can_read_any_labeling(client, labeling, lead):
 
 
 def test_outsider_cannot_open_the_queue(client, outsider):
+    """No role in the project: its pages do not exist for them (404, not 403)."""
     client.force_login(outsider)
-    assert client.get(reverse("labeling:queue")).status_code == 403
+    assert client.get(reverse("labeling:queue")).status_code == 404
 
 
 def test_finish_and_undo_through_the_page(client, labeling):
@@ -526,9 +527,9 @@ def test_a_claim_is_four_statements(client, labeler):
 
 
 def test_a_claim_sees_batch_and_role_changes_made_after_its_cache_was_filled(client, labeler):
-    from django.contrib.auth.models import Group
-
+    from labeling.models import Membership
     from labeling.services import rating
+    from tests.helpers.users import grant
 
     low = make_batch(name="low", priority=0, gold_rate=0)
     make_solutions(low, 3)
@@ -552,8 +553,10 @@ def test_a_claim_sees_batch_and_role_changes_made_after_its_cache_was_filled(cli
     claimed = Labeling.objects.get(labeler=labeler, status=Labeling.Status.IN_PROGRESS)
     assert claimed.solution.batch == low
     rating.finish_labeling(labeling_id=claimed.pk, user=labeler, reason="give_up")
-    # The labeler role taken away: the claim is refused, and nothing is claimed.
-    labeler.groups.remove(Group.objects.get(name="labeler"))
+    # The labeler role taken away (a researcher of the project still): the claim is refused,
+    # and nothing is claimed.
+    grant(labeler, "researcher")
+    Membership.objects.filter(user=labeler, role="labeler").delete()
     assert client.post(reverse("labeling:claim")).status_code == 403
     assert not Labeling.objects.filter(labeler=labeler, status="in_progress").exists()
 

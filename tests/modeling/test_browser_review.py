@@ -18,7 +18,7 @@ def test_lead_finds_the_disputed_solution_and_opens_adjudication(page, live_serv
     )
     make_user("lea", "lead", "labeler")
     log_in(page, live_server, "lea")
-    page.goto(f"{live_server.url}/label/lead/batches/{batch.pk}/")
+    page.goto(f"{live_server.url}/p/default/label/lead/batches/{batch.pk}/")
     page.click("text=Review with the model")
     page.wait_for_selector("#review-solutions")
     first = page.locator("#review-solutions tbody tr").first
@@ -42,7 +42,7 @@ def test_a_researcher_reviews_without_links_to_adjudication(page, live_server, a
     )
     make_user("rae", "researcher")
     log_in(page, live_server, "rae")
-    page.goto(f"{live_server.url}/modeling/review/?batch={batch.pk}")
+    page.goto(f"{live_server.url}/p/default/modeling/review/?batch={batch.pk}")
     page.wait_for_selector("#review-solutions")
     page.screenshot(path=str(artifacts_dir / "review-queue-researcher.png"), full_page=True)
     assert page.locator("a", has_text="Adjudicate").count() == 0

@@ -45,7 +45,7 @@ def test_the_review_page_waits_for_the_scores_and_refreshes_itself(
         cursor.execute(f"LOCK TABLE {SolutionScore._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
     try:
         context, page = open_as(browser, live_server, "lea")
-        page.goto(f"{live_server.url}/modeling/review/?batch={batch.pk}")
+        page.goto(f"{live_server.url}/p/default/modeling/review/?batch={batch.pk}")
         page.click("#score-for-review")
         waiting = page.wait_for_selector("#review-waiting")
         assert (

@@ -71,7 +71,7 @@ def test_researcher_trains_a_tiny_model_from_the_page(
     run = TrainingRun.objects.get()
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert page.inner_text("#run-status") == "succeeded"
-    assert page.url.endswith(f"/modeling/runs/{run.pk}/")
+    assert page.url.endswith(f"/p/default/modeling/runs/{run.pk}/")
     assert page.get_attribute("#progress", "hx-trigger") is None  # finished: no polling
     assert page.inner_text("#run-step") == "3 / 3"
     # The loss chart is drawn from the run's curve; the evaluation card is there with the gate.
@@ -117,7 +117,7 @@ def test_run_page_follows_progress_live_and_stops_polling_when_done(
     )
     make_user("rhea", "researcher")
     log_in(page, live_server, "rhea")
-    page.goto(f"{live_server.url}/modeling/runs/{run.pk}/")
+    page.goto(f"{live_server.url}/p/default/modeling/runs/{run.pk}/")
     # Before its first step, the backbone's pass: how far it is, not "step 0 / ?".
     assert page.inner_text("#run-phase") == "extracting features"
     assert page.inner_text("#phase-progress") == "1200 / 4000 solutions"
@@ -199,7 +199,7 @@ def test_best_of_n_chart_draws_three_lines_from_the_stored_curve(page, live_serv
     make_user("rhea", "researcher")
     page.on("console", lambda m: m.type == "error" and pytest.fail(m.text))  # CSP, JS errors
     log_in(page, live_server, "rhea")
-    page.goto(f"{live_server.url}/modeling/runs/{run.pk}/")
+    page.goto(f"{live_server.url}/p/default/modeling/runs/{run.pk}/")
     page.wait_for_function("() => window.Chart && Chart.getChart('chart-best-of-n')")
     chart = page.evaluate(
         "(() => { const c = Chart.getChart('chart-best-of-n'); return {labels: c.data.labels,"

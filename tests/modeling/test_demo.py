@@ -50,7 +50,7 @@ def demo_pool() -> dict[str, int]:
 def test_setup_demo_loads_the_graded_pool_once():
     first = setup_demo()
     assert "pool.jsonl: 63 lines read; created 63 pool solutions, 26 graded correct" in first
-    assert "63 pool solutions and 5 demo accounts." in first
+    assert "63 pool solutions and 6 demo accounts." in first
     counts = demo_pool()
     assert counts == {
         "pool": 63,
@@ -217,7 +217,7 @@ def test_in_the_demo_a_generation_started_on_the_page_runs_in_a_thread(client, d
     # locked" to a read while the thread writes (the demo's file database waits instead).
     join_all(demo_threads)  # one thread a step, each started by the one before
     run = GenerationRun.objects.get()
-    assert response.url.endswith(f"/generations/{run.generation}/")
+    assert response.url.endswith(f"/p/default/generations/{run.generation}/")
     assert run.status == GenerationRun.Status.SUCCEEDED, run.error
     assert run.training_run is not None and run.batch is not None
     assert run.batch.solutions.count() == 6

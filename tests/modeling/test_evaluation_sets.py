@@ -189,7 +189,7 @@ def test_without_a_set_the_gate_compares_no_figures_of_different_splits(settings
     assert alone["passed"] and alone["evaluation_set"] is None
     assert alone["comparison"].startswith("none: no active model")
     # The active model's own held-out figure (0.5) is never read: it was another split.
-    active = ModelVersion(metrics={"auroc": 0.5})
+    active = ModelVersion(metrics={"auroc": 0.5}, project_id=0)  # unsaved: no project read
     beside = evaluation.evaluation_gate(
         {"auroc": 0.9}, active, missing="no evaluation set: 6 needed"
     )

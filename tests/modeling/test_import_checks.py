@@ -89,7 +89,7 @@ def upload(client, archive: io.BytesIO) -> tuple[object, int]:
     """POST the archive to /api/models/import/: (response, peak bytes traced meanwhile)."""
     tracemalloc.start()
     try:
-        response = client.post("/api/models/import/", {"file": archive})
+        response = client.post("/p/default/api/models/import/", {"file": archive})
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -286,7 +286,7 @@ def test_a_zip_entry_that_unpacks_to_more_than_it_declares_is_refused_with_400(
     forged.name = "prm.zip"
     client.force_login(researcher)
 
-    response = client.post("/api/models/import/", {"file": forged})
+    response = client.post("/p/default/api/models/import/", {"file": forged})
 
     assert response.status_code == 400, response.content
     assert "prm.zip is not a readable zip archive" in response.json()["detail"]
@@ -301,7 +301,7 @@ def test_an_upload_over_the_size_limit_is_refused_413_before_its_body_is_read(
     client.force_login(researcher)
 
     settings.STEPWISE_MODEL_UPLOAD_MAX_BYTES = 1000  # the request: far over it
-    response = client.post("/api/models/import/", {"file": archive})
+    response = client.post("/p/default/api/models/import/", {"file": archive})
     assert response.status_code == 413, response.content
     assert (
         "an uploaded model may have at most 1,000 (STEPWISE_MODEL_UPLOAD_MAX_BYTES)"
@@ -312,7 +312,7 @@ def test_an_upload_over_the_size_limit_is_refused_413_before_its_body_is_read(
     # A request within the form's margin whose file is still over the limit: 400 by its size.
     settings.STEPWISE_MODEL_UPLOAD_MAX_BYTES = size - 1
     archive.seek(0)
-    response = client.post("/api/models/import/", {"file": archive})
+    response = client.post("/p/default/api/models/import/", {"file": archive})
     assert response.status_code == 400, response.content
     assert (
         f"prm.zip is {size:,} bytes; an uploaded model may have at most {size - 1:,}"
@@ -382,7 +382,9 @@ def test_the_api_refuses_a_model_with_its_own_code_saying_why(
     marker = tmp_path / "the-model's-code-ran"
     client.force_login(researcher)
 
-    response = client.post("/api/models/import/", {"file": zip_of(with_own_code(prm, marker))})
+    response = client.post(
+        "/p/default/api/models/import/", {"file": zip_of(with_own_code(prm, marker))}
+    )
 
     assert response.status_code == 400, response.content
     detail = response.json()["detail"]
@@ -424,7 +426,7 @@ def test_an_uploaded_file_named_like_the_export_is_never_served_as_it(
     planted = b"PK planted by the uploader"
     client.force_login(researcher)
     response = client.post(
-        "/api/models/import/",
+        "/p/default/api/models/import/",
         {
             "file": zip_of(prm, lambda archive: archive.writestr("prm/hf-export.zip", planted)),
             "step_separator": "\n",
@@ -440,7 +442,7 @@ def test_an_uploaded_file_named_like_the_export_is_never_served_as_it(
 
     # Exported, the model is saved again by transformers: the download is that zip.
     with eager_tasks():
-        assert client.post(f"/api/models/{version.pk}/export/").status_code == 202
+        assert client.post(f"/p/default/api/models/{version.pk}/export/").status_code == 202
     download = client.get(url)
     assert download.status_code == 200 and download["Content-Type"] == "application/zip"
     body = b"".join(download.streaming_content)
@@ -456,7 +458,7 @@ def test_the_api_and_its_messages_name_no_server_path(
     client.force_login(researcher)
     folder = save_token_classifier(settings.STEPWISE_MODELS_ROOT / "trl-prm")
     imported = client.post(
-        "/api/models/import/",
+        "/p/default/api/models/import/",
         {"path": "trl-prm", "step_separator": "\n"},
         content_type="application/json",
     )
@@ -468,12 +470,12 @@ def test_the_api_and_its_messages_name_no_server_path(
     # Refusals name the folder as the request did: under its root, or the upload's name.
     (folder / "config.json").unlink()
     refused = client.post(
-        "/api/models/import/", {"path": "trl-prm"}, content_type="application/json"
+        "/p/default/api/models/import/", {"path": "trl-prm"}, content_type="application/json"
     )
     (prm / "config.json").unlink()
-    unpacked = client.post("/api/models/import/", {"file": zip_of(prm)})
+    unpacked = client.post("/p/default/api/models/import/", {"file": zip_of(prm)})
     processbench = client.post(
-        "/api/runs/",
+        "/p/default/api/runs/",
         {"config": {"backbone": "x"}, "processbench": ["/etc/passwd", "missing.jsonl"]},
         content_type="application/json",
     )
@@ -489,10 +491,10 @@ def test_the_api_and_its_messages_name_no_server_path(
     TrainingRun.objects.filter(pk=run.pk).update(
         error=f"could not read {settings.MEDIA_ROOT}/runs/run-{run.pk}/data.jsonl"
     )
-    shown = client.get(f"/api/runs/{run.pk}/")
+    shown = client.get(f"/p/default/api/runs/{run.pk}/")
     assert shown.json()["config"]["backbone"] == "STEPWISE_MODELS_ROOT/backbone"
     assert shown.json()["error"] == f"could not read MEDIA_ROOT/runs/run-{run.pk}/data.jsonl"
-    listed = client.get("/api/models/")
+    listed = client.get("/p/default/api/models/")
     for response in (imported, refused, unpacked, processbench, shown, listed):
         assert str(tmp_path) not in response.content.decode(), response.content
 

@@ -238,7 +238,7 @@ def test_the_api_imports_an_uploaded_zip_and_gates_it_on_the_worker(
     client.force_login(researcher)
     with eager_tasks():
         response = client.post(
-            "/api/models/import/", {"file": archive, "name": "ours", "activate": "true"}
+            "/p/default/api/models/import/", {"file": archive, "name": "ours", "activate": "true"}
         )
     assert response.status_code == 201, response.content
     assert response.json()["kind"] == "token_classification"
@@ -254,7 +254,9 @@ def test_the_api_refuses_a_folder_outside_the_models_root_with_400(
     media, db, researcher, client, path
 ):
     client.force_login(researcher)
-    response = client.post("/api/models/import/", {"path": path}, content_type="application/json")
+    response = client.post(
+        "/p/default/api/models/import/", {"path": path}, content_type="application/json"
+    )
     assert response.status_code == 400
     assert ModelVersion.objects.count() == 0 and not imported_folders(media)
 
@@ -263,11 +265,11 @@ def test_the_api_refuses_an_upload_that_is_no_archive_and_a_labeler_with_403(
     media, db, researcher, labeler, client
 ):
     client.force_login(labeler)
-    assert client.post("/api/models/import/", {"path": "x"}).status_code == 403
+    assert client.post("/p/default/api/models/import/", {"path": "x"}).status_code == 403
     client.force_login(researcher)
     junk = io.BytesIO(b"not an archive")
     junk.name = "model.zip"
-    response = client.post("/api/models/import/", {"file": junk})
+    response = client.post("/p/default/api/models/import/", {"file": junk})
     assert response.status_code == 400 and "not a zip or tar" in response.json()["detail"]
     assert ModelVersion.objects.count() == 0 and not list((media / "models").iterdir())
 
@@ -280,7 +282,7 @@ def test_the_review_page_scores_with_an_imported_active_model(
     client.force_login(lead)
     with eager_tasks():
         response = client.post(
-            "/api/models/import/",
+            "/p/default/api/models/import/",
             {"path": "trl-prm", "activate": True, "step_separator": "\n"},
             content_type="application/json",
         )
@@ -354,7 +356,7 @@ def test_a_trl_checkpoint_without_a_known_separator_is_refused_by_the_command_an
     assert "--step-separator for import_prm, step_separator for the API" in message
     assert "training_args.bin (a pickle, never opened here)" in message and "\n" not in message
     client.force_login(researcher)
-    response = client.post("/api/models/import/", {"file": _zip(source)})
+    response = client.post("/p/default/api/models/import/", {"file": _zip(source)})
     assert response.status_code == 400, response.content
     assert response.json()["detail"] == f"cannot import trl-prm.zip: {message.split(': ', 1)[1]}"
     assert not ModelVersion.objects.exists() and not imported_folders(media)
@@ -462,10 +464,11 @@ def test_the_api_refuses_an_adapter_whose_base_is_a_server_path(
     client.force_login(researcher)
 
     uploaded = client.post(
-        "/api/models/import/", {"file": _zip_as(adapter, "adapter.zip"), "step_separator": "\n"}
+        "/p/default/api/models/import/",
+        {"file": _zip_as(adapter, "adapter.zip"), "step_separator": "\n"},
     )
     by_path = client.post(
-        "/api/models/import/",
+        "/p/default/api/models/import/",
         {"path": "adapter", "step_separator": "\n"},
         content_type="application/json",
     )
@@ -489,7 +492,9 @@ def test_an_upload_is_named_after_its_file_and_a_name_taken_is_told_apart_or_ref
     client.force_login(researcher)
 
     def post(filename: str, **fields):
-        return client.post("/api/models/import/", {"file": _zip_as(source, filename), **fields})
+        return client.post(
+            "/p/default/api/models/import/", {"file": _zip_as(source, filename), **fields}
+        )
 
     first, second = post("My PRM v2.tar.gz.zip"), post("My PRM v2.tar.gz.zip")
     tarred = post("trl  prm.tgz")

@@ -251,8 +251,10 @@ def fake_services(monkeypatch, *, train_fails: bool = False, score_fails: bool =
     trained)."""
     calls = {"train": 0, "score": 0}
 
-    def create_training_run(*, config, created_by=None, name="", labelings=None):
-        return TrainingRun.objects.create(name=name, config=config, created_by=created_by)
+    def create_training_run(*, config, created_by=None, name="", labelings=None, project=None):
+        return TrainingRun.objects.create(
+            name=name, config=config, created_by=created_by, project=project
+        )
 
     def execute_training_run(run_id, *, should_stop=None):
         calls["train"] += 1
@@ -464,7 +466,9 @@ def test_lead_starts_a_generation_from_the_page(client, lead, demo_pool, eager_t
             },
         )
     run = GenerationRun.objects.get()
-    assert response.status_code == 302 and response.url.endswith(f"/generations/{run.generation}/")
+    assert response.status_code == 302 and response.url.endswith(
+        f"/p/default/generations/{run.generation}/"
+    )
     run.refresh_from_db()
     assert run.status == GenerationRun.Status.SUCCEEDED
     page = client.get(response.url)
@@ -501,30 +505,32 @@ def test_api_starts_lists_and_retries(client, researcher, demo_pool, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = True
     client.force_login(researcher)
     response = client.post(
-        "/api/generations/", {"k": 3, "retrain": False}, content_type="application/json"
+        "/p/default/api/generations/", {"k": 3, "retrain": False}, content_type="application/json"
     )
     assert response.status_code == 201
     generation = response.json()["generation"]
     run = GenerationRun.objects.get(generation=generation)
     run_generation_inline(run)  # no worker in this test: run the queued steps here
-    data = client.get(f"/api/generations/{generation}/").json()
+    data = client.get(f"/p/default/api/generations/{generation}/").json()
     assert data["status"] == "failed" and data["current_step"] == "score"  # no active model
     assert (
-        client.post("/api/generations/", {"k": 3}, content_type="application/json").status_code
+        client.post(
+            "/p/default/api/generations/", {"k": 3}, content_type="application/json"
+        ).status_code
         == 409
     )
     version = active_model()
     score_pool_by_id(version)
-    assert client.post(f"/api/generations/{generation}/retry/").status_code == 200
+    assert client.post(f"/p/default/api/generations/{generation}/retry/").status_code == 200
     run_generation_inline(run)
-    assert client.get("/api/generations/").json()[0]["status"] == "succeeded"
-    picks = client.get(f"/api/generations/{generation}/selections/").json()
+    assert client.get("/p/default/api/generations/").json()[0]["status"] == "succeeded"
+    picks = client.get(f"/p/default/api/generations/{generation}/selections/").json()
     assert [p["rank"] for p in picks] == [1, 2, 3]
 
 
 def test_api_refuses_labelers(client, labeler, db):
     client.force_login(labeler)
-    response = client.post("/api/generations/", {"k": 3}, content_type="application/json")
+    response = client.post("/p/default/api/generations/", {"k": 3}, content_type="application/json")
     assert response.status_code == 403
     assert not GenerationRun.objects.exists()
 

@@ -183,7 +183,7 @@ def test_asking_twice_while_one_waits_gives_the_same_export_and_sends_one_task(
 ):
     version = version_at(str(tmp_path))
     client.force_login(researcher)
-    url = f"/api/models/{version.pk}/export/"
+    url = f"/p/default/api/models/{version.pk}/export/"
     with django_capture_on_commit_callbacks() as sent:  # sent, not run: it stays queued
         first = client.post(url)
         second = client.post(url)
@@ -200,7 +200,7 @@ def test_the_api_follows_the_export_to_its_download_url(
 ):
     version = trained_version(tmp_path)
     client.force_login(researcher)
-    url = f"/api/models/{version.pk}/export/"
+    url = f"/p/default/api/models/{version.pk}/export/"
     missing = client.get(url)
     assert missing.status_code == 404 and "has not been exported yet" in missing.json()["detail"]
 
@@ -212,7 +212,10 @@ def test_the_api_follows_the_export_to_its_download_url(
     body = status.json()
     assert body["status"] == "succeeded" and body["phase"] == "done" and body["error"] == ""
     assert body["created_by"] == "rhea" and body["size_bytes"] > 0
-    assert body["download_url"] == f"http://testserver/modeling/models/{version.pk}/export.zip"
+    assert (
+        body["download_url"]
+        == f"http://testserver/p/default/modeling/models/{version.pk}/export.zip"
+    )
     assert_a_trained_models_checkpoint(zip_of(client.get(body["download_url"])))
 
 
@@ -226,8 +229,8 @@ def test_labelers_may_neither_export_nor_download_nor_read_the_state(
         assert (
             client.post(reverse("modeling_runs:export_start", args=[version.pk])).status_code == 403
         )
-        assert client.post(f"/api/models/{version.pk}/export/").status_code == 403
-    assert client.get(f"/api/models/{version.pk}/export/").status_code == 403
+        assert client.post(f"/p/default/api/models/{version.pk}/export/").status_code == 403
+    assert client.get(f"/p/default/api/models/{version.pk}/export/").status_code == 403
     assert client.get(reverse("modeling_runs:model", args=[version.pk])).status_code == 403
     assert client.get(reverse("modeling_runs:export", args=[version.pk])).status_code == 403
     assert sent == [] and not ModelExport.objects.exists()
@@ -310,7 +313,7 @@ def test_a_real_worker_exports_a_trained_and_an_imported_model_to_zips(
     imported = ModelVersion.objects.get(kind=ModelVersion.Kind.TOKEN_CLASSIFICATION)
     client.force_login(researcher)
     for version in (trained, imported):
-        assert client.post(f"/api/models/{version.pk}/export/").status_code == 202
+        assert client.post(f"/p/default/api/models/{version.pk}/export/").status_code == 202
 
     def finished() -> bool:
         return not ModelExport.objects.filter(status__in=ModelExport.OPEN).exists()

@@ -269,7 +269,9 @@ HOSTILE = [
 @pytest.mark.parametrize(("payload", "said"), HOSTILE)
 def test_hostile_values_get_a_400_and_write_nothing(batch, lead, payload, said):
     api = api_client_for(lead)
-    answer = api.post("/api/prelabel-runs/", {"batch": batch.pk, **payload}, format="json")
+    answer = api.post(
+        "/p/default/api/prelabel-runs/", {"batch": batch.pk, **payload}, format="json"
+    )
     assert answer.status_code == 400, answer.content
     assert said.lower() in answer.content.decode().lower()
     assert not PreLabelRun.objects.exists() and not PreLabel.objects.exists()
@@ -280,14 +282,22 @@ def test_nan_in_the_json_body_and_unknown_ids_are_refused(batch, lead, researche
     api = api_client_for(lead)
     raw = json.dumps({"batch": batch.pk, "judge": "prm", "thresholds": {"neg": "x", "pos": 0.5}})
     raw = raw.replace('"x"', "NaN")
-    assert api.post("/api/prelabel-runs/", raw, content_type="application/json").status_code == 400
-    assert api.post("/api/prelabel-runs/", {"batch": 10**8, "judge": "mc"}).status_code == 400
-    assert api.post("/api/prelabel-runs/", {"batch": -1, "judge": "mc"}).status_code == 400
-    assert api.get("/api/prelabel-runs/424242/").status_code == 404
+    assert (
+        api.post("/p/default/api/prelabel-runs/", raw, content_type="application/json").status_code
+        == 400
+    )
+    assert (
+        api.post("/p/default/api/prelabel-runs/", {"batch": 10**8, "judge": "mc"}).status_code
+        == 400
+    )
+    assert (
+        api.post("/p/default/api/prelabel-runs/", {"batch": -1, "judge": "mc"}).status_code == 400
+    )
+    assert api.get("/p/default/api/prelabel-runs/424242/").status_code == 404
     # A labeler may not start one; a researcher may not change the critic template.
     assert (
         api_client_for(labeler)
-        .post("/api/prelabel-runs/", {"batch": batch.pk, "judge": "mc"})
+        .post("/p/default/api/prelabel-runs/", {"batch": batch.pk, "judge": "mc"})
         .status_code
         == 403
     )
@@ -295,7 +305,7 @@ def test_nan_in_the_json_body_and_unknown_ids_are_refused(batch, lead, researche
     assert (
         api_client_for(researcher)
         .post(
-            "/api/prelabel-runs/",
+            "/p/default/api/prelabel-runs/",
             {"batch": batch.pk, "judge": "llm", "template": template},
             format="json",
         )
@@ -312,7 +322,7 @@ def test_the_api_starts_reads_and_cancels_a_run(
     api = api_client_for(lead)
     template = "Critic: {problem}\n{steps}\n\\boxed{{}}"
     answer = api.post(
-        "/api/prelabel-runs/",
+        "/p/default/api/prelabel-runs/",
         {"batch": batch.pk, "judge": "llm", "template": template, "max_solutions": 2},
         format="json",
     )
@@ -320,9 +330,9 @@ def test_the_api_starts_reads_and_cancels_a_run(
     body = answer.json()
     assert body["status"] == "queued" and body["total"] == 2
     assert body["options"]["template"] == template and body["estimate"]["solutions"] == 2
-    assert api.get(f"/api/prelabel-runs/{body['id']}/").json()["id"] == body["id"]
-    assert [r["id"] for r in api.get("/api/prelabel-runs/").json()] == [body["id"]]
-    cancelled = api.post(f"/api/prelabel-runs/{body['id']}/cancel/")
+    assert api.get(f"/p/default/api/prelabel-runs/{body['id']}/").json()["id"] == body["id"]
+    assert [r["id"] for r in api.get("/p/default/api/prelabel-runs/").json()] == [body["id"]]
+    cancelled = api.post(f"/p/default/api/prelabel-runs/{body['id']}/cancel/")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
@@ -333,9 +343,9 @@ def test_the_openapi_schema_has_the_prelabel_endpoints(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
     paths = set(yaml.safe_load(out.read_text())["paths"])
     assert {
-        "/api/prelabel-runs/",
-        "/api/prelabel-runs/{id}/",
-        "/api/prelabel-runs/{id}/cancel/",
+        "/p/default/api/prelabel-runs/",
+        "/p/default/api/prelabel-runs/{id}/",
+        "/p/default/api/prelabel-runs/{id}/cancel/",
     } <= paths
 
 
@@ -421,7 +431,7 @@ def test_the_embedded_default_prelabels_in_a_thread_and_the_api_answers_at_once(
     for steps in (RIGHT, WRONG):
         make_solution(batch, steps=steps, problem=problem)
     answer = api_client_for(lead).post(
-        "/api/prelabel-runs/", {"batch": batch.pk, "judge": "mc", "k": 2}, format="json"
+        "/p/default/api/prelabel-runs/", {"batch": batch.pk, "judge": "mc", "k": 2}, format="json"
     )
     assert answer.status_code == 201 and answer.json()["status"] == "queued"
     [thread] = threads

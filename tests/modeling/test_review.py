@@ -128,7 +128,7 @@ def test_adjudicate_links_show_only_to_those_who_may_adjudicate(
         client.force_login(user)
         for page in pages:
             html = client.get(page).content.decode()
-            links = re.findall(r'href="(/label/lead/adjudication/\d+/)"', html)
+            links = re.findall(r'href="(/p/default/label/lead/adjudication/\d+/)"', html)
             assert bool(links) is may and ("Adjudicate" in html) is may, (user, page)
             assert all(client.get(link).status_code == 200 for link in links)
     client.force_login(researcher)  # what the links answered them before

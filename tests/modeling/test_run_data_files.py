@@ -69,7 +69,7 @@ def test_the_api_and_the_page_refuse_a_data_file_outside_the_root_or_missing_ali
     name = name.format(tmp=tmp_path)
     client.force_login(researcher)
     api = client.post(
-        "/api/runs/",
+        "/p/default/api/runs/",
         {"data_files": [name], "use_labelings": False},
         content_type="application/json",
     )
@@ -87,7 +87,9 @@ def test_a_run_with_neither_labelings_nor_files_is_refused_when_started(
     client, researcher, data_root
 ):
     client.force_login(researcher)
-    api = client.post("/api/runs/", {"use_labelings": False}, content_type="application/json")
+    api = client.post(
+        "/p/default/api/runs/", {"use_labelings": False}, content_type="application/json"
+    )
     page = client.post(reverse("modeling_runs:list"), start_form(data="none"))
     assert api.status_code == 400 and "given neither" in api.json()["detail"]
     assert "name at least one data file" in " ".join(page.context["form"].errors["data_files"])
@@ -102,7 +104,7 @@ def test_the_api_and_the_page_take_files_and_folders_under_the_root(
     client.force_login(researcher)
     with django_capture_on_commit_callbacks(execute=False):  # queued, not trained here
         api = client.post(
-            "/api/runs/",
+            "/p/default/api/runs/",
             {"data_files": ["trl.jsonl", str(data_root / "folder")], "use_labelings": False},
             content_type="application/json",
         )

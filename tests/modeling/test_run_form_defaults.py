@@ -95,7 +95,9 @@ def test_trls_recipe_starts_from_the_form_and_the_api_and_the_page_shows_its_sep
 
     client.force_login(researcher)
     recipe = {"num_labels": 2, "step_separator": "\n", "train_on_last_step_only": True}
-    response = client.post("/api/runs/", {"config": recipe}, content_type="application/json")
+    response = client.post(
+        "/p/default/api/runs/", {"config": recipe}, content_type="application/json"
+    )
     assert response.status_code == 201, response.content
     run = TrainingRun.objects.get(pk=response.json()["id"])
     assert {k: run.config[k] for k in recipe} == recipe and run.config["neutral_as"] == "good"
@@ -116,7 +118,7 @@ def test_trls_recipe_starts_from_the_form_and_the_api_and_the_page_shows_its_sep
     assert form.is_valid(), form.errors
     assert form.config()["num_labels"] == 2 and form.config()["step_separator"] == "\n"
     bad = client.post(
-        "/api/runs/",
+        "/p/default/api/runs/",
         {"config": {"num_labels": 2, "neutral_weight": 3}},
         content_type="application/json",
     )

@@ -28,7 +28,7 @@ def models_root(settings, tmp_path):
 
 
 def post_run(client, body: dict):
-    return client.post("/api/runs/", body, content_type="application/json")
+    return client.post("/p/default/api/runs/", body, content_type="application/json")
 
 
 def test_a_backbone_outside_the_models_root_is_refused_with_400_and_one_message(
@@ -129,7 +129,7 @@ def test_a_generation_refuses_a_train_config_backbone_outside_the_models_root(
 ):
     client.force_login(researcher)
     response = client.post(
-        "/api/generations/",
+        "/p/default/api/generations/",
         {"k": 3, "train_config": {"backbone": "/root/.ssh"}},
         content_type="application/json",
     )

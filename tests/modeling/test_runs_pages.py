@@ -454,9 +454,9 @@ def test_a_run_that_cannot_start_offers_no_resume_on_the_page_or_the_api(client,
         reverse("modeling_runs:resume", args=[stuck.pk]), follow=True
     ).content.decode()
     assert "cannot start" in page and "start a new run" in page
-    response = client.post(f"/api/runs/{stuck.pk}/resume/")
+    response = client.post(f"/p/default/api/runs/{stuck.pk}/resume/")
     assert response.status_code == 409 and "start a new run" in response.json()["detail"]
-    detail = client.get(f"/api/runs/{stuck.pk}/").json()
+    detail = client.get(f"/p/default/api/runs/{stuck.pk}/").json()
     assert detail["resumable"] is False and detail["status"] == "failed"
 
 
@@ -526,7 +526,7 @@ def test_api_creates_lists_and_retrieves_runs(
         "activate": False,
     }
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = client.post("/api/runs/", body, content_type="application/json")
+        response = client.post("/p/default/api/runs/", body, content_type="application/json")
     assert response.status_code == 201, response.content
     created = response.json()
     assert (
@@ -536,10 +536,10 @@ def test_api_creates_lists_and_retrieves_runs(
     )
     assert created["dataset_description"]["filters"] == {"generations": [1]} and len(callbacks) == 1
     done = succeeded_run()
-    listing = client.get("/api/runs/").json()["results"]
+    listing = client.get("/p/default/api/runs/").json()["results"]
     assert [r["id"] for r in listing] == [done.pk, created["id"]]  # newest first
     assert "loss_curve" not in listing[0] and listing[0]["model_version"] == done.model_version.pk
-    detail = client.get(f"/api/runs/{done.pk}/").json()
+    detail = client.get(f"/p/default/api/runs/{done.pk}/").json()
     assert (
         detail["loss_curve"] == [[1, 1.2], [2, 0.9], [30, 0.43]]
         and detail["metrics"]["auroc"] == 0.8123
@@ -550,14 +550,16 @@ def test_api_creates_lists_and_retrieves_runs(
 def test_api_refuses_a_bad_config_or_filter_with_400(client, researcher):
     client.force_login(researcher)
     response = client.post(
-        "/api/runs/", {"config": {"warp_speed": 9}}, content_type="application/json"
+        "/p/default/api/runs/", {"config": {"warp_speed": 9}}, content_type="application/json"
     )
     assert response.status_code == 400 and "invalid training config" in response.json()["detail"]
     response = client.post(
-        "/api/runs/", {"filters": {"colour": ["red"]}}, content_type="application/json"
+        "/p/default/api/runs/", {"filters": {"colour": ["red"]}}, content_type="application/json"
     )
     assert response.status_code == 400 and "invalid data filters" in response.json()["detail"]
-    response = client.post("/api/runs/", {"holdout_fraction": 1.5}, content_type="application/json")
+    response = client.post(
+        "/p/default/api/runs/", {"holdout_fraction": 1.5}, content_type="application/json"
+    )
     assert response.status_code == 400 and "holdout_fraction" in response.json()["detail"]
     assert not TrainingRun.objects.exists()
 
@@ -576,7 +578,9 @@ def test_api_refuses_a_bad_config_or_filter_with_400(client, researcher):
 )
 def test_api_refuses_a_config_no_run_could_use_up_front(client, researcher, config, why):
     client.force_login(researcher)
-    response = client.post("/api/runs/", {"config": config}, content_type="application/json")
+    response = client.post(
+        "/p/default/api/runs/", {"config": config}, content_type="application/json"
+    )
     assert response.status_code == 400 and why in response.json()["detail"]
     assert not TrainingRun.objects.exists()
 
@@ -599,7 +603,7 @@ def test_api_takes_processbench_files_only_under_the_data_root(
         f"deep/{too_long}",
     ):
         response = client.post(
-            "/api/runs/", {"processbench": [path]}, content_type="application/json"
+            "/p/default/api/runs/", {"processbench": [path]}, content_type="application/json"
         )
         assert response.status_code == 400, path[:40]
         assert "processbench" in response.json()
@@ -607,12 +611,14 @@ def test_api_takes_processbench_files_only_under_the_data_root(
     assert not TrainingRun.objects.exists()
     with django_capture_on_commit_callbacks(execute=False):  # queued, not trained here
         response = client.post(
-            "/api/runs/", {"processbench": ["gsm8k.json"]}, content_type="application/json"
+            "/p/default/api/runs/",
+            {"processbench": ["gsm8k.json"]},
+            content_type="application/json",
         )
     assert response.status_code == 201
     run = TrainingRun.objects.get()
     assert run.dataset_description["processbench"] == [str(tmp_path / "data" / "gsm8k.json")]
-    page = client.get(f"/modeling/runs/{run.pk}/").content.decode()
+    page = client.get(f"/p/default/modeling/runs/{run.pk}/").content.decode()
     assert "STEPWISE_DATA_ROOT/gsm8k.json" in page and str(tmp_path) not in page
 
 
@@ -621,33 +627,33 @@ def test_api_cancel_and_resume_answer_409_on_the_wrong_state(
 ):
     run = running_run(status=TrainingRun.Status.QUEUED)
     client.force_login(researcher)
-    assert client.post(f"/api/runs/{run.pk}/resume/").status_code == 409
+    assert client.post(f"/p/default/api/runs/{run.pk}/resume/").status_code == 409
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.QUEUED
-    response = client.post(f"/api/runs/{run.pk}/cancel/")
+    response = client.post(f"/p/default/api/runs/{run.pk}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.CANCELLED
-    response = client.post(f"/api/runs/{run.pk}/cancel/")
+    response = client.post(f"/p/default/api/runs/{run.pk}/cancel/")
     assert response.status_code == 409 and "nothing to cancel" in response.json()["detail"]
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.CANCELLED
     with django_capture_on_commit_callbacks(execute=False):
-        response = client.post(f"/api/runs/{run.pk}/resume/")
+        response = client.post(f"/p/default/api/runs/{run.pk}/resume/")
     assert response.status_code == 200 and response.json()["status"] == "queued"
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.QUEUED
-    assert client.post("/api/runs/999999/cancel/").status_code == 404
+    assert client.post("/p/default/api/runs/999999/cancel/").status_code == 404
 
 
 def test_api_lists_and_activates_models(client, researcher):
     good = succeeded_run(name="good").model_version
     bad = succeeded_run(name="bad", auroc=0.5, passed=False).model_version
     client.force_login(researcher)
-    listing = client.get("/api/models/").json()["results"]
+    listing = client.get("/p/default/api/models/").json()["results"]
     assert {m["id"] for m in listing} == {good.pk, bad.pk}
-    assert client.post(f"/api/models/{bad.pk}/activate/").status_code == 409
-    response = client.post(f"/api/models/{good.pk}/activate/")
+    assert client.post(f"/p/default/api/models/{bad.pk}/activate/").status_code == 409
+    response = client.post(f"/p/default/api/models/{good.pk}/activate/")
     assert response.status_code == 200 and response.json()["is_active"] is True
     assert ModelVersion.active() == good
 
@@ -656,8 +662,8 @@ def test_api_lists_runs_and_models_in_pages_as_it_lists_labelings(client, resear
     made = [succeeded_run(name=f"run {n}") for n in range(3)]
     client.force_login(researcher)
     newest_first = {
-        "/api/runs/": [run.pk for run in reversed(made)],
-        "/api/models/": [run.model_version.pk for run in reversed(made)],
+        "/p/default/api/runs/": [run.pk for run in reversed(made)],
+        "/p/default/api/models/": [run.model_version.pk for run in reversed(made)],
     }
     for url, expected in newest_first.items():
         seen, body = [], client.get(url, {"page_size": 2}).json()
@@ -671,23 +677,25 @@ def test_api_lists_runs_and_models_in_pages_as_it_lists_labelings(client, resear
         huge = client.get(url, {"page_size": 10**9}).json()  # capped, not refused
         assert [row["id"] for row in huge["results"]] == expected
         assert client.get(url, {"cursor": "not-a-cursor"}).status_code == 404
-    assert set(client.get("/api/labelings/").json()) == {"next", "previous", "results"}
+    assert set(client.get("/p/default/api/labelings/").json()) == {"next", "previous", "results"}
 
 
 def test_api_is_for_researchers_and_leads(client, labeler, lead):
     run = succeeded_run()
-    anonymous = client.get("/api/runs/")
+    anonymous = client.get("/p/default/api/runs/")
     # 401 with the scheme to use: the token authentication comes first (REST_FRAMEWORK settings)
     assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
     client.force_login(labeler)
-    assert client.get("/api/runs/").status_code == 403
-    assert client.get("/api/models/").status_code == 403
-    assert client.post(f"/api/runs/{run.pk}/cancel/").status_code == 403
-    assert client.post("/api/runs/", {}, content_type="application/json").status_code == 403
+    assert client.get("/p/default/api/runs/").status_code == 403
+    assert client.get("/p/default/api/models/").status_code == 403
+    assert client.post(f"/p/default/api/runs/{run.pk}/cancel/").status_code == 403
+    assert (
+        client.post("/p/default/api/runs/", {}, content_type="application/json").status_code == 403
+    )
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.SUCCEEDED and TrainingRun.objects.count() == 1
     client.force_login(lead)
-    assert client.get(f"/api/runs/{run.pk}/").status_code == 200
+    assert client.get(f"/p/default/api/runs/{run.pk}/").status_code == 200
 
 
 # --- the evaluation set ----------------------------------------------------------------------
@@ -736,13 +744,13 @@ def test_leads_and_researchers_create_and_renew_the_set_labelers_cannot(
     assert (current.version, len(current.problem_ids), current.created_by) == (2, 3, researcher)
     assert EvaluationSet.objects.filter(is_current=True).count() == 1
 
-    listing = client.get("/api/evaluation-sets/").json()
+    listing = client.get("/p/default/api/evaluation-sets/").json()
     assert [(x["version"], x["is_current"]) for x in listing] == [(2, True), (1, False)]
-    one = client.get("/api/evaluation-sets/2/").json()
+    one = client.get("/p/default/api/evaluation-sets/2/").json()
     assert (one["sha256"], one["row_count"]) == (current.sha256, current.row_count)
-    assert client.post("/api/evaluation-sets/", {}).status_code == 405
+    assert client.post("/p/default/api/evaluation-sets/", {}).status_code == 405
     client.force_login(labeler)
-    assert client.get("/api/evaluation-sets/").status_code == 403
+    assert client.get("/p/default/api/evaluation-sets/").status_code == 403
     client.force_login(researcher)
 
     too_many = client.post(url, {"count": 7, "seed": 0})

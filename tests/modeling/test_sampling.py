@@ -176,24 +176,24 @@ def test_the_command_samples_with_progress_lines(problems):
 @pytest.mark.django_db
 def test_api_starts_a_run_for_leads_and_refuses_labelers(client, lead, labeler, problems):
     client.force_login(labeler)
-    assert client.post("/api/sampling-runs/", {"samples": 1}).status_code == 403
+    assert client.post("/p/default/api/sampling-runs/", {"samples": 1}).status_code == 403
     client.force_login(lead)
-    bad = client.post("/api/sampling-runs/", {"samples": 1, "subject": "Nonsense"})
+    bad = client.post("/p/default/api/sampling-runs/", {"samples": 1, "subject": "Nonsense"})
     assert bad.status_code == 400 and "No problem" in bad.json()["detail"]
-    assert client.post("/api/sampling-runs/", {"samples": 0}).status_code == 400
+    assert client.post("/p/default/api/sampling-runs/", {"samples": 0}).status_code == 400
     response = client.post(
-        "/api/sampling-runs/",
+        "/p/default/api/sampling-runs/",
         {"samples": 2, "problems": [problems[1].pk], "max_tokens": 32},
         content_type="application/json",
     )
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["status"] == "queued" and body["total"] == 1 and body["samples"] == 2
-    listed = client.get("/api/sampling-runs/").json()
+    listed = client.get("/p/default/api/sampling-runs/").json()
     assert [row["id"] for row in listed] == [body["id"]]
-    resumed = client.post(f"/api/sampling-runs/{body['id']}/resume/")
+    resumed = client.post(f"/p/default/api/sampling-runs/{body['id']}/resume/")
     assert resumed.status_code == 200  # queued: sent again, a duplicate does nothing
-    cancelled = client.post(f"/api/sampling-runs/{body['id']}/cancel/").json()
+    cancelled = client.post(f"/p/default/api/sampling-runs/{body['id']}/cancel/").json()
     assert cancelled["status"] == "cancelled"
 
 

@@ -304,7 +304,7 @@ def test_the_api_validates_the_rule_with_clear_400s(client, researcher, demo_poo
     client.force_login(researcher)
 
     def start(body: dict):
-        return client.post("/api/generations/", body, content_type="application/json")
+        return client.post("/p/default/api/generations/", body, content_type="application/json")
 
     response = start({"rule": "most_confusing"})
     assert response.status_code == 400
@@ -338,7 +338,7 @@ def test_the_api_validates_the_rule_with_clear_400s(client, researcher, demo_poo
     assert response.json()["params"]["shares"] == {"uncertainty": 0.5, "convincing_wrong": 0.5}
     run_generation_inline(GenerationRun.objects.get())
     generation = response.json()["generation"]
-    rows = client.get(f"/api/generations/{generation}/selections/").json()
+    rows = client.get(f"/p/default/api/generations/{generation}/selections/").json()
     assert Counter(r["rule"] for r in rows) == {"uncertainty": 2, "convincing_wrong": 2}
 
 

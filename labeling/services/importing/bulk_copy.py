@@ -20,22 +20,33 @@ def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
 
 
 def rows_with_hashes(
-    model: type[models.Model], column: str, hashes: Iterable[str], *fields: str
+    model: type[models.Model],
+    column: str,
+    hashes: Iterable[str],
+    *fields: str,
+    project_id: int | None = None,
 ) -> list[tuple[Any, ...]]:
-    """`fields` of the rows whose `column` holds one of `hashes` (hex digests). On PostgreSQL
-    as one comma-joined text parameter: an IN list of a chunk's 2,000 hashes, or an array
-    parameter, cost more to build and send than the query cost to run."""
+    """`fields` of the rows (of one project, where named) whose `column` holds one of `hashes`
+    (hex digests). On PostgreSQL as one comma-joined text parameter: an IN list of a chunk's
+    2,000 hashes, or an array parameter, cost more to build and send than the query cost to
+    run."""
+    in_project = {} if project_id is None else {"project_id": project_id}
     if connection.vendor != "postgresql":
-        rows = model._default_manager.filter(**{f"{column}__in": hashes}).values_list(*fields)
-        return list(rows)
+        rows = model._default_manager.filter(**{f"{column}__in": hashes}, **in_project)
+        return list(rows.values_list(*fields))
     quote = connection.ops.quote_name
     selected = ", ".join(quote(_field(model, name).column) for name in fields)
     where = quote(_field(model, column).column)
+    params: list[Any] = [",".join(hashes)]
+    and_project = ""
+    if project_id is not None:
+        and_project = f" AND {quote(_field(model, 'project').column)} = %s"
+        params.append(project_id)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {selected} FROM {quote(model._meta.db_table)}"
-            f" WHERE {where} = ANY(string_to_array(%s, ','))",
-            [",".join(hashes)],
+            f" WHERE {where} = ANY(string_to_array(%s, ',')){and_project}",
+            params,
         )
         return cursor.fetchall()
 
@@ -88,7 +99,11 @@ def insert_rows(
     given = [_field(model, name) for name in fields]
     rest = [f for f in meta.concrete_fields if not f.primary_key and f.attname not in fields]
     # A callable default (uuid4, say) gives each row its own value.
-    per_row = [f for f in rest if f.has_default() and callable(f.default) and not _takes_now(f)]
+    per_row = [
+        f
+        for f in rest
+        if f.has_default() and callable(f.default) and not _takes_now(f) and not f.is_relation
+    ]
     fixed = [f for f in rest if f not in per_row]
     defaults = [now if _takes_now(f) else f.get_default() for f in fixed]
     # psycopg adapts plain values itself; only JSON needs Django's wrapping.

@@ -15,7 +15,16 @@ from django.db import connection
 from django.db.models import F
 
 from labeling import prm800k
-from labeling.models import Batch, Completion, Labeler, Labeling, Problem, Solution, StepLabel
+from labeling.models import (
+    Batch,
+    Completion,
+    Labeler,
+    Labeling,
+    Problem,
+    Solution,
+    StepLabel,
+    default_project_id,
+)
 from labeling.parsing import PreparedLine, prepare_prm800k_line
 from labeling.services.counters import tally_added
 from labeling.services.importing.bulk_copy import (
@@ -27,10 +36,11 @@ from labeling.services.importing.bulk_copy import (
 from labeling.services.importing.runner import ImportReport, run_import, solution_bounds
 
 
-def _batch_for_generation(generation: int | None, cache: dict[Any, Batch]) -> Batch:
+def _batch_for_generation(generation: int | None, cache: dict[Any, Any]) -> Batch:
     if generation not in cache:
         name = "PRM800K phase 1" if generation is None else f"PRM800K generation {generation}"
         cache[generation], _ = Batch.objects.get_or_create(
+            project_id=cache["project_id"],
             name=name,
             defaults={"generation": generation, "origin": Batch.Origin.IMPORT, "is_active": False},
         )
@@ -82,6 +92,7 @@ def _question_override(
 _SOLUTION_FIELDS = (
     "problem_id",
     "batch_id",
+    "project_id",
     "steps",
     "final_answer",
     "verifier_score",
@@ -116,7 +127,7 @@ def _write_chunk(
     report: ImportReport,
     *,
     batch: Batch | None,
-    batch_cache: dict[Any, Batch],
+    batch_cache: dict[Any, Any],
 ) -> None:
     """A chunk's new lines as rows: problems, solutions, labelings, then their steps and
     completions (COPY on PostgreSQL, the ORM elsewhere), then the lead counters."""
@@ -194,7 +205,7 @@ def _write_solutions(
     report: ImportReport,
     *,
     batch: Batch | None,
-    batch_cache: dict[Any, Batch],
+    batch_cache: dict[Any, Any],
 ) -> list[int]:
     """Solutions: the pre-generated one (phase 2) or the path the labeler chose (phase 1),
     each counting the labelings of it in this chunk (its completed_count once written).
@@ -213,6 +224,7 @@ def _write_solutions(
             solutions[digest] = solution = [
                 problem_id,
                 (batch or _batch_for_generation(p.generation, batch_cache)).pk,
+                batch_cache["project_id"],
                 p.solution_steps,
                 p.final_answer,
                 p.verifier_score,
@@ -226,7 +238,16 @@ def _write_solutions(
                 0,
             ]
         solution[-1] += 1
-    existing = dict(rows_with_hashes(Solution, "content_sha256", solutions, "content_sha256", "id"))
+    existing: dict[str, int] = dict(
+        rows_with_hashes(
+            Solution,
+            "content_sha256",
+            solutions,
+            "content_sha256",
+            "id",
+            project_id=batch_cache["project_id"],
+        )
+    )
     new_digests = [digest for digest in solutions if digest not in existing]
     new_ids = insert_rows(Solution, _SOLUTION_FIELDS, [solutions[d] for d in new_digests])
     solution_ids = {**existing, **dict(zip(new_digests, new_ids, strict=True))}
@@ -321,10 +342,17 @@ def import_prm800k(
     skip_invalid: bool = False,
     batch: Batch | None = None,
     workers: int | None = None,
+    project_id: int | None = None,
 ) -> ImportReport:
-    """PRM800K label lines. `workers` parse in worker processes (default the setting
-    STEPWISE_IMPORT_WORKERS; 0 parses in this process, as a file of one chunk always is)."""
-    cache: dict[Any, Batch] = {}
+    """PRM800K label lines, into `batch` or a batch per generation of the project (the batch's,
+    else `project_id`, else the Default project). `workers` parse in worker processes (default
+    the setting STEPWISE_IMPORT_WORKERS; 0 parses in this process, as a file of one chunk
+    always is)."""
+    if batch is not None:
+        project_id = batch.project_id
+    cache: dict[Any, Any] = {
+        "project_id": default_project_id() if project_id is None else project_id
+    }
     return run_import(
         path,
         functools.partial(prepare_prm800k_line, bounds=solution_bounds()),

@@ -7,12 +7,12 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 
 from labeling import prm800k
-from labeling.models import Batch, Problem, Solution
+from labeling.models import Batch, Problem, Solution, default_project_id
 from labeling.parsing import check_steps, solution_content_hash
 from labeling.services.importing.runner import (
     ImportReport,
@@ -79,6 +79,7 @@ def _write_solutions_chunk(
     counted_as: str,
     prepare: PrepareSolution | None,
     after_create: AfterCreate | None,
+    project_id: int | None = None,
 ) -> None:
     by_uid = {
         p.unique_id: p
@@ -88,6 +89,12 @@ def _write_solutions_chunk(
     }
     by_hash = problems_by_hash(problem_hash(s.problem_text) for _, _, s in chunk if s.problem_text)
     generation = batch.generation if batch is not None else None
+    # The batch's project; a pool solution's is the caller's (the Default project by default).
+    in_project: int = (
+        cast(int, batch.project_id)
+        if batch is not None
+        else (default_project_id() if project_id is None else project_id)
+    )
     solutions: dict[str, tuple[Solution, Any]] = {}
     for number, _, sample in chunk:
         problem = by_uid.get(sample.unique_id) if sample.unique_id else None
@@ -132,6 +139,7 @@ def _write_solutions_chunk(
         if digest in solutions:
             continue
         solution = Solution(
+            project_id=in_project,
             problem=problem,
             batch=batch,
             steps=sample.steps,
@@ -145,7 +153,7 @@ def _write_solutions_chunk(
         )
         solutions[digest] = (solution, prepare(sample, solution) if prepare else None)
     existing = set(
-        Solution.objects.filter(content_sha256__in=solutions).values_list(
+        Solution.objects.filter(project_id=in_project, content_sha256__in=solutions).values_list(
             "content_sha256", flat=True
         )
     )
@@ -164,10 +172,11 @@ def write_solutions(
     counted_as: str = "solutions",
     prepare: PrepareSolution | None = None,
     after_create: AfterCreate | None = None,
+    project_id: int | None = None,
 ) -> None:
-    """Solutions made in the app (a generator's samples) into the pool, through the same writer
-    as a file's lines: problems by text, no duplicate by content hash. The caller's transaction
-    holds the write."""
+    """Solutions made in the app (a generator's samples) into the pool of `project_id` (the
+    Default project's by default), through the same writer as a file's lines: problems by text,
+    no duplicate by content hash. The caller's transaction holds the write."""
     numbered = [(number, "", sample) for number, sample in enumerate(samples, 1)]
     _write_solutions_chunk(
         numbered,
@@ -177,6 +186,7 @@ def write_solutions(
         counted_as=counted_as,
         prepare=prepare,
         after_create=after_create,
+        project_id=project_id,
     )
 
 
@@ -189,12 +199,14 @@ def import_solutions(
     counted_as: str = "solutions",
     prepare: PrepareSolution | None = None,
     after_create: AfterCreate | None = None,
+    project_id: int | None = None,
 ) -> ImportReport:
     """Solutions from generator samples (JSONL: `unique_id` or `problem`, `steps`, optionally
     `answer`, `generator`, `source_id`, `score`), in chunks; all-or-nothing unless skip_invalid;
     re-importing adds nothing twice (solutions by content hash).
 
-    `batch` None leaves them outside any batch (the candidate pool). With `create_problems` a
+    `batch` None leaves them outside any batch (the candidate pool of `project_id`, the Default
+    project's by default; a batch's solutions are in its project). With `create_problems` a
     problem given by unknown text is created, else such a line is an error. `prepare(sample,
     solution)` runs once per solution before it is written (may set fields) and its result is
     handed with the written solution to `after_create(pairs, report)` (rows pointing at them).
@@ -210,6 +222,7 @@ def import_solutions(
             counted_as=counted_as,
             prepare=prepare,
             after_create=after_create,
+            project_id=project_id,
         ),
         skip_invalid=skip_invalid,
     )
@@ -222,10 +235,14 @@ def import_samples(
     overlap: int = 1,
     generation: int | None = None,
     skip_invalid: bool = False,
+    project_id: int | None = None,
 ) -> ImportReport:
+    """Samples into the batch named `batch_name` of the project (the Default project by
+    default), made when there is none."""
     require_records(path)  # before the batch is created: an empty file leaves nothing behind
     with contextlib.nullcontext() if skip_invalid else transaction.atomic():
         batch, _ = Batch.objects.get_or_create(
+            project_id=default_project_id() if project_id is None else project_id,
             name=batch_name,
             defaults={"overlap": overlap, "generation": generation, "origin": Batch.Origin.SAMPLES},
         )

@@ -72,7 +72,12 @@ def import_uploaded(
 
 
 def samples_upload(
-    uploaded: Any, *, batch_name: str, overlap: int = 1, generation: int | None = None
+    uploaded: Any,
+    *,
+    batch_name: str,
+    overlap: int = 1,
+    generation: int | None = None,
+    project_id: int | None = None,
 ) -> ImportReport:
     """Uploaded generator samples into a batch: size limit, all or nothing (API and lead page)."""
     return import_uploaded(
@@ -83,6 +88,7 @@ def samples_upload(
             overlap=overlap,
             generation=generation,
             skip_invalid=True,
+            project_id=project_id,
         ),
         max_bytes=settings.STEPWISE_UPLOAD_MAX_BYTES,
     )

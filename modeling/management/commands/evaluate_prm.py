@@ -2,6 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.models.projects import DEFAULT_SLUG
 from modeling.models import ModelVersion
 from modeling.services import evaluation
 from modeling.training.cli import positive_int, tqdm_counter
@@ -19,6 +20,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument(
             "--model-version", type=int, help="ModelVersion id (default: the active model)."
+        )
+        parser.add_argument(
+            "--project",
+            default=DEFAULT_SLUG,
+            help="Whose active model, without --model-version (a project's slug; default: "
+            "default).",
         )
         parser.add_argument(
             "--processbench", action="append", default=[], help="ProcessBench JSON (repeat)."
@@ -55,7 +62,7 @@ class Command(BaseCommand):
         version = (
             ModelVersion.objects.filter(pk=o["model_version"]).first()
             if o["model_version"] is not None
-            else ModelVersion.active()
+            else ModelVersion.objects.filter(is_active=True, project__slug=o["project"]).first()
         )
         if version is None:
             raise CommandError("no such model version" if o["model_version"] else "no active model")

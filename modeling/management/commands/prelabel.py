@@ -3,7 +3,8 @@ labeling.PreLabel rows."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.models import Batch
+from labeling.models import Batch, Project
+from labeling.models.projects import DEFAULT_SLUG
 from modeling.models import PreLabelRun
 from modeling.services import prelabeling
 from modeling.training.cli import positive_int
@@ -26,6 +27,9 @@ class Command(BaseCommand):
             action="store_true",
             help="The candidate pool's selectable solutions (what the disagreement rule ranks).",
         )
+        parser.add_argument(
+            "--project", default=DEFAULT_SLUG, help="The project's slug (default: default)."
+        )
         parser.add_argument("--judge", required=True, choices=["prm", "llm", "mc"])
         parser.add_argument("--k", type=positive_int, help="mc: completions per step.")
         parser.add_argument("--max-steps", type=positive_int, help="mc: steps per solution.")
@@ -35,9 +39,12 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="Run it here and wait.")
 
     def handle(self, *args, **options):
+        project = Project.objects.filter(slug=options["project"]).first()
+        if project is None:
+            raise CommandError(f"There is no project {options['project']!r}.")
         batch = None
         if not options["pool"]:
-            batch = Batch.objects.filter(name=options["batch"]).first()
+            batch = Batch.objects.filter(name=options["batch"], project=project).first()
             if batch is None:
                 raise CommandError(f"There is no batch named {options['batch']!r}.")
         judge = options["judge"]
@@ -55,7 +62,12 @@ class Command(BaseCommand):
             raise CommandError(f"The {judge} judge takes no {flags}.")
         try:
             run = prelabeling.start_prelabel_run(
-                batch=batch, judge=judge, created_by=None, options=chosen, send=not options["wait"]
+                batch=batch,
+                judge=judge,
+                created_by=None,
+                options=chosen,
+                send=not options["wait"],
+                project=project,
             )
         except prelabeling.PrelabelError as exc:
             raise CommandError(str(exc)) from exc

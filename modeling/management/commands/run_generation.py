@@ -4,6 +4,8 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.models import Project
+from labeling.models.projects import DEFAULT_SLUG
 from modeling.models import GenerationRun
 from modeling.services import loop, pipeline
 from modeling.training.selection import RULES
@@ -65,6 +67,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--retry", type=int, metavar="GENERATION", help="Retry this failed generation."
         )
+        parser.add_argument(
+            "--project", default=DEFAULT_SLUG, help="The project's slug (default: default)."
+        )
         parser.add_argument("--inline", action="store_true", help="Run the steps in this process.")
         parser.add_argument(
             "--wait", action="store_true", help="Wait until the run ends; print progress."
@@ -77,10 +82,14 @@ class Command(BaseCommand):
         # The embedded default has no worker, and a thread (what its pages use) would stop
         # with this command: the steps run here, as with --inline.
         inline = o["inline"] or settings.STEPWISE_MODEL_TASKS_IN_THREAD
+        project = Project.objects.filter(slug=o["project"]).first()
+        if project is None:
+            raise CommandError(f"There is no project {o['project']!r}.")
         try:
             if o["retry"] is not None:
                 run = loop.retry_generation(
-                    GenerationRun.objects.get(generation=o["retry"]), send=not inline
+                    GenerationRun.objects.get(generation=o["retry"], project=project),
+                    send=not inline,
                 )
             else:
                 params = {
@@ -98,7 +107,10 @@ class Command(BaseCommand):
                     "train_config": json.loads(o["train_config"]),
                 }
                 run = loop.start_generation(
-                    params=params, trigger=GenerationRun.Trigger.CLI, send=not inline
+                    params=params,
+                    trigger=GenerationRun.Trigger.CLI,
+                    send=not inline,
+                    project_id=project.pk,
                 )
         except (
             loop.GenerationError,

@@ -1,0 +1,46 @@
+"""Projects and their members: the admin creates a project and names its leads; a lead adds
+and removes members of their own projects (`labeling.views.people`, the API, the admin)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils.text import slugify
+
+from labeling.models import Membership, Project
+from labeling.services.errors import LabelingError
+
+ROLES = tuple(Membership.Role.values)
+
+
+@transaction.atomic
+def project_create(
+    *, name: str, slug: str = "", leads: list[User] | None = None, created_by: Any = None
+) -> Project:
+    """A new project; `leads` hold the lead role in it. Refused (LabelingError) for a name or
+    a slug already taken, or a slug that is not one."""
+    name = name.strip()
+    slug = (slug or slugify(name)).strip()
+    if not name or not slug or slugify(slug) != slug:
+        raise LabelingError(f"“{slug}” is not a slug: lowercase letters, digits and hyphens.")
+    if Project.objects.filter(name=name).exists() or Project.objects.filter(slug=slug).exists():
+        raise LabelingError(f"A project named “{name}” or with the slug “{slug}” exists already.")
+    project = Project.objects.create(name=name, slug=slug, created_by=created_by)
+    for lead in leads or []:
+        member_add(project=project, user=lead, role=Membership.Role.LEAD)
+    return project
+
+
+def member_add(*, project: Project, user: User, role: str) -> Membership:
+    if role not in ROLES:
+        raise LabelingError(f"“{role}” is not a role: one of {', '.join(ROLES)}.")
+    membership, _ = Membership.objects.get_or_create(project=project, user=user, role=role)
+    return membership
+
+
+def member_remove(*, project: Project, user: User, role: str) -> int:
+    """The user no longer holds `role` in `project`; their work there stays."""
+    deleted, _ = Membership.objects.filter(project=project, user=user, role=role).delete()
+    return deleted

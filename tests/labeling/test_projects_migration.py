@@ -1,0 +1,113 @@
+"""Upgrading to projects loses nothing: a database as it was before them (labeling 0018,
+modeling 0015: rows written with the historical models, as the demo and a deployment have
+them) migrated to the newest has every row in the project "Default", every member of the
+labeler, lead and researcher groups holding that role there, and the admin still global. On
+both databases; the schema is left at its newest for the rest of the run."""
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connections
+from django.db.migrations.executor import MigrationExecutor
+
+from labeling.models import Batch, Guidelines, Membership, Project, Snapshot, Solution
+from labeling.roles import user_roles
+from modeling.models import EvaluationSet, GenerationRun, ModelVersion, TrainingRun
+
+BEFORE = [("labeling", "0019_machine_labels"), ("modeling", "0017_routing")]
+
+
+def _to_newest() -> None:
+    executor = MigrationExecutor(connections["default"])
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upgrade_puts_everything_into_default_and_keeps_every_role():
+    executor = MigrationExecutor(connections["default"])
+    executor.migrate(BEFORE)
+    try:
+        apps = executor.loader.project_state(BEFORE).apps
+        old = {
+            name: apps.get_model("labeling", name)
+            for name in ("Problem", "Batch", "Solution", "Guidelines", "Snapshot", "Labeling")
+        }
+        users = {}
+        for name, group in [
+            ("lena", "labeler"),
+            ("lea", "lead"),
+            ("rhea", "researcher"),
+            ("ada", "admin"),
+            ("lou", "lead"),
+        ]:
+            users[name] = User.objects.create_user(name, password=f"{name}-pw")
+            users[name].groups.add(Group.objects.get_or_create(name=group)[0])
+        users["lou"].groups.add(Group.objects.get(name="labeler"))  # a lead who labels
+        problem = old["Problem"].objects.create(text="1+1?", text_sha256="p" * 64)
+        batches = [old["Batch"].objects.create(name=f"batch {i}", generation=i) for i in (1, 2)]
+        solutions = [
+            old["Solution"].objects.create(
+                problem=problem, batch=batch, steps=["2"], content_sha256=f"{i}" * 64
+            )
+            for i, batch in enumerate([*batches, None])  # the last: a pool solution
+        ]
+        old["Labeling"].objects.create(
+            solution=solutions[0], labeler_id=users["lena"].pk, status="completed"
+        )
+        old["Guidelines"].objects.create(version=1, text="# Rate")
+        old["Guidelines"].objects.create(version=2, text="# Rate carefully")
+        old["Snapshot"].objects.create(format="prm800k")
+        run = apps.get_model("modeling", "TrainingRun").objects.create(name="run")
+        apps.get_model("modeling", "ModelVersion").objects.create(
+            run=run,
+            name="v1",
+            backbone="tiny",
+            artifact_path="x",
+            passed_evaluation=True,
+            is_active=True,
+        )
+        apps.get_model("modeling", "EvaluationSet").objects.create(
+            version=1, file_path="e.jsonl", sha256="0" * 64, is_current=True
+        )
+        apps.get_model("modeling", "GenerationRun").objects.create(generation=3)
+    finally:
+        _to_newest()
+
+    default = Project.objects.get(slug="default")
+    assert default.name == "Default" and Project.objects.count() == 1
+    for model, count in [
+        (Batch, 2),
+        (Solution, 3),
+        (Guidelines, 2),
+        (Snapshot, 1),
+        (TrainingRun, 1),
+        (ModelVersion, 1),
+        (EvaluationSet, 1),
+        (GenerationRun, 1),
+    ]:
+        assert model.objects.count() == count, model
+        assert set(model.objects.values_list("project_id", flat=True)) == {default.pk}, model
+    assert ModelVersion.active(default.pk).name == "v1"
+    assert EvaluationSet.current(default.pk).version == 1
+    assert set(Membership.objects.values_list("user__username", "role")) == {
+        ("lena", "labeler"),
+        ("lea", "lead"),
+        ("rhea", "researcher"),
+        ("lou", "lead"),
+        ("lou", "labeler"),
+    }
+    roles = {
+        name: user_roles(User.objects.get(username=name), default)
+        for name in ("lena", "lea", "rhea", "ada", "lou")
+    }
+    assert roles == {
+        "lena": {"labeler"},
+        "lea": {"lead"},
+        "rhea": {"researcher"},
+        "ada": {"labeler", "lead", "researcher", "admin"},
+        "lou": {"lead", "labeler"},
+    }
+    # What was unique in the database is unique per project now: a second project may reuse it.
+    other = Project.objects.create(name="Phase 2", slug="phase-2")
+    Batch.objects.create(project=other, name="batch 1")
+    Guidelines.objects.create(project=other, version=1, text="# Other")
