@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -94,6 +95,110 @@ def counts(junit: Path) -> dict[str, int]:
     return {"passed": total - failed - skipped, "failed": failed, "skipped": skipped}
 
 
+CLAIM_KEY = "stepwise:test-session:redis-db:{db}"
+CLAIM_TTL_S = 6 * 3600  # longer than any test session; a killed session's claims lapse
+CLAIM_WAIT_S = 3600
+TAKE_OVER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+  return 1
+end
+return 0
+"""
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisClaims:
+    """Databases 1-15 of one Redis, each claimed by at most one live test session.
+
+    A claim is a key in database 0 (tests flush only their own databases) holding
+    "host:pid" of the claiming runner, set only if absent. A claim whose runner is gone (same
+    host, no such process) is taken over; when all are taken, the session waits for one to be
+    released. Without Redis (its tests are skipped) the databases are spread by pid, as before.
+    """
+
+    claimed: list[tuple[object, int]] = []
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.fallback = os.getpid()
+
+    def client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url, db=0, socket_timeout=5)
+
+    def _alive(self, owner: str) -> bool:
+        host, _, pid = owner.rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return True  # another machine's runner: trust its expiry
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def claim(self, count: int) -> list[int]:
+        if redis_problem(self.url):
+            dbs = [1 + (self.fallback + n) % 15 for n in range(count)]
+            self.fallback += count
+            return dbs
+        client = self.client()
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        dbs: list[int] = []
+        noted = False
+        while len(dbs) < count:
+            for db in range(1, 16):
+                if len(dbs) == count:
+                    break
+                key = CLAIM_KEY.format(db=db)
+                if client.set(key, self.owner, nx=True, ex=CLAIM_TTL_S):
+                    dbs.append(db)
+                    RedisClaims.claimed.append((client, db))
+                    continue
+                holder = client.get(key)
+                holder = holder.decode() if holder else ""
+                if holder and holder != self.owner and not self._alive(holder):
+                    # A runner that died without releasing: its databases are free again.
+                    # Compare-and-set: of two sessions that see it dead, one takes it.
+                    if client.eval(TAKE_OVER, 1, key, holder, self.owner, CLAIM_TTL_S):
+                        dbs.append(db)
+                        RedisClaims.claimed.append((client, db))
+            if len(dbs) < count:
+                if time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"run_tests: no free Redis database for {CLAIM_WAIT_S} s "
+                        "(other test sessions hold them)"
+                    )
+                if not noted:
+                    print(
+                        f"note: waiting for {count - len(dbs)} Redis database(s) that other "
+                        "test sessions on this Redis hold",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    noted = True
+                time.sleep(5)
+        return dbs
+
+    @classmethod
+    def release_all(cls) -> None:
+        owner = f"{socket.gethostname()}:{os.getpid()}"
+        for client, db in cls.claimed:
+            key = CLAIM_KEY.format(db=db)
+            try:
+                client.eval(RELEASE, 1, key, owner)  # type: ignore[attr-defined]
+            except Exception:  # Redis gone at exit: the claim lapses with its expiry
+                pass
+        cls.claimed.clear()
+
+
 # torch (and the BLAS under it) start one thread per core, and each parallel region waits for all
 # of them: two passes side by side on two cores, or a loaded machine, leave threads waiting for a
 # core: on a shared 2-core machine, SmolLM2-135M's generation took 38.6 s with 2 threads against
@@ -142,6 +247,13 @@ def finish_pytest(
 
 
 def main() -> int:
+    try:
+        return run()
+    finally:
+        RedisClaims.release_all()
+
+
+def run() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--db", choices=("both", "postgres", "sqlite"), default="both")
     parser.add_argument("--serial", action="store_true")
@@ -162,14 +274,13 @@ def main() -> int:
     # Redis databases of this session's own (1-15): a broker and a cache for each pytest process
     # (an xdist worker of the PostgreSQL pass, or the SQLite pass). Two test sessions on one
     # machine, two workers, or the two passes must not take each other's tasks from a shared
-    # queue, and a test's cache FLUSHDB must not drop another's queued tasks or counts.
+    # queue, and a test's cache FLUSHDB must not drop another's queued tasks or counts: each
+    # database is claimed in database 0 for the session's life (see RedisClaims).
     redis_url = urllib.parse.urlsplit(base["REDIS_URL"])
-    first = os.getpid()
+    claims = RedisClaims(base["REDIS_URL"])
 
     def redis_dbs(count: int) -> list[str]:
-        nonlocal first
-        dbs = [1 + (first + n) % 15 for n in range(count)]
-        first += count
+        dbs = claims.claim(count)
         return [urllib.parse.urlunsplit(redis_url._replace(path=f"/{db}")) for db in dbs]
 
     base["STEPWISE_TESTING"] = "1"
