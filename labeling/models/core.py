@@ -317,8 +317,9 @@ class Labeling(models.Model):
     # Submitted after its lease expired and the solution already had its N: kept, marked.
     is_surplus = models.BooleanField(default=False)
     skip_reason = models.CharField(max_length=300, blank=True)
-    # sha256 of the imported line: re-importing a file adds nothing twice.
-    source_sha256 = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    # sha256 of the imported line: re-importing a file into a project adds nothing twice there
+    # (one line per project; the same release may be imported into two projects).
+    source_sha256 = models.CharField(max_length=64, null=True, blank=True, db_index=True)
     # The labeling as one PRM800K release line, kept so exports stream one column instead of
     # re-assembling steps and completions: the imported line itself (verified against our
     # columns at import), or rendered from the columns when the labeling is submitted. Null

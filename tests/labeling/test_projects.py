@@ -158,3 +158,46 @@ def test_a_lead_adds_and_removes_members_of_his_project_only(client, phase2, lea
         == 404
     )
     assert lena.memberships.filter(project__slug="default").exists()
+
+
+def test_one_release_file_goes_into_two_projects_and_each_export_gives_it_back(shared_data, phase2):
+    """Lines are unique per project, not per deployment: the file imports whole into each
+    project, a second import into one adds nothing there, and each project's export is the
+    file, byte for byte."""
+    from labeling.models import Labeling
+    from labeling.services.exporting import iter_prm800k_lines
+    from tests.labeling.test_importing import samples_path
+
+    path = samples_path(shared_data)
+    call_command("import_prm800k", str(path), "--project", "default")
+    call_command("import_prm800k", str(path), "--project", "phase-2")
+    again = call_command_report("import_prm800k", str(path), "--project", "phase-2")
+    assert "created nothing new; 6 already present" in again
+    for project in (Project.objects.get(slug="default"), phase2):
+        mine = Labeling.objects.filter(solution__project=project)
+        assert mine.count() == 6
+        lines = list(iter_prm800k_lines(mine))
+        assert "".join(f"{line}\n" for line in lines) == path.read_text()
+    assert Labeling.objects.count() == 12
+
+
+def test_a_command_with_several_projects_asks_which_and_never_guesses(shared_data, phase2):
+    from tests.labeling.test_importing import samples_path
+
+    with pytest.raises(
+        CommandError, match="Name the project with --project: one of default, phase-2"
+    ):  # noqa: E501
+        call_command("import_prm800k", str(samples_path(shared_data)))
+    with pytest.raises(CommandError, match="There is no project 'nope'"):
+        call_command("export_prm800k", "--output", "/dev/null", "--project", "nope")
+    from labeling.models import Labeling
+
+    assert not Labeling.objects.exists()  # nothing written either time
+
+
+def call_command_report(*args: str) -> str:
+    import io
+
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()

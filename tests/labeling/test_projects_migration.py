@@ -11,7 +11,13 @@ from django.db.migrations.executor import MigrationExecutor
 
 from labeling.models import Batch, Guidelines, Membership, Project, Snapshot, Solution
 from labeling.roles import user_roles
-from modeling.models import EvaluationSet, GenerationRun, ModelVersion, TrainingRun
+from modeling.models import (
+    EvaluationSet,
+    GenerationRun,
+    ModelVersion,
+    PreLabelRun,
+    TrainingRun,
+)
 
 BEFORE = [("labeling", "0019_machine_labels"), ("modeling", "0017_routing")]
 
@@ -70,6 +76,9 @@ def test_an_upgrade_puts_everything_into_default_and_keeps_every_role():
             version=1, file_path="e.jsonl", sha256="0" * 64, is_current=True
         )
         apps.get_model("modeling", "GenerationRun").objects.create(generation=3)
+        prelabel_runs = apps.get_model("modeling", "PreLabelRun").objects
+        prelabel_runs.create(batch=batches[0], kind="prm", solution_ids=[solutions[0].pk])
+        prelabel_runs.create(batch=None, kind="llm", solution_ids=[solutions[2].pk])  # the pool's
     finally:
         _to_newest()
 
@@ -84,6 +93,7 @@ def test_an_upgrade_puts_everything_into_default_and_keeps_every_role():
         (ModelVersion, 1),
         (EvaluationSet, 1),
         (GenerationRun, 1),
+        (PreLabelRun, 2),
     ]:
         assert model.objects.count() == count, model
         assert set(model.objects.values_list("project_id", flat=True)) == {default.pk}, model

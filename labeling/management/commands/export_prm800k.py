@@ -6,6 +6,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from labeling.management.projects import add_project_argument, project_from_option
 from labeling.models import FinishReason, Snapshot
 from labeling.prm800k import NEUTRAL_MAPPINGS
 from labeling.serializers import ExportRequestSerializer
@@ -78,6 +79,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--snapshot", action="store_true", help="Record an immutable snapshot.")
         parser.add_argument("--no-progress", action="store_true")
+        add_project_argument(parser, "The project exported: its")
 
     def handle(self, *args, **opts):
         try:
@@ -104,7 +106,8 @@ class Command(BaseCommand):
             "test_fraction": opts["test_fraction"],
             "seed": opts["seed"],
         }
-        request = ExportRequestSerializer(data=data)
+        project = project_from_option(opts["project"])
+        request = ExportRequestSerializer(data=data, context={"project_id": project.pk})
         if not request.is_valid():
             problems = "; ".join(
                 f"{name}: {' '.join(map(str, errs))}" for name, errs in request.errors.items()

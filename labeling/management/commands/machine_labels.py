@@ -4,8 +4,8 @@ on, or print the audited precision."""
 from django.core.management.base import BaseCommand, CommandError
 
 from labeling import selectors
+from labeling.management.projects import add_project_argument, project_from_option
 from labeling.models import Batch
-from labeling.models.projects import DEFAULT_SLUG
 from labeling.services import machine_labels
 from labeling.services.errors import LabelingError
 
@@ -20,9 +20,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--batch", required=True, help="The batch's name.")
-        parser.add_argument(
-            "--project", default=DEFAULT_SLUG, help="The batch's project's slug (default: default)."
-        )
+        add_project_argument(parser, "The batch's project: its")
         switch = parser.add_mutually_exclusive_group()
         switch.add_argument("--on", action="store_true", help="Turn machine labels on.")
         switch.add_argument("--off", action="store_true", help="Turn machine labels off.")
@@ -34,9 +32,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **o):
-        batch = Batch.objects.filter(name=o["batch"], project__slug=o["project"]).first()
+        project = project_from_option(o["project"])
+        batch = Batch.objects.filter(name=o["batch"], project=project).first()
         if batch is None:
-            raise CommandError(f"There is no batch named {o['batch']!r} in {o['project']!r}.")
+            raise CommandError(f"There is no batch named {o['batch']!r} in {project.slug!r}.")
         try:
             if (
                 o["on"]

@@ -25,27 +25,39 @@ def rows_with_hashes(
     hashes: Iterable[str],
     *fields: str,
     project_id: int | None = None,
+    project_field: str = "project",
 ) -> list[tuple[Any, ...]]:
     """`fields` of the rows (of one project, where named) whose `column` holds one of `hashes`
-    (hex digests). On PostgreSQL as one comma-joined text parameter: an IN list of a chunk's
-    2,000 hashes, or an array parameter, cost more to build and send than the query cost to
-    run."""
-    in_project = {} if project_id is None else {"project_id": project_id}
+    (hex digests). `project_field` leads to the project: a foreign key of the model, or one
+    foreign key away ("solution__project"). On PostgreSQL as one comma-joined text parameter:
+    an IN list of a chunk's 2,000 hashes, or an array parameter, cost more to build and send
+    than the query cost to run."""
+    in_project = {} if project_id is None else {f"{project_field}_id": project_id}
     if connection.vendor != "postgresql":
         rows = model._default_manager.filter(**{f"{column}__in": hashes}, **in_project)
         return list(rows.values_list(*fields))
     quote = connection.ops.quote_name
-    selected = ", ".join(quote(_field(model, name).column) for name in fields)
-    where = quote(_field(model, column).column)
+    table = quote(model._meta.db_table)
+    selected = ", ".join(f"{table}.{quote(_field(model, name).column)}" for name in fields)
     params: list[Any] = [",".join(hashes)]
-    and_project = ""
+    joined = and_project = ""
     if project_id is not None:
-        and_project = f" AND {quote(_field(model, 'project').column)} = %s"
+        hop, _, project_key = project_field.rpartition("__")
+        holder, holder_model = table, model
+        if hop:  # one foreign key away: join the row that holds the project
+            holder_model = _field(model, hop).related_model  # type: ignore[assignment]
+            holder = quote(holder_model._meta.db_table)
+            joined = (
+                f" JOIN {holder} ON {holder}.{quote(holder_model._meta.pk.column)}"
+                f" = {table}.{quote(_field(model, hop).column)}"
+            )
+        and_project = f" AND {holder}.{quote(_field(holder_model, project_key).column)} = %s"
         params.append(project_id)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {selected} FROM {quote(model._meta.db_table)}"
-            f" WHERE {where} = ANY(string_to_array(%s, ',')){and_project}",
+            f"SELECT {selected} FROM {table}{joined}"
+            f" WHERE {table}.{quote(_field(model, column).column)}"
+            f" = ANY(string_to_array(%s, ',')){and_project}",
             params,
         )
         return cursor.fetchall()

@@ -118,6 +118,7 @@ _LABELING_FIELDS = (
 )
 
 
+IMPORT_LOCK = 0x5057  # pg_advisory_xact_lock's first key: PRM800K line imports, per project
 Line = tuple[str, PreparedLine]  # a line as read, and what the worker made of it
 ProblemRow = tuple[int, str | None, str | None]  # id, ground-truth answer and solution
 
@@ -131,7 +132,7 @@ def _write_chunk(
 ) -> None:
     """A chunk's new lines as rows: problems, solutions, labelings, then their steps and
     completions (COPY on PostgreSQL, the ORM elsewhere), then the lead counters."""
-    fresh = _lines_not_imported(chunk, report)
+    fresh = _lines_not_imported(chunk, report, batch_cache["project_id"])
     if not fresh:
         return
     problems = _write_problems(fresh, report)
@@ -149,13 +150,27 @@ def _write_chunk(
 
 
 def _lines_not_imported(
-    chunk: list[tuple[int, str, PreparedLine]], report: ImportReport
+    chunk: list[tuple[int, str, PreparedLine]], report: ImportReport, project_id: int
 ) -> list[Line]:
-    """The chunk's lines that no import wrote before (nor an earlier line of the chunk), by the
-    line's hash; the others are counted as duplicates."""
+    """The chunk's lines that no import wrote into the project before (nor an earlier line of
+    the chunk), by the line's hash; the others are counted as duplicates."""
     hashes = [p.source_sha256 for _, _, p in chunk]
+    if connection.vendor == "postgresql":
+        # Two imports into one project at once: the second waits for the first's chunk, then
+        # sees its lines (what the unique hash did before lines were per project). SQLite
+        # writes one transaction at a time already.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [IMPORT_LOCK, project_id])
     seen = {
-        digest for (digest,) in rows_with_hashes(Labeling, "source_sha256", hashes, "source_sha256")
+        digest
+        for (digest,) in rows_with_hashes(
+            Labeling,
+            "source_sha256",
+            hashes,
+            "source_sha256",
+            project_id=project_id,
+            project_field="solution__project",
+        )
     }
     fresh: list[Line] = []
     for _, line, prepared in chunk:

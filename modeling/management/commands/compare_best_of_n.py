@@ -5,6 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.management.projects import add_project_argument, project_from_option
 from modeling.models import BestOfNComparison, SamplingRun
 from modeling.services import best_of_n
 
@@ -26,14 +27,16 @@ class Command(BaseCommand):
         source.add_argument("--input", metavar="FILE", help="A best-of-N file under the data root.")
         parser.add_argument("--n", type=int, action="append", default=[], help="An N (repeat).")
         parser.add_argument("--allow-mismatch", action="store_true")
+        add_project_argument(parser, "The models' project: its")
         parser.add_argument(
             "--queue", action="store_true", help="Send it to the gpu worker and return."
         )
 
     def handle(self, *args, **o):
+        project = project_from_option(o["project"])
         sampling_run = None
         if o["sampling_run"] is not None:
-            sampling_run = SamplingRun.objects.filter(pk=o["sampling_run"]).first()
+            sampling_run = SamplingRun.objects.filter(pk=o["sampling_run"], project=project).first()
             if sampling_run is None:
                 raise CommandError(f"no sampling run {o['sampling_run']}")
         try:
@@ -44,6 +47,7 @@ class Command(BaseCommand):
                 ns=o["n"],
                 allow_mismatch=o["allow_mismatch"],
                 send=o["queue"],
+                project_id=project.pk,
             )
         except best_of_n.ComparisonError as exc:
             raise CommandError(str(exc)) from None

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.models.projects import DEFAULT_SLUG
+from labeling.management.projects import add_project_argument, project_from_option
 from modeling.models import ModelVersion
 from modeling.services import evaluation
 from modeling.training.cli import positive_int, tqdm_counter
@@ -21,12 +21,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--model-version", type=int, help="ModelVersion id (default: the active model)."
         )
-        parser.add_argument(
-            "--project",
-            default=DEFAULT_SLUG,
-            help="Whose active model, without --model-version (a project's slug; default: "
-            "default).",
-        )
+        add_project_argument(parser, "Whose active model, without --model-version: the project's")
         parser.add_argument(
             "--processbench", action="append", default=[], help="ProcessBench JSON (repeat)."
         )
@@ -62,7 +57,9 @@ class Command(BaseCommand):
         version = (
             ModelVersion.objects.filter(pk=o["model_version"]).first()
             if o["model_version"] is not None
-            else ModelVersion.objects.filter(is_active=True, project__slug=o["project"]).first()
+            else ModelVersion.objects.filter(
+                is_active=True, project=project_from_option(o["project"])
+            ).first()
         )
         if version is None:
             raise CommandError("no such model version" if o["model_version"] else "no active model")

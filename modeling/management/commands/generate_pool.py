@@ -2,6 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.management.projects import add_project_argument, project_from_option
 from modeling.models import SamplingRun
 from modeling.services import sampling
 from modeling.training.cli import positive_int
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=positive_int, help="At most this many problems.")
         parser.add_argument("--problems", type=id_list, help="Problem ids, comma-separated.")
         parser.add_argument("--batch", type=int, help="The problems of this batch's solutions.")
+        add_project_argument(parser, "Whose pool and problems: the project's")
         parser.add_argument("--subject", help="MATH subject, e.g. Algebra.")
         parser.add_argument("--level", type=int, help="MATH level 1-5.")
         parser.add_argument("--max-tokens", type=positive_int, help="Per solution.")
@@ -37,9 +39,10 @@ class Command(BaseCommand):
         parser.add_argument("--resume", type=int, metavar="RUN", help="Go on with this run.")
 
     def handle(self, *args, **options):
+        project = project_from_option(options["project"])
         try:
             if options["resume"] is not None:
-                run = SamplingRun.objects.filter(pk=options["resume"]).first()
+                run = SamplingRun.objects.filter(pk=options["resume"], project=project).first()
                 if run is None:
                     raise CommandError(f"There is no sampling run {options['resume']}.")
                 run = sampling.resume_sampling_run(run) if not options["queue"] else run
@@ -56,6 +59,7 @@ class Command(BaseCommand):
                     top_p=options["top_p"],
                     seed=options["seed"],
                     send=options["queue"],
+                    project_id=project.pk,
                 )
         except sampling.SamplingError as exc:
             raise CommandError(str(exc)) from exc

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.management.projects import add_project_argument, project_from_option
 from modeling.services import importing
 from modeling.training.backbones import NAMED_BACKBONES
 from modeling.training.external import MATH_SHEPHERD
@@ -55,6 +56,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "path", help="The model folder (config.json, weights, tokenizer) or adapter folder."
         )
+        add_project_argument(parser, "The project it is a model of: its")
         parser.add_argument(
             "--name",
             default="",
@@ -104,6 +106,7 @@ class Command(BaseCommand):
                 bad_token=o["bad_token"],
                 base=base,
                 check_load=True,
+                project_id=project_from_option(o["project"]).pk,
             )
         except (importing.ModelImportError, OSError) as exc:
             raise CommandError(str(exc)) from None

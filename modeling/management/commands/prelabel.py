@@ -3,8 +3,8 @@ labeling.PreLabel rows."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.models import Batch, Project
-from labeling.models.projects import DEFAULT_SLUG
+from labeling.management.projects import add_project_argument, project_from_option
+from labeling.models import Batch
 from modeling.models import PreLabelRun
 from modeling.services import prelabeling
 from modeling.training.cli import positive_int
@@ -27,9 +27,7 @@ class Command(BaseCommand):
             action="store_true",
             help="The candidate pool's selectable solutions (what the disagreement rule ranks).",
         )
-        parser.add_argument(
-            "--project", default=DEFAULT_SLUG, help="The project's slug (default: default)."
-        )
+        add_project_argument(parser)
         parser.add_argument("--judge", required=True, choices=["prm", "llm", "mc"])
         parser.add_argument("--k", type=positive_int, help="mc: completions per step.")
         parser.add_argument("--max-steps", type=positive_int, help="mc: steps per solution.")
@@ -39,9 +37,7 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="Run it here and wait.")
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["project"]).first()
-        if project is None:
-            raise CommandError(f"There is no project {options['project']!r}.")
+        project = project_from_option(options["project"])
         batch = None
         if not options["pool"]:
             batch = Batch.objects.filter(name=options["batch"], project=project).first()

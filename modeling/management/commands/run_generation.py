@@ -4,8 +4,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.models import Project
-from labeling.models.projects import DEFAULT_SLUG
+from labeling.management.projects import add_project_argument, project_from_option
 from modeling.models import GenerationRun
 from modeling.services import loop, pipeline
 from modeling.training.selection import RULES
@@ -67,9 +66,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--retry", type=int, metavar="GENERATION", help="Retry this failed generation."
         )
-        parser.add_argument(
-            "--project", default=DEFAULT_SLUG, help="The project's slug (default: default)."
-        )
+        add_project_argument(parser)
         parser.add_argument("--inline", action="store_true", help="Run the steps in this process.")
         parser.add_argument(
             "--wait", action="store_true", help="Wait until the run ends; print progress."
@@ -82,9 +79,7 @@ class Command(BaseCommand):
         # The embedded default has no worker, and a thread (what its pages use) would stop
         # with this command: the steps run here, as with --inline.
         inline = o["inline"] or settings.STEPWISE_MODEL_TASKS_IN_THREAD
-        project = Project.objects.filter(slug=o["project"]).first()
-        if project is None:
-            raise CommandError(f"There is no project {o['project']!r}.")
+        project = project_from_option(o["project"])
         try:
             if o["retry"] is not None:
                 run = loop.retry_generation(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from labeling.management.projects import add_project_argument, project_from_option
 from modeling.models import SamplingRun, TrainingRun
 from modeling.services import execution, runs
 from modeling.training.cli import config_parser, tqdm_counter, tqdm_progress
@@ -70,6 +71,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--resume", type=int, metavar="RUN", help="Resume this failed or cancelled run."
         )
+        add_project_argument(
+            parser, "Whose labels and model (not with --resume: the run's): the project's"
+        )
 
     def handle(self, *args, **o):
         try:
@@ -78,11 +82,14 @@ class Command(BaseCommand):
                     TrainingRun.objects.get(pk=o["resume"]), send=o["queue"]
                 )
             else:
+                project = project_from_option(o["project"])
                 config = {f.name: o[f.name] for f in dataclasses.fields(TrainConfig)}
                 config["backbone"] = runs.allowed_backbone(config["backbone"])
                 sampling_run = None
                 if o["sampling_run"] is not None:
-                    sampling_run = SamplingRun.objects.filter(pk=o["sampling_run"]).first()
+                    sampling_run = SamplingRun.objects.filter(
+                        pk=o["sampling_run"], project=project
+                    ).first()
                     if sampling_run is None:
                         raise runs.RunError(f"no sampling run {o['sampling_run']}")
                 kwargs = dict(
@@ -100,6 +107,7 @@ class Command(BaseCommand):
                     use_labelings=not o["no_labelings"],
                     activate=not o["no_activate"],
                     sampling_run=sampling_run,
+                    project=project,
                 )
                 start = runs.start_training_run if o["queue"] else runs.create_training_run
                 run = start(**kwargs)
