@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('labeling', '0022_project_required'),
+        ("labeling", "0022_project_required"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='labeling',
-            name='source_sha256',
+            model_name="labeling",
+            name="source_sha256",
             field=models.CharField(blank=True, db_index=True, max_length=64, null=True),
         ),
     ]
