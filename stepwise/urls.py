@@ -37,7 +37,8 @@ project_patterns: list[URLPattern | URLResolver] = [
 ]
 
 # The first segments of the old paths, before projects.
-LEGACY = r"(?:label|research|modeling|generations|pool)/.*|api/(?!projects/|schema/|docs/|redoc/).*"
+LEGACY_PAGES = r"(?:label|research|modeling|generations|pool)/.*"
+LEGACY_API = r"api/(?!projects/|schema/|docs/|redoc/).*"
 
 global_patterns: list[URLPattern | URLResolver] = [
     path("", views.projects_home, name="projects"),
@@ -55,7 +56,8 @@ global_patterns: list[URLPattern | URLResolver] = [
         RedirectView.as_view(pattern_name="account:password"),
     ),
     path("admin/", admin.site.urls),
-    re_path(rf"^(?P<rest>{LEGACY})$", views.into_project, name="into_project"),
+    re_path(rf"^(?P<rest>{LEGACY_PAGES})$", views.into_project, name="into_project"),
+    re_path(rf"^(?P<rest>{LEGACY_API})$", views.OldApiPath.as_view(), name="api_into_project"),
 ]
 
 

@@ -24,6 +24,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
 from django.views.decorators.cache import cache_control, never_cache
+from rest_framework.views import APIView
 
 from labeling import selectors as labeling_selectors
 from labeling.access import all_projects
@@ -106,8 +107,22 @@ def projects_home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def into_project(request: HttpRequest, rest: str) -> HttpResponse:
-    """An old link without a project (/label/..., /api/batches/...): the same page in the
-    user's project when they have exactly one, else the choice of theirs."""
+    """An old link without a project (/label/...): the same page in the user's project when
+    they have exactly one, else the choice of theirs."""
+    return _into_project(request, rest)
+
+
+class OldApiPath(APIView):
+    """An old API path without a project (/api/batches/...): signed in as every endpoint is (a
+    token or the session; none is a 401/403 in JSON, not the sign-in page), then as a page."""
+
+    def _into(self, request: Any, rest: str) -> HttpResponse:
+        return _into_project(request, rest)
+
+    get = post = put = patch = delete = _into
+
+
+def _into_project(request: Any, rest: str) -> HttpResponse:
     projects = _my_projects(request.user)
     query = f"?{request.META['QUERY_STRING']}" if request.META.get("QUERY_STRING") else ""
     targets = [(name, f"/p/{slug}/{rest}{query}") for _, slug, name in projects]

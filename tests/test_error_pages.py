@@ -167,7 +167,7 @@ def test_a_failing_view_is_a_500_page_in_the_house_style(signed_in):
 
 @pytest.mark.urls("tests.test_error_pages")
 def test_a_failing_api_view_is_a_500_in_json(signed_in):
-    response = signed_in.get("/p/default/api/broken/")
+    response = signed_in.get("/api/broken/")
     assert response.status_code == 500
     assert response.json() == {"detail": SERVER_ERROR}
 

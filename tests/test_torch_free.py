@@ -95,6 +95,7 @@ def test_every_page_and_route_answers_in_a_web_process_that_never_loads_torch(cl
         "route_kwargs": {
             "labeling:labeling_history": {"labeling_id": rows.labeling.pk},
             "into_project": {"rest": "label/"},  # an old link, without its project
+            "api_into_project": {"rest": "api/batches/"},  # an old API path
             "admin:auth_user_password_change": {"id": admin.pk},
             "modeling_loop:sampling_resume": {"run_id": rows.sampling_run.pk},
             "modeling_loop:sampling_cancel": {"run_id": rows.sampling_run.pk},

@@ -279,7 +279,7 @@ def test_the_page_extends_a_live_claim_and_takes_back_a_lapsed_one_only_with_roo
     assert response.status_code == 409 and "received its labels" in response.json()["detail"]
     assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.EXPIRED
     client.force_login(labeler2)
-    assert client.post(f"/p/default/label/{labeling.pk}/extend/").status_code == 400  # not theirs
+    assert client.post(f"/p/default/label/{labeling.pk}/extend/").status_code == 403  # not theirs
 
 
 def test_queue_serves_priority_first_then_solutions_closest_to_done(labeler, labeler2):

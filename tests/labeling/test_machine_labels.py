@@ -243,7 +243,7 @@ def test_the_api_sets_accepts_and_reads_and_refuses_hostile_input(
     judged, lead, labeler, researcher
 ):
     batch, _, _ = judged
-    url = f"/api/batches/{batch.pk}/machine-labels/"
+    url = f"/p/default/api/batches/{batch.pk}/machine-labels/"
     for hostile in (
         {"enabled": True, "min_confidence": "NaN"},
         {"enabled": True, "min_confidence": 1.5},
@@ -258,7 +258,7 @@ def test_the_api_sets_accepts_and_reads_and_refuses_hostile_input(
         assert answer.status_code == 403
     assert (
         api_client_for(lead)
-        .post("/api/batches/999999/machine-labels/", {"enabled": True}, format="json")
+        .post("/p/default/api/batches/999999/machine-labels/", {"enabled": True}, format="json")
         .status_code
         == 404
     )

@@ -87,6 +87,25 @@ def test_an_old_link_leads_into_the_users_only_project(client, phase2, lead2):
     assert client.get("/").status_code == 302  # one project: straight to its home
 
 
+def test_an_old_api_path_signs_in_as_the_api_does_and_leads_into_the_project(
+    client, phase2, lead2
+):
+    """A script written before projects keeps its token: GET is sent on, a POST is sent on as a
+    POST (307); without credentials it is the API's 401/403 in JSON, not the sign-in page."""
+    api = api_client_for(lead2)
+    answer = api.get("/api/batches/?page=2")
+    assert answer.status_code == 302 and answer["Location"] == "/p/phase-2/api/batches/?page=2"
+    posted = api.post("/api/batches/", {"name": "x"}, format="json")
+    assert posted.status_code == 307 and posted["Location"] == "/p/phase-2/api/batches/"
+    assert not Batch.objects.filter(name="x").exists()  # only sent on, nothing written
+    anonymous = client.get("/api/batches/")
+    assert anonymous.status_code in (401, 403) and "detail" in anonymous.json()
+    Membership.objects.create(project_id=default_project_id(), user=lead2, role="lead")
+    both = api.get("/api/batches/")
+    assert both.status_code == 404
+    assert set(both.json()["choices"]) == {"/p/phase-2/api/batches/", "/p/default/api/batches/"}
+
+
 def test_a_user_of_two_projects_chooses(client, phase2, lead2):
     Membership.objects.create(project_id=default_project_id(), user=lead2, role="lead")
     client.force_login(lead2)
