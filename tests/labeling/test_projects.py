@@ -87,9 +87,7 @@ def test_an_old_link_leads_into_the_users_only_project(client, phase2, lead2):
     assert client.get("/").status_code == 302  # one project: straight to its home
 
 
-def test_an_old_api_path_signs_in_as_the_api_does_and_leads_into_the_project(
-    client, phase2, lead2
-):
+def test_an_old_api_path_signs_in_as_the_api_does_and_leads_into_the_project(client, phase2, lead2):
     """A script written before projects keeps its token: GET is sent on, a POST is sent on as a
     POST (307); without credentials it is the API's 401/403 in JSON, not the sign-in page."""
     api = api_client_for(lead2)
