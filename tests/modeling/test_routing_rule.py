@@ -142,7 +142,7 @@ def test_the_rule_is_choosable_in_the_form_the_api_and_the_command(demo_pool, cl
     page = client.get(reverse("modeling_loop:generations"))
     assert b'value="disagreement"' in page.content
     response = client.post(
-        "/api/generations/",
+        "/p/default/api/generations/",
         {"rule": "disagreement", "k": 3, "retrain": False},
         content_type="application/json",
     )
@@ -188,7 +188,7 @@ def test_the_api_pre_labels_the_pool_or_a_batch_never_both_nor_neither(demo_pool
     client.force_login(lead)
 
     def start(body: dict):
-        return client.post("/api/prelabel-runs/", body, content_type="application/json")
+        return client.post("/p/default/api/prelabel-runs/", body, content_type="application/json")
 
     assert start({"judge": "mc"}).status_code == 400
     assert start({"judge": "mc", "pool": True, "batch": 1}).status_code == 400

@@ -146,7 +146,7 @@ def test_a_model_under_the_floor_is_kept_but_not_activated(labels, backbone, set
 def test_evaluation_gate_on_the_set(settings, auroc, active, passed):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
     settings.STEPWISE_PRM_EVAL_MAX_REGRESSION = 0.02
-    current = ModelVersion(pk=4) if active is not None else None
+    current = ModelVersion(pk=4, project_id=1) if active is not None else None
     on_set = {"id": 7, "version": 2, "sha256": "a" * 64, "problems": 5}
     on_set |= {"new_auroc": auroc, "active_auroc": active}
     gate = evaluation.evaluation_gate({"evaluation_set": on_set}, current)
@@ -161,7 +161,7 @@ def test_evaluation_gate_on_the_set(settings, auroc, active, passed):
 )
 def test_evaluation_gate_without_a_set_compares_nothing(settings, auroc, active, passed):
     settings.STEPWISE_PRM_EVAL_MIN_AUROC = 0.6
-    current = ModelVersion(metrics={"auroc": active}) if active is not None else None
+    current = ModelVersion(metrics={"auroc": active}, project_id=1) if active is not None else None
     gate = evaluation.evaluation_gate({"auroc": auroc}, current, missing="no evaluation set: why")
     assert gate["passed"] is passed and gate["active_auroc"] is None
     assert "no evaluation set: why" in gate["reason"]
