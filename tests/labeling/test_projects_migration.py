@@ -123,12 +123,12 @@ def test_an_upgrade_puts_everything_into_default_and_keeps_every_role():
     Guidelines.objects.create(project=other, version=1, text="# Other")
 
 
-BEFORE_RECORDS = [("labeling", "0022_project_required")]
+BEFORE_RECORDS = [("labeling", "0023_line_hash_per_project")]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_labelers_record_moves_into_each_project_they_label_in():
-    """0023: a labeler's state, screening, gold and agreement values are copied into a record for
+    """0024: a labeler's state, screening, gold and agreement values are copied into a record for
     the Default project and for each project where they hold the labeler role; a user with no
     Labeler row gets none."""
     from labeling.models import LabelerRecord

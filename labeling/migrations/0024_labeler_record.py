@@ -71,7 +71,7 @@ def out_of_records(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labeling", "0022_project_required"),
+        ("labeling", "0023_line_hash_per_project"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
