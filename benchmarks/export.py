@@ -56,7 +56,8 @@ def seed(step_labels: int, *, reseed: bool = False) -> None:
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(
             "TRUNCATE labeling_completion, labeling_steplabel, labeling_ratingevent, labeling_labeling,"
-            " labeling_solution, labeling_problem, labeling_batch, labeling_labeler CASCADE"
+            " labeling_solution, labeling_problem, labeling_batch, labeling_labeler,"
+            " labeling_labelerrecord CASCADE"
         )
         cur.execute("DELETE FROM auth_user WHERE username LIKE 'bench-%%'")
         project_id = default_project_id()  # the Default project, which exports read

@@ -84,7 +84,8 @@ def empty_tables() -> None:
     with connection.cursor() as cur:
         cur.execute(
             "TRUNCATE labeling_completion, labeling_steplabel, labeling_ratingevent, labeling_labeling,"
-            " labeling_solution, labeling_problem, labeling_batch, labeling_labeler CASCADE"
+            " labeling_solution, labeling_problem, labeling_batch, labeling_labeler,"
+            " labeling_labelerrecord CASCADE"
         )
         cur.execute("DELETE FROM auth_user WHERE username LIKE 'prm800k-%%'", [])
 

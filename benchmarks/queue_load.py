@@ -118,10 +118,13 @@ def fill(conn, solutions: int, labelers: int) -> None:
     insert into labeling_membership (project_id, user_id, role, created_at)
       select p.id, u.id, 'lead', now() from auth_user u, labeling_project p
       where p.slug = 'default' and u.username = 'benchlead';
-    insert into labeling_labeler (user_id, public_id, created_at, state, state_reason, claims_since_gold,
+    insert into labeling_labeler (user_id, public_id, created_at)
+      select id, gen_random_uuid(), now() from auth_user where username like 'b%';
+    insert into labeling_labelerrecord (user_id, project_id, created_at, state, state_reason, claims_since_gold,
         gold_labelings, gold_steps, gold_steps_exact, gold_steps_binary, gold_first_error_total,
         gold_first_error_match, agree_steps_compared, agree_steps_same)
-      select id, gen_random_uuid(), now(), 'active', '', 0, 0, 0, 0, 0, 0, 0, 0, 0 from auth_user where username like 'b%';
+      select u.id, p.id, now(), 'active', '', 0, 0, 0, 0, 0, 0, 0, 0, 0
+      from auth_user u, labeling_project p where p.slug = 'default' and u.username like 'b%';
     insert into labeling_solution (project_id, problem_id, batch_id, steps, final_answer, generator, source_id, format,
         generation, is_quality_control, is_screening, content_sha256, completed_count, active_count, created_at)
       select (select id from labeling_project where slug = 'default'),

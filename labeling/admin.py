@@ -22,6 +22,7 @@ from labeling.models import (
     GoldResult,
     Guidelines,
     Labeler,
+    LabelerRecord,
     Labeling,
     Membership,
     Note,
@@ -157,10 +158,19 @@ class LabelingAdmin(ReadOnlyAdmin):
 
 @admin.register(Labeler)
 class LabelerAdmin(ReadOnlyAdmin):
-    list_display = ("user", "public_id", "state", "created_at")
-    list_filter = ("state",)
+    list_display = ("user", "public_id", "created_at")
     list_select_related = ("user",)
     search_fields = ("user__username", "public_id")
+
+
+@admin.register(LabelerRecord)
+class LabelerRecordAdmin(ReadOnlyAdmin):
+    """A labeler's record per project; a lead changes its state on the labeler's page."""
+
+    list_display = ("user", "project", "state", "gold_labelings", "state_changed_at")
+    list_filter = ("project", "state")
+    list_select_related = ("user", "project")
+    search_fields = ("user__username",)
 
 
 @admin.register(StepLabel)

@@ -38,7 +38,6 @@ from labeling.roles import (
     request_project,
     user_roles,
 )
-from labeling.services.queue import ensure_labeler
 from labeling.views.common import chosen_batch_id
 from modeling import selectors as modeling_selectors
 from stepwise.links import project_reverse
@@ -70,7 +69,10 @@ def home(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {}
     if has_role(user, LABELER, project=project):
         context["labeler_cockpit"] = labeling_selectors.labeler_cockpit(
-            user, ensure_labeler(user), chosen_batch_id=chosen_batch_id(request), project=project
+            user,
+            labeling_selectors.labeler_record(user, project),
+            chosen_batch_id=chosen_batch_id(request),
+            project=project,
         )
     if has_role(user, LEAD, project=project):
         context["lead_cockpit"] = modeling_selectors.lead_cockpit(project=project)

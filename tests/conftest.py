@@ -71,6 +71,7 @@ SQLITE_FILES = {
         "labeling/test_projects.py",
         "labeling/test_projects_migration.py",
         "labeling/test_quality.py",
+        "labeling/test_records.py",
         "labeling/test_revisit.py",
         "labeling/test_snapshots.py",
         "labeling/test_suggest.py",

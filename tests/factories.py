@@ -87,6 +87,7 @@ def make_one_of_each(*, lead: Any) -> OneOfEach:
     solution = make_solution(batch, problem=make_problem())
     lena, lars = make_user("lena", "labeler"), make_user("lars", "labeler")
     lm.Labeler.objects.create(user=lena)
+    lm.LabelerRecord.objects.create(user=lena, project_id=batch.project_id)
     labeling = lm.Labeling.objects.create(
         solution=solution, labeler=lena, status="completed", finish_reason="solution"
     )

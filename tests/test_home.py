@@ -15,10 +15,11 @@ from labeling.models import (
     Batch,
     BatchHourStats,
     BatchLabelerStats,
-    Labeler,
+    LabelerRecord,
     Labeling,
     Snapshot,
     SolutionAgreement,
+    default_project_id,
 )
 from labeling.services import alternatives, notes, quality, queue
 from modeling import selectors as modeling_selectors
@@ -119,8 +120,11 @@ def test_an_expired_lease_in_a_paused_batch_says_the_steps_are_not_counted(clien
 
 def test_a_paused_labeler_is_told_why_and_gets_no_start_button(client, labeler):
     make_solutions(make_batch(gold_rate=0), 2)
-    Labeler.objects.create(
-        user=labeler, state=Labeler.State.PAUSED, state_reason="Gold accuracy 50% over 4."
+    LabelerRecord.objects.create(
+        user=labeler,
+        project_id=default_project_id(),
+        state=LabelerRecord.State.PAUSED,
+        state_reason="Gold accuracy 50% over 4.",
     )
     page = home(client, labeler)
     assert "Your queue is paused" in page and "Gold accuracy 50% over 4." in page
@@ -159,7 +163,7 @@ def test_today_counts_only_labelings_finished_since_midnight(labeler):
     claim_and_label(labeler, [1, 1, 1])
     old = claim_and_label(labeler, [1, -1])
     Labeling.objects.filter(pk=old.pk).update(finished_at=timezone.now() - timedelta(days=2))
-    cockpit = selectors.labeler_cockpit(labeler, Labeler.objects.get(user=labeler))
+    cockpit = selectors.labeler_cockpit(labeler, selectors.labeler_record(labeler))
     assert (cockpit.today_solutions, cockpit.today_steps) == (1, 3)
     assert (cockpit.total_solutions, cockpit.total_steps) == (2, 5)
 
@@ -172,7 +176,7 @@ def test_today_and_all_time_count_the_same_work_with_gold_mixed_in(client, label
     quality.gold_label_set(solution=gold, ratings=[1, 1, 1], screening=False)
     labeled = {claim_and_label(labeler, [1, 1, 1]).solution_id for _ in range(2)}
     assert gold.pk in labeled
-    cockpit = selectors.labeler_cockpit(labeler, Labeler.objects.get(user=labeler))
+    cockpit = selectors.labeler_cockpit(labeler, selectors.labeler_record(labeler))
     assert (cockpit.today_solutions, cockpit.today_steps) == (1, 3)
     assert (cockpit.total_solutions, cockpit.total_steps) == (1, 3)
     assert text(home(client, labeler)).count("1 solution, 3 steps") == 2  # today, and all time
@@ -189,7 +193,7 @@ def test_today_and_all_time_agree_on_a_step_written_in_the_alternatives_protocol
         labeling_id=labeling.pk, user=labeler, step_index=0, text="# Answer\n\n5"
     )
     assert Labeling.objects.get(pk=labeling.pk).status == Labeling.Status.COMPLETED
-    cockpit = selectors.labeler_cockpit(labeler, Labeler.objects.get(user=labeler))
+    cockpit = selectors.labeler_cockpit(labeler, selectors.labeler_record(labeler))
     stats = BatchLabelerStats.objects.get(batch=batch, labeler=labeler)
     assert cockpit.today_solutions == cockpit.total_solutions == 1
     assert cockpit.today_steps == cockpit.total_steps == stats.steps
@@ -243,9 +247,10 @@ def test_the_lead_home_shows_eta_and_pace_columns(client, lead):
 
 
 def test_lead_alerts_name_gold_accuracy_failed_runs_and_generations_and_unsent_work(lead, labeler):
-    Labeler.objects.create(
+    LabelerRecord.objects.create(
         user=labeler,
-        state=Labeler.State.ACTIVE,
+        project_id=default_project_id(),
+        state=LabelerRecord.State.ACTIVE,
         gold_labelings=6,
         gold_steps=20,
         gold_steps_exact=10,
@@ -289,16 +294,15 @@ def test_paused_by_gold_counts_the_gold_checks_pauses_not_a_leads(client, lead):
     by_gold, by_hand = make_user("gus", "labeler"), make_user("hana", "labeler")
     # As quality.pause_if_inaccurate pauses a labeler: by no one.
     quality.labeler_set_state(
-        labeler=queue.ensure_labeler(by_gold),
-        state=Labeler.State.PAUSED,
+        record=quality.record_ensure(user_id=by_gold.pk, project_id=default_project_id()),
+        state=LabelerRecord.State.PAUSED,
         reason="Your accuracy on quality-control solutions fell to 40% over the last 5.",
     )
-    queue.ensure_labeler(by_hand)
     client.force_login(lead)
     client.post(
-        reverse("labeling:labeler_state", args=[by_hand.pk]), {"state": Labeler.State.PAUSED}
+        reverse("labeling:labeler_state", args=[by_hand.pk]), {"state": LabelerRecord.State.PAUSED}
     )
-    assert Labeler.objects.filter(state=Labeler.State.PAUSED).count() == 2
+    assert LabelerRecord.objects.filter(state=LabelerRecord.State.PAUSED).count() == 2
     page = home(client, lead)
     kpi = text(page[page.index("Paused by gold") : page.index("To adjudicate")])
     assert "Paused by gold 1 labeler paused by the gold check; 1 by a lead" in kpi, kpi
@@ -355,7 +359,12 @@ def populate(scale: int, measured: dict) -> None:
         solution = batch.solutions.first()
         SolutionAgreement.objects.create(solution=solution, batch=batch, needs_adjudication=True)
         paused = make_user(f"paused-{n}-{i}", "labeler")
-        Labeler.objects.create(user=paused, state=Labeler.State.PAUSED, state_reason="gold")
+        LabelerRecord.objects.create(
+            user=paused,
+            project_id=default_project_id(),
+            state=LabelerRecord.State.PAUSED,
+            state_reason="gold",
+        )
     for _ in range(scale):
         run = TrainingRun.objects.create(status=RunStatus.SUCCEEDED, metrics={"auroc": 0.7})
         ModelVersion.objects.create(run=run, name=f"m{run.pk}", backbone="b", artifact_path="p")

@@ -19,12 +19,11 @@ from labeling.models import (
     ApiToken,
     Batch,
     Guidelines,
-    Labeler,
+    LabelerRecord,
     Labeling,
     Note,
     StepLabel,
 )
-from labeling.services import queue
 from modeling.models import TrainingRun
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.helpers.users import api_client_for, make_user
@@ -85,11 +84,10 @@ def reply(client) -> Sent:
 
 def labeler_state_reason(client) -> Sent:
     lea, lena = make_user("lea", "lead"), make_user("lena", "labeler")
-    queue.ensure_labeler(lena)
     client.force_login(lea)
     url = reverse("labeling:labeler_state", args=[lena.pk])
     sent = client.post(url, {"state": "paused", "reason": NUL})
-    return sent, Labeler.objects.filter(state=Labeler.State.PAUSED).exists
+    return sent, LabelerRecord.objects.filter(state=LabelerRecord.State.PAUSED).exists
 
 
 def adjudication_note(client) -> Sent:

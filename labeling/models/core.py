@@ -216,7 +216,9 @@ class Solution(models.Model):
 
 
 class Labeler(models.Model):
-    """A user's labeler identity: the public id exports carry instead of the username."""
+    """A user's labeler identity: the public id exports carry instead of the username. What they
+    did in a project (screening, pause, gold accuracy, agreement) is its own row per project:
+    `LabelerRecord`."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="labeler"
@@ -224,69 +226,8 @@ class Labeler(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
-    class State(models.TextChoices):
-        SCREENING = "screening", "screening"
-        ACTIVE = "active", "active"
-        PAUSED = "paused", "paused"
-        REJECTED = "rejected", "rejected"
-
-    # Quality control: which work `services.queue.claim` hands out (the queue's docstring);
-    # `services.quality` moves a labeler from one state to another.
-    state = models.CharField(max_length=16, choices=State.choices, default=State.SCREENING)
-    state_reason = models.CharField(max_length=300, blank=True)
-    state_changed_at = models.DateTimeField(null=True, blank=True)
-    state_changed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    screening_score = models.FloatField(null=True, blank=True)
-    screening_passed = models.BooleanField(null=True, blank=True)
-    screening_done_at = models.DateTimeField(null=True, blank=True)
-    # Rolling gold accuracy counts only results after this moment (reset on reinstatement).
-    gold_window_start = models.DateTimeField(null=True, blank=True)
-    claims_since_gold = models.PositiveIntegerField(default=0)
-    # Cumulative gold counters, kept current as gold labelings finish.
-    gold_labelings = models.PositiveIntegerField(default=0)
-    gold_steps = models.PositiveIntegerField(default=0)
-    gold_steps_exact = models.PositiveIntegerField(default=0)
-    gold_steps_binary = models.PositiveIntegerField(default=0)
-    gold_first_error_total = models.PositiveIntegerField(default=0)
-    gold_first_error_match = models.PositiveIntegerField(default=0)
-    # Agreement with other labelers on shared solutions, kept current as solutions reach N.
-    agree_steps_compared = models.PositiveIntegerField(default=0)
-    agree_steps_same = models.PositiveIntegerField(default=0)
-
     def __str__(self) -> str:
         return str(self.public_id)
-
-    @property
-    def may_do_regular_work(self) -> bool:
-        return self.state == self.State.ACTIVE
-
-    @property
-    def paused_by_gold(self) -> bool:
-        """Paused by the gold check (quality.pause_if_inaccurate, which names no one), not by a
-        lead's hand."""
-        return self.state == self.State.PAUSED and self.state_changed_by_id is None
-
-    @property
-    def gold_accuracy(self) -> float | None:
-        return self.gold_steps_exact / self.gold_steps if self.gold_steps else None
-
-    @property
-    def gold_binary_accuracy(self) -> float | None:
-        return self.gold_steps_binary / self.gold_steps if self.gold_steps else None
-
-    @property
-    def gold_first_error_accuracy(self) -> float | None:
-        if not self.gold_first_error_total:
-            return None
-        return self.gold_first_error_match / self.gold_first_error_total
-
-    @property
-    def agreement(self) -> float | None:
-        if not self.agree_steps_compared:
-            return None
-        return self.agree_steps_same / self.agree_steps_compared
 
 
 class Labeling(models.Model):

@@ -1,5 +1,6 @@
-"""Quality control and agreement: gold references and results, the lead counters (per batch and
-labeler, per batch and hour), agreement per solution, batch and labeler pair, adjudication."""
+"""Quality control and agreement: a labeler's record per project, gold references and results,
+the lead counters (per batch and labeler, per batch and hour), agreement per solution, batch and
+labeler pair, adjudication."""
 
 from django.conf import settings
 from django.db import models
@@ -7,6 +8,90 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .core import Batch, Labeling, Solution
+
+
+class LabelerRecord(models.Model):
+    """A labeler's record in one project: their state there (screening, active, paused,
+    rejected), their screening, the gold check's window and counters, and their agreement with
+    the other labelers. Work is judged where it is done: a pause in one project leaves the others
+    alone. `user` is the labeler (as `Labeling.labeler` and `GoldResult.labeler` are), so the hot
+    reads find the row by the ids they hold, with no join through `Labeler`."""
+
+    class State(models.TextChoices):
+        SCREENING = "screening", "screening"
+        ACTIVE = "active", "active"
+        PAUSED = "paused", "paused"
+        REJECTED = "rejected", "rejected"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="labeler_records"
+    )
+    project = models.ForeignKey(
+        "labeling.Project", on_delete=models.CASCADE, related_name="labeler_records"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    # Quality control: which work `services.queue.claim` hands out (the queue's docstring);
+    # `services.quality` moves a labeler from one state to another.
+    state = models.CharField(max_length=16, choices=State.choices, default=State.SCREENING)
+    state_reason = models.CharField(max_length=300, blank=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    state_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    screening_score = models.FloatField(null=True, blank=True)
+    screening_passed = models.BooleanField(null=True, blank=True)
+    screening_done_at = models.DateTimeField(null=True, blank=True)
+    # Rolling gold accuracy counts only results after this moment (reset on reinstatement).
+    gold_window_start = models.DateTimeField(null=True, blank=True)
+    claims_since_gold = models.PositiveIntegerField(default=0)
+    # Cumulative gold counters, kept current as gold labelings finish.
+    gold_labelings = models.PositiveIntegerField(default=0)
+    gold_steps = models.PositiveIntegerField(default=0)
+    gold_steps_exact = models.PositiveIntegerField(default=0)
+    gold_steps_binary = models.PositiveIntegerField(default=0)
+    gold_first_error_total = models.PositiveIntegerField(default=0)
+    gold_first_error_match = models.PositiveIntegerField(default=0)
+    # Agreement with other labelers on shared solutions, kept current as solutions reach N.
+    agree_steps_compared = models.PositiveIntegerField(default=0)
+    agree_steps_same = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project"], name="one_record_per_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in project {self.project_id}: {self.state}"
+
+    @property
+    def may_do_regular_work(self) -> bool:
+        return self.state == self.State.ACTIVE
+
+    @property
+    def paused_by_gold(self) -> bool:
+        """Paused by the gold check (quality.pause_if_inaccurate, which names no one), not by a
+        lead's hand."""
+        return self.state == self.State.PAUSED and self.state_changed_by_id is None
+
+    @property
+    def gold_accuracy(self) -> float | None:
+        return self.gold_steps_exact / self.gold_steps if self.gold_steps else None
+
+    @property
+    def gold_binary_accuracy(self) -> float | None:
+        return self.gold_steps_binary / self.gold_steps if self.gold_steps else None
+
+    @property
+    def gold_first_error_accuracy(self) -> float | None:
+        if not self.gold_first_error_total:
+            return None
+        return self.gold_first_error_match / self.gold_first_error_total
+
+    @property
+    def agreement(self) -> float | None:
+        if not self.agree_steps_compared:
+            return None
+        return self.agree_steps_same / self.agree_steps_compared
 
 
 class GoldLabel(models.Model):

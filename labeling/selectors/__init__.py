@@ -78,6 +78,7 @@ from labeling.selectors.items import (
 )
 from labeling.selectors.labelers import (
     all_labelers,
+    labeler_record,
     labelers_needing_attention,
     labeling_history,
     locked_out_usernames,
@@ -206,6 +207,7 @@ __all__ = [
     "LabelerCockpit",
     "LabelerRow",
     "LabelingPath",
+    "labeler_record",
     "labelers_needing_attention",
     "labeling_history",
     "labeling_notes",

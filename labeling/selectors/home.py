@@ -15,7 +15,15 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 
-from labeling.models import Batch, BatchLabelerStats, Labeler, Labeling, Snapshot, SolutionAgreement
+from labeling.models import (
+    Batch,
+    BatchLabelerStats,
+    LabelerRecord,
+    Labeling,
+    Snapshot,
+    SolutionAgreement,
+)
+from labeling.models.projects import in_project as rows_in_project
 from labeling.selectors.adjudication import adjudication_queue
 from labeling.selectors.labelers import labelers_needing_attention, screening_size
 from labeling.selectors.notes import UnreadReplies, unread_replies
@@ -123,7 +131,7 @@ class LabelerCockpit:
     "no_batch", "nothing_waiting".
     """
 
-    labeler: Labeler
+    record: LabelerRecord  # their record in the page's project (state, screening)
     open_labeling: Labeling | None
     expired: list[ExpiredClaim]
     waiting: list[WaitingBatch]
@@ -156,7 +164,7 @@ class LabelerCockpit:
 
 def labeler_cockpit(
     user,
-    labeler: Labeler,
+    record: LabelerRecord,
     *,
     now: datetime | None = None,
     chosen_batch_id: int | None = None,
@@ -207,14 +215,14 @@ def labeler_cockpit(
         )
     )
     cockpit = LabelerCockpit(
-        labeler=labeler,
+        record=record,
         open_labeling=open_labeling,
         expired=expired,
         waiting=waiting,
         # With no screening set, the first claim makes a screening labeler active.
-        in_screening=labeler.state == Labeler.State.SCREENING
-        and labeler.screening_passed is not False
-        and screening_size() > 0,
+        in_screening=record.state == LabelerRecord.State.SCREENING
+        and record.screening_passed is not False
+        and screening_size(record.project_id) > 0,
         action="",
         blocked="",
         today_solutions=today["solutions"] or 0,
@@ -270,7 +278,7 @@ def waiting_for(user, *, after: Labeling | None = None) -> int:
 
 def _next_action(cockpit: LabelerCockpit) -> tuple[str, str]:
     """What the labeler's primary button does, or why there is none: the order of `queue.claim`."""
-    state, State = cockpit.labeler.state, Labeler.State
+    state, State = cockpit.record.state, LabelerRecord.State
     # A pause stops work in progress too: no Continue for the open labeling.
     if state == State.PAUSED:
         return "", "paused"
@@ -278,7 +286,7 @@ def _next_action(cockpit: LabelerCockpit) -> tuple[str, str]:
         return "", "rejected"
     if cockpit.open_labeling is not None:
         return "continue", ""
-    if state == State.SCREENING and cockpit.labeler.screening_passed is False:
+    if state == State.SCREENING and cockpit.record.screening_passed is False:
         return "", "screening_failed"
     latest = cockpit.expired[0] if cockpit.expired else None
     if latest is not None and latest.has_room and not latest.batch_paused:
@@ -303,26 +311,26 @@ class Alert:
 @dataclass
 class LeadCockpit:
     batches: list[BatchProgress]  # the active ones
-    attention: list[Labeler]
+    attention: list[LabelerRecord]  # records in the lead's project
     adjudication_count: int
     adjudication_top: list[SolutionAgreement]
     alerts: list[Alert]
 
     @property
-    def paused_by_gold(self) -> list[Labeler]:
+    def paused_by_gold(self) -> list[LabelerRecord]:
         return [lab for lab in self.attention if lab.paused_by_gold]
 
     @property
-    def paused_by_hand(self) -> list[Labeler]:
+    def paused_by_hand(self) -> list[LabelerRecord]:
         return [
             lab
             for lab in self.attention
-            if lab.state == Labeler.State.PAUSED and not lab.paused_by_gold
+            if lab.state == LabelerRecord.State.PAUSED and not lab.paused_by_gold
         ]
 
     @property
-    def failed_screening(self) -> list[Labeler]:
-        return [lab for lab in self.attention if lab.state == Labeler.State.SCREENING]
+    def failed_screening(self) -> list[LabelerRecord]:
+        return [lab for lab in self.attention if lab.state == LabelerRecord.State.SCREENING]
 
 
 STALL_AFTER = timedelta(hours=1)
@@ -352,17 +360,18 @@ def lead_cockpit(*, now: datetime | None = None, project: Any = None) -> LeadCoc
         and row.batch.created_at < now - STALL_AFTER
     ]
     threshold = settings.STEPWISE_PAUSE_BELOW
-    for labeler in Labeler.objects.filter(
-        state=Labeler.State.ACTIVE,
+    for record in LabelerRecord.objects.filter(
+        **rows_in_project(None if project is None else project.pk),
+        state=LabelerRecord.State.ACTIVE,
         gold_labelings__gte=settings.STEPWISE_GOLD_MIN_RESULTS,
         gold_steps__gt=0,
         gold_steps_exact__lt=F("gold_steps") * threshold,
     ).select_related("user")[:SHOWN]:
         alerts.append(
             Alert(
-                f"{labeler.user.username}'s gold accuracy is {labeler.gold_accuracy:.0%}, "
+                f"{record.user.username}'s gold accuracy is {record.gold_accuracy:.0%}, "
                 f"under the pause threshold ({threshold:.0%}).",
-                reverse("labeling:labeler_detail", args=[labeler.user_id]),
+                reverse("labeling:labeler_detail", args=[record.user_id]),
             )
         )
     unsent = Snapshot.objects.waiting_too_long(now).filter(**in_project).count()
@@ -376,7 +385,7 @@ def lead_cockpit(*, now: datetime | None = None, project: Any = None) -> LeadCoc
         )
     return LeadCockpit(
         batches=batches,
-        attention=labelers_needing_attention(),
+        attention=labelers_needing_attention(project),
         adjudication_count=SolutionAgreement.objects.filter(
             needs_adjudication=True,
             **({} if project is None else {"solution__project_id": project.pk}),

@@ -1,6 +1,6 @@
-"""The lead's reads about labelers: who waits for a lead's decision, the roster, who is locked
-out of signing in, a labeler's recent work and screening results, a labeling's history, the
-screening's size."""
+"""The lead's reads about labelers, each in one project (a labeler's record there): who waits
+for a lead's decision, the roster, who is locked out of signing in, a labeler's record, recent
+work and screening results, a labeling's history, the screening's size."""
 
 from __future__ import annotations
 
@@ -10,40 +10,67 @@ from typing import Any
 from axes.helpers import get_cool_off, get_failure_limit
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Q, Sum
 from django.utils import timezone
 
 from labeling.models import (
     GoldResult,
-    Labeler,
+    LabelerRecord,
     Labeling,
     Membership,
     RatingEvent,
     Solution,
     default_project_id,
 )
+from labeling.models.projects import in_project
 
 
-def labelers_needing_attention(project: Any = None) -> list[Labeler]:
-    """Paused labelers and screened labelers waiting for a lead's decision (the project's
-    labelers, where named)."""
-    waiting = Q(state=Labeler.State.PAUSED) | Q(
-        state=Labeler.State.SCREENING, screening_passed=False
+def _project_id(project: Any) -> int:
+    return default_project_id() if project is None else getattr(project, "pk", project)
+
+
+def labeler_record(user: Any, project: Any = None) -> LabelerRecord:
+    """The user's record in the project (the Default project when none is named), or, where
+    none was made yet, the record a new labeler starts with (unsaved: a page writes nothing)."""
+    project_id = _project_id(project)
+    record = LabelerRecord.objects.filter(user_id=user.pk, project_id=project_id).first()
+    return record or LabelerRecord(user=user, project_id=project_id)
+
+
+def labelers_needing_attention(project: Any = None) -> list[LabelerRecord]:
+    """Labelers of the project (the Default project when none is named) paused there, or
+    screened there and waiting for a lead's decision: their records in it."""
+    project_id = _project_id(project)
+    waiting = Q(state=LabelerRecord.State.PAUSED) | Q(
+        state=LabelerRecord.State.SCREENING, screening_passed=False
     )
-    labelers = Labeler.objects.filter(waiting)
-    if project is not None:
-        members = Membership.objects.filter(project_id=project.pk, role="labeler")
-        labelers = labelers.filter(user_id__in=members.values("user_id"))
-    return list(labelers.select_related("user").order_by("state_changed_at"))
+    members = Membership.objects.filter(project_id=project_id, role="labeler")
+    records = LabelerRecord.objects.filter(waiting, project_id=project_id).filter(
+        user_id__in=members.values("user_id")
+    )
+    return list(records.select_related("user").order_by("state_changed_at"))
 
 
-def all_labelers(project: Any = None) -> list[Labeler]:
-    """The labelers of the project (the Default project's when none is named) with a record."""
-    project_id = default_project_id() if project is None else project.pk
+def all_labelers(project: Any = None) -> list[LabelerRecord]:
+    """The labelers of the project (the Default project's when none is named), each with their
+    record in it (a new labeler's, unsaved, for a member who has none yet)."""
+    project_id = _project_id(project)
     users = Membership.objects.filter(project_id=project_id, role="labeler").values("user_id")
-    return list(
-        Labeler.objects.filter(user__in=users).select_related("user").order_by("user__username")
-    )
+    records = {
+        record.user_id: record
+        for record in LabelerRecord.objects.filter(project_id=project_id, user__in=users)
+    }
+    members = get_user_model().objects.filter(pk__in=users).order_by("username")
+    return [
+        _with_user(records.get(user.pk) or LabelerRecord(project_id=project_id), user)
+        for user in members
+    ]
+
+
+def _with_user(record: LabelerRecord, user: Any) -> LabelerRecord:
+    record.user = user  # read once, with the roster
+    return record
 
 
 def locked_out_usernames(usernames: Collection[str]) -> set[str]:
@@ -61,17 +88,19 @@ def locked_out_usernames(usernames: Collection[str]) -> set[str]:
     return {row["username"] for row in locked}
 
 
-def screening_results(user_id: int) -> list[GoldResult]:
+def screening_results(user_id: int, project: Any = None) -> list[GoldResult]:
+    """The user's gold results on the project's gold (the Default project's when none is named)."""
     return list(
-        GoldResult.objects.filter(labeler_id=user_id)
+        GoldResult.objects.filter(labeler_id=user_id, solution__project_id=_project_id(project))
         .select_related("solution__problem")
         .order_by("-created_at")[:60]
     )
 
 
-def recent_labelings(user_id: int, limit: int = 30) -> list[Labeling]:
+def recent_labelings(user_id: int, limit: int = 30, project: Any = None) -> list[Labeling]:
+    """The user's latest labelings in the project (the Default project's when none is named)."""
     return list(
-        Labeling.objects.filter(labeler_id=user_id)
+        Labeling.objects.filter(labeler_id=user_id, solution__project_id=_project_id(project))
         .select_related("solution__problem", "solution__batch")
         .order_by("-updated_at")[:limit]
     )
@@ -81,9 +110,10 @@ def labeling_history(labeling: Labeling) -> list[RatingEvent]:
     return list(labeling.events.select_related("actor").order_by("created_at", "id"))
 
 
-def screening_size() -> int:
-    """Solutions in a screening: the setting, or fewer when fewer screening solutions exist."""
+def screening_size(project_id: int | None = None) -> int:
+    """Solutions in a project's screening (the Default project's where None): the setting, or
+    fewer when fewer of its screening solutions exist."""
     available = Solution.objects.filter(
-        is_screening=True, is_quality_control=True, gold__isnull=False
+        is_screening=True, is_quality_control=True, gold__isnull=False, **in_project(project_id)
     )
     return min(settings.STEPWISE_SCREENING_SIZE, available.count())

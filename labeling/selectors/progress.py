@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import median
-from typing import Any
+from typing import Any, cast
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, FilteredRelation, Q, QuerySet, Sum
 from django.utils import timezone
 
 from labeling.agreement import alpha_from_coincidence
@@ -22,7 +22,7 @@ from labeling.models import (
     BatchAgreement,
     BatchHourStats,
     BatchLabelerStats,
-    Labeler,
+    LabelerRecord,
     Labeling,
     Solution,
     SolutionAgreement,
@@ -234,7 +234,7 @@ def batch_summary(
 class LabelerRow:
     user_id: int
     username: str
-    labeler: Labeler | None
+    record: LabelerRecord | None  # theirs in the batch's project
     labelings: int
     steps: int
     time_ms: int
@@ -246,17 +246,23 @@ class LabelerRow:
 
 
 def batch_labeler_rows(batch: Batch) -> list[LabelerRow]:
-    """One row per labeler who finished work in this batch: one query."""
+    """One row per labeler who finished work in this batch, with their record in its project:
+    one query."""
+    record_here = FilteredRelation(
+        "labeler__labeler_records",
+        condition=Q(labeler__labeler_records__project_id=batch.project_id),
+    )
     rows = (
         BatchLabelerStats.objects.filter(batch=batch)
-        .select_related("labeler__labeler")
+        .annotate(record=record_here)
+        .select_related("labeler", "record")  # type: ignore[misc]  # the FilteredRelation
         .order_by("-labelings", "labeler__username")
     )
     return [
         LabelerRow(
             user_id=row.labeler_id,
             username=row.labeler.username,
-            labeler=getattr(row.labeler, "labeler", None),
+            record=cast(Any, row).record,
             labelings=row.labelings + row.surplus,
             steps=row.steps,
             time_ms=row.time_ms,

@@ -24,7 +24,7 @@ from labeling import selectors
 from labeling.models import (
     Adjudication,
     BatchAgreement,
-    Labeler,
+    LabelerRecord,
     Labeling,
     PairAgreement,
     RatingEvent,
@@ -138,8 +138,8 @@ def agreement_record(*, solution: Solution) -> SolutionAgreement | None:
         "needs": needs,
     }
     if earlier is not None:
-        _fold_agreement(solution.batch_id, earlier, sign=-1)
-    _fold_agreement(solution.batch_id, contribution, sign=1)
+        _fold_agreement(solution, earlier, sign=-1)
+    _fold_agreement(solution, contribution, sign=1)
     values = {
         "batch_id": solution.batch_id,
         "labelings": len(ratings),
@@ -170,13 +170,16 @@ def agreement_withdraw(*, solution: Solution) -> None:
     if earlier is None:
         return
     earlier_id, contribution = earlier
-    _fold_agreement(solution.batch_id, contribution, sign=-1)
+    _fold_agreement(solution, contribution, sign=-1)
     SolutionAgreement.objects.filter(pk=earlier_id).delete()
 
 
-def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> None:
+def _fold_agreement(solution: Solution, contribution: dict, *, sign: int) -> None:
+    """Add (or take back) a solution's agreement in its batch's, its pairs' and its labelers'
+    counters (their records in the solution's project)."""
     if not contribution:
         return
+    batch_id, project_id = solution.batch_id, cast(int, solution.project_id)
     pairs = contribution.get("pairs", [])
     if batch_id is not None:
         # Locked as it is read (or created): one statement once the row exists.
@@ -215,7 +218,7 @@ def _fold_agreement(batch_id: int | None, contribution: dict, *, sign: int) -> N
     for labeler_id, (compared, same) in per_labeler.items():
         by_sums.setdefault((compared, same), []).append(labeler_id)
     for (compared, same), labeler_ids in by_sums.items():
-        Labeler.objects.filter(user_id__in=labeler_ids).update(
+        LabelerRecord.objects.filter(user_id__in=labeler_ids, project_id=project_id).update(
             agree_steps_compared=F("agree_steps_compared") + compared,
             agree_steps_same=F("agree_steps_same") + same,
         )

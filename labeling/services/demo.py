@@ -15,6 +15,7 @@ from labeling.models import (
     Batch,
     GoldLabel,
     Labeler,
+    LabelerRecord,
     Labeling,
     Membership,
     Problem,
@@ -75,7 +76,11 @@ def create_demo_accounts() -> list[tuple[str, str, tuple[str, ...]]]:
                     Membership.objects.get_or_create(project=project, user=user, role=role)
         if LABELER in roles or ADMIN in roles:
             # Demo labelers skip screening so the demo works at once; a lead's later decision stays.
-            Labeler.objects.get_or_create(user=user, defaults={"state": Labeler.State.ACTIVE})
+            Labeler.objects.get_or_create(user=user)
+            for project in projects:
+                LabelerRecord.objects.get_or_create(
+                    user=user, project=project, defaults={"state": LabelerRecord.State.ACTIVE}
+                )
     return list(DEMO_ACCOUNTS)
 
 

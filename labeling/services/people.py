@@ -27,9 +27,10 @@ from django.utils.crypto import get_random_string
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
-from labeling.models import ApiToken, Labeler, Membership, default_project_id
+from labeling.models import ApiToken, Membership, Project, default_project_id
 from labeling.roles import LABELER
 from labeling.services.errors import LabelingError
+from labeling.services.projects import member_add
 from labeling.services.queue import labelings_release
 from labeling.services.tokens import tokens_revoke_all
 from stepwise.sessions import user_sessions_end
@@ -123,12 +124,13 @@ def labeler_add(*, username: str, email: str = "", method: str, project: Any = N
     try:
         with transaction.atomic():
             user = User.objects.create_user(username=username, email=email.strip())
-            Membership.objects.create(
+            member_add(
+                project=Project.objects.get(pk=default_project_id())
+                if project is None
+                else project,
                 user=user,
-                project_id=default_project_id() if project is None else project.pk,
                 role=LABELER,
             )
-            Labeler.objects.create(user=user)
             return _credentials(user, method)
     except IntegrityError:  # the same name added at the same moment by another lead
         raise LabelingError(f"The username “{username}” is taken; choose another.") from None

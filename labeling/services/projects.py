@@ -11,6 +11,7 @@ from django.utils.text import slugify
 
 from labeling.models import Membership, Project
 from labeling.services.errors import LabelingError
+from labeling.services.quality import record_ensure
 
 ROLES = tuple(Membership.Role.values)
 
@@ -33,10 +34,15 @@ def project_create(
     return project
 
 
+@transaction.atomic
 def member_add(*, project: Project, user: User, role: str) -> Membership:
+    """The user holds `role` in `project`; a labeler gets their record there (screening, as any
+    new labeler; one they had there before is kept, as their work is)."""
     if role not in ROLES:
         raise LabelingError(f"“{role}” is not a role: one of {', '.join(ROLES)}.")
     membership, _ = Membership.objects.get_or_create(project=project, user=user, role=role)
+    if role == Membership.Role.LABELER:
+        record_ensure(user_id=user.pk, project_id=project.pk)
     return membership
 
 

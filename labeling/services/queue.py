@@ -13,9 +13,11 @@ expired is kept: counted if the solution still has room, else kept and marked su
 
 Gold solutions (is_quality_control, with a GoldLabel) sit outside the invariant: every labeler
 may label each once, so their counters are unbounded and never mark surplus. Which work a
-labeler may claim follows Labeler.state: screening -> screening gold only; active -> regular
-work with gold mixed in at the batch's gold rate; paused/rejected -> nothing, not even their
-open labeling (rating and extending it are refused too: `refuse_if_stopped`).
+labeler may claim in a project follows their state there (`LabelerRecord.state`, one record per
+project): screening -> the project's screening gold only; active -> regular work with gold mixed
+in at the batch's gold rate; paused/rejected -> nothing there, not even their open labeling
+there (rating and extending it are refused too: `refuse_if_stopped`). A claim in another
+project follows their record in that one.
 
 A labeler holds at most one open labeling, in all batches: the database's
 one_open_labeling_per_labeler constraint. Concurrent claims of one labeler (several tabs) race
@@ -41,35 +43,40 @@ from labeling.models import (
     Batch,
     GoldResult,
     Labeler,
+    LabelerRecord,
     Labeling,
     Solution,
     StepLabel,
 )
+from labeling.models.projects import DEFAULT_SLUG, default_project_id
 from labeling.roles import LABELER, has_role
 from labeling.services.errors import Conflict, Forbidden, LabelingError
-from labeling.services.quality import labeler_set_state
+from labeling.services.quality import labeler_set_state, record_ensure
 from stepwise import caching
 from stepwise.compiled import CompiledQuery
 
 # A pause (or a rejection) stops all work, the labeling in progress included.
-STOPPED = (Labeler.State.PAUSED, Labeler.State.REJECTED)
+STOPPED = (LabelerRecord.State.PAUSED, LabelerRecord.State.REJECTED)
 
 
 def refuse_if_stopped(state: str | None) -> None:
     """Refuse (403) a paused or rejected labeler's change to a labeling. The caller's locked
     read brings their state (`labeler_state_of`), so a rating costs no query more."""
-    if state == Labeler.State.PAUSED:
+    if state == LabelerRecord.State.PAUSED:
         raise Forbidden(
             "Your labeling is paused: a lead reviews your work and reinstates you. Nothing was "
             "saved; your earlier ratings are kept. Your queue page says why."
         )
-    if state == Labeler.State.REJECTED:
+    if state == LabelerRecord.State.REJECTED:
         raise Forbidden("You were not admitted to labeling: there is no labeling work for you.")
 
 
-def labeler_state_of(outer: str = "labeler_id") -> Subquery:
-    """The labeler's state as an annotation of a Labeling query (`outer`: its labeler column)."""
-    return Subquery(Labeler.objects.filter(user_id=OuterRef(outer)).values("state")[:1])
+def labeler_state_of(outer: str = "labeler_id", project: str = "solution__project_id") -> Subquery:
+    """The labeler's state in the labeling's project as an annotation of a Labeling query
+    (`outer`: its labeler column; `project`: its project's). None where they have no record
+    there."""
+    records = LabelerRecord.objects.filter(user_id=OuterRef(outer), project_id=OuterRef(project))
+    return Subquery(records.values("state")[:1])
 
 
 def labeler_public_id_of(outer: str = "labeler_id") -> Subquery:
@@ -80,6 +87,18 @@ def labeler_public_id_of(outer: str = "labeler_id") -> Subquery:
 def ensure_labeler(user: User) -> Labeler:
     labeler, _ = Labeler.objects.get_or_create(user=user)
     return labeler
+
+
+def _project_of_claim(project: Any, batch: Batch | None) -> int:
+    """The project a claim works in: the page's, else the chosen batch's, else the Default
+    project (callers from before projects: commands, tests), read from the cached project
+    list (no query on a hit)."""
+    if project is not None:
+        return getattr(project, "pk", project)
+    if batch is not None:
+        return cast(int, batch.project_id)
+    found = access.project_by_slug(DEFAULT_SLUG)
+    return found.pk if found is not None else default_project_id()
 
 
 MEDIAN_CACHE_SECONDS = 30
@@ -303,15 +322,17 @@ def _claim_gold(user: User, *, screening: bool, project_id: int | None = None) -
     return _start(solution, user, solution.batch)
 
 
-def _claim_screening(
-    user: User, labeler: Labeler, project_id: int | None = None
-) -> Labeling | None:
-    size = selectors.screening_size()
+def _claim_screening(user: User, record: LabelerRecord, project_id: int) -> Labeling | None:
+    size = selectors.screening_size(project_id)
     if size == 0:
-        # No screening set configured: nothing to pass, so the labeler starts regular work.
-        labeler_set_state(labeler=labeler, state=Labeler.State.ACTIVE, reason="no screening set")
+        # No screening set in the project: nothing to pass, so the labeler starts regular work.
+        labeler_set_state(
+            record=record, state=LabelerRecord.State.ACTIVE, reason="no screening set"
+        )
         return None
-    done = GoldResult.objects.filter(labeler=user, is_screening=True).count()
+    done = GoldResult.objects.filter(
+        labeler=user, is_screening=True, solution__project_id=project_id
+    ).count()
     if done >= size:
         return None  # screened, failed the threshold: waiting for a lead to admit or reject
     with transaction.atomic():
@@ -351,28 +372,30 @@ class Claim:
 def claim(user: User, *, batch: Batch | None = None, project: Any = None) -> Claim | None:
     """The labeling this user should work on now: their open one, else a newly claimed one.
 
-    Screening labelers get screening gold; paused and rejected ones get nothing, not even
-    their open labeling; active ones get the highest-priority batch's solution closest to N,
-    with a gold solution instead every 1/gold_rate claims (gold looks like any other solution
-    to the labeler). A claim that loses the race to another claim of the same labeler (another
-    tab) returns the labeling that won.
+    New work comes from one project (`project`, the page's; else `batch`'s; else the Default
+    project) and follows the labeler's record there: screening labelers get its screening gold;
+    paused and rejected ones get nothing, not even their open labeling; active ones get the
+    highest-priority batch's solution closest to N, with a gold solution instead every
+    1/gold_rate claims (gold looks like any other solution to the labeler). The first claim in
+    a project where they have no record makes one (screening). A claim that loses the race to
+    another claim of the same labeler (another tab) returns the labeling that won.
 
-    With `project` (the page's), new work comes from that project only; the labeling they have
-    open is theirs to continue wherever it is (they hold one at most, in all projects).
+    The labeling they have open is theirs to continue wherever it is (they hold one at most, in
+    all projects), unless they are paused or rejected in its project.
     """
     if not has_role(user, LABELER, project=project):
         raise LabelingError("Only labelers can claim solutions.")
-    project_id = None if project is None else getattr(project, "pk", project)
+    project_id = _project_of_claim(project, batch)
     for attempt in range(3):
         try:
             if attempt == 0:
                 claimed = _claim_plain(user, batch, project_id)
                 if claimed is not None:
                     return Claim(claimed)
-            labeler = ensure_labeler(user)
-            if labeler.state in STOPPED:
+            record = record_ensure(user_id=user.pk, project_id=project_id)
+            if record.state in STOPPED:
                 return None
-            return _claim_next(user, labeler, batch, project_id)
+            return _claim_next(user, record, batch, project_id)
         except IntegrityError:
             # one_open_labeling_per_labeler: a concurrent claim of this labeler committed
             # first (ours rolled back whole); theirs is the one to work on.
@@ -381,12 +404,14 @@ def claim(user: User, *, batch: Batch | None = None, project: Any = None) -> Cla
 
 
 def _claim_next(
-    user: User, labeler: Labeler, batch: Batch | None, project_id: int | None = None
+    user: User, record: LabelerRecord, batch: Batch | None, project_id: int
 ) -> Claim | None:
-    # One query for both: their open labeling, else their latest expired one with steps rated.
+    # One query for both: their open labeling, else their latest expired one with steps rated,
+    # with their state in its project (it may be another one's).
     mine = (
         _labelings_to_continue(user.pk)
         .annotate(in_project_id=F("solution__project_id"))  # the page it opens on
+        .annotate(labeler_state=labeler_state_of())
         .order_by(
             # Their open labeling (one at most), else the latest expired one, taken back.
             Case(When(status=Labeling.Status.IN_PROGRESS, then=0), default=1),
@@ -395,22 +420,25 @@ def _claim_next(
         )
         .first()
     )
+    # Stopped in the project of their open labeling (another one's: this one's was checked),
+    # they may neither continue it nor, holding it, claim another.
+    stopped_there = mine is not None and cast(Any, mine).labeler_state in STOPPED
     if mine is not None and mine.status == Labeling.Status.IN_PROGRESS:
-        return Claim(mine)
-    if labeler.state in (Labeler.State.ACTIVE, Labeler.State.SCREENING) and mine is not None:
+        return None if stopped_there else Claim(mine)
+    if mine is not None and not stopped_there:
         resumed = reactivate_expired(mine.pk, user)
         if resumed is not None:
             return Claim(resumed, resumed_expired=True)
-    if labeler.state == Labeler.State.SCREENING:
-        claimed = _claim_screening(user, labeler, project_id)
-        if claimed is not None or labeler.state != Labeler.State.ACTIVE:
+    if record.state == LabelerRecord.State.SCREENING:
+        claimed = _claim_screening(user, record, project_id)
+        if claimed is not None or record.state != LabelerRecord.State.ACTIVE:
             return Claim.of(claimed)
-    if labeler.state != Labeler.State.ACTIVE:
+    if record.state != LabelerRecord.State.ACTIVE:
         return None
     batches = _batches_to_claim_from(user, batch, project_id)
 
     def gold_instead(candidate: Solution, candidate_batch: Batch) -> Labeling | None | Take:
-        return _gold_instead(user, labeler, candidate_batch)
+        return _gold_instead(user, record, candidate_batch)
 
     claimed = _claim_first_open(user, batches, read=_locked_read, instead=gold_instead)
     if claimed is None and expire_stale_leases():
@@ -438,9 +466,9 @@ def _batches_to_claim_from(
 
 def _claim_read(user_id: int, batch_id: int, overlap: int, project_id: int) -> QuerySet[Solution]:
     """The next open solution of the batch, locked (skipping rows other claims hold), with the
-    labeler's state, gold count, whether they have a labeling to continue and whether gold of
-    the batch's project waits for them."""
-    profile = Labeler.objects.filter(user_id=user_id)
+    labeler's state and gold count in the batch's project (their record there), whether they
+    have a labeling to continue and whether gold of the project waits for them."""
+    profile = LabelerRecord.objects.filter(user_id=user_id, project_id=project_id)
     return (
         _open_solutions(user_id, batch_id, overlap)
         .select_for_update(skip_locked=True, of=("self",))
@@ -459,11 +487,12 @@ def _claim_read(user_id: int, batch_id: int, overlap: int, project_id: int) -> Q
 CLAIM_READ = CompiledQuery(_claim_read, "user_id", "batch_id", "overlap", "project_id")
 
 
-def _claim_plain(user: User, batch: Batch | None, project_id: int | None = None) -> Labeling | None:
+def _claim_plain(user: User, batch: Batch | None, project_id: int) -> Labeling | None:
     """The common claim in four statements: an active labeler with nothing to continue, and no
     gold due, takes the next solution of their first batch that has one. The read that locks
-    the solution also brings the labeler's state, gold count and whether they have a labeling
-    to continue; anything else (or nothing free) is None, for `_claim_next`."""
+    the solution also brings the labeler's state and gold count (their record in the batch's
+    project) and whether they have a labeling to continue; anything else (a missing record, or
+    nothing free) is None, for `_claim_next`."""
     batches = _batches_to_claim_from(user, batch, project_id)
     return _claim_first_open(user, batches, read=_plain_read, instead=_unless_plain)
 
@@ -505,7 +534,7 @@ def _unless_plain(candidate: Solution, batch: Batch) -> Labeling | None | Take:
     a labeling to continue, or has gold due and waiting (the read brought all of it)."""
     found = cast(Any, candidate)
     if (
-        found.labeler_state != Labeler.State.ACTIVE
+        found.labeler_state != LabelerRecord.State.ACTIVE
         or found.has_mine
         or (found.gold_waiting and _gold_due(found.since_gold, batch))
     ):
@@ -521,29 +550,32 @@ def _locked_read(user: User, batch: Batch) -> Solution | None:
     )
 
 
-def _gold_instead(user: User, labeler: Labeler, batch: Batch) -> Labeling | None | Take:
+def _gold_instead(user: User, record: LabelerRecord, batch: Batch) -> Labeling | None | Take:
     """Gold in place of the batch's solution when it is due and some waits for the labeler
-    (their count starts again), else TAKE."""
-    if not _gold_due(labeler.claims_since_gold, batch):
+    (their count in the batch's project starts again), else TAKE."""
+    if not _gold_due(record.claims_since_gold, batch):
         return TAKE
     gold = _claim_gold(user, screening=False, project_id=batch.project_id)
     if gold is None:
         return TAKE
-    labeler.claims_since_gold = 0
-    labeler.save(update_fields=["claims_since_gold"])
+    record.claims_since_gold = 0
+    record.save(update_fields=["claims_since_gold"])
     return gold
 
 
 def _take(candidate: Solution, user: User) -> bool:
-    """Take one more place on the solution, and count the claim towards the labeler's next gold.
-    A conditional update on the counters the claim read: a racing claim makes it a no-op (False)."""
+    """Take one more place on the solution, and count the claim towards the labeler's next gold
+    in its project. A conditional update on the counters the claim read: a racing claim makes it
+    a no-op (False)."""
     took = Solution.objects.filter(
         pk=candidate.pk,
         completed_count=candidate.completed_count,
         active_count=candidate.active_count,
     ).update(active_count=F("active_count") + 1)
     if took:
-        Labeler.objects.filter(user_id=user.pk).update(claims_since_gold=F("claims_since_gold") + 1)
+        LabelerRecord.objects.filter(
+            user_id=user.pk, project_id=cast(int, candidate.project_id)
+        ).update(claims_since_gold=F("claims_since_gold") + 1)
     return bool(took)
 
 

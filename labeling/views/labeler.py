@@ -28,7 +28,7 @@ from labeling.services import alternatives as alternatives_service
 from labeling.services import notes, rating
 from labeling.services import queue as queue_service
 from labeling.services.errors import LabelingError
-from labeling.services.queue import claimable_batch, ensure_labeler, extend_lease, labeling_skip
+from labeling.services.queue import claimable_batch, extend_lease, labeling_skip
 from labeling.views import alternatives
 from labeling.views.common import (
     CHOSEN_BATCH,
@@ -67,7 +67,9 @@ def _queue_page(request: AuthenticatedRequest, status: int = 200) -> HttpRespons
         .order_by("-finished_at")[:10]
     )
     cockpit = selectors.labeler_cockpit(
-        request.user, ensure_labeler(request.user), chosen_batch_id=chosen_batch_id(request)
+        request.user,
+        selectors.labeler_record(request.user, request.project),
+        chosen_batch_id=chosen_batch_id(request),
     )
     context = {"labeler_cockpit": cockpit, "recent": recent}
     return render(request, "labeling/queue.html", context, status=status)
@@ -131,7 +133,8 @@ def _claim_and_open(request: AuthenticatedRequest) -> HttpResponse:
     if found is None:
         if chosen_id is not None:
             request.session.pop(CHOSEN_BATCH, None)
-            if chosen is not None and ensure_labeler(request.user).may_do_regular_work:
+            record = selectors.labeler_record(request.user, request.project)
+            if chosen is not None and record.may_do_regular_work:
                 messages.info(
                     request,
                     f"“{chosen.name}” has nothing more for you: on to the other batches.",
@@ -147,8 +150,7 @@ def _claim_and_open(request: AuthenticatedRequest) -> HttpResponse:
             "Continue where you stopped.",
         )
     if labeling is None:
-        labeler = ensure_labeler(request.user)
-        if labeler.state == labeler.State.ACTIVE:
+        if selectors.labeler_record(request.user, request.project).may_do_regular_work:
             messages.info(request, "Nothing is waiting for you right now. Thank you!")
         return redirect("labeling:queue")
     return redirect(labeling_url(labeling, request.project))

@@ -16,8 +16,8 @@ from django.views.decorators.http import require_POST
 
 from labeling import selectors
 from labeling.forms import BatchForm, GuidelinesForm, MachineLabelsForm
-from labeling.models import Batch, Guidelines, Labeler, Labeling, Membership, Solution
-from labeling.roles import LEAD, require, require_batch_writer
+from labeling.models import Batch, Guidelines, LabelerRecord, Labeling, Membership, Solution
+from labeling.roles import LEAD, current_project, require, require_batch_writer
 from labeling.services import (
     adjudication,
     alternatives,
@@ -27,7 +27,6 @@ from labeling.services import (
     quality,
 )
 from labeling.services.errors import LabelingError
-from labeling.services.queue import ensure_labeler
 from labeling.views import people
 from labeling.views.navigation import safe_return_url
 from stepwise.request_types import AuthenticatedRequest
@@ -197,21 +196,21 @@ def labeler_detail(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def labeler_state(request: AuthenticatedRequest, user_id: int) -> HttpResponse:
-    """Admit or reject after screening, pause, or reinstate."""
+    """Admit or reject after screening, pause, or reinstate, in the request's project."""
     require(request, LEAD, message=LEADS_ONLY)
     user = get_object_or_404(_members(request), pk=user_id)
-    labeler = ensure_labeler(user)
+    record = quality.record_ensure(user_id=user.pk, project_id=current_project(request).pk)
     state = request.POST.get("state", "")
     default_reasons: dict[str, str] = {
-        Labeler.State.ACTIVE: f"admitted by {request.user.username}",
-        Labeler.State.REJECTED: f"not admitted by {request.user.username}",
-        Labeler.State.PAUSED: f"paused by {request.user.username}",
-        Labeler.State.SCREENING: f"sent back to screening by {request.user.username}",
+        LabelerRecord.State.ACTIVE: f"admitted by {request.user.username}",
+        LabelerRecord.State.REJECTED: f"not admitted by {request.user.username}",
+        LabelerRecord.State.PAUSED: f"paused by {request.user.username}",
+        LabelerRecord.State.SCREENING: f"sent back to screening by {request.user.username}",
     }
     reason = request.POST.get("reason", "").strip() or default_reasons.get(state, "")
     try:
-        quality.labeler_set_state(labeler=labeler, state=state, reason=reason, actor=request.user)
-        messages.info(request, f"{user.username} is now {labeler.get_state_display()}.")
+        quality.labeler_set_state(record=record, state=state, reason=reason, actor=request.user)
+        messages.info(request, f"{user.username} is now {record.get_state_display()}.")
     except LabelingError as exc:
         messages.error(request, str(exc))
     detail = reverse("labeling:labeler_detail", args=[user.pk])

@@ -20,11 +20,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from labeling import selectors
 from labeling.forms import LabelerAddForm, PasswordResetChoiceForm
-from labeling.models import Labeler, Membership
+from labeling.models import LabelerRecord, Membership
 from labeling.roles import LEAD, current_project, require
 from labeling.services import people, projects, quality
 from labeling.services.errors import LabelingError
-from labeling.services.queue import ensure_labeler
 from stepwise.request_types import AuthenticatedRequest
 
 LEADS_ONLY = "This page is for leads."
@@ -49,18 +48,19 @@ def labelers_page(
 
 
 def labeler_page(request: AuthenticatedRequest, user, status: int = 200) -> HttpResponse:
-    """A labeler's page: their state and gold results, recent labelings, and their account
-    where a lead manages it (`people.managed_labelers`)."""
-    labeler = ensure_labeler(user)
-    rolling, rolling_n = quality.rolling_gold_accuracy(labeler)
+    """A labeler's page in the request's project: their record there (state, screening, gold
+    results, agreement), their labelings there, and their account where a lead manages it
+    (`people.managed_labelers`). Nothing of their work in another project."""
+    record = selectors.labeler_record(user, request.project)
+    rolling, rolling_n = quality.rolling_gold_accuracy(record)
     context = {
         "subject": user,
-        "labeler": labeler,
+        "record": record,
         "rolling": rolling,
         "rolling_n": rolling_n,
-        "results": selectors.screening_results(user.pk),
-        "recent": selectors.recent_labelings(user.pk),
-        "states": Labeler.State,
+        "results": selectors.screening_results(user.pk, request.project),
+        "recent": selectors.recent_labelings(user.pk, project=request.project),
+        "states": LabelerRecord.State,
         "managed": people.managed_labelers(request.project).filter(pk=user.pk).exists(),
         "locked_out": bool(selectors.locked_out_usernames([user.username])),
     }

@@ -1,6 +1,7 @@
 """Shared steps of the labeling tests: claim as the queue's button does, label with given ratings."""
 
-from labeling.models import Labeling
+from labeling.models import LabelerRecord, Labeling
+from labeling.models.projects import in_project
 from labeling.services import queue
 from labeling.services.rating import rate_step
 
@@ -28,3 +29,8 @@ def claim_and_label(user, ratings: list[int], **kwargs) -> Labeling:
     labeling = next_labeling(user, **kwargs)
     assert labeling is not None, f"{user} got nothing to label"
     return label(labeling, ratings)
+
+
+def record_of(user, project=None) -> LabelerRecord:
+    """The user's labeler record in `project` (the Default project when none is named)."""
+    return LabelerRecord.objects.get(user=user, **in_project(getattr(project, "pk", project)))

@@ -7,7 +7,7 @@ from labeling import selectors
 from labeling.models import (
     Adjudication,
     BatchAgreement,
-    Labeler,
+    LabelerRecord,
     Labeling,
     PairAgreement,
     RatingEvent,
@@ -15,7 +15,7 @@ from labeling.models import (
 )
 from labeling.services import adjudication, errors, rating
 from tests.factories import make_batch, make_solution
-from tests.labeling.helpers import claim_and_label, next_labeling
+from tests.labeling.helpers import claim_and_label, next_labeling, record_of
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def test_agreeing_labelers_do_not_go_to_adjudication(labeler, labeler2):
     assert selectors.final_step_ratings(solution).ratings == [1, 0, 1]
     pair = PairAgreement.objects.get()
     assert (pair.steps_compared, pair.steps_same, pair.first_error_same) == (3, 3, 1)
-    assert Labeler.objects.get(user=labeler).agreement == 1.0
+    assert record_of(labeler).agreement == 1.0
 
 
 def test_a_first_error_disagreement_goes_to_the_adjudication_queue(disputed):
@@ -68,7 +68,9 @@ def test_the_nth_labeling_undone_and_finished_again_replaces_its_agreement(dispu
     pair = PairAgreement.objects.get()
     assert (pair.solutions, pair.steps_compared, pair.steps_same) == (1, 3, 3)
     assert list(
-        Labeler.objects.order_by("user_id").values_list("agree_steps_compared", "agree_steps_same")
+        LabelerRecord.objects.order_by("user_id").values_list(
+            "agree_steps_compared", "agree_steps_same"
+        )
     ) == [(3, 3), (3, 3)]
 
 
@@ -86,7 +88,9 @@ def test_the_nth_labeling_undone_and_left_open_takes_its_agreement_back(disputed
     pair = PairAgreement.objects.get()
     assert (pair.solutions, pair.steps_compared, pair.steps_same) == (0, 0, 0)
     assert list(
-        Labeler.objects.order_by("user_id").values_list("agree_steps_compared", "agree_steps_same")
+        LabelerRecord.objects.order_by("user_id").values_list(
+            "agree_steps_compared", "agree_steps_same"
+        )
     ) == [(0, 0), (0, 0)]
     # Finished again the same way: the same agreement as before, counted once.
     rating.rate_step(labeling_id=second.pk, user=labeler2, step_index=1, rating=-1)

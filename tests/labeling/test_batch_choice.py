@@ -55,7 +55,7 @@ def test_a_skip_is_counted_nowhere(labeler, labeler2):
     assert done.solution == opened.solution
     rows = selectors.batch_labeler_rows(batch)
     assert {row.username for row in rows} == {"lars"}
-    cockpit = selectors.labeler_cockpit(labeler, labeler.labeler)
+    cockpit = selectors.labeler_cockpit(labeler, selectors.labeler_record(labeler))
     assert (cockpit.total_solutions, cockpit.today_solutions) == (0, 0)
 
 
@@ -229,9 +229,8 @@ def test_the_demo_alternatives_batch_once_activated_is_one_click_from_home(clien
     grant(labeler, "labeler", project=alternatives.project)
     alternatives.is_active = True
     alternatives.save(update_fields=["is_active"])
-    quality.labeler_set_state(
-        labeler=queue.ensure_labeler(labeler), state="active", reason="admitted"
-    )
+    record = quality.record_ensure(user_id=labeler.pk, project_id=alternatives.project_id)
+    quality.labeler_set_state(record=record, state="active", reason="admitted")
     client.force_login(labeler)
     home = client.get(project_reverse(STEPS_SLUG, "home")).content.decode()
     assert f"Continue in {ALTERNATIVES_BATCH}" in home

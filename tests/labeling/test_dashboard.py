@@ -12,6 +12,7 @@ from labeling.models import (
     BatchLabelerStats,
     Guidelines,
     Labeler,
+    LabelerRecord,
     Labeling,
     Solution,
 )
@@ -20,7 +21,7 @@ from labeling.tasks import expire_leases
 from stepwise.celery import registered_task
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label, next_labeling
+from tests.labeling.helpers import claim_and_label, next_labeling, record_of
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +56,9 @@ def test_a_labeler_cannot_open_object_lead_pages_or_change_states(client, labele
         reverse("labeling:labeler_state", args=[labeler2.pk]), {"state": "paused"}
     )
     assert response.status_code == 403
-    assert not Labeler.objects.filter(user=labeler2, state=Labeler.State.PAUSED).exists()
+    assert not LabelerRecord.objects.filter(
+        user=labeler2, state=LabelerRecord.State.PAUSED
+    ).exists()
 
 
 def test_counters_follow_finishes_and_undo(labeler, labeler2):
@@ -386,7 +389,7 @@ def test_the_labeler_state_form_redirects_only_within_the_site(client, lead, lab
     )
     assert response.status_code == 302
     assert response["Location"] == reverse("labeling:labeler_detail", args=[labeler.pk])
-    assert Labeler.objects.get(user=labeler).state == "paused"  # the action itself went through
+    assert record_of(labeler).state == "paused"  # the action itself went through
 
 
 def test_the_labeler_state_form_honours_a_next_page_of_this_site(client, lead, labeler):

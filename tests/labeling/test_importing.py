@@ -594,5 +594,4 @@ def test_insert_rows_fills_every_other_field_as_bulk_create_would():
     assert [labeler.user_id for labeler in labelers] == [user.pk for user in users]
     # A callable default (uuid4) per row, the field defaults, a time for the timestamp.
     assert labelers[0].public_id != labelers[1].public_id
-    assert all(labeler.state == Labeler.State.SCREENING for labeler in labelers)
     assert all(labeler.created_at is not None for labeler in labelers)

@@ -12,10 +12,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from labeling.models import Labeler, Labeling, Solution, StepLabel
+from labeling.models import LabelerRecord, Labeling, Solution, StepLabel, default_project_id
 from labeling.services import errors, quality, queue, rating
 from tests.factories import make_batch, make_solution, make_solutions
-from tests.labeling.helpers import label, next_labeling
+from tests.labeling.helpers import label, next_labeling, record_of
 
 TABS = 4
 
@@ -60,7 +60,9 @@ def test_four_tabs_claiming_at_once_get_one_labeling(labeler, gold):
     make_solutions(batch, 2 * TABS)
     for _ in range(TABS if gold else 0):
         quality.gold_label_set(solution=make_solution(), ratings=[1, 1, 1], screening=False)
-    Labeler.objects.create(user=labeler, state=Labeler.State.ACTIVE)
+    LabelerRecord.objects.create(
+        user=labeler, project_id=default_project_id(), state=LabelerRecord.State.ACTIVE
+    )
 
     locations = claim_from_tabs(labeler)
 
@@ -73,7 +75,7 @@ def test_four_tabs_claiming_at_once_get_one_labeling(labeler, gold):
     # Only the winner's claim is counted: the losers' counter updates rolled back with them.
     assert sum(Solution.objects.values_list("active_count", flat=True)) == 1
     expected_since_gold = 0 if gold else 1
-    assert Labeler.objects.get(user=labeler).claims_since_gold == expected_since_gold
+    assert record_of(labeler).claims_since_gold == expected_since_gold
 
 
 @pytest.mark.django_db

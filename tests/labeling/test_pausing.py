@@ -7,10 +7,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from labeling.models import Labeler, Labeling, RatingEvent, Solution, StepLabel
+from labeling.models import LabelerRecord, Labeling, RatingEvent, Solution, StepLabel
 from labeling.services import quality, queue, rating
 from tests.factories import make_batch, make_solutions
-from tests.labeling.helpers import next_labeling
+from tests.labeling.helpers import next_labeling, record_of
 
 pytestmark = pytest.mark.django_db
 
@@ -22,8 +22,8 @@ def paused_labeling(labeler, lead):
     labeling = next_labeling(labeler)
     rating.rate_step(labeling_id=labeling.pk, user=labeler, step_index=0, rating=1)
     quality.labeler_set_state(
-        labeler=Labeler.objects.get(user=labeler),
-        state=Labeler.State.PAUSED,
+        record=record_of(labeler),
+        state=LabelerRecord.State.PAUSED,
         reason="paused by a lead",
         actor=lead,
     )
@@ -106,8 +106,8 @@ def test_a_paused_labeler_claim_hands_out_nothing_not_even_their_open_labeling(
     assert_nothing_written(paused_labeling, "in_progress")
     # Reinstated, they continue where they stopped.
     quality.labeler_set_state(
-        labeler=Labeler.objects.get(user=paused_labeling.labeler),
-        state=Labeler.State.ACTIVE,
+        record=record_of(paused_labeling.labeler),
+        state=LabelerRecord.State.ACTIVE,
         actor=lead,
     )
     assert next_labeling(paused_labeling.labeler) == paused_labeling

@@ -15,12 +15,12 @@ from django.core.cache import caches
 from django.test import Client
 from django.urls import reverse
 
-from labeling.models import ApiToken, Labeler, Labeling
-from labeling.services import people, queue, rating, tokens
+from labeling.models import ApiToken, LabelerRecord, Labeling
+from labeling.services import people, rating, tokens
 from labeling.services.errors import LabelingError
 from tests.factories import make_batch, make_solutions
 from tests.helpers.users import api_client_for, make_user
-from tests.labeling.helpers import next_labeling
+from tests.labeling.helpers import next_labeling, record_of
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
@@ -40,7 +40,8 @@ def test_a_labeler_added_with_a_temporary_password_signs_in_with_it(client):
     assert credentials.password not in user.password  # stored hashed, by Django's hasher
     assert user.check_password(credentials.password)
     assert user.memberships.filter(role="labeler", project__slug="default").exists()
-    assert Labeler.objects.get(user=user).state == Labeler.State.SCREENING
+    # Their record in the project, in screening, as any new labeler's.
+    assert record_of(user).state == LabelerRecord.State.SCREENING
     response = client.post(reverse("login"), {"username": "nina", "password": credentials.password})
     assert response.status_code == 302 and response["Location"] == reverse("projects")
 
@@ -498,8 +499,6 @@ def test_the_people_pages_show_a_lockout_and_the_reset_that_lifts_it(
     client, lead, labeler, labeler2
 ):
     lock_out(Client(), "lena")
-    for user in (labeler, labeler2):
-        queue.ensure_labeler(user)  # on the roster
     client.force_login(lead)
     roster = client.get(reverse("labeling:labelers")).content.decode()
     rows = {

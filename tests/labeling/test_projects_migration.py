@@ -121,3 +121,75 @@ def test_an_upgrade_puts_everything_into_default_and_keeps_every_role():
     other = Project.objects.create(name="Phase 2", slug="phase-2")
     Batch.objects.create(project=other, name="batch 1")
     Guidelines.objects.create(project=other, version=1, text="# Other")
+
+
+BEFORE_RECORDS = [("labeling", "0023_line_hash_per_project")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_labelers_record_moves_into_each_project_they_label_in():
+    """0024: a labeler's state, screening, gold and agreement values are copied into a record for
+    the Default project and for each project where they hold the labeler role; a user with no
+    Labeler row gets none."""
+    from labeling.models import LabelerRecord
+
+    executor = MigrationExecutor(connections["default"])
+    executor.migrate(BEFORE_RECORDS)
+    try:
+        apps = executor.loader.project_state(BEFORE_RECORDS).apps
+        Labeler = apps.get_model("labeling", "Labeler")
+        OldProject = apps.get_model("labeling", "Project")
+        OldMembership = apps.get_model("labeling", "Membership")
+        default, _ = OldProject.objects.get_or_create(slug="default", defaults={"name": "Default"})
+        phase2 = OldProject.objects.create(name="Phase 2", slug="phase-2")
+        OldProject.objects.create(name="Other", slug="other")
+        lena, lars, lea, otto = (
+            User.objects.create_user(name) for name in ("lena", "lars", "lea", "otto")
+        )
+        for user, project, role in [
+            (lena, default, "labeler"),
+            (lena, phase2, "labeler"),
+            (lars, phase2, "labeler"),
+            (lea, phase2, "lead"),
+        ]:
+            OldMembership.objects.create(user_id=user.pk, project=project, role=role)
+        Labeler.objects.create(
+            user_id=lena.pk,
+            state="paused",
+            state_reason="gold 40%",
+            state_changed_by_id=lea.pk,
+            screening_score=0.9,
+            screening_passed=True,
+            claims_since_gold=3,
+            gold_labelings=5,
+            gold_steps=20,
+            gold_steps_exact=8,
+            gold_steps_binary=15,
+            gold_first_error_total=4,
+            gold_first_error_match=2,
+            agree_steps_compared=30,
+            agree_steps_same=24,
+        )
+        Labeler.objects.create(user_id=lars.pk, state="active")
+        Labeler.objects.create(user_id=lea.pk)  # opened a labeler's page once: screening
+    finally:
+        _to_newest()
+
+    rows = LabelerRecord.objects.values_list("user__username", "project__slug", "state")
+    assert sorted(rows) == [
+        ("lars", "default", "active"),
+        ("lars", "phase-2", "active"),
+        ("lea", "default", "screening"),
+        ("lena", "default", "paused"),
+        ("lena", "phase-2", "paused"),
+    ]
+    for record in LabelerRecord.objects.filter(user=lena):
+        assert (record.state_reason, record.state_changed_by_id) == ("gold 40%", lea.pk)
+        assert (record.screening_score, record.screening_passed) == (0.9, True)
+        assert record.claims_since_gold == 3
+        assert (record.gold_labelings, record.gold_steps, record.gold_steps_exact) == (5, 20, 8)
+        assert (record.gold_steps_binary, record.gold_first_error_total) == (15, 4)
+        assert record.gold_first_error_match == 2
+        assert (record.agree_steps_compared, record.agree_steps_same) == (30, 24)
+        assert record.gold_accuracy == 0.4 and record.paused_by_gold is False
+    assert not LabelerRecord.objects.filter(user=otto).exists()

@@ -3,11 +3,11 @@
 import pytest
 from django.urls import reverse
 
-from labeling.models import GoldResult, Labeler, Labeling
-from labeling.services import quality, queue, rating
+from labeling.models import GoldResult, LabelerRecord, Labeling, default_project_id
+from labeling.services import quality, rating
 from tests.factories import make_batch, make_solution, make_solutions
 from tests.helpers.users import make_user
-from tests.labeling.helpers import claim_and_label, label, next_labeling
+from tests.labeling.helpers import claim_and_label, label, next_labeling, record_of
 
 pytestmark = pytest.mark.django_db
 
@@ -51,19 +51,19 @@ def test_gold_due_is_claimed_by_the_full_claim_in_its_own_statements(labeler):
     own = [q.split()[0] for q in sql if not q.startswith(("SAVEPOINT", "RELEASE"))]
     assert own == [
         "SELECT",  # the plain claim's locked read: gold is due and waits
-        "SELECT",  # the labeler
+        "SELECT",  # the labeler's record in the batch's project
         "SELECT",  # their labelings to continue: none
         "SELECT",  # the batch's next solution, locked
         "SELECT",  # the gold that waits for them
         "UPDATE",  # its count
         "SELECT",  # the lease's median (the cache starts empty)
         "INSERT",  # the labeling
-        "UPDATE",  # the labeler's gold count, back to 0
+        "UPDATE",  # the labeler's gold count (their record's), back to 0
     ], "\n".join(sql)
     assert second.solution == gold
     gold.refresh_from_db()
     assert gold.active_count == 1
-    assert Labeler.objects.get(user=labeler).claims_since_gold == 0
+    assert record_of(labeler).claims_since_gold == 0
 
 
 def test_gold_rate_zero_never_serves_gold_and_gold_is_not_regular_work(labeler):
@@ -82,7 +82,7 @@ def test_gold_accuracy_is_measured_per_step_exact_binary_and_first_error(labeler
     result = GoldResult.objects.get(labeling=labeling)
     assert (result.steps_compared, result.steps_exact, result.steps_binary) == (3, 1, 2)
     assert result.first_error_match is False
-    me = Labeler.objects.get(user=labeler)
+    me = record_of(labeler)
     assert (me.gold_steps, me.gold_steps_exact, me.gold_steps_binary) == (3, 1, 2)
     assert me.gold_accuracy == pytest.approx(1 / 3)
     assert (me.gold_first_error_total, me.gold_first_error_match) == (1, 0)
@@ -106,7 +106,8 @@ def screening_set(settings):
 
 def new_labeler(name="nina"):
     user = make_user(name, "labeler")
-    queue.ensure_labeler(user)  # created in screening, as any new labeler
+    # Their record, in screening, as any new labeler's.
+    quality.record_ensure(user_id=user.pk, project_id=default_project_id())
     return user
 
 
@@ -116,10 +117,10 @@ def test_a_new_labeler_gets_only_screening_until_they_pass(screening_set):
     user = new_labeler()
     first = claim_and_label(user, [1, 1, 1])
     assert first.solution in screening_set
-    assert Labeler.objects.get(user=user).state == Labeler.State.SCREENING
+    assert record_of(user).state == LabelerRecord.State.SCREENING
     second = claim_and_label(user, [1, 1, 1])
     assert second.solution in screening_set
-    me = Labeler.objects.get(user=user)
+    me = record_of(user)
     assert (me.state, me.screening_passed, me.screening_score) == ("active", True, 1.0)
     assert next_labeling(user).solution in regular
 
@@ -129,7 +130,7 @@ def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set
     user = new_labeler()
     claim_and_label(user, [1, -1])
     claim_and_label(user, [-1])
-    me = Labeler.objects.get(user=user)
+    me = record_of(user)
     assert me.state == "screening" and me.screening_passed is False
     assert next_labeling(user) is None  # no third screening solution, no regular work
     client.force_login(user)
@@ -138,7 +139,7 @@ def test_a_failed_screening_waits_for_a_lead_who_can_admit(client, screening_set
     detail = client.get(reverse("labeling:labeler_detail", args=[user.pk])).content.decode()
     assert "under the bar" in detail
     client.post(reverse("labeling:labeler_state", args=[user.pk]), {"state": "active"})
-    assert Labeler.objects.get(user=user).state == "active"
+    assert record_of(user).state == "active"
     assert next_labeling(user) is not None
 
 
@@ -155,7 +156,7 @@ def test_without_a_screening_set_a_new_labeler_starts_regular_work():
     solution = make_solution(batch)
     user = new_labeler()
     assert next_labeling(user).solution == solution
-    assert Labeler.objects.get(user=user).state == "active"
+    assert record_of(user).state == "active"
 
 
 def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(
@@ -168,9 +169,9 @@ def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(
     for _ in range(4):
         make_gold([1, 1, -1])
     claim_and_label(labeler, [1, 1, 1])  # gold, 2/3 right
-    assert Labeler.objects.get(user=labeler).state == "active"  # one result is not enough
+    assert record_of(labeler).state == "active"  # one result is not enough
     claim_and_label(labeler, [-1])  # gold, 0/1 right: rolling 2/4 = 50%
-    me = Labeler.objects.get(user=labeler)
+    me = record_of(labeler)
     assert me.state == "paused" and "50%" in me.state_reason
     assert next_labeling(labeler) is None
     client.force_login(labeler)
@@ -179,7 +180,7 @@ def test_rolling_gold_accuracy_under_the_bar_pauses_until_a_lead_reinstates(
     client.force_login(lead)
     client.post(reverse("labeling:labeler_state", args=[labeler.pk]), {"state": "active"})
     assert next_labeling(labeler) is not None  # reinstated: the old window is forgotten
-    assert quality.rolling_gold_accuracy(Labeler.objects.get(user=labeler)) == (None, 0)
+    assert quality.rolling_gold_accuracy(record_of(labeler)) == (None, 0)
 
 
 def test_good_gold_work_does_not_pause(settings, labeler):
@@ -189,7 +190,7 @@ def test_good_gold_work_does_not_pause(settings, labeler):
         make_gold([1, 1, 1])
     for _ in range(3):
         claim_and_label(labeler, [1, 1, 1])
-    assert Labeler.objects.get(user=labeler).state == "active"
+    assert record_of(labeler).state == "active"
 
 
 def test_undo_of_a_finished_gold_labeling_takes_its_result_back(labeler):
@@ -197,7 +198,7 @@ def test_undo_of_a_finished_gold_labeling_takes_its_result_back(labeler):
     make_gold([1, 1, 1])
     labeling = claim_and_label(labeler, [1, 1, 1])
     rating.undo_last(labeling_id=labeling.pk, user=labeler)
-    me = Labeler.objects.get(user=labeler)
+    me = record_of(labeler)
     assert (me.gold_labelings, me.gold_steps) == (0, 0)
     assert not GoldResult.objects.exists()
     assert Labeling.objects.get(pk=labeling.pk).status == "in_progress"

@@ -543,11 +543,12 @@ def test_the_demo_has_an_inactive_suggest_batch_with_prelabels_a_lead_opens_to_l
     # The lead activates it alone: the labeler's next solution shows the judge's label.
     Batch.objects.exclude(pk=batch.pk).update(is_active=False)
     Batch.objects.filter(pk=batch.pk).update(is_active=True, gold_rate=0)
-    from labeling.models import Labeler
-    from labeling.services.queue import ensure_labeler
+    from labeling.models import LabelerRecord
+    from labeling.services import quality
 
-    ensure_labeler(labeler)  # past screening: the demo has screening gold for newcomers
-    Labeler.objects.filter(user=labeler).update(state=Labeler.State.ACTIVE)
+    # Past screening in the batch's project: the demo has screening gold for newcomers.
+    record = quality.record_ensure(user_id=labeler.pk, project_id=batch.project_id)
+    quality.labeler_set_state(record=record, state=LabelerRecord.State.ACTIVE)
     labeling = next_labeling(labeler)
     assert labeling.solution.batch_id == batch.pk
     client.force_login(labeler)

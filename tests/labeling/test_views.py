@@ -3,9 +3,8 @@ from django.urls import reverse
 
 from labeling import selectors
 from labeling.models import Labeling
-from labeling.services import queue
 from tests.factories import make_batch, make_solution, make_solutions
-from tests.labeling.helpers import next_labeling
+from tests.labeling.helpers import next_labeling, record_of
 
 pytestmark = pytest.mark.django_db
 
@@ -269,7 +268,7 @@ def test_agreement_is_computed_by_the_finish_that_brings_the_nth_labeling_only(
     ], "\n".join(fourth)
     read = fourth[finish]
     assert "labeling_solutionagreement" in read and "labeling_completion" in read
-    assert "labeling_labeler" in fourth[-2] and "labeling_solutionagreement" in fourth[-1]
+    assert "labeling_labelerrecord" in fourth[-2] and "labeling_solutionagreement" in fourth[-1]
     assert list(SolutionAgreement.objects.order_by("id").values_list("labelings", "raw")) == [
         (2, 1.0),
         (2, 0.5),
@@ -279,8 +278,8 @@ def test_agreement_is_computed_by_the_finish_that_brings_the_nth_labeling_only(
     pair = PairAgreement.objects.get()
     assert (pair.solutions, pair.steps_compared, pair.steps_same) == (2, 4, 3)
     for user in (labeler, labeler2):
-        profile = user.labeler.__class__.objects.get(user=user)
-        assert (profile.agree_steps_compared, profile.agree_steps_same) == (4, 3)
+        record = record_of(user)
+        assert (record.agree_steps_compared, record.agree_steps_same) == (4, 3)
 
 
 def test_double_submit_returns_the_same_state(client, labeling):
@@ -393,7 +392,7 @@ def test_the_labeling_header_counts_the_solutions_still_waiting_after_this_one(
     page = client.get(url).content.decode()
     # The three of the batch are this labeler's to take; this one is under way: two more.
     assert ">2 more waiting</span>" in page
-    cockpit = selectors.labeler_cockpit(labeler, queue.ensure_labeler(labeler))
+    cockpit = selectors.labeler_cockpit(labeler, selectors.labeler_record(labeler))
     assert cockpit.waiting_total == 3  # the home page counts the claimed one too
     # htmx answers leave the header's figure as it is: none computes it.
     mid = htmx_post(
@@ -523,7 +522,7 @@ def test_a_claim_is_four_statements(client, labeler):
     assert claimed.solution == other and other.active_count == 1
     assert claimed.lease_expires_at > claimed.started_at
     # Gold was due (rate 0.5), but there is none: regular work, counted as before.
-    assert labeler.labeler.__class__.objects.get(user=labeler).claims_since_gold == 2
+    assert record_of(labeler).claims_since_gold == 2
 
 
 def test_a_claim_sees_batch_and_role_changes_made_after_its_cache_was_filled(client, labeler):
