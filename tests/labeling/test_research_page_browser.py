@@ -79,6 +79,8 @@ def test_api_docs_render_offline_in_chromium(live_server, page, artifacts_dir):
     page.goto(f"{live_server.url}/api/docs/")
     page.wait_for_selector(".opblock-summary-path")
     paths = page.locator(".opblock-summary-path").all_inner_texts()
-    assert any("/p/{project}/api/snapshots/{id}/download/" in p.replace("\u200b", "") for p in paths)
+    assert any(
+        "/p/{project}/api/snapshots/{id}/download/" in p.replace("\u200b", "") for p in paths
+    )
     assert external == []  # everything from our own server
     page.screenshot(path=str(artifacts_dir / "api-docs.png"))
