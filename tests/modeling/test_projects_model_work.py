@@ -149,7 +149,10 @@ def test_the_commands_work_in_the_project_named(phase2):
     call_command("prelabel", "--pool", "--judge", "llm", "--project", "phase-2")
     assert PreLabelRun.objects.get().project_id == phase2.pk
     with pytest.raises(CommandError, match="no solution"):
-        call_command("prelabel", "--pool", "--judge", "llm")  # the Default project's pool
+        call_command("prelabel", "--pool", "--judge", "llm", "--project", "default")  # empty
+    with pytest.raises(CommandError, match="Name the project with --project"):
+        call_command("prelabel", "--pool", "--judge", "llm")  # two projects: no guess
+    assert PreLabelRun.objects.count() == 1
     with pytest.raises(CommandError, match="no project"):
         call_command("prelabel", "--pool", "--judge", "llm", "--project", "nope")
     Batch.objects.create(name="same name")  # the Default project's
