@@ -71,6 +71,16 @@ def refuse_if_stopped(state: str | None) -> None:
         raise Forbidden("You were not admitted to labeling: there is no labeling work for you.")
 
 
+def refuse_if_not_a_labeler_there(user: User, labeling: Labeling) -> None:
+    """Refuse (403) a change to a labeling whose project the user is no longer a labeler of
+    (a lead took the role away while it was open): read from their cached roles, no query."""
+    if not has_role(user, LABELER, project=labeling.solution.project_id):
+        raise Forbidden(
+            "You are no longer a labeler in this labeling's project: nothing was saved. "
+            "Your work there is kept."
+        )
+
+
 def labeler_state_of(outer: str = "labeler_id", project: str = "solution__project_id") -> Subquery:
     """The labeler's state in the labeling's project as an annotation of a Labeling query
     (`outer`: its labeler column; `project`: its project's). None where they have no record
@@ -229,6 +239,7 @@ def extend_lease(labeling_id: int, user: User, now=None) -> Labeling:
         )
         if labeling is None:
             raise Forbidden("This labeling is not yours.")
+        refuse_if_not_a_labeler_there(user, labeling)
         refuse_if_stopped(labeling.labeler_state)
         if labeling.status == Labeling.Status.IN_PROGRESS:
             labeling.lease_expires_at = lease_until(labeling.solution.batch, now)

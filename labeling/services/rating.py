@@ -48,6 +48,7 @@ from labeling.services.queue import (
     labeler_state_of,
     lease_until,
     reactivate_expired,
+    refuse_if_not_a_labeler_there,
     refuse_if_stopped,
 )
 from stepwise.compiled import CompiledQuery
@@ -66,6 +67,7 @@ def labeling_for_update(labeling_id: int, user: User) -> Labeling:
     )
     if labeling is None or labeling.labeler_id != user.pk:
         raise LabelingError("This labeling is not yours.")
+    refuse_if_not_a_labeler_there(user, labeling)
     refuse_if_stopped(cast(Any, labeling).labeler_state)
     if labeling.status == Labeling.Status.SKIPPED:
         raise Conflict(SKIPPED_ALREADY)
@@ -140,6 +142,7 @@ def _locked_for_rating(labeling_id: int, user: User) -> Labeling:
     labeling = LOCKED_RATING_READ.first(labeling_id=labeling_id)
     if labeling is None or labeling.labeler_id != user.pk:
         raise LabelingError("This labeling is not yours.")
+    refuse_if_not_a_labeler_there(user, labeling)
     refuse_if_stopped(cast(Any, labeling).labeler_state)
     if labeling.status == Labeling.Status.SKIPPED:
         raise Conflict(SKIPPED_ALREADY)

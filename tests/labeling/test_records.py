@@ -179,3 +179,34 @@ def test_paused_in_a_with_as_labeling_open_they_get_b_work_once_it_lapses(lena, 
     assert queue.expire_stale_leases() == 1
     assert claim_in(lena, b).solution in regular_b
     assert Labeling.objects.get(pk=opened.pk).status == Labeling.Status.EXPIRED
+
+
+def test_a_labeler_taken_off_a_project_changes_nothing_there_through_any_projects_link(
+    client, lena, b
+):
+    """Removed from B with B's labeling open: rating and extending it are refused, under B's
+    link (403, saying why) and under the link of a project they still label in (404 there:
+    not that project's labeling); nothing is saved."""
+    solution = make_solution(make_batch(project=b, gold_rate=0), steps=["a", "b"])
+    labeling = claim_in(lena, b)
+    assert labeling.solution == solution
+    projects.member_remove(project=b, user=lena, role="labeler")
+    client.force_login(lena)
+    for slug, status in ((B_SLUG, 403), ("default", 404)):
+        rate = client.post(
+            f"/p/{slug}/label/{labeling.pk}/rate/",
+            {"step_index": 0, "rating": 1},
+            HTTP_HX_REQUEST="true",
+        )
+        assert rate.status_code == status, slug
+        assert client.post(f"/p/{slug}/label/{labeling.pk}/extend/").status_code == 403
+    assert (
+        "no longer a labeler in this labeling"
+        in client.post(
+            f"/p/{B_SLUG}/label/{labeling.pk}/rate/",
+            {"step_index": 0, "rating": 1},
+            HTTP_HX_REQUEST="true",
+        ).content.decode()
+    )
+    labeling.refresh_from_db()
+    assert labeling.status == Labeling.Status.IN_PROGRESS and not labeling.step_labels.exists()
