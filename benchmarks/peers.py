@@ -308,7 +308,8 @@ def report(
     lines += [
         "Label Studio submits a whole labeling (10 steps) per request, we one step: its step",
         "ratings/s = results.jsonl's annotations_per_s x 10; its next item is GET .../next, ours",
-        "the claim POST /label/next/; import/export: annotated tasks x 10 step labels per second",
+        "the claim POST /p/bench/label/next/ (in a project, as every rating and finish);",
+        "import/export: annotated tasks x 10 step labels per second",
         "(LS: one 20k-task POST with annotations, JSON export; ours: benchmarks/import.py and",
         "export.py, PRM800K). No think time; LS's 1-labeler level always runs 30 s (run.sh).",
         "Server CPU-s/1k: app and PostgreSQL CPU seconds per 1000 step ratings over the level (ours:",

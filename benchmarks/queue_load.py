@@ -8,6 +8,11 @@
     benchmarks/_load.py, shared with floor.py). It prints latency percentiles,
     throughput, overshoot and lost ratings (both must be 0), and the lead dashboard's time.
 
+    Everything happens in the project PROJECT ("Bench", /p/bench/), not in the Default one that
+    migrations make: the labelers and the lead are its members only, the batch and solutions
+    are its own, and every claim, rating and finish goes to its /p/bench/ links. A view that
+    forgot its project (and fell back to Default's) would find nothing to claim here.
+
     python -m benchmarks.queue_load [--seconds 60] [--labelers 50] [--solutions 100000] [--reseed]
 
 Bounded: the run stops after --seconds; everything stays on 127.0.0.1.
@@ -36,6 +41,9 @@ from benchmarks._load import (
 
 PG = dict(host="127.0.0.1", port=5432, user="postgres")
 STEPS = 10
+# The seed's project (its slug): not the Default project, which a row or link without one
+# falls back to, so the load measures the project-scoped paths.
+PROJECT = "bench"
 
 
 def db_url(name: str) -> str:
@@ -65,21 +73,38 @@ def psql(name: str):
     return psycopg.connect(dbname=name, autocommit=True, **PG)
 
 
+def seeded(name: str, solutions: int) -> bool:
+    """Whether the existing database `name` holds this seed: `solutions` solutions in PROJECT
+    (not an older seed's, in the Default project or an older schema)."""
+    import psycopg
+
+    try:
+        with psql(name) as conn:
+            held = conn.execute(
+                "select count(*) from labeling_solution s join labeling_project p "
+                "on p.id = s.project_id where p.slug = %s",
+                [PROJECT],
+            ).fetchone()[0]
+    except psycopg.Error:
+        return False
+    return held >= solutions
+
+
 def seed(name: str, solutions: int, labelers: int, reseed: bool) -> None:
     with psql("postgres") as conn:
         exists = conn.execute("select 1 from pg_database where datname=%s", [name]).fetchone()
-        if exists and reseed:
+        reuse = bool(exists) and not reseed and seeded(name, solutions)
+        if exists and not reuse:
             conn.execute(f'drop database "{name}" with (force)')
-            exists = None
-        if not exists:
+        if not reuse:
             conn.execute(f'create database "{name}"')
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env_for(name), check=True
     )
+    if reuse:
+        print(f"seed: reusing {name}")
+        return
     with psql(name) as conn:
-        if conn.execute("select count(*) from labeling_solution").fetchone()[0] >= solutions:
-            print(f"seed: reusing {name}")
-            return
         t0 = time.perf_counter()
         fill(conn, solutions, labelers)
         print(
@@ -100,11 +125,10 @@ def fill(conn, solutions: int, labelers: int) -> None:
     insert into labeling_problem (text, text_sha256, ground_truth_answer, subject, created_at)
       select 'Bench problem ' || g, md5('p' || g) || md5('q' || g), '42', 'algebra', now()
       from generate_series(1, {solutions // 10}) g;
-    insert into labeling_project (name, slug, created_at) values ('Default', 'default', now())
-      on conflict do nothing;
+    insert into labeling_project (name, slug, created_at) values ('Bench', '{PROJECT}', now());
     insert into labeling_batch (project_id, name, generation, overlap, priority, is_active, origin,
         created_at, protocol, alternatives_k, alternatives_after_error)
-      values ((select id from labeling_project where slug = 'default'), 'bench', 1, 2, 0, true,
+      values ((select id from labeling_project where slug = '{PROJECT}'), 'bench', 1, 2, 0, true,
         'manual', now(), 'steps', 5, false);
     insert into auth_group (name) values ('labeler'), ('lead') on conflict do nothing;
     insert into auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active, date_joined)
@@ -114,20 +138,20 @@ def fill(conn, solutions: int, labelers: int) -> None:
       values ('md5$bench$' || md5('bench' || 'pw'), false, 'benchlead', '', '', '', false, true, now());
     insert into labeling_membership (project_id, user_id, role, created_at)
       select p.id, u.id, 'labeler', now() from auth_user u, labeling_project p
-      where p.slug = 'default' and u.username like 'b%' and u.username <> 'benchlead';
+      where p.slug = '{PROJECT}' and u.username like 'b%' and u.username <> 'benchlead';
     insert into labeling_membership (project_id, user_id, role, created_at)
       select p.id, u.id, 'lead', now() from auth_user u, labeling_project p
-      where p.slug = 'default' and u.username = 'benchlead';
+      where p.slug = '{PROJECT}' and u.username = 'benchlead';
     insert into labeling_labeler (user_id, public_id, created_at)
       select id, gen_random_uuid(), now() from auth_user where username like 'b%';
     insert into labeling_labelerrecord (user_id, project_id, created_at, state, state_reason, claims_since_gold,
         gold_labelings, gold_steps, gold_steps_exact, gold_steps_binary, gold_first_error_total,
         gold_first_error_match, agree_steps_compared, agree_steps_same)
       select u.id, p.id, now(), 'active', '', 0, 0, 0, 0, 0, 0, 0, 0, 0
-      from auth_user u, labeling_project p where p.slug = 'default' and u.username like 'b%';
+      from auth_user u, labeling_project p where p.slug = '{PROJECT}' and u.username like 'b%';
     insert into labeling_solution (project_id, problem_id, batch_id, steps, final_answer, generator, source_id, format,
         generation, is_quality_control, is_screening, content_sha256, completed_count, active_count, created_at)
-      select (select id from labeling_project where slug = 'default'),
+      select (select id from labeling_project where slug = '{PROJECT}'),
         p.id + (g % {solutions // 10}), (select id from labeling_batch where name = 'bench'),
         '{steps_json}'::jsonb, '42', 'bench', 'bench-' || g, 'phase2', 1, false, false,
         md5('s' || g) || md5('t' || g), 1, 0, now()
@@ -183,11 +207,11 @@ def claim_and_rate(session, base: str, deadline: float, think_s: float, tally: T
         r = tally.timed(
             "claim",
             session.post,
-            f"{base}/p/default/label/next/",
+            f"{base}/p/{PROJECT}/label/next/",
             allow_redirects=False,
             timeout=60,
         )
-        match = re.search(r"/p/default/label/(\d+)/$", r.headers.get("Location", ""))
+        match = re.search(rf"/p/{PROJECT}/label/(\d+)/$", r.headers.get("Location", ""))
         if not match:
             break  # nothing left for this labeler
         labeling_id = int(match.group(1))
@@ -197,7 +221,7 @@ def claim_and_rate(session, base: str, deadline: float, think_s: float, tally: T
             r = tally.timed(
                 "rate",
                 session.post,
-                f"{base}/p/default/label/{labeling_id}/rate/",
+                f"{base}/p/{PROJECT}/label/{labeling_id}/rate/",
                 data={"step_index": step, "rating": rating, "elapsed_ms": 4000},
                 headers={"HX-Request": "true"},
                 timeout=60,
@@ -275,7 +299,7 @@ def idle_pages(base: str, db: str, labeler: str) -> dict[str, list[float]]:
     for _ in range(15):
         t1 = time.perf_counter()
         r = lead.get(
-            f"{base}/p/default/label/lead/batches/{batch_id}/",
+            f"{base}/p/{PROJECT}/label/lead/batches/{batch_id}/",
             headers={"HX-Request": "true"},
             timeout=30,
         )
@@ -283,12 +307,12 @@ def idle_pages(base: str, db: str, labeler: str) -> dict[str, list[float]]:
         assert r.status_code == 200
     for _ in range(5):
         t1 = time.perf_counter()
-        lead.get(f"{base}/p/default/label/lead/batches/{batch_id}/", timeout=30)
+        lead.get(f"{base}/p/{PROJECT}/label/lead/batches/{batch_id}/", timeout=30)
         times["full"].append(time.perf_counter() - t1)
     labeler_session = login(base, labeler)
     for _ in range(10):
         t1 = time.perf_counter()
-        labeler_session.get(f"{base}/p/default/label/", timeout=30)
+        labeler_session.get(f"{base}/p/{PROJECT}/label/", timeout=30)
         times["queue"].append(time.perf_counter() - t1)
     return times
 
@@ -299,11 +323,11 @@ def print_run(run: Run, checks: dict[str, int]) -> None:
     t = run.tally
     print(f"load average before/after: {run.load_before:.2f} / {run.load_after:.2f} (1-min)")
     print(
-        f"claim  (POST /label/next/)      n={t.n('claim'):6d}  p50 {t.p('claim', 50):7.1f} ms"
+        f"claim  (POST /p/{PROJECT}/label/next/)     n={t.n('claim'):6d}  p50 {t.p('claim', 50):7.1f} ms"
         f"  p95 {t.p('claim', 95):7.1f} ms  p99 {t.p('claim', 99):7.1f} ms"
     )
     print(
-        f"submit (POST rate, one step)    n={t.n('rate'):6d}  p50 {t.p('rate', 50):7.1f} ms"
+        f"submit (POST rate, one step)           n={t.n('rate'):6d}  p50 {t.p('rate', 50):7.1f} ms"
         f"  p95 {t.p('rate', 95):7.1f} ms  p99 {t.p('rate', 99):7.1f} ms"
     )
     print(
@@ -312,7 +336,7 @@ def print_run(run: Run, checks: dict[str, int]) -> None:
         " (the rest of the round trip is queueing for a worker thread and the client)"
     )
     print(
-        f"whole labeling (all its steps)  n={t.n('labeling'):6d}  p50 {t.p('labeling', 50):7.1f} ms"
+        f"whole labeling (all its steps)         n={t.n('labeling'):6d}  p50 {t.p('labeling', 50):7.1f} ms"
         f"  p95 {t.p('labeling', 95):7.1f} ms  p99 {t.p('labeling', 99):7.1f} ms"
     )
     finished, ratings = checks["finished"], len(t.acked)

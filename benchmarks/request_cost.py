@@ -74,14 +74,14 @@ def main() -> None:
         clients.append((user, client))
     # Warm-up: one claim per labeler (templates compiled, connections open, caches filled).
     for _user, client in clients:
-        client.post("/p/default/label/next/")
+        client.post(f"/p/{queue_bench.PROJECT}/label/next/")
     for _round in range(args.rounds):
         for user, client in clients:
             labeling = Labeling.objects.filter(
                 labeler=user, status=Labeling.Status.IN_PROGRESS
             ).first()
             if labeling is None:
-                timed("claim", lambda c=client: c.post("/p/default/label/next/"))
+                timed("claim", lambda c=client: c.post(f"/p/{queue_bench.PROJECT}/label/next/"))
                 labeling = Labeling.objects.filter(
                     labeler=user, status=Labeling.Status.IN_PROGRESS
                 ).first()
@@ -100,12 +100,12 @@ def main() -> None:
                 timed(
                     kind,
                     lambda c=client, i=index, pk=labeling.pk: c.post(
-                        f"/p/default/label/{pk}/rate/",
+                        f"/p/{queue_bench.PROJECT}/label/{pk}/rate/",
                         {"step_index": i, "rating": 1, "elapsed_ms": 4000},
                         HTTP_HX_REQUEST="true",
                     ),
                 )
-            timed("claim", lambda c=client: c.post("/p/default/label/next/"))
+            timed("claim", lambda c=client: c.post(f"/p/{queue_bench.PROJECT}/label/next/"))
 
     floor: list[float] = []
     labeling = Labeling.objects.first()

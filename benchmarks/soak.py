@@ -394,10 +394,12 @@ def labeler(
         return
     refused: set[int] = set()
     while time.time() < deadline:
-        response = me.post("claim", f"{BASE}/p/default/label/next/")
+        response = me.post("claim", f"{BASE}/p/{bench.PROJECT}/label/next/")
         if response is None:
             return
-        match = re.search(r"/p/default/label/(\d+)/$", response.headers.get("Location", ""))
+        match = re.search(
+            rf"/p/{bench.PROJECT}/label/(\d+)/$", response.headers.get("Location", "")
+        )
         if not match:
             log.write(time.time(), username, "idle", response.headers.get("Location", "?"))
             return  # nothing left for this labeler (or signed out): it shows in the log
@@ -410,7 +412,7 @@ def labeler(
             rating = bench.rating_for(labeling_id, step)
             response = me.post(
                 "rate",
-                f"{BASE}/p/default/label/{labeling_id}/rate/",
+                f"{BASE}/p/{bench.PROJECT}/label/{labeling_id}/rate/",
                 data={"step_index": step, "rating": rating, "elapsed_ms": int(pause * 1000)},
                 headers={"HX-Request": "true"},
                 fields=(labeling_id, step, rating),
@@ -457,11 +459,11 @@ def researcher(
         if run_at and time.time() >= run_at:
             run_at = 0.0
             body = {"name": "soak", "config": TINY_RUN, "filters": train_on}
-            me.post("run", f"{BASE}/p/default/api/runs/", retry=False, json=body)
+            me.post("run", f"{BASE}/p/{bench.PROJECT}/api/runs/", retry=False, json=body)
         if time.time() >= next_snapshot:
             next_snapshot += SNAPSHOT_EVERY_S
             body = {"format": "prm800k", "finished_after": since}
-            me.post("snapshot", f"{BASE}/p/default/api/snapshots/", retry=False, json=body)
+            me.post("snapshot", f"{BASE}/p/{bench.PROJECT}/api/snapshots/", retry=False, json=body)
 
 
 # --- the faults --------------------------------------------------------------------------------
@@ -511,7 +513,7 @@ class Faults:
         start = time.time()
         pid = self.services.redis_stop(signal.SIGKILL)
         response = self.control.post(
-            "snapshot", f"{BASE}/p/default/api/snapshots/", json={"labeler": ["b0"]}
+            "snapshot", f"{BASE}/p/{bench.PROJECT}/api/snapshots/", json={"labeler": ["b0"]}
         )
         queued = (
             f"snapshot {response.json()['id']} queued meanwhile: {response.status_code} "
@@ -533,7 +535,7 @@ class Faults:
         """Start a snapshot of every labeling (seconds of work), wait until a worker runs it
         (or another snapshot, or a run), then kill -9 the worker's whole tree."""
         response = self.control.post(
-            "snapshot", f"{BASE}/p/default/api/snapshots/", json={"format": "prm800k"}
+            "snapshot", f"{BASE}/p/{bench.PROJECT}/api/snapshots/", json={"format": "prm800k"}
         )
         if response is None or response.status_code != 202:
             raise RuntimeError(f"could not start the large snapshot: {response}")
@@ -883,7 +885,7 @@ def seed_researcher() -> None:
                 false, true, now());
             insert into labeling_membership (project_id, user_id, role, created_at)
               select p.id, u.id, 'researcher', now() from auth_user u, labeling_project p
-              where u.username = '{RESEARCHER}' and p.slug = 'default';"""
+              where u.username = '{RESEARCHER}' and p.slug = '{bench.PROJECT}';"""
         )
 
 

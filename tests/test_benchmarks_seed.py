@@ -9,7 +9,7 @@ from django.db import connection
 
 from benchmarks import export as export_bench
 from benchmarks import queue_load
-from labeling.models import Labeling, StepLabel
+from labeling.models import Labeling, Membership, Solution, StepLabel
 
 postgres_only = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the benchmarks' seeding SQL is PostgreSQL's"
@@ -23,6 +23,14 @@ def test_the_queue_benchmark_seeds_a_migrated_database():
         queue_load.fill(cursor, solutions=20, labelers=2)
     assert Labeling.objects.filter(status=Labeling.Status.COMPLETED, skip_reason="").count() == 20
     assert StepLabel.objects.count() == 20 * queue_load.STEPS
+    # All of it in its own project (not Default), the labelers and the lead its members.
+    assert set(Solution.objects.values_list("project__slug", flat=True)) == {queue_load.PROJECT}
+    members = Membership.objects.filter(project__slug=queue_load.PROJECT)
+    assert set(members.values_list("user__username", "role")) >= {
+        ("b0", "labeler"),
+        ("b1", "labeler"),
+        ("benchlead", "lead"),
+    }
 
 
 @postgres_only
