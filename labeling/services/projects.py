@@ -12,6 +12,7 @@ from django.utils.text import slugify
 from labeling.models import Membership, Project
 from labeling.services.errors import LabelingError
 from labeling.services.quality import record_ensure
+from labeling.services.queue import labelings_release
 
 ROLES = tuple(Membership.Role.values)
 
@@ -47,6 +48,10 @@ def member_add(*, project: Project, user: User, role: str) -> Membership:
 
 
 def member_remove(*, project: Project, user: User, role: str) -> int:
-    """The user no longer holds `role` in `project`; their work there stays."""
+    """The user no longer holds `role` in `project`; their work there stays. A labeler's open
+    labeling there goes back to the pool (its ratings kept), as a deactivated account's does:
+    they may not finish it, and it would hold their one open labeling in every project."""
     deleted, _ = Membership.objects.filter(project=project, user=user, role=role).delete()
+    if deleted and role == Membership.Role.LABELER:
+        labelings_release(user, project_id=project.pk)
     return deleted

@@ -650,12 +650,17 @@ def labeling_skip(*, labeling_id: int, user: User, reason: str) -> Labeling:
         return labeling
 
 
-def labelings_release(user: User, now: datetime | None = None) -> int:
-    """Give the user's open labeling back to the pool (a deactivated account): it ends as a
-    lapsed claim, its ratings kept, as `expire_stale_leases` leaves one. Returns how many."""
+def labelings_release(
+    user: User, now: datetime | None = None, *, project_id: int | None = None
+) -> int:
+    """Give the user's open labeling back to the pool (a deactivated account; with
+    `project_id`, theirs in that project only: a labeler taken off it): it ends as a lapsed
+    claim, its ratings kept, as `expire_stale_leases` leaves one. Returns how many."""
     now = now or timezone.now()
     released = 0
     open_ids = Labeling.objects.filter(labeler=user, status=Labeling.Status.IN_PROGRESS)
+    if project_id is not None:
+        open_ids = open_ids.filter(solution__project_id=project_id)
     for labeling_id, solution_id in open_ids.values_list("id", "solution_id"):
         with transaction.atomic():
             still_open = (

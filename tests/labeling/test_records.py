@@ -191,6 +191,9 @@ def test_a_labeler_taken_off_a_project_changes_nothing_there_through_any_project
     labeling = claim_in(lena, b)
     assert labeling.solution == solution
     projects.member_remove(project=b, user=lena, role="labeler")
+    labeling.refresh_from_db()  # back to the pool: another labeler of B may take its place
+    assert labeling.status == Labeling.Status.EXPIRED
+    assert labeling.solution.__class__.objects.get(pk=solution.pk).active_count == 0
     client.force_login(lena)
     for slug, status in ((B_SLUG, 403), ("default", 404)):
         rate = client.post(
@@ -209,4 +212,7 @@ def test_a_labeler_taken_off_a_project_changes_nothing_there_through_any_project
         ).content.decode()
     )
     labeling.refresh_from_db()
-    assert labeling.status == Labeling.Status.IN_PROGRESS and not labeling.step_labels.exists()
+    assert labeling.status == Labeling.Status.EXPIRED and not labeling.step_labels.exists()
+    # Nothing of B holds their one open labeling: the other project's work comes at once.
+    elsewhere = make_solution(make_batch(project=Project.objects.get(slug="default"), gold_rate=0))
+    assert claim_in(lena, Project.objects.get(slug="default")).solution == elsewhere
