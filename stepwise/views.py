@@ -118,6 +118,8 @@ class OldApiPath(APIView):
     """An old API path without a project (/api/batches/...): signed in as every endpoint is (a
     token or the session; none is a 401/403 in JSON, not the sign-in page), then as a page."""
 
+    schema = None  # a way into the documented paths, not one of them
+
     def _into(self, request: Any, rest: str) -> HttpResponse:
         return _into_project(request, rest)
 
