@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import median
-from typing import Any, cast
+from typing import Any
 
 from django.db.models import Count, FilteredRelation, Q, QuerySet, Sum
 from django.utils import timezone
@@ -262,7 +262,8 @@ def batch_labeler_rows(batch: Batch) -> list[LabelerRow]:
         LabelerRow(
             user_id=row.labeler_id,
             username=row.labeler.username,
-            record=cast(Any, row).record,
+            # No record there (labelings imported for someone who is no member): no attribute.
+            record=getattr(row, "record", None),
             labelings=row.labelings + row.surplus,
             steps=row.steps,
             time_ms=row.time_ms,

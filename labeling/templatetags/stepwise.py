@@ -89,7 +89,7 @@ def signed(value) -> str:
 
 @register.filter
 def percent(value, digits: int = 0) -> str:
-    if value is None:
+    if value is None or value == "":  # "": a missing row's field, as a template reads it
         return "—"
     return f"{100 * value:.{digits}f}%"
 

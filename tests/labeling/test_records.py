@@ -216,3 +216,19 @@ def test_a_labeler_taken_off_a_project_changes_nothing_there_through_any_project
     # Nothing of B holds their one open labeling: the other project's work comes at once.
     elsewhere = make_solution(make_batch(project=Project.objects.get(slug="default"), gold_rate=0))
     assert claim_in(lena, Project.objects.get(slug="default")).solution == elsewhere
+
+
+def test_a_batch_page_shows_labelers_who_have_no_record_in_its_project(client, shared_data, lead):
+    """PRM800K's labelers come with their labelings, not as members: the batch page lists
+    them, with no state, rather than failing."""
+    from labeling.models import Batch
+    from labeling.services.importing import import_prm800k
+    from tests.labeling.test_importing import samples_path
+
+    import_prm800k(samples_path(shared_data))
+    batch = Batch.objects.filter(project__slug="default").first()
+    assert not LabelerRecord.objects.exists()
+    client.force_login(lead)
+    page = client.get(f"/p/default/label/lead/batches/{batch.pk}/")
+    assert page.status_code == 200
+    assert page.content.decode().count('href="/p/default/label/lead/labelers/') >= 1

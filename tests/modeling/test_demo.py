@@ -224,7 +224,7 @@ def test_in_the_demo_a_generation_started_on_the_page_runs_in_a_thread(client, d
 
 
 def test_in_the_demo_run_generation_runs_the_steps_in_its_own_process(demo_threads, capsys):
-    call_command("run_generation", "--k", "4")
+    call_command("run_generation", "--k", "4", "--project", "default")
     assert demo_threads == []  # no thread: it would stop with the command
     run = GenerationRun.objects.get()
     assert run.status == GenerationRun.Status.SUCCEEDED, run.error

@@ -360,6 +360,10 @@ def test_import_prm_refuses_a_model_with_its_own_code_though_the_terminal_answer
         HF_MODULES_CACHE=str(tmp_path / "hf-modules"),  # where transformers copies such code
         PYTHONPATH=str(ROOT),
     )
+    # The embedded default as a new deployment has it: migrated (the model belongs to a project).
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=600
+    )
     done = subprocess.run(
         [sys.executable, "manage.py", "import_prm", str(prm)],
         cwd=ROOT,
