@@ -216,6 +216,14 @@ def outsider(db):
     return make_user("otto")
 
 
+@pytest.fixture
+def phase2(db):
+    """A second project beside the Default one (slug phase-2), members to be named by the test."""
+    from labeling.models import Project
+
+    return Project.objects.create(name="Phase 2", slug="phase-2")
+
+
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Path of a 2-layer random Llama causal LM with its tokenizer, built once a session (read

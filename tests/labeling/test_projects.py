@@ -15,11 +15,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def phase2(db):
-    return Project.objects.create(name="Phase 2", slug="phase-2")
-
-
-@pytest.fixture
 def lead2(phase2):
     return make_user("lead2", "lead", "labeler", project=phase2)
 

@@ -4,7 +4,7 @@ another project, and another project's rows under its link are 404."""
 
 import pytest
 
-from labeling.models import Batch, Project
+from labeling.models import Batch
 from labeling.services.importing import import_math, import_prm800k
 from modeling.models import EvaluationSet, GenerationRun, ModelVersion, TrainingRun
 from modeling.services import best_of_n, loop, pool, prelabeling
@@ -18,11 +18,6 @@ from tests.helpers.paths import SAMPLE_DIR
 from tests.helpers.users import api_client_for, make_user
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def phase2(db):
-    return Project.objects.create(name="Phase 2", slug="phase-2")
 
 
 @pytest.fixture
