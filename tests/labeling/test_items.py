@@ -19,13 +19,15 @@ from labeling.selectors import ItemFilters
 from labeling.services import adjudication, notes, queue
 from labeling.services.rating import rate_step
 from tests.factories import make_batch, make_problem, make_solution
-from tests.helpers.users import make_user
+from tests.helpers.users import grant, make_user
 
 pytestmark = pytest.mark.django_db
 
 
 def labeled(solution: Solution, user, ratings: list[int], *, flagged_at: int | None = None):
-    """A labeling of this solution by this user with these ratings (open while unfinished)."""
+    """A labeling of this solution by this user with these ratings (open while unfinished),
+    made a labeler of its project if they were not (only a project's labelers rate there)."""
+    grant(user, "labeler", project=solution.project_id)
     queue.ensure_labeler(user)
     Solution.objects.filter(pk=solution.pk).update(active_count=F("active_count") + 1)
     labeling = Labeling.objects.create(
