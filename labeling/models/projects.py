@@ -31,6 +31,14 @@ def default_project_id() -> int:
     return project.pk
 
 
+def project_pk(project: Project | int | None) -> int:
+    """The id of `project` (a Project or its id); the Default project's where None is named
+    (callers from before projects: commands, tests)."""
+    if project is None:
+        return default_project_id()
+    return project if isinstance(project, int) else project.pk
+
+
 def in_project(project_id: int | None, field: str = "project") -> dict[str, object]:
     """The filter keeping rows of the project `project_id` (through `field`); of the Default
     project where None is named (callers from before projects: commands, tests)."""

@@ -21,19 +21,14 @@ from labeling.models import (
     Membership,
     RatingEvent,
     Solution,
-    default_project_id,
 )
-from labeling.models.projects import in_project
-
-
-def _project_id(project: Any) -> int:
-    return default_project_id() if project is None else getattr(project, "pk", project)
+from labeling.models.projects import in_project, project_pk
 
 
 def labeler_record(user: Any, project: Any = None) -> LabelerRecord:
     """The user's record in the project (the Default project when none is named), or, where
     none was made yet, the record a new labeler starts with (unsaved: a page writes nothing)."""
-    project_id = _project_id(project)
+    project_id = project_pk(project)
     record = LabelerRecord.objects.filter(user_id=user.pk, project_id=project_id).first()
     return record or LabelerRecord(user=user, project_id=project_id)
 
@@ -41,7 +36,7 @@ def labeler_record(user: Any, project: Any = None) -> LabelerRecord:
 def labelers_needing_attention(project: Any = None) -> list[LabelerRecord]:
     """Labelers of the project (the Default project when none is named) paused there, or
     screened there and waiting for a lead's decision: their records in it."""
-    project_id = _project_id(project)
+    project_id = project_pk(project)
     waiting = Q(state=LabelerRecord.State.PAUSED) | Q(
         state=LabelerRecord.State.SCREENING, screening_passed=False
     )
@@ -55,7 +50,7 @@ def labelers_needing_attention(project: Any = None) -> list[LabelerRecord]:
 def all_labelers(project: Any = None) -> list[LabelerRecord]:
     """The labelers of the project (the Default project's when none is named), each with their
     record in it (a new labeler's, unsaved, for a member who has none yet)."""
-    project_id = _project_id(project)
+    project_id = project_pk(project)
     users = Membership.objects.filter(project_id=project_id, role="labeler").values("user_id")
     records = {
         record.user_id: record
@@ -91,7 +86,7 @@ def locked_out_usernames(usernames: Collection[str]) -> set[str]:
 def screening_results(user_id: int, project: Any = None) -> list[GoldResult]:
     """The user's gold results on the project's gold (the Default project's when none is named)."""
     return list(
-        GoldResult.objects.filter(labeler_id=user_id, solution__project_id=_project_id(project))
+        GoldResult.objects.filter(labeler_id=user_id, solution__project_id=project_pk(project))
         .select_related("solution__problem")
         .order_by("-created_at")[:60]
     )
@@ -100,7 +95,7 @@ def screening_results(user_id: int, project: Any = None) -> list[GoldResult]:
 def recent_labelings(user_id: int, limit: int = 30, project: Any = None) -> list[Labeling]:
     """The user's latest labelings in the project (the Default project's when none is named)."""
     return list(
-        Labeling.objects.filter(labeler_id=user_id, solution__project_id=_project_id(project))
+        Labeling.objects.filter(labeler_id=user_id, solution__project_id=project_pk(project))
         .select_related("solution__problem", "solution__batch")
         .order_by("-updated_at")[:limit]
     )

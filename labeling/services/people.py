@@ -28,6 +28,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
 from labeling.models import ApiToken, Membership, Project, default_project_id
+from labeling.models.projects import project_pk
 from labeling.roles import LABELER
 from labeling.services.errors import LabelingError
 from labeling.services.projects import member_add
@@ -62,7 +63,7 @@ def managed_labelers(project: Any = None) -> QuerySet:
     holds (a staff labeler's admin, another project's lead role, say). Any other user id is not
     found here."""
     User = get_user_model()
-    project_id = default_project_id() if project is None else getattr(project, "pk", project)
+    project_id = project_pk(project)
     any_group = User.groups.through.objects.filter(user=OuterRef("pk"))
     other_role = Membership.objects.filter(user=OuterRef("pk")).exclude(role=LABELER)
     labeler_here = Membership.objects.filter(
